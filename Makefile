@@ -1,0 +1,39 @@
+# netsched developer entry points. `make demo` runs the main job, `make test` the
+# whole suite; both install what they need (a venv in .venv, control-plane binaries
+# built from Go modules into ~/.cache/netsched).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install controlplane demo test unit integration lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+controlplane:
+	@bash hack/controlplane/build.sh >/dev/null
+
+demo: install controlplane
+	$(BIN)/netsched demo
+
+lint: install
+	$(BIN)/ruff check netsched tests
+	$(BIN)/lint-imports
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+integration: install controlplane
+	$(BIN)/pytest tests/integration
+
+# pytest exits 5 when it collects no tests; make treats that as the failure it is.
+test: lint controlplane
+	$(BIN)/pytest tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

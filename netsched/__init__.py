@@ -1,0 +1,3 @@
+"""netsched: network-aware GPU job scheduling for Kubernetes."""
+
+__version__ = "0.1.0"

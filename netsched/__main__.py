@@ -1,0 +1,3 @@
+from netsched.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""The `netsched` command: parses arguments and calls one function per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from netsched import __version__
+
+DESCRIPTION = """\
+netsched: network-aware GPU job scheduling for Kubernetes.
+
+Subcommands:
+  dev-cluster  run a real local Kubernetes control plane (etcd, kube-apiserver,
+               kube-controller-manager, kube-scheduler with a `netsched` profile)
+               with KWOK-simulated GPU nodes, built from Go modules; no Docker
+  demo         bring up the dev-cluster (or use a running one), run the demo GPU
+               workload and print which pod was placed on which node
+"""
+
+
+def _cluster(args: argparse.Namespace):
+    from netsched.cluster.devcluster import DevCluster
+    from netsched.cluster.scheduler_config import ExtenderSettings
+
+    kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone}
+    if getattr(args, "extender_url", None):
+        kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
+    if args.dir:
+        kwargs["directory"] = Path(args.dir)
+    return DevCluster(**kwargs)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    cluster.up()
+    print(f"kubeconfig: {cluster.kubeconfig}")
+    print(f"logs:       {cluster.log_dir}")
+    if not args.foreground:
+        print("stop it with: netsched dev-cluster down" + (f" --dir {args.dir}" if args.dir else ""))
+        return 0
+    print("running in the foreground; Ctrl-C stops every component")
+    try:
+        _wait_for_signal()
+    finally:
+        cluster.down()
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    stopped = _cluster(args).down()
+    if not stopped:
+        print("no dev-cluster components were running")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    report = cluster.status()
+    print(json.dumps(report, indent=2))
+    return 0 if report["components"] and cluster.running_components() else 1
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    if not cluster.kubeconfig.exists():
+        print(f"no dev-cluster in {cluster.directory}; run `netsched dev-cluster up`", file=sys.stderr)
+        return 1
+    print(cluster.kubeconfig)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from netsched.demo import run_demo
+
+    return run_demo(_cluster(args), keep=args.keep_cluster)
+
+
+def _add_cluster_options(p: argparse.ArgumentParser, shape: bool = True) -> None:
+    p.add_argument("--dir", help="cluster directory (default: $NETSCHED_DEV_CLUSTER_DIR "
+                   "or ~/.local/state/netsched/dev-cluster)")
+    p.set_defaults(nodes=8, zones=2, racks_per_zone=2)
+    if shape:
+        p.add_argument("--nodes", type=int, default=8, help="fake GPU nodes to create (default 8)")
+        p.add_argument("--zones", type=int, default=2, help="zones to spread them over (default 2)")
+        p.add_argument("--racks-per-zone", type=int, default=2, help="racks per zone (default 2)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="netsched", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"netsched {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = sub.add_parser("dev-cluster", help="local real control plane with KWOK GPU nodes",
+                         description="Run a local Kubernetes control plane with fake GPU nodes.")
+    dev_sub = dev.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = dev_sub.add_parser("up", help="build binaries if needed, start everything, create nodes")
+    _add_cluster_options(up)
+    up.add_argument("--extender-url", help="urlPrefix of a scheduler extender for the netsched "
+                    "profile (e.g. http://127.0.0.1:8888); none by default")
+    up.add_argument("--foreground", action="store_true",
+                    help="stay in the foreground; Ctrl-C stops every component")
+    up.set_defaults(func=cmd_up)
+    for name, func, text in (
+        ("down", cmd_down, "stop every component of the dev-cluster"),
+        ("status", cmd_status, "show components, pids, logs and Ready nodes (exit 1 if down)"),
+        ("kubeconfig", cmd_kubeconfig, "print the admin kubeconfig path"),
+    ):
+        p = dev_sub.add_parser(name, help=text, description=text)
+        _add_cluster_options(p, shape=False)
+        p.set_defaults(func=func)
+
+    demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
+                          description="Bring up the dev-cluster (unless one is running), run "
+                          "the demo workload and print where each pod went.")
+    _add_cluster_options(demo)
+    demo.add_argument("--keep-cluster", action="store_true",
+                      help="leave a cluster this command started running afterwards")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from netsched.cluster.binaries import BuildError
+    from netsched.cluster.devcluster import ClusterError
+    from netsched.cluster.processes import ComponentFailed
+    from netsched.cluster.wait import Timeout
+
+    try:
+        return args.func(args)
+    except (BuildError, ClusterError, ComponentFailed, Timeout) as exc:
+        print(f"netsched: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,1 @@
+"""Cluster access: the local dev-cluster, node topology, pod builders."""

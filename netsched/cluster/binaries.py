@@ -1,0 +1,85 @@
+"""Find or build the control-plane binaries (hack/controlplane/build.sh).
+
+The build script caches binaries outside git, keyed by version, so a warm
+call returns in well under a second. Set NETSCHED_BIN_DIR to use binaries
+built elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+BINARIES = (
+    "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+    "kubectl", "kwok", "helm",
+)
+
+
+class BuildError(RuntimeError):
+    """The control-plane build failed; the message carries the build output's tail."""
+
+
+def controlplane_dir() -> Path:
+    """hack/controlplane of the source tree this package runs from."""
+    override = os.environ.get("NETSCHED_CONTROLPLANE_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "hack" / "controlplane"
+
+
+def read_versions(directory: Path | None = None) -> dict[str, str]:
+    """KEY=VALUE pairs of hack/controlplane/versions.env."""
+    path = (directory or controlplane_dir()) / "versions.env"
+    versions = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            versions[key] = value
+    return versions
+
+
+def ensure_binaries(quiet: bool = False) -> Path:
+    """Return the directory holding every control-plane binary, building on a cold cache.
+
+    Build progress goes to stderr unless `quiet`; a failed build raises BuildError
+    with the last lines of its output so the caller can show what broke.
+    """
+    override = os.environ.get("NETSCHED_BIN_DIR")
+    if override:
+        return _check(Path(override))
+    script = controlplane_dir() / "build.sh"
+    if not script.exists():
+        raise BuildError(
+            f"{script} not found: netsched dev-cluster needs a source checkout "
+            "(or NETSCHED_BIN_DIR pointing at prebuilt binaries)"
+        )
+    started = time.monotonic()
+    tail: deque[str] = deque(maxlen=40)
+    proc = subprocess.Popen(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        tail.append(line.rstrip())
+        if not quiet and line.startswith("[controlplane]"):
+            print(line.rstrip(), file=sys.stderr, flush=True)
+    if proc.wait() != 0:
+        output = "\n".join(tail)
+        raise BuildError(f"control-plane build failed (exit {proc.returncode}):\n{output}")
+    bin_dir = Path(tail[-1])
+    if not quiet and time.monotonic() - started > 5:
+        print(f"[controlplane] binaries in {bin_dir}", file=sys.stderr)
+    return _check(bin_dir)
+
+
+def _check(bin_dir: Path) -> Path:
+    missing = [b for b in BINARIES if not (bin_dir / b).is_file()]
+    if missing:
+        raise BuildError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with hack/controlplane/build.sh")
+    return bin_dir

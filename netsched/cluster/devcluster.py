@@ -1,0 +1,298 @@
+"""`netsched dev-cluster`: a real Kubernetes control plane on 127.0.0.1, no Docker.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK run as
+local processes built from Go modules; KWOK plays the kubelets of N fake GPU
+nodes. Everything lives under one directory: PKI, kubeconfigs, etcd data, a
+state file with pids and ports, and one log per component under logs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from kubernetes import client, config
+
+from netsched.cluster import pki as pkilib
+from netsched.cluster import processes
+from netsched.cluster.binaries import ensure_binaries
+from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
+from netsched.cluster.topology import gpu_nodes
+from netsched.cluster.wait import poll
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SERVICE_CIDR = "10.0.0.0/24"
+POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
+
+
+def default_dir() -> Path:
+    env = os.environ.get("NETSCHED_DEV_CLUSTER_DIR")
+    if env:
+        return Path(env)
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state) / "netsched" / "dev-cluster"
+
+
+class ClusterError(RuntimeError):
+    """The dev-cluster cannot do what was asked; the message says what to do."""
+
+
+@dataclass
+class DevCluster:
+    directory: Path = field(default_factory=default_dir)
+    nodes: int = 8
+    zones: int = 2
+    racks_per_zone: int = 2
+    extender: ExtenderSettings | None = None
+    progress: Callable[[str], None] = print
+
+    # ---- paths -------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "admin.kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.directory / "state.json"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.directory / "logs"
+
+    def log(self, component: str) -> Path:
+        return self.log_dir / f"{component}.log"
+
+    # ---- lifecycle ---------------------------------------------------------
+    def up(self) -> dict:
+        """Start every component and the GPU nodes; on any failure stop what started."""
+        if self.running_components():
+            raise ClusterError(
+                f"a dev-cluster is already running in {self.directory}; "
+                "run `netsched dev-cluster down` first (or pass another --dir)"
+            )
+        started = time.monotonic()
+        bin_dir = ensure_binaries()
+        self._reset_directory()
+        state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports()}
+        try:
+            self._start_all(bin_dir, state)
+            self._create_nodes()
+        except BaseException:
+            self.progress("start failed; stopping the components that started")
+            self.down(quiet=True)
+            raise
+        state["start_seconds"] = round(time.monotonic() - started, 1)
+        self._save(state)
+        self.progress(f"dev-cluster up in {state['start_seconds']} s: {self.nodes} GPU nodes Ready")
+        return state
+
+    def down(self, quiet: bool = False) -> list[str]:
+        """Stop every recorded component, last started first. Returns their names."""
+        state = self._load()
+        stopped = []
+        for name, info in reversed(list(state.get("components", {}).items())):
+            processes.stop(info["pid"])
+            stopped.append(name)
+            if not quiet:
+                self.progress(f"stopped {name} (pid {info['pid']})")
+        if state:
+            state["components"] = {}
+            self._save(state)
+        return stopped
+
+    def running_components(self) -> list[str]:
+        comps = self._load().get("components", {})
+        return [name for name, info in comps.items() if processes.pid_alive(info["pid"])]
+
+    def status(self) -> dict:
+        state = self._load()
+        comps = state.get("components", {})
+        report = {
+            "directory": str(self.directory),
+            "kubeconfig": str(self.kubeconfig),
+            "components": {
+                name: {
+                    "pid": info["pid"],
+                    "running": processes.pid_alive(info["pid"]),
+                    "log": info["log"],
+                }
+                for name, info in comps.items()
+            },
+        }
+        if comps and all(c["running"] for c in report["components"].values()):
+            report["apiserver"] = state.get("apiserver")
+            report["nodes_ready"] = self._ready_node_count(self.api_client())
+        return report
+
+    def api_client(self) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    # ---- start-up steps ----------------------------------------------------
+    def _reset_directory(self) -> None:
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        self.log_dir.mkdir(parents=True)
+
+    @staticmethod
+    def _pick_ports() -> dict[str, int]:
+        ports: dict[str, int] = {}
+        while len(set(ports.values())) < 6:
+            ports = {
+                name: processes.free_port()
+                for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+            }
+        return ports
+
+    def _start_all(self, bin_dir: Path, state: dict) -> None:
+        d, ports = self.directory, state["ports"]
+        pki = pkilib.write_pki(d / "pki")
+        tokens = pkilib.read_tokens(pki)
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        state["apiserver"] = server
+        kubeconfigs = {
+            user.name: pkilib.write_kubeconfig(
+                d / pkilib.kubeconfig_name(user), server, pki.ca_cert, user.name, tokens[user.name]
+            )
+            for user in pkilib.USERS
+        }
+        scheduler_yaml = d / "scheduler.yaml"
+        scheduler_yaml.write_text(
+            yaml.safe_dump(scheduler_config(kubeconfigs["system:kube-scheduler"], self.extender))
+        )
+        stages = d / "kwok-stages.yaml"
+        stages.write_text(resources.files("netsched.cluster").joinpath("kwok-stages.yaml").read_text())
+
+        plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages)
+        admin_token = tokens["admin"]
+        checks = {
+            "etcd": lambda: _http_ok(f"http://127.0.0.1:{ports['etcd']}/health"),
+            "kube-apiserver": lambda: _http_ok(
+                f"{server}/readyz", ca=pki.ca_cert, token=admin_token
+            ),
+            "kube-controller-manager": lambda: _http_ok(
+                f"https://127.0.0.1:{ports['controller-manager']}/healthz"
+            ),
+            "kube-scheduler": lambda: _http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"),
+            "kwok": lambda: _http_ok(f"http://127.0.0.1:{ports['kwok']}/healthz"),
+        }
+        for name in COMPONENTS:
+            t0 = time.monotonic()
+            proc = processes.start(name, plan[name], self.log(name), cwd=d)
+            state["components"][name] = {"pid": proc.pid, "log": str(proc.log)}
+            self._save(state)
+            processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
+            self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
+
+    def _create_nodes(self) -> None:
+        api = self.api_client()
+        core = client.CoreV1Api(api)
+        # The ServiceAccount admission plugin rejects pods until this exists.
+        poll(lambda: core.read_namespaced_service_account("default", "default"),
+             timeout=60, what="the default ServiceAccount (kube-controller-manager)")
+        for node in gpu_nodes(self.nodes, self.zones, self.racks_per_zone):
+            core.create_node(node.manifest())
+        poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=60,
+             what=f"{self.nodes} GPU nodes to become Ready (kwok)")
+
+    @staticmethod
+    def _ready_node_count(api: client.ApiClient) -> int:
+        nodes = client.CoreV1Api(api).list_node().items
+        return sum(
+            any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            for n in nodes
+        )
+
+    # ---- state file --------------------------------------------------------
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return {}
+
+    def _save(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+
+def _component_argv(
+    bin_dir: Path,
+    d: Path,
+    ports: dict[str, int],
+    pki: pkilib.Pki,
+    kubeconfigs: dict[str, Path],
+    scheduler_yaml: Path,
+    stages: Path,
+) -> dict[str, list[str]]:
+    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+    kcm = str(kubeconfigs["system:kube-controller-manager"])
+    sched = str(kubeconfigs["system:kube-scheduler"])
+    return {
+        "etcd": [
+            str(bin_dir / "etcd"), f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
+            f"--initial-cluster=default=http://127.0.0.1:{ports['etcd-peer']}",
+            "--unsafe-no-fsync",  # throwaway data: trade durability for speed
+        ],
+        "kube-apiserver": [
+            str(bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            f"--tls-cert-file={pki.apiserver_cert}", f"--tls-private-key-file={pki.apiserver_key}",
+            f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.token_file}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.service_account_key}",
+            f"--service-account-signing-key-file={pki.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",  # 127.0.0.1 cannot be a Service endpoint
+        ],
+        "kube-controller-manager": [
+            str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm}",
+            f"--authentication-kubeconfig={kcm}", f"--authorization-kubeconfig={kcm}",
+            "--authentication-skip-lookup=true", "--bind-address=127.0.0.1",
+            f"--secure-port={ports['controller-manager']}", f"--cert-dir={d / 'certs'}",
+            "--leader-elect=false", "--controllers=*",
+            f"--service-account-private-key-file={pki.service_account_key}",
+            f"--root-ca-file={pki.ca_cert}", "--use-service-account-credentials=true",
+            f"--flex-volume-plugin-dir={d / 'flexvolume'}",
+        ],
+        "kube-scheduler": [
+            str(bin_dir / "kube-scheduler"), f"--config={scheduler_yaml}",
+            f"--authentication-kubeconfig={sched}", f"--authorization-kubeconfig={sched}",
+            "--authentication-skip-lookup=true", "--bind-address=127.0.0.1",
+            f"--secure-port={ports['scheduler']}", f"--cert-dir={d / 'certs'}",
+        ],
+        "kwok": [
+            str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",
+            "--manage-all-nodes=true", f"--server-address=127.0.0.1:{ports['kwok']}",
+            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40", f"--config={stages}",
+        ],
+    }
+
+
+def _http_ok(url: str, ca: Path | None = None, token: str | None = None) -> bool:
+    """GET url and report a 200. Self-signed component certs are only health-checked."""
+    if url.startswith("https"):
+        ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+    else:
+        ctx = None
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
+            return resp.status == 200
+    except urllib.error.HTTPError:
+        return False

@@ -1,0 +1,55 @@
+"""Builders for the pods netsched creates and the facts read back from them."""
+
+from __future__ import annotations
+
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.cluster.topology import GPU_RESOURCE
+
+# KWOK's pod-complete-after-duration stage (kwok-stages.yaml) finishes a Running
+# pod this many seconds after it started; a Go duration such as "30s" or "2m".
+DURATION_ANNOTATION = "netsched.io/duration"
+
+
+def gpu_pod(
+    name: str,
+    gpus: int,
+    duration: str | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    labels: dict[str, str] | None = None,
+    owner: dict | None = None,
+) -> dict:
+    """A pod asking for `gpus` nvidia.com/gpu, scheduled by `scheduler`."""
+    metadata: dict = {"name": name, "labels": labels or {}}
+    if duration is not None:
+        metadata["annotations"] = {DURATION_ANNOTATION: duration}
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
+    limits = {GPU_RESOURCE: str(gpus), "cpu": "1", "memory": "1Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "schedulerName": scheduler,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "netsched/workload:dev",
+                            "resources": {"limits": limits, "requests": limits}}],
+        },
+    }
+
+
+def pod_gpus(pod) -> int:
+    """GPUs requested by a V1Pod (sum over its containers)."""
+    total = 0
+    for c in pod.spec.containers:
+        requests = (c.resources and c.resources.requests) or {}
+        total += int(requests.get(GPU_RESOURCE, 0))
+    return total
+
+
+def scheduled_condition(pod):
+    """The PodScheduled condition of a V1Pod, or None before the scheduler looked at it."""
+    for cond in (pod.status and pod.status.conditions) or []:
+        if cond.type == "PodScheduled":
+            return cond
+    return None

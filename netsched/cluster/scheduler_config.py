@@ -1,0 +1,52 @@
+"""KubeSchedulerConfiguration for the dev-cluster's kube-scheduler.
+
+Two profiles: `default-scheduler` for ordinary pods and `netsched` for GPU jobs.
+When an extender URL is given, the extender block sends only pods that request
+nvidia.com/gpu to it (managedResources) while the scheduler keeps counting GPUs
+itself (ignoredByScheduler: false; `true` lets a 9-GPU pod bind to an 8-GPU node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from netsched.cluster.topology import GPU_RESOURCE
+
+SCHEDULER_NAME = "netsched"
+
+
+@dataclass(frozen=True)
+class ExtenderSettings:
+    url_prefix: str
+    weight: int = 5
+    http_timeout: str = "2s"
+    ignorable: bool = True  # a down extender must not stop GPU pods from scheduling
+    node_cache_capable: bool = True
+
+    def block(self) -> dict:
+        return {
+            "urlPrefix": self.url_prefix,
+            "filterVerb": "filter",
+            "prioritizeVerb": "prioritize",
+            "weight": self.weight,
+            "httpTimeout": self.http_timeout,
+            "nodeCacheCapable": self.node_cache_capable,
+            "ignorable": self.ignorable,
+            "managedResources": [{"name": GPU_RESOURCE, "ignoredByScheduler": False}],
+        }
+
+
+def scheduler_config(kubeconfig: Path, extender: ExtenderSettings | None = None) -> dict:
+    config: dict = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+        # Hard network constraints must see every node, not a sample.
+        "percentageOfNodesToScore": 100,
+        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": SCHEDULER_NAME}],
+    }
+    if extender is not None:
+        config["extenders"] = [extender.block()]
+    return config

@@ -1,0 +1,1 @@
+"""Completion-time model (scikit-learn). Lands with issue 6."""

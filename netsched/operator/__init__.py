@@ -1,0 +1,1 @@
+"""GPUJob operator (kopf). Lands with issue 4."""

@@ -1,0 +1,1 @@
+"""Network telemetry agent and store. Lands with issue 5."""

@@ -1,0 +1,32 @@
+import ipaddress
+
+import yaml
+from cryptography import x509
+
+from netsched.cluster.pki import USERS, read_tokens, write_kubeconfig, write_pki
+
+
+def test_apiserver_certificate_is_signed_by_the_ca_and_names_local_addresses(tmp_path):
+    pki = write_pki(tmp_path)
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    server = x509.load_pem_x509_certificate(pki.apiserver_cert.read_bytes())
+
+    server.verify_directly_issued_by(ca)  # raises if not
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in sans.get_values_for_type(x509.DNSName)
+    assert "kubernetes.default.svc" in sans.get_values_for_type(x509.DNSName)
+    assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+    assert oct(pki.ca_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_every_user_gets_a_distinct_token_and_a_kubeconfig(tmp_path):
+    pki = write_pki(tmp_path)
+    tokens = read_tokens(pki)
+    assert set(tokens) == {u.name for u in USERS}
+    assert len(set(tokens.values())) == len(USERS)
+
+    path = write_kubeconfig(tmp_path / "a.kubeconfig", "https://127.0.0.1:1", pki.ca_cert, "admin",
+                            tokens["admin"])
+    config = yaml.safe_load(path.read_text())
+    assert config["users"][0]["user"]["token"] == tokens["admin"]
+    assert config["clusters"][0]["cluster"]["certificate-authority"] == str(pki.ca_cert)

@@ -1,0 +1,22 @@
+from pathlib import Path
+
+from netsched.cluster.scheduler_config import SCHEDULER_NAME, ExtenderSettings, scheduler_config
+
+
+def test_netsched_profile_scores_every_node_without_leader_election():
+    config = scheduler_config(Path("/k/scheduler.kubeconfig"))
+    assert config["clientConnection"]["kubeconfig"] == "/k/scheduler.kubeconfig"
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["percentageOfNodesToScore"] == 100
+    assert SCHEDULER_NAME in [p["schedulerName"] for p in config["profiles"]]
+    assert "extenders" not in config
+
+
+def test_extender_block_manages_gpus_but_keeps_scheduler_gpu_accounting():
+    config = scheduler_config(Path("k"), ExtenderSettings(url_prefix="http://127.0.0.1:8888"))
+    (block,) = config["extenders"]
+    assert block["urlPrefix"] == "http://127.0.0.1:8888"
+    assert (block["filterVerb"], block["prioritizeVerb"]) == ("filter", "prioritize")
+    assert block["nodeCacheCapable"] is True and block["ignorable"] is True
+    assert block["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    assert block["weight"] >= 1
