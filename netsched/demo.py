@@ -42,6 +42,7 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         print(f"submitted {len(WORKLOAD)} GPU pods to scheduler 'netsched' in namespace {NAMESPACE}")
         poll(lambda: all(scheduled_condition(p) for p in _pods(core)), 60, "the scheduler to decide")
         _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
+        _print_spread(core, "train")
         poll(lambda: all(_finished_or_unschedulable(p) for p in _pods(core)), 120,
              "the demo pods to finish")
         _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
@@ -99,3 +100,12 @@ def _print_placements(core: client.CoreV1Api, when: str) -> None:
             phase = f"{phase} ({cond.reason}: {(cond.message or '').strip()})"
         print(f"  {pod.metadata.name:<11} {pod_gpus(pod):>4}  {node or '-':<12} "
               f"{labels.get(ZONE_LABEL, '-'):<8} {labels.get(RACK_LABEL, '-'):<9} {phase}")
+
+
+def _print_spread(core: client.CoreV1Api, job: str) -> None:
+    """How far apart one job's replicas landed: what network-aware placement improves."""
+    nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
+    placed = [p.spec.node_name for p in _pods(core) if p.metadata.name.startswith(f"{job}-")]
+    racks = {nodes[n][RACK_LABEL] for n in placed if n}
+    zones = {nodes[n][ZONE_LABEL] for n in placed if n}
+    print(f"\njob '{job}' ({len(placed)} replicas) spans {len(racks)} rack(s) in {len(zones)} zone(s)")

@@ -16,7 +16,6 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -25,6 +24,7 @@ from kubernetes import client, config
 from netsched.cluster import pki as pkilib
 from netsched.cluster import processes
 from netsched.cluster.binaries import ensure_binaries
+from netsched.cluster.kwok_stages import stages_yaml
 from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.cluster.topology import gpu_nodes
 from netsched.cluster.wait import poll
@@ -169,7 +169,7 @@ class DevCluster:
             yaml.safe_dump(scheduler_config(kubeconfigs["system:kube-scheduler"], self.extender))
         )
         stages = d / "kwok-stages.yaml"
-        stages.write_text(resources.files("netsched.cluster").joinpath("kwok-stages.yaml").read_text())
+        stages.write_text(stages_yaml())
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages)
         admin_token = tokens["admin"]

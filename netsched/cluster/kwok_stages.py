@@ -1,0 +1,106 @@
+"""KWOK Stages for the dev-cluster: the whole pod lifecycle (kwok --config).
+
+A --config holding any Pod stage replaces KWOK's built-in pod stages, so these
+cover everything a pod goes through:
+
+  pod-ready                    a bound pod gets an IP and Ready containers: Running
+  pod-complete                 Running pods owned by a Job succeed (KWOK's default behaviour)
+  pod-complete-after-duration  Running pods annotated netsched.io/duration (a Go duration such
+                               as "30s") succeed that long after they started running
+  pod-delete                   pods being deleted are removed at once
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from netsched.cluster.pods import DURATION_ANNOTATION
+
+RUNNING_TEMPLATE = """\
+{{ $started := Now }}
+phase: Running
+startTime: {{ $started | Quote }}
+hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+conditions:
+{{ range $type := list "Initialized" "Ready" "ContainersReady" }}
+- type: {{ $type }}
+  status: "True"
+  lastTransitionTime: {{ $started | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $started | Quote }}
+{{ end }}
+"""
+
+SUCCEEDED_TEMPLATE = """\
+{{ $finished := Now }}
+{{ $pod := . }}
+phase: Succeeded
+conditions:
+{{ range $type := list "Ready" "ContainersReady" }}
+- type: {{ $type }}
+  status: "False"
+  reason: PodCompleted
+  lastTransitionTime: {{ $finished | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      startedAt: {{ or $pod.status.startTime $finished | Quote }}
+      finishedAt: {{ $finished | Quote }}
+{{ end }}
+"""
+
+NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+RUNNING = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+
+
+def _stage(name: str, match: list[dict], next_: dict, delay: dict | None = None) -> dict:
+    spec: dict = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": match},
+        "next": next_,
+    }
+    if delay:
+        spec["delay"] = delay
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_stages() -> list[dict]:
+    annotation = f'.metadata.annotations["{DURATION_ANNOTATION}"]'
+    return [
+        _stage("pod-ready", [NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}],
+               {"statusTemplate": RUNNING_TEMPLATE}),
+        _stage("pod-complete",
+               [NOT_DELETING, RUNNING,
+                {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}],
+               {"statusTemplate": SUCCEEDED_TEMPLATE}),
+        _stage("pod-complete-after-duration",
+               [NOT_DELETING, RUNNING, {"key": annotation, "operator": "Exists"}],
+               {"statusTemplate": SUCCEEDED_TEMPLATE},
+               delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": annotation}}),
+        _stage("pod-delete", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+               {"finalizers": {"empty": True}, "delete": True}),
+    ]
+
+
+def stages_yaml() -> str:
+    return yaml.safe_dump_all(pod_stages(), sort_keys=False)
