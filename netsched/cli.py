@@ -50,7 +50,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not args.foreground:
         print("stop it with: netsched dev-cluster down" + (f" --dir {args.dir}" if args.dir else ""))
         return 0
-    print("running in the foreground; Ctrl-C stops every component")
+    print("running in the foreground; Ctrl-C stops every component", flush=True)
     try:
         _wait_for_signal()
     finally:

@@ -8,6 +8,7 @@ state file with pids and ports, and one log per component under logs/.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -53,7 +54,7 @@ class DevCluster:
     zones: int = 2
     racks_per_zone: int = 2
     extender: ExtenderSettings | None = None
-    progress: Callable[[str], None] = print
+    progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
     @property
@@ -186,9 +187,10 @@ class DevCluster:
         }
         for name in COMPONENTS:
             t0 = time.monotonic()
-            proc = processes.start(name, plan[name], self.log(name), cwd=d)
-            state["components"][name] = {"pid": proc.pid, "log": str(proc.log)}
-            self._save(state)
+            with processes.signals_deferred():
+                proc = processes.start(name, plan[name], self.log(name), cwd=d)
+                state["components"][name] = {"pid": proc.pid, "log": str(proc.log)}
+                self._save(state)
             processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
             self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
 

@@ -53,12 +53,31 @@ class Process:
         return pid_alive(self.pid)
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Hold Ctrl-C and SIGTERM until the block ends, e.g. between starting a process
+    and recording its pid, so an interrupt can never leave an unrecorded process."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _unblock_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def start(name: str, argv: list[str], log: Path, cwd: Path) -> Process:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         popen = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=cwd, start_new_session=True,
+            preexec_fn=_unblock_stop_signals,  # the child must not inherit a deferred mask
         )
     return Process(name, popen.pid, log, popen)
 
