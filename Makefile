@@ -22,7 +22,7 @@ demo: install controlplane
 	$(BIN)/netsched demo
 
 lint: install
-	$(BIN)/ruff check netsched tests
+	$(BIN)/ruff check netsched tests bench
 	$(BIN)/lint-imports
 
 unit: install
