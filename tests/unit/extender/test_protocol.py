@@ -1,0 +1,75 @@
+"""Extender v1 wire format, checked against requests captured from a real kube-scheduler."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from netsched.extender.protocol import (
+    BadRequest,
+    filter_result,
+    host_priority_list,
+    parse_args,
+)
+
+GOLDEN = Path(__file__).parents[2] / "fixtures" / "extender-v1"
+
+
+def golden(name: str):
+    return json.loads((GOLDEN / name).read_text())
+
+
+@pytest.mark.parametrize("name, want_nodes", [
+    ("filter-args.nodeCacheCapable-true.json", ["kwok-gpu-0", "kwok-gpu-1", "kwok-gpu-2"]),
+    ("filter-args.nodeCacheCapable-false.json", ["kwok-gpu-0", "kwok-gpu-1", "kwok-gpu-2"]),
+    ("prioritize-args.nodeCacheCapable-true.json", ["kwok-gpu-1", "kwok-gpu-2"]),
+    ("prioritize-args.nodeCacheCapable-false.json", ["kwok-gpu-1", "kwok-gpu-2"]),
+])
+def test_parses_captured_requests(name, want_nodes):
+    args = parse_args(golden(name))
+    assert args.node_names == want_nodes
+    assert (args.pod.namespace, args.pod.name, args.pod.gpus) == ("default", "gpu-pod-1", 2)
+    assert args.pod.uid
+
+
+def test_filter_result_has_the_shape_the_scheduler_accepted():
+    accepted = golden("filter-result.nodeCacheCapable-true.accepted.json")
+    ours = filter_result(["kwok-gpu-1", "kwok-gpu-2"], {"kwok-gpu-0": "excluded by test extender"})
+    assert {k: ours[k] for k in accepted} == accepted
+    assert set(ours) <= {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+
+
+def test_priority_list_uses_go_field_names_and_omits_zero_scores():
+    accepted = golden("prioritize-result.accepted.json")
+    assert host_priority_list({"kwok-gpu-1": 0, "kwok-gpu-2": 10}) == [h for h in accepted if h["Score"]]
+
+
+def _pod(**meta):
+    return {"metadata": {"name": "p", **meta}, "spec": {}}
+
+
+@pytest.mark.parametrize("doc, message", [
+    pytest.param([], "must be a JSON object", id="array"),
+    pytest.param({"NodeNames": ["a"]}, "field Pod is missing", id="no-pod"),
+    pytest.param({"Pod": {"metadata": {}}, "NodeNames": ["a"]}, "Pod.metadata.name", id="no-name"),
+    pytest.param({"Pod": _pod()}, "neither NodeNames nor Nodes.items", id="no-nodes"),
+    pytest.param({"Pod": _pod(), "NodeNames": "a"}, "list of node names", id="names-not-list"),
+    pytest.param({"Pod": _pod(), "NodeNames": ["a", 3]}, "list of node names", id="name-not-string"),
+    pytest.param({"Pod": _pod(labels={"a": 1}), "NodeNames": []}, "Pod.metadata.labels", id="bad-labels"),
+    pytest.param({"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1.5"}}}]}}, "NodeNames": []},
+        "whole number", id="fractional-gpu"),
+])
+def test_malformed_requests_name_the_field(doc, message):
+    with pytest.raises(BadRequest, match=message):
+        parse_args(doc)
+
+
+def test_gpus_fall_back_to_limits_and_sum_over_containers():
+    spec = {"containers": [
+        {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2"}}},
+        {"name": "b", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}},
+    ]}
+    args = parse_args({"Pod": {"metadata": {"name": "p", "labels": {"netsched.io/job": "j"}}, "spec": spec},
+                       "NodeNames": ["n"]})
+    assert args.pod.gpus == 3 and args.pod.job == "j"
