@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from netsched.cluster.topology import GPU_RESOURCE
+
 MAX_SCORE = 10  # MaxExtenderPriority
 JOB_LABEL = "netsched.io/job"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class BadRequest(ValueError):
