@@ -18,6 +18,8 @@ Subcommands:
   dev-cluster  run a real local Kubernetes control plane (etcd, kube-apiserver,
                kube-controller-manager, kube-scheduler with a `netsched` profile)
                with KWOK-simulated GPU nodes, built from Go modules; no Docker
+  extender     the kube-scheduler extender: filters and scores GPU nodes by
+               network placement (HTTP, extender v1 protocol)
   demo         bring up the dev-cluster (or use a running one), run the demo GPU
                workload and print which pod was placed on which node
 """
@@ -27,7 +29,8 @@ def _cluster(args: argparse.Namespace):
     from netsched.cluster.devcluster import DevCluster
     from netsched.cluster.scheduler_config import ExtenderSettings
 
-    kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone}
+    kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone,
+              "run_extender": not getattr(args, "no_extender", False)}
     if getattr(args, "extender_url", None):
         kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
     if args.dir:
@@ -81,6 +84,29 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_extender(args: argparse.Namespace) -> int:
+    import logging
+
+    from kubernetes import config
+
+    from netsched.extender.server import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.kubeconfig:
+        api = config.new_client_from_config(config_file=args.kubeconfig)
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        from kubernetes import client
+
+        api = client.ApiClient()
+    serve(api, host=args.host, port=args.port, shortlist=args.shortlist, max_cache_age=args.max_cache_age,
+          explain_events=not args.no_explain_events)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from netsched.demo import run_demo
 
@@ -109,8 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev_sub = dev.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = dev_sub.add_parser("up", help="build binaries if needed, start everything, create nodes")
     _add_cluster_options(up)
-    up.add_argument("--extender-url", help="urlPrefix of a scheduler extender for the netsched "
-                    "profile (e.g. http://127.0.0.1:8888); none by default")
+    up.add_argument("--extender-url", help="urlPrefix of another scheduler extender to use instead "
+                    "of starting netsched's own (e.g. http://127.0.0.1:8888)")
+    up.add_argument("--no-extender", action="store_true",
+                    help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
     up.add_argument("--foreground", action="store_true",
                     help="stay in the foreground; Ctrl-C stops every component")
     up.set_defaults(func=cmd_up)
@@ -122,6 +150,22 @@ def build_parser() -> argparse.ArgumentParser:
         p = dev_sub.add_parser(name, help=text, description=text)
         _add_cluster_options(p, shape=False)
         p.set_defaults(func=func)
+
+    ext = sub.add_parser("extender", help="run the scheduler extender (HTTP)",
+                         description="Serve the kube-scheduler extender v1 verbs filter, prioritize and "
+                         "preempt, answering from a watch-fed cache of Nodes and Pods.")
+    ext.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    ext.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    ext.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
+    ext.add_argument("--shortlist", type=int, default=1, metavar="N",
+                     help="filter hands back at most the N best nodes of the best network tier "
+                     "(default 1: one scheduling round trip; 0 returns every feasible node)")
+    ext.add_argument("--max-cache-age", type=float, default=30.0, metavar="SECONDS",
+                     help="oldest cache the extender answers from; older means filter returns Error "
+                     "and kube-scheduler decides alone if the extender is ignorable (default 30)")
+    ext.add_argument("--no-explain-events", action="store_true",
+                     help="do not write a NetworkPlacement event on each placed pod")
+    ext.set_defaults(func=cmd_extender)
 
     demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
                           description="Bring up the dev-cluster (unless one is running), run "

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import ssl
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -26,11 +27,13 @@ from netsched.cluster import pki as pkilib
 from netsched.cluster import processes
 from netsched.cluster.binaries import ensure_binaries
 from netsched.cluster.kwok_stages import stages_yaml
+from netsched.cluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, grant
 from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.cluster.topology import gpu_nodes
 from netsched.cluster.wait import poll
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+EXTENDER = "netsched-extender"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 
@@ -53,7 +56,10 @@ class DevCluster:
     nodes: int = 8
     zones: int = 2
     racks_per_zone: int = 2
+    # None: run netsched's own extender and point the netsched profile at it;
+    # settings with a urlPrefix: use that extender instead; run_extender=False and None: no extender.
     extender: ExtenderSettings | None = None
+    run_extender: bool = True
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
@@ -68,6 +74,14 @@ class DevCluster:
     @property
     def log_dir(self) -> Path:
         return self.directory / "logs"
+
+    @property
+    def extender_url(self) -> str | None:
+        """Where netsched's own extender serves, when the dev-cluster runs it."""
+        state = self._load()
+        if EXTENDER not in state.get("components", {}):
+            return None
+        return f"http://127.0.0.1:{state['ports']['extender']}"
 
     def log(self, component: str) -> Path:
         return self.log_dir / f"{component}.log"
@@ -137,6 +151,32 @@ class DevCluster:
     def api_client(self) -> client.ApiClient:
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
+    def components(self) -> tuple[str, ...]:
+        return tuple(c for c in COMPONENTS if c != EXTENDER or (self.run_extender and not self.extender))
+
+    def restart(self, name: str) -> None:
+        """Start a recorded component again (after it died or was killed) and wait until it serves."""
+        state = self._load()
+        info = state.get("components", {}).get(name)
+        if info is None:
+            raise ClusterError(f"{name} is not a component of the dev-cluster in {self.directory}")
+        processes.stop(info["pid"])
+        with processes.signals_deferred():
+            proc = processes.start(name, info["argv"], self.log(name), cwd=self.directory)
+            info["pid"] = proc.pid
+            self._save(state)
+        pki = pkilib.Pki(self.directory / "pki")
+        admin = pkilib.read_tokens(pki)["admin"]
+        checks = _health_checks(state["ports"], state["apiserver"], pki.ca_cert, admin)
+        processes.wait_until(proc, checks[name], timeout=60)
+
+    def _extender(self, ports: dict[str, int]) -> ExtenderSettings | None:
+        if self.extender is not None:
+            return self.extender
+        if self.run_extender:
+            return ExtenderSettings(url_prefix=f"http://127.0.0.1:{ports['extender']}")
+        return None
+
     # ---- start-up steps ----------------------------------------------------
     def _reset_directory(self) -> None:
         if self.directory.exists():
@@ -146,11 +186,9 @@ class DevCluster:
     @staticmethod
     def _pick_ports() -> dict[str, int]:
         ports: dict[str, int] = {}
-        while len(set(ports.values())) < 6:
-            ports = {
-                name: processes.free_port()
-                for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
-            }
+        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender")
+        while len(set(ports.values())) < len(names):
+            ports = {name: processes.free_port() for name in names}
         return ports
 
     def _start_all(self, bin_dir: Path, state: dict) -> None:
@@ -167,29 +205,20 @@ class DevCluster:
         }
         scheduler_yaml = d / "scheduler.yaml"
         scheduler_yaml.write_text(
-            yaml.safe_dump(scheduler_config(kubeconfigs["system:kube-scheduler"], self.extender))
+            yaml.safe_dump(scheduler_config(kubeconfigs["system:kube-scheduler"], self._extender(ports)))
         )
         stages = d / "kwok-stages.yaml"
         stages.write_text(stages_yaml())
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages)
-        admin_token = tokens["admin"]
-        checks = {
-            "etcd": lambda: _http_ok(f"http://127.0.0.1:{ports['etcd']}/health"),
-            "kube-apiserver": lambda: _http_ok(
-                f"{server}/readyz", ca=pki.ca_cert, token=admin_token
-            ),
-            "kube-controller-manager": lambda: _http_ok(
-                f"https://127.0.0.1:{ports['controller-manager']}/healthz"
-            ),
-            "kube-scheduler": lambda: _http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"),
-            "kwok": lambda: _http_ok(f"http://127.0.0.1:{ports['kwok']}/healthz"),
-        }
-        for name in COMPONENTS:
+        checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
+        for name in self.components():
             t0 = time.monotonic()
+            if name == EXTENDER:
+                grant(self.api_client(), EXTENDER_ROLE, EXTENDER_RULES, "netsched-extender")
             with processes.signals_deferred():
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
-                state["components"][name] = {"pid": proc.pid, "log": str(proc.log)}
+                state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
                 self._save(state)
             processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
             self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
@@ -276,11 +305,28 @@ def _component_argv(
             "--authentication-skip-lookup=true", "--bind-address=127.0.0.1",
             f"--secure-port={ports['scheduler']}", f"--cert-dir={d / 'certs'}",
         ],
+        EXTENDER: [
+            sys.executable, "-m", "netsched", "extender", f"--kubeconfig={kubeconfigs['netsched-extender']}",
+            "--host=127.0.0.1", f"--port={ports['extender']}",
+        ],
         "kwok": [
             str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",
             "--manage-all-nodes=true", f"--server-address=127.0.0.1:{ports['kwok']}",
             f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40", f"--config={stages}",
         ],
+    }
+
+
+def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None) -> dict:
+    """component -> a call that is True once it serves."""
+    local = "127.0.0.1"
+    return {
+        "etcd": lambda: _http_ok(f"http://{local}:{ports['etcd']}/health"),
+        "kube-apiserver": lambda: _http_ok(f"{server}/readyz", ca=ca, token=admin_token),
+        "kube-controller-manager": lambda: _http_ok(f"https://{local}:{ports['controller-manager']}/healthz"),
+        "kube-scheduler": lambda: _http_ok(f"https://{local}:{ports['scheduler']}/healthz"),
+        "kwok": lambda: _http_ok(f"http://{local}:{ports['kwok']}/healthz"),
+        EXTENDER: lambda: _http_ok(f"http://{local}:{ports['extender']}/readyz"),
     }
 
 

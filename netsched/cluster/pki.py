@@ -43,6 +43,7 @@ USERS = (
     User("system:kube-scheduler"),
     User("system:kube-controller-manager"),
     User("kwok", ("system:masters",)),
+    User("netsched-extender"),  # granted netsched:extender by the dev-cluster (cluster/rbac.py)
 )
 
 

@@ -17,11 +17,12 @@ def gpu_pod(
     scheduler: str = SCHEDULER_NAME,
     labels: dict[str, str] | None = None,
     owner: dict | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict:
     """A pod asking for `gpus` nvidia.com/gpu, scheduled by `scheduler`."""
-    metadata: dict = {"name": name, "labels": labels or {}}
+    metadata: dict = {"name": name, "labels": labels or {}, "annotations": dict(annotations or {})}
     if duration is not None:
-        metadata["annotations"] = {DURATION_ANNOTATION: duration}
+        metadata["annotations"][DURATION_ANNOTATION] = duration
     if owner is not None:
         metadata["ownerReferences"] = [owner]
     limits = {GPU_RESOURCE: str(gpus), "cpu": "1", "memory": "1Gi"}

@@ -41,6 +41,7 @@ class PodRef:
 class ExtenderArgs:
     pod: PodRef
     node_names: list[str]
+    nodes: list[dict] | None = None  # the full Node objects when nodeCacheCapable is false
 
 
 def parse_args(doc: Any) -> ExtenderArgs:
@@ -48,7 +49,9 @@ def parse_args(doc: Any) -> ExtenderArgs:
     if not isinstance(doc, dict):
         raise BadRequest(f"request body must be a JSON object (ExtenderArgs), got {type(doc).__name__}")
     pod = _parse_pod(doc.get("Pod"))
-    return ExtenderArgs(pod, _node_names(doc))
+    names = _node_names(doc)
+    nodes = None if doc.get("NodeNames") is not None else doc["Nodes"]["items"]
+    return ExtenderArgs(pod, names, nodes)
 
 
 def _parse_pod(pod: Any) -> PodRef:
@@ -64,7 +67,7 @@ def _parse_pod(pod: Any) -> PodRef:
         namespace=str(meta.get("namespace") or "default"),
         name=meta["name"],
         uid=str(meta.get("uid") or ""),
-        gpus=_pod_gpus(spec),
+        gpus=pod_gpus(spec),
         job=labels.get(JOB_LABEL),
         labels=labels,
         annotations=annotations,
@@ -81,7 +84,7 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     return value
 
 
-def _pod_gpus(spec: dict) -> int:
+def pod_gpus(spec: dict) -> int:
     """GPUs the pod requests: the sum over containers (limits when requests omit it)."""
     total = 0
     containers = spec.get("containers")
@@ -122,12 +125,16 @@ def filter_result(
     failed: dict[str, str] | None = None,
     unresolvable: dict[str, str] | None = None,
     error: str = "",
+    nodes: list[dict] | None = None,
 ) -> dict:
-    """ExtenderFilterResult for nodeCacheCapable: NodeNames must never be null unless
-    every node was filtered out, and must be a subset of the request's names."""
-    return {
-        "Nodes": None,
-        "NodeNames": passed,
+    """ExtenderFilterResult. Returned nodes must be a subset of the request's: as names
+    (nodeCacheCapable) or, when the request carried full Node objects, as those objects."""
+    result = {"Nodes": None, "NodeNames": passed}
+    if nodes is not None:
+        keep = set(passed)
+        result = {"Nodes": {"metadata": {}, "items": [n for n in nodes if n["metadata"]["name"] in keep]},
+                  "NodeNames": None}
+    return result | {
         "FailedNodes": failed or {},
         "FailedAndUnresolvableNodes": unresolvable or {},
         "Error": error,
@@ -137,3 +144,37 @@ def filter_result(
 def host_priority_list(scores: dict[str, int]) -> list[dict]:
     """HostPriorityList. Hosts left out score 0, so zero scores are not sent."""
     return [{"Host": host, "Score": score} for host, score in scores.items() if score > 0]
+
+
+def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, dict]]:
+    """ExtenderPreemptionArgs -> the pod and its candidates as node -> MetaVictims."""
+    if not isinstance(doc, dict):
+        raise BadRequest("request body must be a JSON object (ExtenderPreemptionArgs)")
+    pod = _parse_pod(doc.get("Pod"))
+    meta = doc.get("NodeNameToMetaVictims")
+    if meta is None:
+        full = doc.get("NodeNameToVictims")
+        if not isinstance(full, dict):
+            raise BadRequest("neither NodeNameToMetaVictims nor NodeNameToVictims is an object")
+        meta = {node: _meta_victims(node, v) for node, v in full.items()}
+    if not isinstance(meta, dict) or not all(isinstance(v, dict) for v in meta.values()):
+        raise BadRequest("field NodeNameToMetaVictims must map node names to MetaVictims objects")
+    return pod, meta
+
+
+def _meta_victims(node: str, victims: Any) -> dict:
+    if not isinstance(victims, dict):
+        raise BadRequest(f"NodeNameToVictims[{node!r}] must be an object with a list of Pods")
+    pods = victims.get("Pods")
+    if not isinstance(pods, list | None) or not all(isinstance(p, dict) for p in pods or []):
+        raise BadRequest(f"NodeNameToVictims[{node!r}] must be an object with a list of Pods")
+    violations = victims.get("NumPDBViolations") or 0
+    if not isinstance(violations, int):
+        raise BadRequest(f"NodeNameToVictims[{node!r}].NumPDBViolations must be a whole number")
+    uids = [str((p.get("metadata") if isinstance(p.get("metadata"), dict) else {}).get("uid", ""))
+            for p in pods or []]
+    return {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": violations}
+
+
+def preemption_result(victims: dict[str, dict]) -> dict:
+    return {"NodeNameToMetaVictims": victims}

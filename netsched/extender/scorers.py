@@ -1,70 +1,137 @@
-"""Node scorers for prioritize: each has a name and `score(pod, candidates, snapshot)`
-returning 0..MAX_SCORE per candidate. Equal inputs give equal scores.
+"""Node scorers: each has a name and `score(pod, needs, view, idx, telemetry)` returning a
+`Scored` for the candidates at table indices `idx`. Equal inputs give equal scores.
 
-TopologyScorer keeps a job's replicas close: a node scores by how near it is to
-the nodes already holding the job's other pods (same node > same rack > same
-zone > elsewhere). The first replica has no peers, so it goes where the most GPUs
-are free in its rack, leaving room for the rest of the job next to it. Ties break
-towards packing GPUs tightly, keeping whole nodes free for large pods.
+TopologyScorer keeps a job's replicas close to each other and to their data:
+
+- peers: closeness to each node already holding a pod of the job (same node 1.0,
+  same rack 0.8, same zone 0.4, elsewhere 0), averaged over the pods. Where the
+  telemetry store has a fresh measurement for the link, half of that pair's value
+  comes from the measurement instead: bandwidth relative to the best candidate's
+  and RTT relative to the lowest.
+- first replica (no peers yet): whether the rest of the job fits in the candidate's
+  rack: its free GPUs over the job's GPUs (`netsched.io/job-gpus`, else the pod's),
+  capped at 1.
+- data: with a data source, 30% of the network value is closeness to it (by
+  topology, or by measurement for an endpoint).
+- packing: 10% goes to using a node's free GPUs exactly, keeping whole nodes free
+  for large pods. It never outweighs a step of proximity.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from netsched.extender.protocol import MAX_SCORE, PodRef
-from netsched.extender.snapshot import ClusterSnapshot, NodeInfo
+import numpy as np
 
-SAME_NODE, SAME_RACK, SAME_ZONE, ELSEWHERE = 1.0, 0.8, 0.4, 0.0
-PACKING_WEIGHT = 0.1  # a tie-break: never outweighs one step of proximity
+from netsched.extender.cache import UNKNOWN, View
+from netsched.extender.locality import Place, closeness_levels
+from netsched.extender.needs import NetworkNeeds, data_place
+from netsched.extender.protocol import MAX_SCORE, PodRef
+from netsched.telemetry.store import TelemetryStore
+
+CLOSENESS = np.array([0.0, 0.4, 0.8, 1.0])  # by level: elsewhere, zone, rack, node
+PACKING_WEIGHT = 0.1
+DATA_WEIGHT = 0.3
+MEASURED_WEIGHT = 0.5
+
+
+@dataclass
+class Scored:
+    value: np.ndarray  # 0..1 per candidate; higher is better
+    network: np.ndarray  # the network part alone, which the shortlist ranks by
+    factors: dict[str, np.ndarray] = field(default_factory=dict)  # named parts, for explanations
+
+    def scores(self) -> np.ndarray:
+        """0..MAX_SCORE integers, as kube-scheduler wants them."""
+        return np.rint(np.clip(self.value, 0, 1) * MAX_SCORE).astype(np.int64)
 
 
 class Scorer(Protocol):
     name: str
 
-    def score(self, pod: PodRef, candidates: list[str], snapshot: ClusterSnapshot) -> dict[str, int]: ...
-
-
-def closeness(a: NodeInfo, b: NodeInfo) -> float:
-    if a.name == b.name:
-        return SAME_NODE
-    if a.rack is not None and a.rack == b.rack:
-        return SAME_RACK
-    if a.zone is not None and a.zone == b.zone:
-        return SAME_ZONE
-    return ELSEWHERE
+    def score(self, pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
+              telemetry: TelemetryStore) -> Scored: ...
 
 
 class TopologyScorer:
     name = "topology"
 
-    def score(self, pod: PodRef, candidates: list[str], snapshot: ClusterSnapshot) -> dict[str, int]:
-        nodes = [snapshot.nodes[n] for n in candidates if n in snapshot.nodes]
-        peers = [snapshot.nodes[p] for p in snapshot.peers(pod.namespace, pod.job) if p in snapshot.nodes]
-        if peers:
-            nearness = {n.name: sum(closeness(n, p) for p in peers) / len(peers) for n in nodes}
+    def score(self, pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
+              telemetry: TelemetryStore) -> Scored:
+        factors: dict[str, np.ndarray] = {}
+        if view.peers:
+            network = factors["peers"] = _peer_closeness(view, idx, telemetry)
         else:
-            nearness = _rack_room(nodes, snapshot)
-        scores = {}
-        for n in nodes:
-            value = (1 - PACKING_WEIGHT) * nearness[n.name] + PACKING_WEIGHT * _tightness(n, pod.gpus)
-            scores[n.name] = round(MAX_SCORE * value)
-        return scores
+            network = factors["rack_room"] = _rack_room(view, idx, needs.job_gpus or pod.gpus)
+        data = _data_closeness(needs, view, idx, telemetry)
+        if data is not None:
+            factors["data"] = data
+            network = (1 - DATA_WEIGHT) * network + DATA_WEIGHT * data
+        tight = factors["packing"] = _tightness(view, idx, pod.gpus)
+        return Scored((1 - PACKING_WEIGHT) * network + PACKING_WEIGHT * tight, network, factors)
 
 
-def _rack_room(nodes: list[NodeInfo], snapshot: ClusterSnapshot) -> dict[str, float]:
-    """Free GPUs in each candidate's rack, relative to the roomiest rack."""
-    free: dict[str | None, int] = defaultdict(int)
-    for info in snapshot.nodes.values():
-        free[info.rack or info.name] += info.gpus_free
-    most = max((free[n.rack or n.name] for n in nodes), default=0) or 1
-    return {n.name: free[n.rack or n.name] / most for n in nodes}
+def _peer_closeness(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> np.ndarray:
+    total = np.zeros(len(idx))
+    known = [p for p in view.peers if p in view.table.index]
+    for peer in sorted(set(known)):
+        place = Place.of_node(view.table, view.table.index[peer])
+        value = CLOSENESS[closeness_levels(view.table, idx, place)]
+        total += known.count(peer) * _blend_measured(value, view, idx, peer, telemetry)
+    return total / max(len(known), 1)
 
 
-def _tightness(node: NodeInfo, gpus: int) -> float:
+def _rack_room(view: View, idx: np.ndarray, need: int) -> np.ndarray:
+    """How much of the job fits in each candidate's rack (the node itself when unracked)."""
+    table = view.table
+    racks = np.where(table.rack != UNKNOWN, table.rack, len(table.rack_names) + np.arange(len(table.rack)))
+    room = np.bincount(racks, weights=view.free)[racks[idx]]
+    return np.minimum(room / max(need, 1), 1.0)
+
+
+def _data_closeness(needs: NetworkNeeds, view: View, idx: np.ndarray,
+                    telemetry: TelemetryStore) -> np.ndarray | None:
+    if needs.data_endpoint:
+        measured = _measured_quality(view, idx, needs.data_endpoint, telemetry)
+        return None if measured is None else np.nan_to_num(measured, nan=0.0)
+    place = data_place(needs, view)
+    if place is None:
+        return None
+    value = CLOSENESS[closeness_levels(view.table, idx, place)]
+    if needs.data_kind != "node":
+        return value
+    return _blend_measured(value, view, idx, needs.data_name, telemetry)
+
+
+def _blend_measured(topo: np.ndarray, view: View, idx: np.ndarray, target: str,
+                    telemetry: TelemetryStore) -> np.ndarray:
+    measured = _measured_quality(view, idx, target, telemetry)
+    if measured is None:
+        return topo
+    blended = (1 - MEASURED_WEIGHT) * topo + MEASURED_WEIGHT * measured
+    return np.where(np.isnan(measured), topo, blended)
+
+
+def _measured_quality(view: View, idx: np.ndarray, target: str,
+                      telemetry: TelemetryStore) -> np.ndarray | None:
+    """0..1 per candidate from fresh measurements towards target; NaN where unmeasured."""
+    row = telemetry.fresh_links_to(target) if telemetry else {}
+    if not row:
+        return None
+    names = view.table.names
+    bw = np.array([row[names[i]].bandwidth_mbps if names[i] in row else np.nan for i in idx])
+    if np.isnan(bw).all():
+        return None
+    rtt = np.array([row[names[i]].rtt_ms if names[i] in row else np.nan for i in idx])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bw_q = bw / np.nanmax(bw) if np.nanmax(bw) > 0 else np.zeros(len(idx))
+        rtt_q = np.nanmin(rtt) / np.maximum(rtt, 1e-6)
+    return 0.5 * bw_q + 0.5 * rtt_q
+
+
+def _tightness(view: View, idx: np.ndarray, gpus: int) -> np.ndarray:
     """1 when the pod uses exactly the node's free GPUs, less as more would be left over."""
-    if node.gpus_allocatable <= 0:
-        return 0.0
-    left = max(node.gpus_free - gpus, 0)
-    return 1 - left / node.gpus_allocatable
+    alloc = view.table.allocatable[idx]
+    left = np.maximum(view.free[idx] - gpus, 0)
+    return np.where(alloc > 0, 1 - left / np.maximum(alloc, 1), 0.0)

@@ -1,66 +1,81 @@
 import random
 
-from netsched.extender.protocol import MAX_SCORE, PodRef
-from netsched.extender.scorers import TopologyScorer
-from netsched.extender.snapshot import ClusterSnapshot, NodeInfo
+import numpy as np
+from cluster_builders import CLUSTER, NAMES, args, cache_of, node, pod
+
+from netsched.extender.core import Extender
+from netsched.extender.protocol import MAX_SCORE
+from netsched.telemetry.store import TelemetryStore
 
 
-def make_node(name: str, zone: str = "zone-a", rack: str = "rack-a1", gpus: int = 8, free: int = 8):
-    return NodeInfo(name, zone, rack, "NVIDIA-H100-80GB-HBM3", gpus, free)
-
-
-def make_pod(gpus: int = 2, job: str | None = "train") -> PodRef:
-    return PodRef("ml", "train-1", "uid", gpus, job)
-
-
-def snapshot(*nodes: NodeInfo, peers: tuple[str, ...] = ()) -> ClusterSnapshot:
-    return ClusterSnapshot({n.name: n for n in nodes}, {"ml/train": peers} if peers else {})
-
-
-CLUSTER = (
-    make_node("a1-0", free=2), make_node("a1-1"),
-    make_node("a2-0", rack="rack-a2"), make_node("b1-0", zone="zone-b", rack="rack-b1"),
-)
+def scores(cache, p, names=NAMES, telemetry=None):
+    return Extender(cache, telemetry=telemetry, shortlist=0).prioritize(args(p, names))
 
 
 def test_nodes_closer_to_the_jobs_peers_score_strictly_higher():
-    snap = snapshot(*CLUSTER, peers=("a1-0",))
-    scores = TopologyScorer().score(make_pod(), [n.name for n in CLUSTER], snap)
-    # peer's node > same rack > same zone > other zone
-    ordered = [scores[n] for n in ("a1-0", "a1-1", "a2-0", "b1-0")]
-    assert ordered == sorted(set(ordered), reverse=True), scores
+    cache = cache_of(CLUSTER, [pod("peer", "a1-0", gpus=6, job="train")])
+    s = scores(cache, pod("next", job="train"))
+    ordered = [s["a1-0"], s["a1-1"], s["a2-0"], s["b1-0"]]  # peer's node > rack > zone > other zone
+    assert ordered == sorted(set(ordered), reverse=True), s
 
 
 def test_replicas_follow_their_peers_into_another_zone():
-    snap = snapshot(*CLUSTER, peers=("b1-0", "b1-0"))
-    scores = TopologyScorer().score(make_pod(), [n.name for n in CLUSTER], snap)
-    assert max(scores, key=scores.get) == "b1-0"
-    assert scores["b1-0"] > max(v for n, v in scores.items() if n != "b1-0")
+    peers = [pod(f"r{i}", "b1-0", gpus=1, job="train") for i in range(2)]
+    cache = cache_of(CLUSTER, peers)
+    s = scores(cache, pod("r2", gpus=1, job="train"))
+    assert s["b1-0"] > max(v for n, v in s.items() if n != "b1-0")
 
 
-def test_first_replica_goes_to_the_rack_with_most_free_gpus():
-    nodes = (make_node("a1-0", free=1), make_node("a1-1", free=1),
-             make_node("b1-0", zone="zone-b", rack="rack-b1", free=6),
-             make_node("b1-1", zone="zone-b", rack="rack-b1", free=8))
-    scores = TopologyScorer().score(make_pod(gpus=1), [n.name for n in nodes], snapshot(*nodes))
-    assert min(scores["b1-0"], scores["b1-1"]) > max(scores["a1-0"], scores["a1-1"])
+def test_peers_of_other_jobs_and_namespaces_do_not_count():
+    cache = cache_of(CLUSTER, [pod("x", "b1-0", job="train", ns="other"), pod("y", "b1-0", job="eval")])
+    unrelated = cache_of(CLUSTER, [pod("x", "b1-0"), pod("y", "b1-0")])  # the same GPUs in use
+    same_job = cache_of(CLUSTER, [pod("x", "b1-0", job="train"), pod("y", "b1-0", job="train")])
+    r = pod("r", gpus=1, job="train")
+    assert scores(cache, r) == scores(unrelated, r) != scores(same_job, r)
+
+
+def test_first_replica_goes_to_a_rack_where_the_whole_job_fits():
+    busy = [pod(f"busy{i}", "a1-0" if i % 2 else "a1-1", gpus=7) for i in range(2)]
+    first = pod("first", gpus=1, job="train", annotations={"netsched.io/job-gpus": "4"})
+    s = scores(cache_of(CLUSTER, busy), first)
+    assert min(s["a2-0"], s["b1-0"]) > max(s["a1-0"], s["a1-1"])
 
 
 def test_packing_breaks_ties_towards_the_fuller_node():
-    nodes = (make_node("full", free=2), make_node("empty", free=8))
-    scores = TopologyScorer().score(make_pod(gpus=2, job=None), ["full", "empty"], snapshot(*nodes))
-    assert scores["full"] > scores["empty"]
+    cache = cache_of([node("full"), node("empty")], [pod("x", "full", gpus=6)])
+    s = scores(cache, pod("p", gpus=2), ["full", "empty"])
+    assert s["full"] > s["empty"]
+
+
+def test_a_zone_data_source_pulls_the_first_replica_into_its_zone():
+    p = pod("first", job="train", annotations={"netsched.io/data-source": "zone:zone-b"})
+    s = scores(cache_of(CLUSTER), p)
+    assert max(s, key=s.get) == "b1-0"
+
+
+def test_measured_bandwidth_ranks_nodes_of_the_same_rack():
+    nodes = [node("peer"), node("slow"), node("fast")]
+    telemetry = TelemetryStore()
+    telemetry.record("slow", "peer", rtt_ms=0.5, bandwidth_mbps=5)
+    telemetry.record("fast", "peer", rtt_ms=0.5, bandwidth_mbps=80)
+    cache = cache_of(nodes, [pod("r0", "peer", gpus=8, job="train")])
+    s = scores(cache, pod("r1", job="train"), ["slow", "fast"], telemetry)
+    assert s["fast"] > s["slow"]
+    blind = scores(cache, pod("r1", job="train"), ["slow", "fast"])
+    assert blind["slow"] == blind["fast"]
 
 
 def test_scores_are_deterministic_bounded_and_skip_unknown_nodes():
     rng = random.Random(1)
-    nodes = [make_node(f"n{i}", zone=f"z{i % 3}", rack=f"r{i % 7}", free=rng.randint(0, 8))
-             for i in range(40)]
-    snap = ClusterSnapshot({n.name: n for n in nodes}, {"ml/train": ("n3", "n10")})
-    names = [n.name for n in nodes] + ["not-in-snapshot"]
-    first = TopologyScorer().score(make_pod(), names, snap)
+    nodes = [node(f"n{i}", zone=f"z{i % 3}", rack=f"r{i % 7}") for i in range(40)]
+    pods = [pod(f"q{i}", f"n{rng.randrange(40)}", gpus=rng.randint(1, 3)) for i in range(30)]
+    pods += [pod("j0", "n3", job="train"), pod("j1", "n10", job="train")]
+    cache = cache_of(nodes, pods)
+    names = [f"n{i}" for i in range(40)] + ["not-in-cache"]
+    first = scores(cache, pod("r", job="train"), names)
     shuffled = names[:]
     rng.shuffle(shuffled)
-    assert TopologyScorer().score(make_pod(), shuffled, snap) == first
-    assert "not-in-snapshot" not in first
-    assert all(0 <= s <= MAX_SCORE for s in first.values())
+    assert scores(cache, pod("r", job="train"), shuffled) == first
+    assert "not-in-cache" not in first
+    assert all(0 <= v <= MAX_SCORE for v in first.values())
+    assert len(set(np.array(list(first.values())))) > 2  # not all equal: the scores say something

@@ -1,0 +1,37 @@
+"""Least-privilege RBAC for netsched's own components, as API objects.
+
+The dev-cluster applies these for the identities it runs components as; the Helm
+chart (issue 8) grants the same rules to ServiceAccounts.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+EXTENDER_ROLE = "netsched:extender"
+EXTENDER_RULES = [
+    # the cache: node labels and GPUs, and where GPU pods are bound
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    # placement explanations on pods
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def cluster_role(name: str, rules: list[dict]) -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": rules}
+
+
+def bind_user(name: str, user: str) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
+
+def grant(api: client.ApiClient, role: str, rules: list[dict], user: str) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_cluster_role(cluster_role(role, rules))
+    rbac.create_cluster_role_binding(bind_user(role, user))

@@ -1,0 +1,245 @@
+"""The extender's in-memory view of the cluster, kept fresh by watchers.
+
+Requests never do I/O: they read a `View` taken under a short lock. Node facts
+that rarely change (zone, rack, GPU model, allocatable GPUs) live in a `NodeTable`
+of numpy arrays so scoring 5,000 candidates is vector arithmetic; GPUs in use and
+where each job's pods sit are updated in place from pod events.
+
+When the filter hands kube-scheduler exactly one node, the extender *assumes* the
+pod lands there (as kube-scheduler's own cache does) until the watch confirms the
+binding or `assume_ttl` passes, so the next replica of a job, scheduled
+milliseconds later, already sees its peer.
+
+Age is the time since the apiserver was last heard from on the slower of the two
+watches; `View.stale` says it is past `max_age`, and the extender then answers with
+its documented fallback instead of stale data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.extender.protocol import JOB_LABEL, BadRequest, pod_gpus
+
+UNKNOWN = -1  # id of a missing zone or rack label
+WATCHED = ("nodes", "pods")
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    """Static node facts as arrays indexed like `names`."""
+
+    names: list[str]
+    index: dict[str, int]
+    zone: np.ndarray  # int ids into zone_names, UNKNOWN when unlabelled
+    rack: np.ndarray
+    allocatable: np.ndarray
+    zone_names: list[str]
+    rack_names: list[str]
+    gpu_model: list[str | None]
+
+    @classmethod
+    def build(cls, nodes: dict[str, dict]) -> NodeTable:
+        names = sorted(nodes)
+        zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
+        rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
+        zid = {z: i for i, z in enumerate(zone_names)}
+        rid = {r: i for i, r in enumerate(rack_names)}
+        return cls(
+            names=names,
+            index={n: i for i, n in enumerate(names)},
+            zone=np.array([zid.get(nodes[n]["zone"], UNKNOWN) for n in names], dtype=np.int32),
+            rack=np.array([rid.get(nodes[n]["rack"], UNKNOWN) for n in names], dtype=np.int32),
+            allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
+            zone_names=zone_names,
+            rack_names=rack_names,
+            gpu_model=[nodes[n]["model"] for n in names],
+        )
+
+    def zone_of(self, i: int) -> str | None:
+        return self.zone_names[self.zone[i]] if self.zone[i] != UNKNOWN else None
+
+    def rack_of(self, i: int) -> str | None:
+        return self.rack_names[self.rack[i]] if self.rack[i] != UNKNOWN else None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A GPU pod bound (or assumed bound) to a node."""
+
+    job: str | None  # "<namespace>/<job>" or None
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class View:
+    table: NodeTable
+    free: np.ndarray  # free GPUs per table index (a copy: safe to read after the lock)
+    peers: tuple[str, ...]  # nodes holding the asked-for job's pods, one entry per pod
+    age: float
+    stale: bool
+    synced: bool
+
+
+class ClusterCache:
+    def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.max_age = max_age
+        self.assume_ttl = assume_ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._nodes: dict[str, dict] = {}
+        self._table: NodeTable | None = None
+        self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs held per table index
+        self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
+        self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
+        self._jobs: dict[str, Counter] = {}  # job -> nodes holding its pods, with counts
+        self._heard: dict[str, float] = {}
+        self._synced: set[str] = set()
+
+    # ---- writers (watch threads) ---------------------------------------------
+    def heard(self, kind: str) -> None:
+        self._heard[kind] = self.clock()
+
+    def replace(self, kind: str, objects: list[dict]) -> None:
+        """A fresh LIST of nodes or pods: replaces everything known of that kind."""
+        with self._lock:
+            if kind == "nodes":
+                self._nodes = {o["metadata"]["name"]: _node_facts(o) for o in objects}
+                self._table = None
+            else:
+                for uid in [u for u in self._pods if u not in self._expiry]:
+                    self._forget(uid)
+                for o in objects:
+                    self._apply_pod("ADDED", o)
+            self._synced.add(kind)
+        self.heard(kind)
+
+    def apply(self, kind: str, event_type: str, obj: dict) -> None:
+        with self._lock:
+            if kind == "nodes":
+                self._apply_node(event_type, obj)
+            else:
+                self._apply_pod(event_type, obj)
+        self.heard(kind)
+
+    def assume(self, uid: str, placement: Placement) -> None:
+        with self._lock:
+            if uid in self._pods and uid not in self._expiry:
+                return  # already bound: the watch knows better
+            self._forget(uid)
+            self._remember(uid, placement)
+            self._expiry[uid] = self.clock() + self.assume_ttl
+
+    def _apply_node(self, event_type: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        if event_type == "DELETED":
+            self._nodes.pop(name, None)
+            self._table = None
+            return
+        facts = _node_facts(obj)
+        if self._nodes.get(name) != facts:
+            self._nodes[name] = facts
+            self._table = None
+
+    def _apply_pod(self, event_type: str, obj: dict) -> None:
+        uid = obj["metadata"].get("uid", "")
+        placement = None if event_type == "DELETED" else _placement(obj)
+        if placement is None and event_type != "DELETED" and uid in self._expiry:
+            return  # an assumed pod whose binding the watch has not shown yet
+        self._forget(uid)
+        if placement is not None:
+            self._remember(uid, placement)
+
+    def _remember(self, uid: str, p: Placement) -> None:
+        self._pods[uid] = p
+        self._count(p, +1)
+
+    def _forget(self, uid: str) -> None:
+        self._expiry.pop(uid, None)
+        p = self._pods.pop(uid, None)
+        if p is not None:
+            self._count(p, -1)
+
+    def _count(self, p: Placement, sign: int) -> None:
+        if self._table is not None and p.node in self._table.index:
+            self._used[self._table.index[p.node]] += sign * p.gpus
+        if p.job:
+            nodes = self._jobs.setdefault(p.job, Counter())
+            nodes[p.node] += sign
+            if nodes[p.node] <= 0:
+                del nodes[p.node]
+            if not nodes:
+                del self._jobs[p.job]
+
+    # ---- readers (requests) ----------------------------------------------------
+    def view(self, namespace: str = "", job: str | None = None) -> View:
+        now = self.clock()
+        with self._lock:
+            self._drop_expired(now)
+            table = self._node_table()
+            free = np.maximum(table.allocatable - self._used, 0)
+            nodes = self._jobs.get(f"{namespace}/{job}") if job else None
+            peers = tuple(sorted(nodes.elements())) if nodes else ()
+        age = self.age(now)
+        synced = self._synced >= set(WATCHED)
+        return View(table, free, peers, age, not synced or age > self.max_age, synced)
+
+    def age(self, now: float | None = None) -> float:
+        now = self.clock() if now is None else now
+        if not all(k in self._heard for k in WATCHED):
+            return float("inf")
+        return now - min(self._heard[k] for k in WATCHED)
+
+    def _node_table(self) -> NodeTable:
+        if self._table is None:
+            self._table = NodeTable.build(self._nodes)
+            self._used = np.zeros(len(self._table.names), dtype=np.int32)
+            for p in self._pods.values():
+                if p.node in self._table.index:
+                    self._used[self._table.index[p.node]] += p.gpus
+        return self._table
+
+    def _drop_expired(self, now: float) -> None:
+        for uid in [u for u, expiry in self._expiry.items() if expiry < now]:
+            self._forget(uid)
+
+
+def _node_facts(obj: dict) -> dict:
+    labels = obj["metadata"].get("labels") or {}
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    try:
+        gpus = int(str(allocatable.get(GPU_RESOURCE, "0")))
+    except ValueError:
+        gpus = 0  # a malformed quantity: treat the node as having no GPUs
+    return {
+        "zone": labels.get(ZONE_LABEL),
+        "rack": labels.get(RACK_LABEL),
+        "model": labels.get(GPU_PRODUCT_LABEL),
+        "gpus": gpus,
+    }
+
+
+def _placement(pod: dict) -> Placement | None:
+    """The GPUs a bound, unfinished pod holds; None for anything else."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    node = spec.get("nodeName")
+    if not node or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    meta = pod["metadata"]
+    job = (meta.get("labels") or {}).get(JOB_LABEL)
+    try:
+        gpus = pod_gpus(spec)
+    except BadRequest:
+        gpus = 0  # the apiserver validates quantities; be safe anyway
+    if gpus <= 0 and not job:
+        return None
+    return Placement(f"{meta.get('namespace', 'default')}/{job}" if job else None, node, gpus)

@@ -1,0 +1,171 @@
+"""What the extender decides for filter, prioritize and preempt, independent of HTTP.
+
+Filter removes nodes that fail a pod's network needs (each with a reason in
+FailedAndUnresolvableNodes) and then, by default, narrows the rest to a shortlist:
+the best-scoring nodes of the best network tier, at most `shortlist` of them.
+Narrowing is what keeps the extender cheap for kube-scheduler: its own Score
+plugins then run on a few nodes instead of all, and with one node left it skips
+scoring and prioritize altogether. Nodes narrowed away are feasible, just worse
+for the network, so they are not reported as failed. `shortlist=0` turns it off.
+
+Fallback: when the cache is older than its bound (or not yet synced), filter
+answers with `Error` saying so. kube-scheduler then ignores the extender for that
+pod if it is `ignorable` (the dev-cluster default) or retries the pod later if not;
+prioritize gives no scores. Stale data is never used silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsched.extender.cache import ClusterCache, Placement, View
+from netsched.extender.explain import Candidate, Decision, DecisionLog
+from netsched.extender.metrics import Metrics
+from netsched.extender.needs import InvalidNeeds, NetworkNeeds, check, parse_needs
+from netsched.extender.protocol import ExtenderArgs, PodRef
+from netsched.extender.scorers import Scored, Scorer, TopologyScorer
+from netsched.telemetry.store import TelemetryStore
+
+TIER_TOLERANCE = 0.05  # network values this close to the best count as equally good
+EXPLAIN_TOP = 5
+REJECTED_EXAMPLES = 3
+
+
+class StaleCache(RuntimeError):
+    pass
+
+
+@dataclass
+class FilterOutcome:
+    passed: list[str]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+
+
+class Extender:
+    def __init__(self, cache: ClusterCache, telemetry: TelemetryStore | None = None,
+                 scorer: Scorer | None = None, shortlist: int = 1,
+                 decisions: DecisionLog | None = None, metrics: Metrics | None = None):
+        self.cache = cache
+        self.telemetry = telemetry if telemetry is not None else TelemetryStore()
+        self.scorer = scorer or TopologyScorer()
+        self.shortlist = shortlist
+        self.decisions = decisions if decisions is not None else DecisionLog()
+        self.metrics = metrics or Metrics()
+
+    def filter(self, args: ExtenderArgs) -> FilterOutcome:
+        pod, names = args.pod, args.node_names
+        self.metrics.candidates.observe(len(names))
+        view = self._view(pod)
+        try:
+            needs = parse_needs(pod.annotations)
+        except InvalidNeeds as exc:
+            self.metrics.filtered.labels("invalid_annotation").inc(len(names))
+            return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
+        idx, known, unknown = self._index(view, names)
+        reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
+        unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
+        unknown_names = [names[pos] for pos in unknown]
+        self._count_rejections(reasons, needs)
+        ok_idx = np.delete(idx, list(reasons)) if reasons else idx
+        scored = self.scorer.score(pod, needs, view, ok_idx, self.telemetry)
+        passed, failed = self._narrow(view, ok_idx, scored, unknown_names, needs)
+        self._record(pod, view, ok_idx, scored, len(names), unresolvable)
+        if len(passed) == 1 and pod.uid:
+            self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
+                                                 passed[0], pod.gpus))
+        return FilterOutcome(passed, failed, unresolvable)
+
+    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
+        pod = args.pod
+        view = self._view(pod)
+        try:
+            needs = parse_needs(pod.annotations)
+        except InvalidNeeds:
+            needs = NetworkNeeds()  # filter already told the user; score on topology alone
+        idx, _, _ = self._index(view, args.node_names)
+        scored = self.scorer.score(pod, needs, view, idx, self.telemetry)
+        if self.shortlist == 0:
+            self._record(pod, view, idx, scored, len(args.node_names), {})
+        return dict(zip((view.table.names[i] for i in idx), scored.scores().tolist(), strict=True))
+
+    def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
+        """Keep only the preemption candidates on nodes the pod's network needs allow:
+        evicting pods from a node the filter would reject frees nothing useful."""
+        view = self._view(pod)
+        needs = parse_needs(pod.annotations)
+        names = list(victims)
+        idx, known, unknown = self._index(view, names)
+        reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
+        keep = {names[k] for pos, k in enumerate(known) if pos not in reasons}
+        if not needs:
+            keep.update(names[k] for k in unknown)
+        return {n: v for n, v in victims.items() if n in keep}
+
+    # ---- steps -------------------------------------------------------------------
+    def _view(self, pod: PodRef) -> View:
+        view = self.cache.view(pod.namespace, pod.job)
+        self.metrics.cache_age.set(min(view.age, 1e9))
+        if view.stale:
+            state = (f"{view.age:.0f} s old (bound {self.cache.max_age:g} s)" if view.synced
+                     else "not synced with the apiserver yet")
+            raise StaleCache(f"netsched: cluster cache is {state}; not filtering on stale data")
+        return view
+
+    @staticmethod
+    def _index(view: View, names: list[str]) -> tuple[np.ndarray, list[int], list[int]]:
+        """Table indices of the names netsched knows, with positions of known and unknown names."""
+        index = view.table.index
+        known, unknown, idx = [], [], []
+        for pos, n in enumerate(names):
+            i = index.get(n)
+            if i is None:
+                unknown.append(pos)
+            else:
+                known.append(pos)
+                idx.append(i)
+        return np.array(idx, dtype=np.int64), known, unknown
+
+    def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, unknown: list[str],
+                needs: NetworkNeeds) -> tuple[list[str], dict[str, str]]:
+        """The nodes to hand back, best first, and the unknown ones that fail."""
+        order = _ranking(scored, ok_idx)
+        if self.shortlist > 0 and len(order):
+            best = scored.network[order[0]]
+            order = [o for o in order[: self.shortlist] if scored.network[o] >= best - TIER_TOLERANCE]
+        passed = [view.table.names[ok_idx[o]] for o in order]
+        if needs:  # a node a watch event away from the cache cannot be checked yet
+            return passed, {n: f"netsched: node {n} is not in the extender's cache yet; "
+                               "it is considered once the node watch catches up" for n in unknown}
+        if self.shortlist == 0 or not passed:
+            passed += unknown
+        return passed, {}
+
+    def _count_rejections(self, reasons: dict[int, str], needs: NetworkNeeds) -> None:
+        if reasons:
+            kind = "peer_distance" if needs.max_peer_distance else "data_distance"
+            if needs.limits:
+                kind = "network_limits"
+            self.metrics.filtered.labels(kind).inc(len(reasons))
+
+    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, candidates: int,
+                rejected: dict[str, str]) -> None:
+        if not pod.uid:
+            return
+        names = view.table.names
+        ints = scored.scores()
+        top = [
+            Candidate(names[idx[o]], int(ints[o]),
+                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
+            for o in _ranking(scored, idx)[:EXPLAIN_TOP]
+        ]
+        examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
+        self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, self.scorer.name,
+                                       candidates, examples, len(rejected), top))
+
+
+def _ranking(scored: Scored, idx: np.ndarray) -> list[int]:
+    """Positions best first: by value, then by name (table order) so equal inputs give equal answers."""
+    return np.lexsort((idx, -scored.value)).tolist()

@@ -1,0 +1,139 @@
+"""Why a pod went where it went: the extender's last decision per pod, and pod events.
+
+Requests only append a small record (top candidates with their scores and factors)
+to a bounded log. When the pod watch later shows the pod bound, the decision is
+queued and a background thread writes one Event on the pod (reason
+NetworkPlacement), so `kubectl describe pod` says why without slowing requests.
+The full record is on the extender's /debug/decisions endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+log = logging.getLogger(__name__)
+EVENT_REASON = "NetworkPlacement"
+COMPONENT = "netsched-extender"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    score: int
+    factors: dict[str, float]
+
+
+@dataclass
+class Decision:
+    namespace: str
+    pod: str
+    uid: str
+    job: str | None
+    scorer: str
+    candidates: int
+    rejected: dict[str, str]  # a few example reasons, node -> why
+    rejected_count: int
+    top: list[Candidate]
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+    node: str | None = None  # where the pod was bound, once the watch saw it
+
+    def summary(self) -> str:
+        chosen = next((c for c in self.top if c.node == self.node), None)
+        head = f"netsched placed the pod on {self.node}"
+        if chosen:
+            head += f" (score {chosen.score}/10: {_factors(chosen.factors)})"
+        others = [f"{c.node} ({c.score})" for c in self.top if c.node != self.node][:3]
+        parts = [head, f"{self.candidates} candidates"]
+        if others:
+            parts.append("next best " + ", ".join(others))
+        if self.rejected_count:
+            parts.append(f"{self.rejected_count} rejected, e.g. {next(iter(self.rejected.values()))}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _factors(factors: dict[str, float]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in factors.items())
+
+
+class DecisionLog:
+    """The latest decision per pod uid, bounded; thread-safe."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._by_uid: OrderedDict[str, Decision] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record(self, decision: Decision) -> None:
+        with self._lock:
+            self._by_uid[decision.uid] = decision
+            self._by_uid.move_to_end(decision.uid)
+            while len(self._by_uid) > self.size:
+                self._by_uid.popitem(last=False)
+
+    def bound(self, uid: str, node: str) -> Decision | None:
+        """Note that the pod was bound; returns its decision the first time only."""
+        with self._lock:
+            decision = self._by_uid.get(uid)
+            if decision is None or decision.node is not None:
+                return None
+            decision.node = node
+            return decision
+
+    def find(self, namespace: str, name: str) -> Decision | None:
+        with self._lock:
+            return next((d for d in reversed(self._by_uid.values())
+                         if d.namespace == namespace and d.pod == name), None)
+
+    def recent(self, n: int = 50) -> list[Decision]:
+        with self._lock:
+            return list(self._by_uid.values())[-n:]
+
+
+class EventWriter:
+    """Writes explanation events from a queue on its own thread; drops them when the queue is full."""
+
+    def __init__(self, api: client.ApiClient, on_outcome=lambda outcome: None, capacity: int = 10_000):
+        self.core = client.CoreV1Api(api)
+        self.on_outcome = on_outcome
+        self.queue: queue.Queue[Decision] = queue.Queue(capacity)
+        self.instance = socket.gethostname()
+        threading.Thread(target=self._run, name="explain-events", daemon=True).start()
+
+    def submit(self, decision: Decision) -> None:
+        try:
+            self.queue.put_nowait(decision)
+        except queue.Full:
+            self.on_outcome("dropped")
+
+    def _run(self) -> None:
+        while True:
+            decision = self.queue.get()
+            try:
+                self.core.create_namespaced_event(decision.namespace, self._event(decision))
+                self.on_outcome("written")
+            except Exception as exc:  # the pod may be gone; an explanation is never worth a crash
+                log.info("could not write the placement event for %s/%s: %s",
+                         decision.namespace, decision.pod, exc)
+                self.on_outcome("failed")
+
+    def _event(self, d: Decision) -> dict:
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        return {
+            "metadata": {"generateName": f"{d.pod}.", "namespace": d.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": d.namespace,
+                               "name": d.pod, "uid": d.uid},
+            "reason": EVENT_REASON, "type": "Normal", "message": d.summary()[:1024],
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }

@@ -1,0 +1,29 @@
+"""Prometheus metrics of one extender, on its own registry (served at /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Requests take well under a millisecond to a few milliseconds; resolve that range.
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram("netsched_extender_request_seconds", "Time to answer one request, by verb.",
+                                 ["verb"], buckets=LATENCY_BUCKETS, registry=r)
+        self.requests = Counter("netsched_extender_requests", "Requests answered, by verb and outcome "
+                                "(ok, bad_request, stale_cache, error).", ["verb", "outcome"], registry=r)
+        self.filtered = Counter("netsched_extender_nodes_filtered", "Candidate nodes removed by the "
+                                "filter, by reason.", ["reason"], registry=r)
+        self.candidates = Histogram("netsched_extender_candidates", "Candidate nodes per filter request.",
+                                    buckets=(1, 10, 100, 1000, 5000, 10000), registry=r)
+        self.cache_age = Gauge("netsched_extender_cache_age_seconds", "Time since the apiserver was last "
+                               "heard from on the node and pod watches.", registry=r)
+        self.events = Counter("netsched_extender_explain_events", "Placement explanations written as "
+                              "pod events, by outcome.", ["outcome"], registry=r)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

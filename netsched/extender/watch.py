@@ -1,0 +1,101 @@
+"""List-and-watch Nodes and Pods into the ClusterCache, one daemon thread per kind.
+
+Objects stay plain dicts decoded by orjson: the kubernetes client's model classes
+cost far more per event than the extender can afford at a thousand pods a second.
+Each watch asks for bookmarks and ends after WATCH_SECONDS, so a healthy stream
+is heard from at least that often; a read timeout catches a hung connection.
+On any error the thread waits (with backoff) and lists again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import orjson
+from kubernetes import client
+from kubernetes.watch.watch import iter_resp_lines
+
+from netsched.extender.cache import ClusterCache
+
+log = logging.getLogger(__name__)
+WATCH_SECONDS = 10
+READ_TIMEOUT = WATCH_SECONDS + 20
+# Finished pods hold no GPUs; leaving them out of the watch keeps it small.
+POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Reflector:
+    def __init__(self, api: client.ApiClient, cache: ClusterCache, kind: str,
+                 on_event: Callable[[str, dict], None] = lambda t, o: None):
+        core = client.CoreV1Api(api)
+        self.list_call = core.list_node if kind == "nodes" else core.list_pod_for_all_namespaces
+        self.kwargs = {} if kind == "nodes" else {"field_selector": POD_SELECTOR}
+        self.cache, self.kind, self.on_event = cache, kind, on_event
+        self.stopped = threading.Event()
+
+    def start(self) -> Reflector:
+        threading.Thread(target=self.run, name=f"watch-{self.kind}", daemon=True).start()
+        return self
+
+    def run(self) -> None:
+        backoff = 0.5
+        while not self.stopped.is_set():
+            try:
+                version = self._list()
+                backoff = 0.5
+                while not self.stopped.is_set() and version:
+                    version = self._watch(version)
+            except Exception as exc:  # any failure: log, back off, list again
+                log.warning("%s watch failed (%s: %s); listing again in %.1f s",
+                            self.kind, type(exc).__name__, exc, backoff)
+                self.stopped.wait(backoff)
+                backoff = min(backoff * 2, 10)
+
+    def _list(self) -> str:
+        resp = self.list_call(_preload_content=False, _request_timeout=(5, READ_TIMEOUT), **self.kwargs)
+        doc = orjson.loads(resp.data)
+        self.cache.replace(self.kind, doc.get("items") or [])
+        return doc["metadata"]["resourceVersion"]
+
+    def _watch(self, version: str) -> str | None:
+        """Follow one watch from version; returns where to resume, or None to list again."""
+        resp = self.list_call(
+            watch=True, resource_version=version, allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS, _preload_content=False,
+            _request_timeout=(5, READ_TIMEOUT), **self.kwargs,
+        )
+        self.cache.heard(self.kind)
+        try:
+            for line in iter_resp_lines(resp):
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":  # usually 410 Gone: our version is too old
+                    log.info("%s watch ended: %s", self.kind, obj.get("message"))
+                    return None
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind == "BOOKMARK":
+                    self.cache.heard(self.kind)
+                    continue
+                self.cache.apply(self.kind, kind, obj)
+                self.on_event(kind, obj)
+        finally:
+            resp.release_conn()
+        self.cache.heard(self.kind)
+        return version
+
+
+def start_watches(api: client.ApiClient, cache: ClusterCache,
+                  on_pod_event: Callable[[str, dict], None]) -> list[Reflector]:
+    return [Reflector(api, cache, "nodes").start(), Reflector(api, cache, "pods", on_pod_event).start()]
+
+
+def wait_synced(cache: ClusterCache, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not cache.view().stale:
+            return True
+        time.sleep(0.05)
+    return False

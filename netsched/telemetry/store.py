@@ -1,0 +1,57 @@
+"""The telemetry store the extender reads: the latest measurement per link, with its age.
+
+A link is (source node, destination) where the destination is another node or a
+data endpoint. Rules, in one place so the extender and its docs agree:
+
+- an entry older than `max_age` seconds is stale and `link()` returns None for it;
+- a link never measured also returns None;
+- callers treat None as "unknown": scorers fall back to topology, and hard
+  constraints (max RTT, min bandwidth) fail the node with a reason saying so.
+
+Writers (the Prometheus reader or agents, issue 5) call `record()`; readers never block
+on I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    rtt_ms: float
+    bandwidth_mbps: float
+    observed_at: float  # monotonic seconds
+
+
+class TelemetryStore:
+    def __init__(self, max_age: float = 120.0, clock: Callable[[], float] = time.monotonic):
+        self.max_age = max_age
+        self.clock = clock
+        self._links: dict[str, dict[str, LinkStats]] = {}  # destination -> source -> stats
+        self._lock = threading.Lock()
+
+    def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
+               observed_at: float | None = None) -> None:
+        stats = LinkStats(rtt_ms, bandwidth_mbps, self.clock() if observed_at is None else observed_at)
+        with self._lock:
+            self._links.setdefault(dst, {})[src] = stats
+
+    def link(self, src: str, dst: str) -> LinkStats | None:
+        stats = self._links.get(dst, {}).get(src)
+        if stats is None or self.clock() - stats.observed_at > self.max_age:
+            return None
+        return stats
+
+    def fresh_links_to(self, dst: str) -> dict[str, LinkStats]:
+        """Every source with a fresh measurement towards dst."""
+        now = self.clock()
+        with self._lock:
+            row = dict(self._links.get(dst, {}))
+        return {src: s for src, s in row.items() if now - s.observed_at <= self.max_age}
+
+    def __bool__(self) -> bool:
+        return bool(self._links)

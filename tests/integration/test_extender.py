@@ -1,0 +1,106 @@
+"""netsched's extender with the real kube-scheduler: placement, rejection, explanation, failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+
+from kubernetes import client
+
+from netsched.cluster.devcluster import EXTENDER
+from netsched.cluster.pods import gpu_pod
+from netsched.cluster.wait import poll
+from netsched.extender.protocol import JOB_LABEL
+
+DATA_ZONE_B = {"netsched.io/data-source": "zone:zone-b"}
+
+
+def _nodes(core: client.CoreV1Api) -> dict[str, dict[str, str]]:
+    return {n.metadata.name: n.metadata.labels for n in core.list_node().items}
+
+
+def _bound(core: client.CoreV1Api, namespace: str, count: int, timeout: float = 60) -> dict[str, str]:
+    """Wait until `count` pods of the namespace are bound; returns pod -> node."""
+    def placements():
+        pods = core.list_namespaced_pod(namespace).items
+        done = {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+        return done if len(done) >= count else None
+    return poll(placements, timeout, f"{count} pods in {namespace} to be bound")
+
+
+def _job(name: str, replicas: int, gpus: int, annotations: dict[str, str]) -> list[dict]:
+    return [gpu_pod(f"{name}-{i}", gpus, labels={JOB_LABEL: name}, annotations=annotations)
+            for i in range(replicas)]
+
+
+def _get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_a_jobs_pods_land_together_where_the_scorer_prefers(dev_cluster, core, namespace):
+    labels = _nodes(core)
+    # 4 x 4 GPUs fill one rack of two 8-GPU nodes; the data lives in zone-b
+    job = _job("train", 4, 4, DATA_ZONE_B | {"netsched.io/job-gpus": "16"})
+    for pod in job:
+        core.create_namespaced_pod(namespace, pod)
+    placed = _bound(core, namespace, 4)
+
+    racks = {labels[n]["netsched.io/rack"] for n in placed.values()}
+    zones = {labels[n]["topology.kubernetes.io/zone"] for n in placed.values()}
+    assert len(racks) == 1 and zones == {"zone-b"}, placed
+
+    # each pod says why, on the pod and on the debug endpoint
+    events = poll(lambda: (e := core.list_namespaced_event(
+        namespace, field_selector="reason=NetworkPlacement").items) and len(e) == 4 and e,
+        30, "a NetworkPlacement event per pod")
+    for event in events:
+        assert event.message.startswith(f"netsched placed the pod on {placed[event.involved_object.name]}")
+    status, decision = _get(f"{dev_cluster.extender_url}/debug/decisions/{namespace}/train-3")
+    assert status == 200 and decision["node"] == placed["train-3"] and decision["job"] == "train"
+    assert "peers" in decision["top"][0]["factors"]
+
+
+def test_a_node_the_filter_rejects_is_never_chosen(core, namespace):
+    labels = _nodes(core)
+    zone_a_gpus = sum(8 for n in labels.values() if n["topology.kubernetes.io/zone"] == "zone-a")
+    needs = {"netsched.io/data-source": "zone:zone-a", "netsched.io/max-data-distance": "zone"}
+    for i in range(zone_a_gpus // 4):
+        core.create_namespaced_pod(namespace, gpu_pod(f"near-data-{i}", 4, annotations=needs))
+    placed = _bound(core, namespace, zone_a_gpus // 4)
+    assert {labels[n]["topology.kubernetes.io/zone"] for n in placed.values()} == {"zone-a"}
+
+    # zone-a is full and zone-b is too far from the data: the next pod waits, and says why
+    core.create_namespaced_pod(namespace, gpu_pod("one-more", 4, annotations=needs))
+    event = poll(lambda: next(iter(core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=one-more,reason=FailedScheduling").items), None),
+        30, "a FailedScheduling event for one-more")
+    assert "not within the zone of the input data (zone zone-a" in event.message
+    assert core.read_namespaced_pod("one-more", namespace).spec.node_name is None
+
+
+def test_pods_still_schedule_while_the_extender_is_down_and_none_is_lost(dev_cluster, core, namespace):
+    pid = dev_cluster.status()["components"][EXTENDER]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: EXTENDER not in dev_cluster.running_components(), 10, "the extender to die")
+    try:
+        for pod in _job("while-down", 3, 2, {}):
+            core.create_namespaced_pod(namespace, pod)
+        assert len(_bound(core, namespace, 3, timeout=30)) == 3  # ignorable: kube-scheduler decides alone
+    finally:
+        dev_cluster.restart(EXTENDER)
+
+    status, ready = _get(f"{dev_cluster.extender_url}/readyz")
+    assert status == 200 and ready["ready"] and ready["nodes"] == len(_nodes(core))
+    core.create_namespaced_pod(namespace, gpu_pod("after", 2, labels={JOB_LABEL: "while-down"}))
+    placed = _bound(core, namespace, 4)
+    assert set(placed) == {"while-down-0", "while-down-1", "while-down-2", "after"}
+    # the restarted extender rebuilt its cache from the apiserver: it sees the job's three pods
+    _, decision = _get(f"{dev_cluster.extender_url}/debug/decisions/{namespace}/after")
+    assert decision["node"] == placed["after"]
+    assert decision["top"][0]["factors"]["peers"] > 0

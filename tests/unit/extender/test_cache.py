@@ -1,0 +1,85 @@
+from cluster_builders import CLUSTER, cache_of, node, pod
+
+from netsched.extender.cache import ClusterCache, Placement
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def free(cache, name, ns="", job=None):
+    view = cache.view(ns, job)
+    return int(view.free[view.table.index[name]])
+
+
+def test_bound_pods_hold_gpus_until_they_finish_or_go():
+    p = pod("a", "a1-0", gpus=3, phase="Running")
+    cache = cache_of(CLUSTER, [p, pod("pending", gpus=8)])
+    assert free(cache, "a1-0") == 5 and free(cache, "a1-1") == 8
+    cache.apply("pods", "MODIFIED", p | {"status": {"phase": "Succeeded"}})
+    assert free(cache, "a1-0") == 8
+    cache.apply("pods", "MODIFIED", p)
+    cache.apply("pods", "DELETED", p)
+    assert free(cache, "a1-0") == 8
+
+
+def test_job_peers_come_from_bound_pods_of_the_same_namespace_and_job():
+    cache = cache_of(CLUSTER, [pod("r0", "a1-0", job="train"), pod("r1", "a2-0", job="train"),
+                               pod("x", "b1-0", job="train", ns="other")])
+    assert cache.view("ml", "train").peers == ("a1-0", "a2-0")
+    assert cache.view("ml", None).peers == ()
+
+
+def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
+    clock = Clock()
+    cache = cache_of(CLUSTER, clock=clock, assume_ttl=30)
+    p = pod("r0", job="train", gpus=2)
+    cache.assume(p["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assert cache.view("ml", "train").peers == ("a1-1",) and free(cache, "a1-1") == 6
+    cache.apply("pods", "MODIFIED", p)  # still unbound on the watch: the assumption stays
+    assert free(cache, "a1-1") == 6
+    cache.apply("pods", "MODIFIED", p | {"spec": p["spec"] | {"nodeName": "a1-0"}})  # the watch wins
+    assert free(cache, "a1-1") == 8 and free(cache, "a1-0") == 6
+    other = pod("r1", job="train")
+    cache.assume(other["metadata"]["uid"], Placement("ml/train", "b1-0", 2))
+    clock.now += 31
+    assert cache.view("ml", "train").peers == ("a1-0",)
+
+
+def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
+    cache = cache_of(CLUSTER, [pod("a", "a1-0", gpus=3)])
+    cache.apply("nodes", "ADDED", node("c1-0", "zone-c", "rack-c1", gpus=4))
+    cache.apply("nodes", "MODIFIED", node("a1-0", rack="rack-a9"))
+    view = cache.view()
+    i = view.table.index["a1-0"]
+    assert view.table.rack_of(i) == "rack-a9" and view.free[i] == 5
+    assert view.free[view.table.index["c1-0"]] == 4
+    cache.apply("nodes", "DELETED", node("c1-0"))
+    assert "c1-0" not in cache.view().table.index
+
+
+def test_a_cache_is_stale_until_both_watches_sync_and_again_when_not_heard_from():
+    clock = Clock()
+    cache = ClusterCache(max_age=30, clock=clock)
+    assert cache.view().stale and not cache.view().synced
+    cache.replace("nodes", CLUSTER)
+    assert cache.view().stale  # pods not listed yet
+    cache.replace("pods", [])
+    assert not cache.view().stale
+    clock.now += 20
+    cache.heard("nodes")
+    clock.now += 15
+    view = cache.view()
+    assert view.stale and view.age == 35  # the pod watch has been silent for 35 s
+    cache.heard("pods")
+    assert not cache.view().stale
+
+
+def test_a_malformed_node_quantity_means_no_gpus_not_a_crash():
+    bad = node("weird")
+    bad["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
+    assert free(cache_of([bad]), "weird") == 0

@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+from cluster_builders import CLUSTER, cache_of, node, pod
+
+from netsched.extender.needs import InvalidNeeds, check, parse_needs
+from netsched.telemetry.store import TelemetryStore
+
+
+@pytest.mark.parametrize("annotations, message", [
+    ({"netsched.io/max-peer-distance": "galaxy"}, "max-peer-distance='galaxy' must be one of node, rack"),
+    ({"netsched.io/data-source": "s3://bucket"}, "must be <kind>:<name>"),
+    ({"netsched.io/max-data-distance": "rack"}, "needs netsched.io/data-source to name a node, rack or zone"),
+    ({"netsched.io/max-peer-rtt-ms": "fast"}, "max-peer-rtt-ms='fast' must be a positive number"),
+    ({"netsched.io/min-peer-bandwidth-mbps": "-5"}, "must be a positive number"),
+    ({"netsched.io/max-data-rtt-ms": "2"}, "need annotation netsched.io/data-source"),
+    ({"netsched.io/job-gpus": "2.5"}, "job-gpus='2.5' must be a whole number of GPUs"),
+])
+def test_bad_annotations_name_the_annotation_and_the_fix(annotations, message):
+    with pytest.raises(InvalidNeeds, match=None) as err:
+        parse_needs(annotations)
+    assert message in str(err.value)
+
+
+def reasons(annotations, pods=(), telemetry=None, nodes=CLUSTER):
+    cache = cache_of(nodes, list(pods))
+    view = cache.view("ml", "train")
+    idx = np.array([view.table.index[n["metadata"]["name"]] for n in nodes])
+    found = check(parse_needs(annotations), view, idx, "train", telemetry or TelemetryStore())
+    return {nodes[pos]["metadata"]["name"]: why for pos, why in found.items()}
+
+
+def test_max_peer_distance_rejects_nodes_outside_the_peers_rack_with_a_reason():
+    got = reasons({"netsched.io/max-peer-distance": "rack"}, [pod("r0", "a1-0", job="train")])
+    assert set(got) == {"a2-0", "b1-0"}
+    assert got["b1-0"] == ("netsched: b1-0 is not in the same rack as job train's pods "
+                           "(rack-a1; netsched.io/max-peer-distance=rack)")
+    assert reasons({"netsched.io/max-peer-distance": "rack"}) == {}  # no peers yet: anywhere
+
+
+def test_max_data_distance_keeps_nodes_near_the_data():
+    got = reasons({"netsched.io/data-source": "zone:zone-b", "netsched.io/max-data-distance": "zone"})
+    assert set(got) == {"a1-0", "a1-1", "a2-0"}
+    assert "not within the zone of the input data (zone zone-b" in got["a1-0"]
+    missing = reasons({"netsched.io/data-source": "rack:rack-z9", "netsched.io/max-data-distance": "rack"})
+    assert set(missing) == {"a1-0", "a1-1", "a2-0", "b1-0"}
+    assert "is not in this cluster's topology" in missing["a1-0"]
+
+
+def test_measured_limits_need_fresh_measurements_and_enforce_them():
+    nodes = [node("peer"), node("near"), node("far"), node("unmeasured")]
+    telemetry = TelemetryStore(max_age=60)
+    telemetry.record("near", "peer", rtt_ms=0.2, bandwidth_mbps=900)
+    telemetry.record("far", "peer", rtt_ms=0.2, bandwidth_mbps=40)
+    got = reasons({"netsched.io/min-peer-bandwidth-mbps": "100"}, [pod("r0", "peer", job="train")],
+                  telemetry, nodes)
+    assert set(got) == {"far", "unmeasured"}
+    assert got["far"] == ("netsched: far to peer peer measures 40 Mbit/s, min allowed 100 "
+                          "(netsched.io/min-peer-bandwidth-mbps)")
+    assert "no fresh measurement from unmeasured to peer peer" in got["unmeasured"]
+
+
+def test_a_measurement_older_than_the_bound_is_not_used():
+    clock = [0.0]
+    telemetry = TelemetryStore(max_age=60, clock=lambda: clock[0])
+    telemetry.record("a1-1", "endpoint-x", rtt_ms=1, bandwidth_mbps=100)
+    clock[0] = 61
+    assert telemetry.link("a1-1", "endpoint-x") is None
+    got = reasons({"netsched.io/data-source": "endpoint:endpoint-x", "netsched.io/max-data-rtt-ms": "5"},
+                  telemetry=telemetry)
+    assert "no fresh measurement from a1-1 to data endpoint-x" in got["a1-1"]

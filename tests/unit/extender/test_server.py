@@ -1,0 +1,150 @@
+"""The HTTP layer through its ASGI interface: every input gets a protocol answer, never a 500."""
+
+import json
+from pathlib import Path
+
+import orjson
+from cluster_builders import CLUSTER, cache_of, call, node
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from netsched.extender.cache import ClusterCache
+from netsched.extender.core import Extender
+from netsched.extender.server import make_app
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"
+# the captured requests name kwok-gpu-0..2
+CAPTURED = [node(f"kwok-gpu-{i}", rack=f"rack-{i}") for i in range(3)]
+
+
+def app(cache=None, **kwargs):
+    return make_app(Extender(cache or cache_of(CAPTURED + CLUSTER), **kwargs))
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+def test_filter_on_a_captured_request_returns_a_subset_of_its_names():
+    status, doc = call(app(), "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
+    sent = orjson.loads(fixture("filter-args.nodeCacheCapable-true.json"))["NodeNames"]
+    assert status == 200 and doc["Error"] == "" and doc["Nodes"] is None
+    assert len(doc["NodeNames"]) == 1 and set(doc["NodeNames"]) <= set(sent)
+
+
+def test_filter_without_node_cache_returns_the_chosen_node_objects():
+    status, doc = call(app(), "POST", "/filter", fixture("filter-args.nodeCacheCapable-false.json"))
+    assert status == 200 and doc["NodeNames"] is None
+    assert [n["metadata"]["name"] for n in doc["Nodes"]["items"]] in (["kwok-gpu-0"], ["kwok-gpu-1"],
+                                                                     ["kwok-gpu-2"])
+
+
+def test_prioritize_on_a_captured_request_scores_each_node_0_to_10():
+    status, doc = call(app(shortlist=0), "POST", "/prioritize",
+                       fixture("prioritize-args.nodeCacheCapable-true.json"))
+    assert status == 200 and doc and all(0 < h["Score"] <= 10 and h["Host"].startswith("kwok-gpu-")
+                                         for h in doc)
+
+
+def test_malformed_input_gets_a_clear_error_in_the_protocol():
+    status, doc = call(app(), "POST", "/filter", b"{not json")
+    assert status == 200 and doc["NodeNames"] == []
+    assert doc["Error"].startswith("netsched: bad filter request")
+    status, doc = call(app(), "POST", "/filter", b'{"Pod": {"metadata": {}}, "NodeNames": []}')
+    assert "Pod.metadata.name is missing" in doc["Error"]
+    status, doc = call(app(), "POST", "/prioritize", b"[1, 2]")
+    assert status == 400 and "must be a JSON object" in doc["Error"]
+
+
+def test_a_huge_body_is_refused_with_413():
+    status, doc = call(make_app(Extender(cache_of(CLUSTER)), max_body=1000), "POST", "/filter", b" " * 1001)
+    assert status == 413 and "larger than 1000 bytes" in doc["Error"]
+
+
+def test_a_stale_cache_makes_filter_answer_error_and_prioritize_abstain():
+    stale = app(ClusterCache())
+    _, doc = call(stale, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
+    assert "not synced with the apiserver yet" in doc["Error"]
+    body = fixture("prioritize-args.nodeCacheCapable-true.json")
+    assert call(stale, "POST", "/prioritize", body) == (200, [])
+    status, doc = call(stale, "GET", "/readyz")
+    assert status == 503 and doc["ready"] is False
+
+
+def test_metrics_count_requests_by_verb_and_outcome():
+    a = app()
+    call(a, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
+    call(a, "POST", "/filter", b"oops")
+    status, text = call(a, "GET", "/metrics")
+    assert status == 200
+    assert 'netsched_extender_requests_total{outcome="ok",verb="filter"} 1.0' in text
+    assert 'netsched_extender_requests_total{outcome="bad_request",verb="filter"} 1.0' in text
+    assert 'netsched_extender_request_seconds_count{verb="filter"} 2.0' in text
+
+
+def test_debug_endpoint_explains_a_filtered_pod():
+    a = app()
+    call(a, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
+    pod = orjson.loads(fixture("filter-args.nodeCacheCapable-true.json"))["Pod"]["metadata"]
+    status, doc = call(a, "GET", f"/debug/decisions/{pod['namespace']}/{pod['name']}")
+    assert status == 200 and doc["candidates"] == 3 and doc["top"][0]["node"].startswith("kwok-gpu-")
+    assert call(a, "GET", "/debug/decisions/x/y")[0] == 404
+    assert call(a, "DELETE", "/filter")[0] == 405 and call(a, "GET", "/nope")[0] == 404
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["Pod", "NodeNames", "Nodes", "NodeNameToMetaVictims", "NodeNameToVictims",
+                        "metadata", "name", "spec", "containers", "resources", "limits", "nvidia.com/gpu",
+                        "annotations", "netsched.io/max-peer-distance", "kwok-gpu-0", "Pods"])
+SHAPED = st.recursive(JSON, lambda inner: st.dictionaries(KEYS, inner, max_size=5), max_leaves=25)
+FUZZ_APP = app()
+
+
+def _assert_protocol_answer(verb: str, body: bytes) -> None:
+    status, doc = call(FUZZ_APP, "POST", f"/{verb}", body)
+    assert status in (200, 400), (status, doc)
+    if verb == "filter":
+        assert status == 200 and isinstance(doc, dict) and isinstance(doc["Error"], str)
+    if status == 400:
+        assert doc["Error"].startswith(f"netsched: bad {verb} request")  # never an internal error
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verb=st.sampled_from(["filter", "prioritize", "preempt"]), doc=SHAPED)
+def test_random_documents_never_crash_the_server(verb, doc):
+    _assert_protocol_answer(verb, json.dumps(doc).encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(verb=st.sampled_from(["filter", "prioritize", "preempt"]), body=st.binary(max_size=200))
+def test_random_bytes_never_crash_the_server(verb, body):
+    _assert_protocol_answer(verb, body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(st.text(max_size=12), max_size=8), annotations=st.dictionaries(
+    st.sampled_from(["netsched.io/max-peer-distance", "netsched.io/data-source", "netsched.io/job-gpus",
+                     "netsched.io/max-data-distance", "netsched.io/max-peer-rtt-ms"]), st.text(max_size=10)))
+def test_a_valid_pod_with_random_nodes_and_annotations_gets_an_answer(names, annotations):
+    base = orjson.loads(fixture("filter-args.nodeCacheCapable-true.json"))
+    base["Pod"]["metadata"]["annotations"] = annotations
+    base["NodeNames"] = names
+    for verb in ("filter", "prioritize"):
+        _assert_protocol_answer(verb, orjson.dumps(base))
+    status, doc = call(FUZZ_APP, "POST", "/filter", orjson.dumps(base))
+    assert set(doc["NodeNames"] or []) <= set(names)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(["NodeNames", "Nodes", "NodeNameToVictims", "NodeNameToMetaVictims"]),
+       value=st.dictionaries(st.sampled_from(["kwok-gpu-0", "a1-0", "x"]), SHAPED, max_size=3) | SHAPED)
+def test_a_valid_pod_with_random_candidates_never_crashes_any_verb(field, value):
+    base = orjson.loads(fixture("filter-args.nodeCacheCapable-true.json"))
+    del base["NodeNames"], base["Nodes"]
+    base[field] = value
+    for verb in ("filter", "prioritize", "preempt"):
+        _assert_protocol_answer(verb, json.dumps(base).encode())
