@@ -21,8 +21,10 @@ from netsched.cluster.devcluster import DevCluster
 from netsched.cluster.pods import gpu_pod
 from netsched.cluster.wait import poll
 
+sys.path.insert(0, str(Path(__file__).parent))
+from report import write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Control plane"
 
 
@@ -95,21 +97,8 @@ def main() -> int:
     ]
     section = "\n".join(lines)
     print(section)
-    write_section(section)
+    write_section(SECTION, section)
     return 0
-
-
-def write_section(section: str) -> None:
-    """Replace this benchmark's section of docs/benchmarks.md, keeping the others."""
-    header = "# Benchmarks\n\nFigures measured on this project's 2-core machines, one run each.\n\n"
-    text = DOC.read_text() if DOC.exists() else header
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest[rest.find("\n## ") + 1:] if "\n## " in rest else ""
-        text = head + section + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text)
 
 
 if __name__ == "__main__":

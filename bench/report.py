@@ -1,0 +1,20 @@
+"""Write one benchmark's section of docs/benchmarks.md, keeping the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+HEADER = "# Benchmarks\n\nFigures measured on this project's 2-core machines, one run each.\n\n"
+
+
+def write_section(title: str, section: str) -> None:
+    """Replace the section starting with `title` (a "## ..." line) or append it."""
+    text = DOC.read_text() if DOC.exists() else HEADER
+    if title in text:
+        head, _, rest = text.partition(title)
+        tail = rest[rest.find("\n## ") + 1:] if "\n## " in rest else ""
+        text = head + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOC.write_text(text)
