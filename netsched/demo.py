@@ -1,7 +1,9 @@
 """`netsched demo`: the main job, end to end on the dev-cluster.
 
-Today it submits a small GPU workload to the `netsched` scheduler profile and
-prints where each pod went; it grows as the extender, operator and packer land.
+It submits a small GPU workload to the `netsched` scheduler profile, whose
+extender places each job's replicas together and near their data, prints where
+each pod went and why (the extender's NetworkPlacement events), and shows a pod
+that nothing can hold staying Pending. It grows as the operator and packer land.
 """
 
 from __future__ import annotations
@@ -10,25 +12,30 @@ import time
 
 from kubernetes import client
 
-from netsched.cluster.devcluster import COMPONENTS, DevCluster
+from netsched.cluster.devcluster import DevCluster
 from netsched.cluster.pods import gpu_pod, pod_gpus, scheduled_condition
 from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
 from netsched.cluster.wait import poll
 
 NAMESPACE = "netsched-demo"
-# (name, GPUs, duration): a 4x2-GPU "job", single pods of several sizes, and one
-# 16-GPU pod that no 8-GPU node can hold, so it must stay Pending.
+JOB = "netsched.io/job"
+TRAIN = {"netsched.io/data-source": "zone:zone-b", "netsched.io/job-gpus": "8"}
+EVAL = {"netsched.io/data-source": "zone:zone-a", "netsched.io/max-data-distance": "zone",
+        "netsched.io/max-peer-distance": "rack"}
+# (name, GPUs, duration, job, annotations): a 4x2-GPU training job whose data is in
+# zone-b, a 2x4-GPU eval job that must stay in zone-a with its replicas in one rack,
+# single pods of several sizes, and a 16-GPU pod no 8-GPU node can hold.
 WORKLOAD = [
-    *[(f"train-{i}", 2, "4s") for i in range(4)],
-    ("finetune", 4, "3s"),
-    ("big-batch", 8, "3s"),
-    ("notebook", 1, "2s"),
-    ("too-big", 16, "2s"),
+    *[(f"train-{i}", 2, "4s", "train", TRAIN) for i in range(4)],
+    *[(f"eval-{i}", 4, "3s", "eval", EVAL) for i in range(2)],
+    ("big-batch", 8, "3s", None, {}),
+    ("notebook", 1, "2s", None, {}),
+    ("too-big", 16, "2s", None, {}),
 ]
 
 
 def run_demo(cluster: DevCluster, keep: bool = False) -> int:
-    started_here = len(cluster.running_components()) < len(COMPONENTS)
+    started_here = len(cluster.running_components()) < len(cluster.components())
     if started_here:
         cluster.up()
     else:
@@ -37,12 +44,16 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         core = client.CoreV1Api(cluster.api_client())
         _fresh_namespace(core)
         t0 = time.monotonic()
-        for name, gpus, duration in WORKLOAD:
-            core.create_namespaced_pod(NAMESPACE, gpu_pod(name, gpus, duration, labels={"app": "demo"}))
+        for name, gpus, duration, job, annotations in WORKLOAD:
+            labels = {"app": "demo"} | ({JOB: job} if job else {})
+            core.create_namespaced_pod(NAMESPACE, gpu_pod(name, gpus, duration, labels=labels,
+                                                          annotations=annotations))
         print(f"submitted {len(WORKLOAD)} GPU pods to scheduler 'netsched' in namespace {NAMESPACE}")
         poll(lambda: all(scheduled_condition(p) for p in _pods(core)), 60, "the scheduler to decide")
         _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
         _print_spread(core, "train")
+        _print_spread(core, "eval")
+        _print_explanations(core)
         poll(lambda: all(_finished_or_unschedulable(p) for p in _pods(core)), 120,
              "the demo pods to finish")
         _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
@@ -109,3 +120,12 @@ def _print_spread(core: client.CoreV1Api, job: str) -> None:
     racks = {nodes[n][RACK_LABEL] for n in placed if n}
     zones = {nodes[n][ZONE_LABEL] for n in placed if n}
     print(f"\njob '{job}' ({len(placed)} replicas) spans {len(racks)} rack(s) in {len(zones)} zone(s)")
+
+
+def _print_explanations(core: client.CoreV1Api) -> None:
+    """The extender's NetworkPlacement events: why each pod went where it did."""
+    events = poll(lambda: core.list_namespaced_event(NAMESPACE, field_selector="reason=NetworkPlacement")
+                  .items, 30, "the extender's placement events")
+    print("\nwhy (NetworkPlacement events from the netsched extender):")
+    for e in sorted(events, key=lambda e: e.involved_object.name):
+        print(f"  {e.involved_object.name:<11} {e.message}")

@@ -231,7 +231,7 @@ class DevCluster:
              timeout=60, what="the default ServiceAccount (kube-controller-manager)")
         for node in gpu_nodes(self.nodes, self.zones, self.racks_per_zone):
             core.create_node(node.manifest())
-        poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=60,
+        poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=60 + self.nodes / 10,
              what=f"{self.nodes} GPU nodes to become Ready (kwok)")
 
     @staticmethod

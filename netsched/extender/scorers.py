@@ -98,7 +98,8 @@ def _data_closeness(needs: NetworkNeeds, view: View, idx: np.ndarray,
     place = data_place(needs, view)
     if place is None:
         return None
-    value = CLOSENESS[closeness_levels(view.table, idx, place)]
+    # relative to the best a place can offer: for data "in zone-b", any zone-b node is ideal
+    value = CLOSENESS[closeness_levels(view.table, idx, place)] / CLOSENESS[max(place.finest, 1)]
     if needs.data_kind != "node":
         return value
     return _blend_measured(value, view, idx, needs.data_name, telemetry)
