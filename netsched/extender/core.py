@@ -38,6 +38,15 @@ class StaleCache(RuntimeError):
 
 
 @dataclass
+class Priorities:
+    hosts: list[str]
+    scores: list[int]
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(zip(self.hosts, self.scores, strict=True))
+
+
+@dataclass
 class FilterOutcome:
     passed: list[str]
     failed: dict[str, str]
@@ -71,14 +80,15 @@ class Extender:
         self._count_rejections(reasons, needs)
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
         scored = self.scorer.score(pod, needs, view, ok_idx, self.telemetry)
-        passed, failed = self._narrow(view, ok_idx, scored, unknown_names, needs)
-        self._record(pod, view, ok_idx, scored, len(names), unresolvable)
+        order = _ranking(scored, ok_idx)
+        passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, needs)
+        self._record(pod, view, ok_idx, scored, order, len(names), unresolvable)
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
                                                  passed[0], pod.gpus))
         return FilterOutcome(passed, failed, unresolvable)
 
-    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
+    def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod = args.pod
         view = self._view(pod)
         try:
@@ -86,10 +96,9 @@ class Extender:
         except InvalidNeeds:
             needs = NetworkNeeds()  # filter already told the user; score on topology alone
         idx, _, _ = self._index(view, args.node_names)
-        scored = self.scorer.score(pod, needs, view, idx, self.telemetry)
-        if self.shortlist == 0:
-            self._record(pod, view, idx, scored, len(args.node_names), {})
-        return dict(zip((view.table.names[i] for i in idx), scored.scores().tolist(), strict=True))
+        scored = self.scorer.score(pod, needs, view, idx, self.telemetry)  # filter recorded the why
+        names = view.table.names
+        return Priorities([names[i] for i in idx.tolist()], scored.scores().tolist())
 
     def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
         """Keep only the preemption candidates on nodes the pod's network needs allow:
@@ -117,21 +126,16 @@ class Extender:
     @staticmethod
     def _index(view: View, names: list[str]) -> tuple[np.ndarray, list[int], list[int]]:
         """Table indices of the names netsched knows, with positions of known and unknown names."""
-        index = view.table.index
-        known, unknown, idx = [], [], []
-        for pos, n in enumerate(names):
-            i = index.get(n)
-            if i is None:
-                unknown.append(pos)
-            else:
-                known.append(pos)
-                idx.append(i)
-        return np.array(idx, dtype=np.int64), known, unknown
+        found = list(map(view.table.index.get, names))
+        if None not in found:  # the usual case: one C-speed pass, no per-name Python
+            return np.fromiter(found, dtype=np.int64, count=len(found)), range(len(found)), []
+        known = [pos for pos, i in enumerate(found) if i is not None]
+        unknown = [pos for pos, i in enumerate(found) if i is None]
+        return np.array([found[pos] for pos in known], dtype=np.int64), known, unknown
 
-    def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, unknown: list[str],
-                needs: NetworkNeeds) -> tuple[list[str], dict[str, str]]:
+    def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, order: list[int],
+                unknown: list[str], needs: NetworkNeeds) -> tuple[list[str], dict[str, str]]:
         """The nodes to hand back, best first, and the unknown ones that fail."""
-        order = _ranking(scored, ok_idx)
         if self.shortlist > 0 and len(order):
             best = scored.network[order[0]]
             order = [o for o in order[: self.shortlist] if scored.network[o] >= best - TIER_TOLERANCE]
@@ -150,8 +154,8 @@ class Extender:
                 kind = "network_limits"
             self.metrics.filtered.labels(kind).inc(len(reasons))
 
-    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, candidates: int,
-                rejected: dict[str, str]) -> None:
+    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, order: list[int],
+                candidates: int, rejected: dict[str, str]) -> None:
         if not pod.uid:
             return
         names = view.table.names
@@ -159,7 +163,7 @@ class Extender:
         top = [
             Candidate(names[idx[o]], int(ints[o]),
                       {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
-            for o in _ranking(scored, idx)[:EXPLAIN_TOP]
+            for o in order[:EXPLAIN_TOP]
         ]
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
         self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, self.scorer.name,

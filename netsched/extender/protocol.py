@@ -115,7 +115,8 @@ def _node_names(doc: dict) -> list[str]:
         if not isinstance(items, list):
             raise BadRequest("neither NodeNames nor Nodes.items is present: send the candidate nodes")
         names = [(n.get("metadata") or {}).get("name") if isinstance(n, dict) else None for n in items]
-    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+    # set(map(type, ...)) checks 5,000 names at C speed
+    if not isinstance(names, list) or not set(map(type, names)) <= {str} or "" in names:
         raise BadRequest("field NodeNames must be a list of node names (non-empty strings)")
     return names
 
@@ -141,9 +142,9 @@ def filter_result(
     }
 
 
-def host_priority_list(scores: dict[str, int]) -> list[dict]:
+def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict]:
     """HostPriorityList. Hosts left out score 0, so zero scores are not sent."""
-    return [{"Host": host, "Score": score} for host, score in scores.items() if score > 0]
+    return [{"Host": host, "Score": score} for host, score in zip(hosts, scores, strict=True) if score > 0]
 
 
 def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, dict]]:

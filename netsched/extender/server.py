@@ -19,6 +19,7 @@ a 500 or a dropped connection.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -109,7 +110,8 @@ def _filter(extender: Extender, doc: object) -> dict:
 
 
 def _prioritize(extender: Extender, doc: object) -> list:
-    return host_priority_list(extender.prioritize(parse_args(doc)))
+    answer = extender.prioritize(parse_args(doc))
+    return host_priority_list(answer.hosts, answer.scores)
 
 
 def _preempt(extender: Extender, doc: object) -> dict:
@@ -165,6 +167,13 @@ async def _raw(send: Callable, status: int, body: bytes, content_type: bytes) ->
     await send({"type": "http.response.body", "body": body})
 
 
+def settle_gc() -> None:
+    """Take what is alive after the first sync (modules, the cache) out of the collector's
+    view: otherwise each full collection walks it all, a 10-17 ms pause inside a request."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_cache_age: float = 30.0,
           explain_events: bool = True, sync_timeout: float = 60.0) -> None:
     """Run the extender until SIGINT/SIGTERM: watches first, then the HTTP server."""
@@ -190,6 +199,7 @@ def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_
     if not wait_synced(cache, sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)
+    settle_gc()
     extender = Extender(cache, shortlist=shortlist, decisions=decisions, metrics=metrics)
     log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s)",
              host, port, shortlist, max_cache_age)

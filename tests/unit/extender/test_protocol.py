@@ -41,7 +41,7 @@ def test_filter_result_has_the_shape_the_scheduler_accepted():
 
 def test_priority_list_uses_go_field_names_and_omits_zero_scores():
     accepted = golden("prioritize-result.accepted.json")
-    assert host_priority_list({"kwok-gpu-1": 0, "kwok-gpu-2": 10}) == [h for h in accepted if h["Score"]]
+    assert host_priority_list(["kwok-gpu-1", "kwok-gpu-2"], [0, 10]) == [h for h in accepted if h["Score"]]
 
 
 def _pod(**meta):

@@ -9,7 +9,7 @@ from netsched.telemetry.store import TelemetryStore
 
 
 def scores(cache, p, names=NAMES, telemetry=None):
-    return Extender(cache, telemetry=telemetry, shortlist=0).prioritize(args(p, names))
+    return Extender(cache, telemetry=telemetry, shortlist=0).prioritize(args(p, names)).as_dict()
 
 
 def test_nodes_closer_to_the_jobs_peers_score_strictly_higher():
