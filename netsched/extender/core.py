@@ -102,8 +102,12 @@ class Extender:
 
     def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
         """Keep only the preemption candidates on nodes the pod's network needs allow:
-        evicting pods from a node the filter would reject frees nothing useful."""
-        view = self._view(pod)
+        evicting pods from a node the filter would reject frees nothing useful.
+        On a stale cache it has no opinion and keeps every candidate."""
+        try:
+            view = self._view(pod)
+        except StaleCache:
+            return victims
         needs = parse_needs(pod.annotations)
         names = list(victims)
         idx, known, unknown = self._index(view, names)

@@ -61,12 +61,15 @@ def test_a_huge_body_is_refused_with_413():
     assert status == 413 and "larger than 1000 bytes" in doc["Error"]
 
 
-def test_a_stale_cache_makes_filter_answer_error_and_prioritize_abstain():
+def test_a_stale_cache_makes_filter_answer_error_and_prioritize_and_preempt_abstain():
     stale = app(ClusterCache())
     _, doc = call(stale, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
     assert "not synced with the apiserver yet" in doc["Error"]
     body = fixture("prioritize-args.nodeCacheCapable-true.json")
     assert call(stale, "POST", "/prioritize", body) == (200, [])
+    victims = {"kwok-gpu-0": {"Pods": [], "NumPDBViolations": 0}}
+    preempt = orjson.dumps({"Pod": orjson.loads(body)["Pod"], "NodeNameToVictims": victims})
+    assert call(stale, "POST", "/preempt", preempt) == (200, {"NodeNameToMetaVictims": victims})
     status, doc = call(stale, "GET", "/readyz")
     assert status == 503 and doc["ready"] is False
 
@@ -101,7 +104,7 @@ KEYS = st.sampled_from(["Pod", "NodeNames", "Nodes", "NodeNameToMetaVictims", "N
                         "metadata", "name", "spec", "containers", "resources", "limits", "nvidia.com/gpu",
                         "annotations", "netsched.io/max-peer-distance", "kwok-gpu-0", "Pods"])
 SHAPED = st.recursive(JSON, lambda inner: st.dictionaries(KEYS, inner, max_size=5), max_leaves=25)
-FUZZ_APP = app()
+FUZZ_APP = app(cache_of(CAPTURED + CLUSTER, clock=lambda: 0.0))  # never ages, however slow the run
 
 
 def _assert_protocol_answer(verb: str, body: bytes) -> None:
