@@ -27,10 +27,11 @@ import numpy as np
 import orjson
 import uvicorn
 
+from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.topology import GPU_RESOURCE, gpu_nodes
 from netsched.extender.cache import ClusterCache
 from netsched.extender.core import Extender
-from netsched.extender.protocol import JOB_LABEL, parse_args
+from netsched.extender.protocol import parse_args
 from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_gc
 
 sys.path.insert(0, str(Path(__file__).parent))
