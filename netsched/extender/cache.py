@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
-from netsched.extender.protocol import JOB_LABEL, BadRequest, pod_gpus
+from netsched.extender.protocol import BadRequest, pod_gpus
 
 UNKNOWN = -1  # id of a missing zone or rack label
 WATCHED = ("nodes", "pods")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import queue
-import socket
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from kubernetes import client
+
+from netsched.cluster.events import event
 
 log = logging.getLogger(__name__)
 EVENT_REASON = "NetworkPlacement"
@@ -107,7 +108,6 @@ class EventWriter:
         self.core = client.CoreV1Api(api)
         self.on_outcome = on_outcome
         self.queue: queue.Queue[Decision] = queue.Queue(capacity)
-        self.instance = socket.gethostname()
         threading.Thread(target=self._run, name="explain-events", daemon=True).start()
 
     def submit(self, decision: Decision) -> None:
@@ -127,13 +127,7 @@ class EventWriter:
                          decision.namespace, decision.pod, exc)
                 self.on_outcome("failed")
 
-    def _event(self, d: Decision) -> dict:
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        return {
-            "metadata": {"generateName": f"{d.pod}.", "namespace": d.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": d.namespace,
-                               "name": d.pod, "uid": d.uid},
-            "reason": EVENT_REASON, "type": "Normal", "message": d.summary()[:1024],
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-            "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+    @staticmethod
+    def _event(d: Decision) -> dict:
+        pod = {"apiVersion": "v1", "kind": "Pod", "namespace": d.namespace, "name": d.pod, "uid": d.uid}
+        return event(pod, EVENT_REASON, d.summary(), COMPONENT)

@@ -25,20 +25,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.cluster.labels import (
+    DATA_SOURCE,
+    JOB_GPUS,
+    MAX_DATA_DISTANCE,
+    MAX_DATA_RTT_MS,
+    MAX_PEER_DISTANCE,
+    MAX_PEER_RTT_MS,
+    MIN_DATA_BANDWIDTH_MBPS,
+    MIN_PEER_BANDWIDTH_MBPS,
+)
 from netsched.extender.cache import View
 from netsched.extender.locality import LEVELS, Place, closeness_levels, place_of
 from netsched.telemetry.store import TelemetryStore
 
-PREFIX = "netsched.io/"
-MAX_PEER_DISTANCE = PREFIX + "max-peer-distance"
-DATA_SOURCE = PREFIX + "data-source"
-MAX_DATA_DISTANCE = PREFIX + "max-data-distance"
-JOB_GPUS = PREFIX + "job-gpus"
 LIMITS = {  # annotation -> (towards, measure, bound)
-    PREFIX + "max-peer-rtt-ms": ("peer", "rtt_ms", "max"),
-    PREFIX + "min-peer-bandwidth-mbps": ("peer", "bandwidth_mbps", "min"),
-    PREFIX + "max-data-rtt-ms": ("data", "rtt_ms", "max"),
-    PREFIX + "min-data-bandwidth-mbps": ("data", "bandwidth_mbps", "min"),
+    MAX_PEER_RTT_MS: ("peer", "rtt_ms", "max"),
+    MIN_PEER_BANDWIDTH_MBPS: ("peer", "bandwidth_mbps", "min"),
+    MAX_DATA_RTT_MS: ("data", "rtt_ms", "max"),
+    MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
 }
 DATA_KINDS = ("node", "rack", "zone", "endpoint")
 DISTANCES = ("node", "rack", "zone")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.topology import GPU_RESOURCE
 
 MAX_SCORE = 10  # MaxExtenderPriority
-JOB_LABEL = "netsched.io/job"
 
 
 class BadRequest(ValueError):

@@ -10,9 +10,9 @@ import urllib.request
 from kubernetes import client
 
 from netsched.cluster.devcluster import EXTENDER
+from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.pods import gpu_pod
 from netsched.cluster.wait import poll
-from netsched.extender.protocol import JOB_LABEL
 
 DATA_ZONE_B = {"netsched.io/data-source": "zone:zone-b"}
 

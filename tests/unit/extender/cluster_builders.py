@@ -7,9 +7,10 @@ import itertools
 
 import orjson
 
+from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.topology import GPU_RESOURCE, GPUNode
 from netsched.extender.cache import ClusterCache
-from netsched.extender.protocol import JOB_LABEL, ExtenderArgs, parse_args
+from netsched.extender.protocol import ExtenderArgs, parse_args
 
 _uids = itertools.count()
 

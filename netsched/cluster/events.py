@@ -1,0 +1,24 @@
+"""Kubernetes Events (core/v1) as `kubectl describe` shows them."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+
+INSTANCE = socket.gethostname()
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def event(involved: dict, reason: str, message: str, component: str, type_: str = "Normal") -> dict:
+    """An Event about `involved` ({apiVersion, kind, namespace, name, uid}); messages are cut at 1 KiB."""
+    now = now_rfc3339()
+    return {
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "involvedObject": involved,
+        "reason": reason, "type": type_, "message": message[:1024],
+        "source": {"component": component}, "reportingComponent": component,
+        "reportingInstance": INSTANCE, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }

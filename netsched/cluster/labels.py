@@ -1,0 +1,20 @@
+"""The labels and annotations netsched's components agree on.
+
+The operator writes them on the pods it creates; the extender reads them (any pod
+may also carry them by hand). Their meaning is documented in
+netsched/extender/needs.py and README.md.
+"""
+
+PREFIX = "netsched.io/"
+JOB_LABEL = PREFIX + "job"  # the GPUJob (or any group of pods) a pod belongs to
+REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
+ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement
+
+MAX_PEER_DISTANCE = PREFIX + "max-peer-distance"
+DATA_SOURCE = PREFIX + "data-source"
+MAX_DATA_DISTANCE = PREFIX + "max-data-distance"
+JOB_GPUS = PREFIX + "job-gpus"
+MAX_PEER_RTT_MS = PREFIX + "max-peer-rtt-ms"
+MIN_PEER_BANDWIDTH_MBPS = PREFIX + "min-peer-bandwidth-mbps"
+MAX_DATA_RTT_MS = PREFIX + "max-data-rtt-ms"
+MIN_DATA_BANDWIDTH_MBPS = PREFIX + "min-data-bandwidth-mbps"
