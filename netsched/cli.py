@@ -20,6 +20,8 @@ Subcommands:
                with KWOK-simulated GPU nodes, built from Go modules; no Docker
   extender     the kube-scheduler extender: filters and scores GPU nodes by
                network placement (HTTP, extender v1 protocol)
+  operator     the GPUJob operator (kopf): runs GPUJobs as gang-gated pods, keeps
+               their status true and records every finished job for training
   demo         bring up the dev-cluster (or use a running one), run the demo GPU
                workload and print which pod was placed on which node
 """
@@ -30,7 +32,8 @@ def _cluster(args: argparse.Namespace):
     from netsched.cluster.scheduler_config import ExtenderSettings
 
     kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone,
-              "run_extender": not getattr(args, "no_extender", False)}
+              "run_extender": not getattr(args, "no_extender", False),
+              "run_operator": not getattr(args, "no_operator", False)}
     if getattr(args, "extender_url", None):
         kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
     if args.dir:
@@ -107,6 +110,18 @@ def cmd_extender(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_operator(args: argparse.Namespace) -> int:
+    import logging
+
+    from netsched.operator.records import default_path
+    from netsched.operator.run import run_operator
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
+                 health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from netsched.demo import run_demo
 
@@ -139,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "of starting netsched's own (e.g. http://127.0.0.1:8888)")
     up.add_argument("--no-extender", action="store_true",
                     help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
+    up.add_argument("--no-operator", action="store_true",
+                    help="do not run the GPUJob operator (its CRD is still installed)")
     up.add_argument("--foreground", action="store_true",
                     help="stay in the foreground; Ctrl-C stops every component")
     up.set_defaults(func=cmd_up)
@@ -166,6 +183,20 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--no-explain-events", action="store_true",
                      help="do not write a NetworkPlacement event on each placed pod")
     ext.set_defaults(func=cmd_extender)
+
+    op = sub.add_parser("operator", help="run the GPUJob operator (kopf)",
+                        description="Run GPUJobs: create their pods behind a gang gate, release the gang "
+                        "when it fits, keep status, conditions and events true, and append one training "
+                        "record per finished job.")
+    op.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    op.add_argument("--records", help="job records file, JSON Lines (default: "
+                    "$XDG_STATE_HOME/netsched/job-records.jsonl; in a cluster, a path on a PVC)")
+    op.add_argument("--host", default="0.0.0.0", help="address for the health and metrics endpoints")
+    op.add_argument("--health-port", type=int, default=8080, help="GET /healthz (default 8080)")
+    op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics (default 9090)")
+    op.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                    help="how often each unfinished GPUJob is reconciled (default 1)")
+    op.set_defaults(func=cmd_operator)
 
     demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
                           description="Bring up the dev-cluster (unless one is running), run "

@@ -26,14 +26,17 @@ from kubernetes import client, config
 from netsched.cluster import pki as pkilib
 from netsched.cluster import processes
 from netsched.cluster.binaries import ensure_binaries
+from netsched.cluster.crds import install_crds
 from netsched.cluster.kwok_stages import stages_yaml
-from netsched.cluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, grant
+from netsched.cluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
 from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.cluster.topology import gpu_nodes
 from netsched.cluster.wait import poll
 
 EXTENDER = "netsched-extender"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", "kwok")
+OPERATOR = "netsched-operator"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", OPERATOR,
+              "kwok")
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 
@@ -60,6 +63,7 @@ class DevCluster:
     # settings with a urlPrefix: use that extender instead; run_extender=False and None: no extender.
     extender: ExtenderSettings | None = None
     run_extender: bool = True
+    run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
@@ -82,6 +86,11 @@ class DevCluster:
         if EXTENDER not in state.get("components", {}):
             return None
         return f"http://127.0.0.1:{state['ports']['extender']}"
+
+    @property
+    def records_file(self) -> Path:
+        """The operator's training dataset (job records)."""
+        return self.directory / "job-records.jsonl"
 
     def log(self, component: str) -> Path:
         return self.log_dir / f"{component}.log"
@@ -152,7 +161,9 @@ class DevCluster:
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
     def components(self) -> tuple[str, ...]:
-        return tuple(c for c in COMPONENTS if c != EXTENDER or (self.run_extender and not self.extender))
+        skip = {EXTENDER} if not self.run_extender or self.extender else set()
+        skip |= set() if self.run_operator else {OPERATOR}
+        return tuple(c for c in COMPONENTS if c not in skip)
 
     def restart(self, name: str) -> None:
         """Start a recorded component again (after it died or was killed) and wait until it serves."""
@@ -186,7 +197,8 @@ class DevCluster:
     @staticmethod
     def _pick_ports() -> dict[str, int]:
         ports: dict[str, int] = {}
-        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender")
+        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender",
+                 "operator-health", "operator-metrics")
         while len(set(ports.values())) < len(names):
             ports = {name: processes.free_port() for name in names}
         return ports
@@ -215,7 +227,11 @@ class DevCluster:
         for name in self.components():
             t0 = time.monotonic()
             if name == EXTENDER:
-                grant(self.api_client(), EXTENDER_ROLE, EXTENDER_RULES, "netsched-extender")
+                grant(self.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)
+            if name == "kube-scheduler":  # before the operator, and installed even when it does not run
+                install_crds(self.api_client())
+            if name == OPERATOR:
+                grant(self.api_client(), OPERATOR_ROLE, OPERATOR_RULES, OPERATOR)
             with processes.signals_deferred():
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
@@ -309,6 +325,11 @@ def _component_argv(
             sys.executable, "-m", "netsched", "extender", f"--kubeconfig={kubeconfigs['netsched-extender']}",
             "--host=127.0.0.1", f"--port={ports['extender']}",
         ],
+        OPERATOR: [
+            sys.executable, "-m", "netsched", "operator", f"--kubeconfig={kubeconfigs[OPERATOR]}",
+            "--host=127.0.0.1", f"--health-port={ports['operator-health']}",
+            f"--metrics-port={ports['operator-metrics']}", f"--records={d / 'job-records.jsonl'}",
+        ],
         "kwok": [
             str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",
             "--manage-all-nodes=true", f"--server-address=127.0.0.1:{ports['kwok']}",
@@ -327,6 +348,7 @@ def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: st
         "kube-scheduler": lambda: _http_ok(f"https://{local}:{ports['scheduler']}/healthz"),
         "kwok": lambda: _http_ok(f"http://{local}:{ports['kwok']}/healthz"),
         EXTENDER: lambda: _http_ok(f"http://{local}:{ports['extender']}/readyz"),
+        OPERATOR: lambda: _http_ok(f"http://{local}:{ports['operator-health']}/healthz"),
     }
 
 

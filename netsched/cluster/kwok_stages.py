@@ -7,6 +7,8 @@ cover everything a pod goes through:
   pod-complete                 Running pods owned by a Job succeed (KWOK's default behaviour)
   pod-complete-after-duration  Running pods annotated netsched.io/duration (a Go duration such
                                as "30s") succeed that long after they started running
+  pod-fail-after-duration      Running pods annotated netsched.io/fail-after fail (exit code 1)
+                               that long after they started: for testing retries
   pod-delete                   pods being deleted are removed at once
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import yaml
 
-from netsched.cluster.pods import DURATION_ANNOTATION
+from netsched.cluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION
 
 RUNNING_TEMPLATE = """\
 {{ $started := Now }}
@@ -42,10 +44,10 @@ containerStatuses:
 {{ end }}
 """
 
-SUCCEEDED_TEMPLATE = """\
+FINISHED_TEMPLATE = """\
 {{ $finished := Now }}
 {{ $pod := . }}
-phase: Succeeded
+phase: %(phase)s
 conditions:
 {{ range $type := list "Ready" "ContainersReady" }}
 - type: {{ $type }}
@@ -62,13 +64,15 @@ containerStatuses:
   restartCount: 0
   state:
     terminated:
-      exitCode: 0
-      reason: Completed
+      exitCode: %(exit_code)d
+      reason: %(reason)s
       startedAt: {{ or $pod.status.startTime $finished | Quote }}
       finishedAt: {{ $finished | Quote }}
 {{ end }}
 """
 
+SUCCEEDED_TEMPLATE = FINISHED_TEMPLATE % {"phase": "Succeeded", "exit_code": 0, "reason": "Completed"}
+FAILED_TEMPLATE = FINISHED_TEMPLATE % {"phase": "Failed", "exit_code": 1, "reason": "Error"}
 NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 RUNNING = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
 
@@ -86,6 +90,7 @@ def _stage(name: str, match: list[dict], next_: dict, delay: dict | None = None)
 
 def pod_stages() -> list[dict]:
     annotation = f'.metadata.annotations["{DURATION_ANNOTATION}"]'
+    fail_after = f'.metadata.annotations["{FAIL_AFTER_ANNOTATION}"]'
     return [
         _stage("pod-ready", [NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}],
                {"statusTemplate": RUNNING_TEMPLATE}),
@@ -97,6 +102,10 @@ def pod_stages() -> list[dict]:
                [NOT_DELETING, RUNNING, {"key": annotation, "operator": "Exists"}],
                {"statusTemplate": SUCCEEDED_TEMPLATE},
                delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": annotation}}),
+        _stage("pod-fail-after-duration",
+               [NOT_DELETING, RUNNING, {"key": fail_after, "operator": "Exists"}],
+               {"statusTemplate": FAILED_TEMPLATE},
+               delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": fail_after}}),
         _stage("pod-delete", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
                {"finalizers": {"empty": True}, "delete": True}),
     ]

@@ -44,6 +44,7 @@ USERS = (
     User("system:kube-controller-manager"),
     User("kwok", ("system:masters",)),
     User("netsched-extender"),  # granted netsched:extender by the dev-cluster (cluster/rbac.py)
+    User("netsched-operator"),  # granted netsched:operator
 )
 
 

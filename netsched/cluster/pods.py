@@ -8,6 +8,7 @@ from netsched.cluster.topology import GPU_RESOURCE
 # KWOK's pod-complete-after-duration stage (kwok-stages.yaml) finishes a Running
 # pod this many seconds after it started; a Go duration such as "30s" or "2m".
 DURATION_ANNOTATION = "netsched.io/duration"
+FAIL_AFTER_ANNOTATION = "netsched.io/fail-after"  # the same, but the pod fails (exit code 1)
 
 
 def gpu_pod(

@@ -16,6 +16,21 @@ EXTENDER_RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
+OPERATOR_ROLE = "netsched:operator"
+OPERATOR_RULES = [
+    # GPUJobs: watch them, write their status (kopf patches its own annotations on the object)
+    {"apiGroups": ["netsched.io"], "resources": ["gpujobs"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["netsched.io"], "resources": ["gpujobs/status"], "verbs": ["get", "patch", "update"]},
+    # the jobs' pods: create, lift gang gates, stop; all pods and nodes to judge whether a gang fits
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # kopf follows CRDs to learn when the GPUJob resource appears or changes
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "verbs": ["get", "list", "watch"]},
+]
+
 
 def cluster_role(name: str, rules: list[dict]) -> dict:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

@@ -1,0 +1,144 @@
+"""Does a gang fit? The operator lifts a gang's gate only when it does.
+
+Free room per node is allocatable minus the requests of pods bound there. Pods
+already released but not yet bound (other gangs on their way) take their room
+first, largest first, so two gangs released together cannot both count on the
+same GPUs. A gang that must stay within one node, rack or zone
+(`spec.network.maxPeerDistance`) or near its data (`maxDataDistance`) is counted
+only where that holds, the same rules the extender's filter enforces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from kubernetes.utils import parse_quantity
+
+from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+
+GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
+FINENESS = {"node": 0, "rack": 1, "zone": 2}
+
+Resources = dict[str, float]
+
+
+@dataclass(frozen=True)
+class NodeRoom:
+    name: str
+    labels: dict[str, str]
+    allocatable: Resources
+    schedulable: bool
+    taints: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fit:
+    placeable: int  # replicas that fit now, within the job's network limits
+    needed: int
+    message: str
+
+    @property
+    def fits(self) -> bool:
+        return self.placeable >= self.needed
+
+
+def quantities(resources: dict | None) -> Resources:
+    return {k: float(parse_quantity(v)) for k, v in (resources or {}).items()}
+
+
+def pod_requests(spec: dict) -> Resources:
+    """Summed container requests (limits where a request is missing), as the scheduler counts them."""
+    total: Resources = defaultdict(float)
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for name, value in {**quantities(res.get("limits")), **quantities(res.get("requests"))}.items():
+            total[name] += value
+    return dict(total)
+
+
+def node_room(node: dict) -> NodeRoom:
+    status, spec = node.get("status") or {}, node.get("spec") or {}
+    conds = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    taints = tuple(t for t in spec.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
+    return NodeRoom(node["metadata"]["name"], dict(node["metadata"].get("labels") or {}),
+                    quantities(status.get("allocatable")), ready and not spec.get("unschedulable"), taints)
+
+
+def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,
+             needed: int, template_spec: dict, network: dict, data: tuple[str, str] | None) -> Fit:
+    free = {n.name: _minus(n.allocatable, used.get(n.name, {})) for n in nodes if n.schedulable}
+    for other in sorted(pending, key=lambda r: -r.get(GPU_RESOURCE, 0)):
+        spot = next((name for name, room in free.items() if _count(room, other) >= 1), None)
+        if spot is not None:
+            free[spot] = _minus(free[spot], other)
+    eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
+    per_node = {n.name: _count(free[n.name], request) for n in eligible}
+    level = network.get("maxPeerDistance")
+    if level:
+        groups: dict[str, int] = defaultdict(int)
+        for n in eligible:
+            groups[n.labels.get(GROUP_LABEL[level], n.name)] += per_node[n.name]
+        placeable = max(groups.values(), default=0)
+    else:
+        placeable = sum(per_node.values())
+    where = f" in one {level}" if level else ""
+    gpus = sum(free[n.name].get(GPU_RESOURCE, 0) for n in eligible)
+    message = (f"needs {needed} replica(s) of {_describe(request)}{where}; {min(placeable, needed)} fit now "
+               f"({gpus:g} free GPUs on {len(eligible)} eligible of {len(nodes)} nodes)")
+    return Fit(placeable, needed, message)
+
+
+def _minus(a: Resources, b: Resources) -> Resources:
+    return {k: v - b.get(k, 0.0) for k, v in a.items()}
+
+
+def _count(free: Resources, request: Resources) -> int:
+    """How many pods asking `request` fit in `free`."""
+    counts = [math.floor(free.get(k, 0.0) / v + 1e-9) for k, v in request.items() if v > 0]
+    return max(0, min(counts)) if counts else 0
+
+
+def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str, str] | None,
+             nodes: list[NodeRoom]) -> bool:
+    selector = template_spec.get("nodeSelector") or {}
+    if any(node.labels.get(k) != v for k, v in selector.items()):
+        return False
+    if not all(_tolerated(t, template_spec.get("tolerations") or ()) for t in node.taints):
+        return False
+    level = network.get("maxDataDistance")
+    if level and data and data[0] in FINENESS:
+        return _near(node, level, data, nodes)
+    return True
+
+
+def _near(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom]) -> bool:
+    """Is `node` within `level` of the data at (kind, location)?"""
+    kind, location = data
+    if FINENESS[kind] > FINENESS[level]:
+        return False  # data known only to a zone cannot be within a rack of anything
+    label = GROUP_LABEL[level]
+    holders = [n for n in nodes if n.labels.get(GROUP_LABEL[kind], n.name) == location]
+    return any(h.labels.get(label, h.name) == node.labels.get(label, node.name) for h in holders)
+
+
+def _tolerated(taint: dict, tolerations) -> bool:
+    for t in tolerations:
+        if t.get("effect") not in (None, "", taint.get("effect")):
+            continue
+        if t.get("operator") == "Exists" and t.get("key") in (None, "", taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and t.get("value") == taint.get("value"):
+            return True
+    return False
+
+
+def _describe(request: Resources) -> str:
+    parts = [f"{request.get(GPU_RESOURCE, 0):g} GPUs"]
+    if request.get("cpu"):
+        parts.append(f"{request['cpu']:g} CPU")
+    if request.get("memory"):
+        parts.append(f"{request['memory'] / 2**30:g}Gi memory")
+    return ", ".join(parts)

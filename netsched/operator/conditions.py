@@ -1,0 +1,63 @@
+"""GPUJob condition types and reasons, and the one helper that sets a condition.
+
+Event reasons are the same strings as condition reasons, so `kubectl describe gpujob`
+tells one story in its Conditions and its Events.
+"""
+
+from __future__ import annotations
+
+from netsched.cluster.events import now_rfc3339
+
+# condition types
+ADMITTED = "Admitted"  # the gang's gate is lifted: its pods may be scheduled
+PODS_READY = "PodsReady"  # at least minAvailable replicas are running
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+RECORDED = "Recorded"  # the finished job is in the training dataset
+
+# reasons (also Event reasons)
+WAITING_FOR_CAPACITY = "WaitingForCapacity"
+GANG_RELEASED = "GangReleased"
+NOT_GANG_SCHEDULED = "NotGangScheduled"
+WAITING_FOR_PODS = "WaitingForPods"
+PODS_RUNNING = "PodsRunning"
+ALL_SUCCEEDED = "AllReplicasSucceeded"
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+SCHEDULING_TIMEOUT = "SchedulingTimeout"
+POD_FAILED = "PodFailed"
+POD_CREATE_FAILED = "PodCreateFailed"
+POD_RECREATED = "PodRecreated"
+PODS_CREATED = "PodsCreated"
+RECORD_WRITTEN = "RecordWritten"
+
+MAX_MESSAGE = 1024
+
+
+def find(conditions: list[dict], type_: str) -> dict | None:
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def is_true(conditions: list[dict], type_: str) -> bool:
+    cond = find(conditions, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def set_condition(conditions: list[dict], type_: str, status: bool, reason: str, message: str,
+                  generation: int | None) -> bool:
+    """Set one condition in place; returns True if its status or reason changed.
+
+    lastTransitionTime moves only when the status flips, as Kubernetes conventions ask."""
+    value = "True" if status else "False"
+    message = message[:MAX_MESSAGE]
+    cond = find(conditions, type_)
+    if cond is None:
+        cond = {"type": type_}
+        conditions.append(cond)
+    changed = cond.get("status") != value or cond.get("reason") != reason
+    if cond.get("status") != value:
+        cond["lastTransitionTime"] = now_rfc3339()
+    cond.update(status=value, reason=reason, message=message)
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return changed

@@ -1,0 +1,213 @@
+"""kopf wiring: in-memory indices of pods and nodes, and one timer per GPUJob that reconciles it.
+
+Each tick reads the indices (no API reads), runs the pure `reconcile`, then
+carries out its actions with the Kubernetes client: create pods, lift gang gates,
+delete pods, write status, post Events, append the training record. Gang admission
+is serialised across jobs, and a released gang's room is reserved until its pods
+show up as pending in the indices, so two gangs never count on the same GPUs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import kopf
+from kubernetes import client
+
+from netsched.cluster.events import event
+from netsched.cluster.labels import JOB_LABEL
+from netsched.operator import conditions as c
+from netsched.operator.capacity import Fit, NodeRoom, Resources, gang_fit, node_room, pod_requests
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.reconcile import TERMINAL, Actions, PodView, reconcile
+from netsched.operator.records import JobRecords, job_record
+from netsched.operator.replica_pods import replica_pod
+from netsched.operator.spec import GROUP, PLURAL, VERSION, JobSpec, job_spec
+
+log = logging.getLogger(__name__)
+COMPONENT = "netsched-operator"
+RESERVATION_SECONDS = 15.0
+
+
+@dataclass
+class Operator:
+    api: client.ApiClient
+    records: JobRecords
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    interval: float = 1.0
+    _admission: threading.Lock = field(default_factory=threading.Lock)
+    _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    # ---- one tick ---------------------------------------------------------------
+    def tick(self, body: dict, pods: list[PodView], nodes: list[NodeRoom], used: dict[str, Resources],
+             pending: list[Resources], pods_of: Callable[[tuple], list[PodView]]) -> Actions:
+        """One reconcile of the job in `body`. `pods_of(job key)` reads any job's pods from the index."""
+        job = job_spec(body)
+        status = dict(body.get("status") or {})
+        labels = {n.name: n.labels for n in nodes}
+        request = pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])
+        gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
+        with self._admission if gated else _NoLock():
+            fit = lambda: self._fit(job, request, nodes, used, pending, pods_of)  # noqa: E731
+            actions = reconcile(job, status, pods, labels, fit)
+            self._apply(job, status, actions, labels)
+            if actions.ungate:
+                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, request)
+        return actions
+
+    def _fit(self, job: JobSpec, request: Resources, nodes: list[NodeRoom], used: dict[str, Resources],
+             pending: list[Resources], pods_of: Callable[[tuple], list[PodView]]) -> Fit:
+        reserved = []
+        for key, (expiry, req) in list(self._reserved.items()):
+            # released pods the index still shows gated are in neither `used` nor `pending` yet
+            waiting = sum(p.gated and p.phase not in TERMINAL for p in pods_of(key))
+            if not waiting or expiry < time.monotonic():
+                del self._reserved[key]
+            elif key != job.key:
+                reserved += [req] * waiting
+        data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
+        return gang_fit(nodes, used, pending + reserved, request, job.min_available,
+                        job.template["spec"], job.network, data)
+
+    # ---- carrying out -----------------------------------------------------------
+    def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict]) -> None:
+        for replica, attempt, gated in actions.create:
+            self._create(job, replica, attempt, gated, actions)
+        for name in actions.ungate:
+            self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
+                       [{"op": "remove", "path": "/spec/schedulingGates"}])
+        for name in actions.delete:
+            self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
+        if actions.record:
+            self._record(job, actions, labels)
+        if actions.status != old_status:
+            self._call("status", self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
+                       job.namespace, PLURAL, job.name, {"status": actions.status})
+        for type_, reason, message in actions.events:
+            self._call("event", self.core.create_namespaced_event, job.namespace,
+                       event(job.involved(), reason, message, COMPONENT, type_))
+
+    def _create(self, job: JobSpec, replica: int, attempt: int, gated: bool, actions: Actions) -> None:
+        try:
+            self.core.create_namespaced_pod(job.namespace, replica_pod(job, replica, attempt, gated))
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return  # created by an earlier tick whose pod the index has not shown yet
+            self.metrics.api_errors.labels("create").inc()
+            message = (f"cannot create the pod of replica {replica}: {_api_message(exc)}; "
+                       "fix spec.template (or the missing object it names)")
+            conds = actions.status.setdefault("conditions", [])
+            if c.set_condition(conds, c.PODS_READY, False, c.POD_CREATE_FAILED, message, job.generation):
+                actions.event(c.POD_CREATE_FAILED, message, warning=True)
+            actions.status["reason"] = c.POD_CREATE_FAILED
+
+    def _record(self, job: JobSpec, actions: Actions, labels: dict[str, dict]) -> None:
+        status = actions.status
+        row = job_record(job, status, labels)
+        if self.records.append(row):
+            outcome = status.get("phase", "Unknown")
+            self.metrics.jobs_finished.labels(outcome, row["reason"] or "").inc()
+            if row["duration_seconds"] is not None:
+                self.metrics.job_duration.labels(outcome).observe(row["duration_seconds"])
+        c.set_condition(status.setdefault("conditions", []), c.RECORDED, True, c.RECORD_WRITTEN,
+                        f"recorded in {self.records.path}", job.generation)
+
+    def _call(self, action: str, fn, *args) -> None:
+        try:
+            fn(*args)
+        except client.ApiException as exc:
+            if exc.status == 404 and action in ("delete", "ungate"):
+                return  # already gone: the next tick sees it
+            self.metrics.api_errors.labels(action).inc()
+            log.warning("%s failed: %s", action, _api_message(exc))
+
+
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _api_message(exc: client.ApiException) -> str:
+    try:
+        return json.loads(exc.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{exc.status} {exc.reason}"
+
+
+# ---- kopf registration -------------------------------------------------------------
+def _unfinished(status, **_) -> bool:
+    conds = list(status.get("conditions") or [])
+    return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
+
+
+def _live(status, meta, **_) -> bool:
+    return status.get("phase") not in TERMINAL and not meta.get("deletionTimestamp")
+
+
+def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
+    @kopf.on.startup(id="configure", registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_) -> None:
+        settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
+        settings.watching.server_timeout = 60
+        settings.execution.max_workers = 8
+
+    @kopf.index("pods", id="job_pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)
+    def job_pods(namespace, labels, meta, body, **_):
+        owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("kind") == "GPUJob"),
+                     None)
+        return {(namespace, labels[JOB_LABEL], owner): PodView.of(_plain(body))}
+
+    @kopf.index("nodes", id="node_rooms", registry=registry)
+    def node_rooms(body, **_):
+        return {None: node_room(_plain(body))}
+
+    @kopf.index("pods", id="bound_requests", field="spec.nodeName", value=kopf.PRESENT, when=_live,
+                registry=registry)
+    def bound_requests(spec, **_):
+        return {spec["nodeName"]: pod_requests(_plain(spec))}
+
+    @kopf.index("pods", id="pending_requests", field="spec.nodeName", value=kopf.ABSENT,
+                when=_pending_ungated, registry=registry)
+    def pending_requests(spec, **_):
+        return {None: pod_requests(_plain(spec))}
+
+    @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval, when=_unfinished,
+                registry=registry)
+    def tick(body, meta, job_pods: kopf.Index, node_rooms: kopf.Index, bound_requests: kopf.Index,
+             pending_requests: kopf.Index, **_) -> None:
+        if meta.get("deletionTimestamp"):
+            return  # garbage collection removes the pods
+        pods = list(job_pods.get((meta["namespace"], meta["name"], meta["uid"]), ()))
+        used: dict[str, Resources] = {}
+        for node, values in bound_requests.items():
+            total: Resources = defaultdict(float)
+            for req in values:
+                for k, v in req.items():
+                    total[k] += v
+            used[node] = total
+        operator.tick(_plain(body), pods, list(node_rooms.get(None, ())), used,
+                      list(pending_requests.get(None, ())), lambda key: list(job_pods.get(key, ())))
+
+
+def _pending_ungated(spec, status, meta, **_) -> bool:
+    return (not spec.get("schedulingGates") and status.get("phase", "Pending") == "Pending"
+            and not meta.get("deletionTimestamp"))
+
+
+def _plain(view) -> dict:
+    """A kopf body/spec view as plain, deep-copied dicts."""
+    return copy.deepcopy(dict(view))

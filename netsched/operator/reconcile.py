@@ -1,0 +1,244 @@
+"""One reconcile step of a GPUJob: from the job and its pods to the actions that make them agree.
+
+Pure: no API calls. The handler feeds it what the watches show and carries the
+actions out, so every decision here is unit-tested without a cluster. It is
+level-triggered: the pods (deterministic names, replica and attempt labels) are
+the truth, so a restarted operator picks up exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from netsched.cluster.labels import ATTEMPT_LABEL, REPLICA_LABEL
+from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
+from netsched.operator import conditions as c
+from netsched.operator.capacity import Fit
+from netsched.operator.replica_pods import GANG_GATE
+from netsched.operator.spec import JobSpec
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    replica: int
+    attempt: int
+    phase: str
+    node: str | None
+    gated: bool
+    deleting: bool
+    message: str = ""
+
+    @classmethod
+    def of(cls, pod: dict) -> PodView:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        labels = meta.get("labels") or {}
+        gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
+        return cls(meta["name"], int(labels[REPLICA_LABEL]), int(labels.get(ATTEMPT_LABEL, 0)),
+                   status.get("phase", "Pending"), spec.get("nodeName"), GANG_GATE in gates,
+                   bool(meta.get("deletionTimestamp")), _pod_message(status))
+
+
+@dataclass
+class Actions:
+    create: list[tuple[int, int, bool]] = field(default_factory=list)  # (replica, attempt, gated)
+    ungate: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    status: dict = field(default_factory=dict)  # the whole new status
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    record: bool = False  # the job just finished: write its training record
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append(("Warning" if warning else "Normal", reason, message))
+
+
+def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict[str, dict],
+              fit: Callable[[], Fit], now: datetime | None = None) -> Actions:
+    now = now or datetime.now(UTC)
+    out = Actions()
+    new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
+           "observedGeneration": job.generation, "gpus": job.gpus}
+    latest = _latest(pods)
+    conds = new["conditions"]
+    if new.get("phase") in TERMINAL:
+        out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
+        out.record = not c.is_true(conds, c.RECORDED)
+        out.status = _summary(new, job, latest, node_labels)
+        return out
+
+    failures = sum(p.phase == "Failed" for p in pods)
+    new["failures"] = failures
+    ended = _ended(job, new, latest, failures, now)
+    if ended:
+        phase, reason, message = ended
+        return _finish(out, job, new, latest, node_labels, phase, reason, message, now)
+
+    admitted = not job.gang or c.is_true(conds, c.ADMITTED) or any(
+        not p.gated for p in latest.values() if p.phase not in TERMINAL)
+    _replace_missing(out, job, latest, pods, admitted)
+    if not admitted:
+        admitted = _admit(out, job, conds, latest, fit)
+    elif not job.gang:
+        c.set_condition(conds, c.ADMITTED, True, c.NOT_GANG_SCHEDULED,
+                        "gang scheduling is off: pods are scheduled one by one", job.generation)
+    elif not c.is_true(conds, c.ADMITTED):  # a restarted operator finds the gate already lifted
+        c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted", job.generation)
+    _phase(out, job, new, latest, admitted, now)
+    out.status = _summary(new, job, latest, node_labels)
+    return out
+
+
+def _latest(pods: list[PodView]) -> dict[int, PodView]:
+    """Each replica's newest pod."""
+    latest: dict[int, PodView] = {}
+    for p in pods:
+        if p.replica not in latest or p.attempt > latest[p.replica].attempt:
+            latest[p.replica] = p
+    return latest
+
+
+def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int,
+           now: datetime) -> tuple[str, str, str] | None:
+    if len(latest) == job.replicas and all(latest[i].phase == "Succeeded" for i in range(job.replicas)):
+        return "Succeeded", c.ALL_SUCCEEDED, f"all {job.replicas} replicas succeeded"
+    if failures > job.backoff_limit:
+        return "Failed", c.BACKOFF_LIMIT_EXCEEDED, (
+            f"{failures} pod failures exceed spec.backoffLimit {job.backoff_limit}; "
+            f"last: {_last_failure(latest)}")
+    started = _time(status.get("startTime"))
+    if job.max_runtime and started and (now - started).total_seconds() > job.max_runtime:
+        return "Failed", c.MAX_RUNTIME_EXCEEDED, (
+            f"ran {(now - started).total_seconds():.0f} s, longer than spec.maxRuntimeSeconds "
+            f"{job.max_runtime}; its pods were stopped")
+    created = _time(job.created)
+    if (job.scheduling_timeout and not started and created
+            and (now - created).total_seconds() > job.scheduling_timeout):
+        return "Failed", c.SCHEDULING_TIMEOUT, (
+            f"not running {job.scheduling_timeout} s after creation (spec.gang.schedulingTimeoutSeconds); "
+            f"{_waiting_reason(status)}")
+    return None
+
+
+def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], node_labels: dict,
+            phase: str, reason: str, message: str, now: datetime) -> Actions:
+    conds = new["conditions"]
+    c.set_condition(conds, phase, True, reason, message, job.generation)
+    new.update(phase=phase, reason=reason, completionTime=_stamp(now))
+    out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
+    out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == "Failed")
+    out.record = True
+    out.status = _summary(new, job, latest, node_labels)
+    return out
+
+
+def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], pods: list[PodView],
+                     admitted: bool) -> None:
+    """Create each replica's pod if it has none, or a new attempt if its newest one failed."""
+    created_first = not pods
+    for i in range(job.replicas):
+        p = latest.get(i)
+        if p is None:
+            out.create.append((i, 0, not admitted))
+            if not created_first:
+                out.event(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
+        elif p.phase == "Failed":
+            out.create.append((i, p.attempt + 1, not admitted))
+            out.event(c.POD_FAILED, f"pod {p.name} (replica {i}) failed: {p.message or 'no message'}; "
+                                    f"starting attempt {p.attempt + 1}", warning=True)
+    if created_first:
+        gated = " behind the gang gate until the whole gang fits" if not admitted else ""
+        out.event(c.PODS_CREATED, f"created {job.replicas} pod(s) of {job.gpus_per_replica} GPU(s){gated}")
+
+
+def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView],
+           fit: Callable[[], Fit]) -> bool:
+    """Lift the gate of every pod at once when minAvailable replicas fit; else say why not."""
+    if len(latest) < job.replicas:  # pods being created this round; decide on the next one
+        return False
+    result = fit()
+    if not result.fits:
+        if c.set_condition(conds, c.ADMITTED, False, c.WAITING_FOR_CAPACITY, result.message, job.generation):
+            out.event(c.WAITING_FOR_CAPACITY, result.message)
+        return False
+    out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in TERMINAL]
+    message = f"released the gang: {result.message}"
+    c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, message, job.generation)
+    out.event(c.GANG_RELEASED, message)
+    return True
+
+
+def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], admitted: bool,
+           now: datetime) -> None:
+    conds = new["conditions"]
+    running = sum(p.phase == "Running" for p in latest.values())
+    done = sum(p.phase == "Succeeded" for p in latest.values())
+    if not admitted:
+        phase, reason = "Pending", c.WAITING_FOR_CAPACITY
+    elif running and running + done >= job.min_available:
+        phase, reason = "Running", c.PODS_RUNNING
+    else:
+        phase, reason = "Scheduling", c.WAITING_FOR_PODS
+    ready = phase == "Running"
+    message = (f"{running} of {job.replicas} replicas running" + (f", {done} succeeded" if done else "")
+               + f" (minAvailable {job.min_available})")
+    c.set_condition(conds, c.PODS_READY, ready, reason, message, job.generation)
+    if phase != new.get("phase"):
+        out.event(phase, f"GPUJob is {phase}: {message}" if admitted else f"GPUJob is {phase}: "
+                  f"{_waiting_reason(new)}")
+    if ready and not new.get("startTime"):
+        new["startTime"] = _stamp(now)
+    new.update(phase=phase, reason=reason)
+
+
+def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: dict[str, dict]) -> dict:
+    running = sum(p.phase == "Running" for p in latest.values())
+    new["replicasRunning"] = running
+    new["replicasSucceeded"] = sum(p.phase == "Succeeded" for p in latest.values())
+    new["ready"] = f"{running}/{job.replicas}"
+    placements = []
+    for i, p in sorted(latest.items()):
+        if p.node:
+            labels = node_labels.get(p.node, {})
+            placements.append({"replica": i, "pod": p.name, "node": p.node,
+                               "zone": labels.get(ZONE_LABEL, ""), "rack": labels.get(RACK_LABEL, "")})
+    if placements or "placements" not in new:
+        new["placements"] = placements  # keep the last known placement once pods are gone
+    return new
+
+
+def _pod_message(status: dict) -> str:
+    """Why a pod ended: its own message, else its first terminated container's exit."""
+    if status.get("message") or status.get("reason"):
+        return status.get("message") or status["reason"]
+    for cs in status.get("containerStatuses") or ():
+        done = (cs.get("state") or {}).get("terminated")
+        if done:
+            return f"container {cs.get('name')} exited with code {done.get('exitCode')} " \
+                   f"({done.get('reason')})"
+    return ""
+
+
+def _waiting_reason(status: dict) -> str:
+    cond = c.find(status.get("conditions") or [], c.ADMITTED)
+    if cond and cond.get("status") == "False":
+        return cond["message"]
+    return "waiting for its pods to run" if cond else "creating its pods, then checking that the gang fits"
+
+
+def _last_failure(latest: dict[int, PodView]) -> str:
+    failed = [p for p in latest.values() if p.phase == "Failed"]
+    return f"{failed[-1].name}: {failed[-1].message or 'no message'}" if failed else "unknown"
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _stamp(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

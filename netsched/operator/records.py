@@ -1,0 +1,152 @@
+"""The training dataset: one row per finished GPUJob, appended to a JSON Lines file.
+
+Each row holds what was known when the job was placed (its spec's hints, GPUs,
+where its replicas ran, how far that was from its data) and what happened
+(outcome, real duration). The completion-time model trains from this file.
+
+- Location: `--records` of `netsched operator` (default
+  `$XDG_STATE_HOME/netsched/job-records.jsonl`; in a cluster, a file on a PVC).
+- Append-only: a row is written, flushed and fsynced before the job's `Recorded`
+  condition is set; rows are keyed by the job's uid and a uid already in the file
+  is never written again, so a restart between the two steps cannot duplicate a job.
+- A torn last line (a crash mid-write) is skipped on reading and never glued to the next row.
+- Schema (version 1): see ROW_FIELDS; `telemetry` is null until node telemetry feeds the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from netsched.cluster.events import now_rfc3339
+from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.operator.spec import JobSpec
+
+SCHEMA_VERSION = 1
+LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
+ROW_FIELDS = {
+    "schema_version": "int, this file format's version",
+    "uid": "the GPUJob's metadata.uid (unique key)",
+    "namespace": "str", "name": "str",
+    "recorded_at": "RFC 3339 time the row was written",
+    "outcome": "Succeeded or Failed", "reason": "the terminal condition's reason",
+    "created": "RFC 3339", "start_time": "RFC 3339 or null (never ran)", "completion_time": "RFC 3339",
+    "duration_seconds": "completion - start: the label to learn (null if never started)",
+    "queue_seconds": "start - created (null if never started)",
+    "replicas": "int", "gpus_per_replica": "int", "gpus": "int", "min_available": "int",
+    "priority_class": "str or null", "failures": "pod failures during the run",
+    "workload_kind": "training, inference, etl or batch", "input_size_gb": "float or null",
+    "communication_intensity": "low, medium, high or null",
+    "expected_duration_seconds": "int or null", "expected_steps": "int or null",
+    "data_kind": "node, rack, zone, endpoint or null", "data_location": "str or null",
+    "data_size_gb": "float or null",
+    "data_distance": "finest level every replica shares with the data: node, rack, zone, far or null",
+    "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
+    "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
+    "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
+    "telemetry": "per-node network measures at placement, or null (no telemetry source yet)",
+}
+
+
+def default_path() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state) / "netsched" / "job-records.jsonl"
+
+
+class JobRecords:
+    """Append-only rows keyed by job uid; safe to share between handler threads."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._uids = {row["uid"] for row in self.rows()}
+
+    def rows(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn write: skipped, never merged with a later row
+            if isinstance(row, dict) and "uid" in row:
+                out.append(row)
+        return out
+
+    def append(self, row: dict) -> bool:
+        """Write the row unless its uid is already recorded; True if written."""
+        with self._lock:
+            if row["uid"] in self._uids:
+                return False
+            data = json.dumps(row, sort_keys=True) + "\n"
+            with open(self.path, "a+b") as f:
+                if f.tell() > 0:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        data = "\n" + data  # end a torn line first
+                f.write(data.encode())
+                f.flush()
+                os.fsync(f.fileno())
+            self._uids.add(row["uid"])
+            return True
+
+
+def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict:
+    placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
+    nodes = [p["node"] for p in placements]
+    racks = [p.get("rack") or node_labels.get(p["node"], {}).get(RACK_LABEL, "") for p in placements]
+    zones = [p.get("zone") or node_labels.get(p["node"], {}).get(ZONE_LABEL, "") for p in placements]
+    start, end = status.get("startTime"), status.get("completionTime")
+    data = job.data_sources[0] if job.data_sources else None
+    cond = next((c for c in status.get("conditions") or () if c.get("type") == status.get("phase")), {})
+    return {
+        "schema_version": SCHEMA_VERSION, "uid": job.uid, "namespace": job.namespace, "name": job.name,
+        "recorded_at": now_rfc3339(), "outcome": status.get("phase"), "reason": cond.get("reason"),
+        "created": job.created, "start_time": start, "completion_time": end,
+        "duration_seconds": _seconds(start, end), "queue_seconds": _seconds(job.created, start),
+        "replicas": job.replicas, "gpus_per_replica": job.gpus_per_replica, "gpus": job.gpus,
+        "min_available": job.min_available, "priority_class": job.priority_class,
+        "failures": status.get("failures", 0),
+        "workload_kind": job.workload.get("kind", "training"),
+        "input_size_gb": job.workload.get("inputSizeGB"),
+        "communication_intensity": job.workload.get("communicationIntensity"),
+        "expected_duration_seconds": job.workload.get("expectedDurationSeconds"),
+        "expected_steps": job.workload.get("expectedSteps"),
+        "data_kind": data.kind if data else None, "data_location": data.location if data else None,
+        "data_size_gb": data.size_gb if data else None,
+        "data_distance": _data_distance(data, nodes, node_labels),
+        "nodes": nodes, "racks": racks, "zones": zones,
+        "gpu_models": [node_labels.get(n, {}).get(GPU_PRODUCT_LABEL, "") for n in nodes],
+        "distinct_nodes": len(set(nodes)), "distinct_racks": len(set(racks)),
+        "distinct_zones": len(set(zones)),
+        "telemetry": None,
+    }
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    parse = lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def _data_distance(data, nodes: list[str], node_labels: dict[str, dict]) -> str | None:
+    """The finest level (node, rack, zone) at which every replica shares a place with the data."""
+    if data is None or data.kind == "endpoint" or not nodes:
+        return None
+    levels = ("node", "rack", "zone")
+
+    def group(name: str, level: str) -> str:
+        return name if level == "node" else node_labels.get(name, {}).get(LEVEL_LABEL[level], "")
+
+    holders = [n for n in node_labels if group(n, data.kind) == data.location]
+    for level in levels[levels.index(data.kind):]:
+        data_groups = {group(h, level) for h in holders} - {""}
+        if all(group(n, level) in data_groups for n in nodes):
+            return level
+    return "far"

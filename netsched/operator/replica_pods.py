@@ -1,0 +1,88 @@
+"""The pods of a GPUJob: one per replica and attempt, built from the job's template.
+
+Names are deterministic (`<job>-<replica>`, then `<job>-<replica>-a<attempt>` for
+replacements), so creating a pod twice is a harmless AlreadyExists and a restarted
+operator can never make duplicates.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from netsched.cluster.labels import (
+    ATTEMPT_LABEL,
+    DATA_SOURCE,
+    JOB_GPUS,
+    JOB_LABEL,
+    MAX_DATA_DISTANCE,
+    MAX_DATA_RTT_MS,
+    MAX_PEER_DISTANCE,
+    MAX_PEER_RTT_MS,
+    MIN_DATA_BANDWIDTH_MBPS,
+    MIN_PEER_BANDWIDTH_MBPS,
+    REPLICA_LABEL,
+)
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.cluster.topology import GPU_RESOURCE
+from netsched.operator.spec import JobSpec
+
+GANG_GATE = "netsched.io/gang"
+NETWORK_ANNOTATIONS = {  # spec.network field -> the annotation the extender reads
+    "maxPeerDistance": MAX_PEER_DISTANCE,
+    "maxDataDistance": MAX_DATA_DISTANCE,
+    "maxPeerRttMs": MAX_PEER_RTT_MS,
+    "minPeerBandwidthMbps": MIN_PEER_BANDWIDTH_MBPS,
+    "maxDataRttMs": MAX_DATA_RTT_MS,
+    "minDataBandwidthMbps": MIN_DATA_BANDWIDTH_MBPS,
+}
+
+
+def pod_name(job: str, replica: int, attempt: int) -> str:
+    return f"{job}-{replica}" if attempt == 0 else f"{job}-{replica}-a{attempt}"
+
+
+def network_annotations(job: JobSpec) -> dict[str, str]:
+    """What the extender needs to place this job's pods (netsched/extender/needs.py)."""
+    out = {JOB_GPUS: str(job.gpus)}
+    if job.data_sources:
+        first = job.data_sources[0]
+        out[DATA_SOURCE] = f"{first.kind}:{first.location}"
+    for field_name, annotation in NETWORK_ANNOTATIONS.items():
+        if field_name in job.network:
+            out[annotation] = str(job.network[field_name])
+    return out
+
+
+def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool) -> dict:
+    template = copy.deepcopy(job.template)
+    meta = template.get("metadata") or {}
+    spec = template["spec"]
+    labels = {**(meta.get("labels") or {}), JOB_LABEL: job.name, REPLICA_LABEL: str(replica),
+              ATTEMPT_LABEL: str(attempt)}
+    annotations = {**(meta.get("annotations") or {}), **network_annotations(job)}
+    spec.setdefault("schedulerName", SCHEDULER_NAME)
+    spec.setdefault("restartPolicy", "Never")
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
+    if gated:
+        spec["schedulingGates"] = [{"name": GANG_GATE}]
+    _give_gpus(spec["containers"][0], job.gpus_per_replica)
+    env = [{"name": "NETSCHED_JOB", "value": job.name},
+           {"name": "NETSCHED_REPLICA", "value": str(replica)},
+           {"name": "NETSCHED_REPLICAS", "value": str(job.replicas)}]
+    for container in spec["containers"]:
+        container["env"] = [*(container.get("env") or []), *env]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(job.name, replica, attempt), "namespace": job.namespace,
+                     "labels": labels, "annotations": annotations,
+                     "ownerReferences": [job.owner_reference()]},
+        "spec": spec,
+    }
+
+
+def _give_gpus(container: dict, gpus: int) -> None:
+    resources = container.setdefault("resources", {})
+    for kind in ("limits", "requests"):
+        resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)
