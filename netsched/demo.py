@@ -1,36 +1,49 @@
 """`netsched demo`: the main job, end to end on the dev-cluster.
 
-It submits a small GPU workload to the `netsched` scheduler profile, whose
-extender places each job's replicas together and near their data, prints where
-each pod went and why (the extender's NetworkPlacement events), and shows a pod
-that nothing can hold staying Pending. It grows as the operator and packer land.
+It submits GPUJobs to the operator, which runs each as a gang of pods for the
+`netsched` scheduler profile, whose extender places a job's replicas together and
+near its data. It prints each job's phase and where its replicas went, why (the
+extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
+and the training records of the finished jobs. It grows as the packer lands.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 from kubernetes import client
 
 from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.pods import gpu_pod, pod_gpus, scheduled_condition
-from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
+from netsched.cluster.pods import DURATION_ANNOTATION
 from netsched.cluster.wait import poll
+from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 NAMESPACE = "netsched-demo"
-JOB = "netsched.io/job"
-TRAIN = {"netsched.io/data-source": "zone:zone-b", "netsched.io/job-gpus": "8"}
-EVAL = {"netsched.io/data-source": "zone:zone-a", "netsched.io/max-data-distance": "zone",
-        "netsched.io/max-peer-distance": "rack"}
-# (name, GPUs, duration, job, annotations): a 4x2-GPU training job whose data is in
-# zone-b, a 2x4-GPU eval job that must stay in zone-a with its replicas in one rack,
-# single pods of several sizes, and a 16-GPU pod no 8-GPU node can hold.
+TERMINAL = ("Succeeded", "Failed")
+
+
+def gpujob(name: str, replicas: int, gpus: int, duration: str, **spec) -> dict:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "GPUJob", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "gpusPerReplica": gpus, **spec, "template": {
+            "metadata": {"annotations": {DURATION_ANNOTATION: duration}},
+            "spec": {"containers": [{"name": "main", "image": "netsched/workload:dev"}]}}},
+    }
+
+
+# A 4x2-GPU training job whose data is in zone-b; a 2x4-GPU eval job that must stay
+# in zone-a with its replicas in one rack; two single-replica jobs; and a 3x8-GPU gang
+# that wants one rack, which holds only two 8-GPU nodes: it waits, and says why.
 WORKLOAD = [
-    *[(f"train-{i}", 2, "4s", "train", TRAIN) for i in range(4)],
-    *[(f"eval-{i}", 4, "3s", "eval", EVAL) for i in range(2)],
-    ("big-batch", 8, "3s", None, {}),
-    ("notebook", 1, "2s", None, {}),
-    ("too-big", 16, "2s", None, {}),
+    gpujob("train", 4, 2, "6s", dataSources=[{"name": "corpus", "kind": "zone", "location": "zone-b"}],
+           workload={"kind": "training", "inputSizeGB": 50, "communicationIntensity": "high"}),
+    gpujob("eval", 2, 4, "4s", dataSources=[{"name": "eval-set", "kind": "zone", "location": "zone-a"}],
+           network={"maxDataDistance": "zone", "maxPeerDistance": "rack"}, workload={"kind": "inference"}),
+    gpujob("big-batch", 1, 8, "4s", workload={"kind": "batch"}),
+    gpujob("notebook", 1, 1, "3s", workload={"kind": "inference"}),
+    gpujob("rack-gang", 3, 8, "3s", network={"maxPeerDistance": "rack"},
+           gang={"schedulingTimeoutSeconds": 20}),
 ]
 
 
@@ -41,28 +54,27 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
     else:
         print(f"using the dev-cluster already running in {cluster.directory}")
     try:
-        core = client.CoreV1Api(cluster.api_client())
+        api = cluster.api_client()
+        core, jobs = client.CoreV1Api(api), client.CustomObjectsApi(api)
         _fresh_namespace(core)
         t0 = time.monotonic()
-        for name, gpus, duration, job, annotations in WORKLOAD:
-            labels = {"app": "demo"} | ({JOB: job} if job else {})
-            core.create_namespaced_pod(NAMESPACE, gpu_pod(name, gpus, duration, labels=labels,
-                                                          annotations=annotations))
-        print(f"submitted {len(WORKLOAD)} GPU pods to scheduler 'netsched' in namespace {NAMESPACE}")
-        poll(lambda: all(scheduled_condition(p) for p in _pods(core)), 60, "the scheduler to decide")
-        _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
-        _print_spread(core, "train")
-        _print_spread(core, "eval")
+        for job in WORKLOAD:
+            jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
+        print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} "
+              f"(kubectl -n {NAMESPACE} get gpujobs)")
+        poll(lambda: all(_phase(j) in ("Running", *TERMINAL) or _waiting(j) for j in _jobs(jobs)), 60,
+             "every job to run or to say why it waits")
+        _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
         _print_explanations(core)
-        poll(lambda: all(_finished_or_unschedulable(p) for p in _pods(core)), 120,
-             "the demo pods to finish")
-        _print_placements(core, f"after {time.monotonic() - t0:.1f} s")
+        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)), 120, "the demo jobs to finish")
+        _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
+        _print_records(cluster, {j["metadata"]["uid"] for j in _jobs(jobs)})
     finally:
         if started_here and not keep:
             cluster.down(quiet=True)
             print("dev-cluster stopped (pass --keep-cluster to leave it running)")
     if started_here and keep:
-        print(f"dev-cluster left running: kubectl --kubeconfig {cluster.kubeconfig} get nodes")
+        print(f"dev-cluster left running: kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} get gj")
     return 0
 
 
@@ -88,38 +100,37 @@ def _namespace_exists(core: client.CoreV1Api) -> bool:
         raise
 
 
-def _pods(core: client.CoreV1Api) -> list:
-    return core.list_namespaced_pod(NAMESPACE).items
+def _jobs(jobs: client.CustomObjectsApi) -> list[dict]:
+    return jobs.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)["items"]
 
 
-def _finished_or_unschedulable(pod) -> bool:
-    cond = scheduled_condition(pod)
-    unschedulable = cond is not None and cond.reason == "Unschedulable"
-    return pod.status.phase in ("Succeeded", "Failed") or unschedulable
+def _phase(job: dict) -> str | None:
+    return (job.get("status") or {}).get("phase")
 
 
-def _print_placements(core: client.CoreV1Api, when: str) -> None:
-    nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
-    print(f"\nplacements {when}:")
-    print(f"  {'pod':<11} {'GPUs':>4}  {'node':<12} {'zone':<8} {'rack':<9} phase")
-    for pod in sorted(_pods(core), key=lambda p: p.metadata.name):
-        node = pod.spec.node_name
-        labels = nodes.get(node, {})
-        cond = scheduled_condition(pod)
-        phase = pod.status.phase
-        if not node and cond is not None and cond.reason:
-            phase = f"{phase} ({cond.reason}: {(cond.message or '').strip()})"
-        print(f"  {pod.metadata.name:<11} {pod_gpus(pod):>4}  {node or '-':<12} "
-              f"{labels.get(ZONE_LABEL, '-'):<8} {labels.get(RACK_LABEL, '-'):<9} {phase}")
+def _condition(job: dict, type_: str) -> dict:
+    return next((c for c in (job.get("status") or {}).get("conditions") or () if c["type"] == type_), {})
 
 
-def _print_spread(core: client.CoreV1Api, job: str) -> None:
-    """How far apart one job's replicas landed: what network-aware placement improves."""
-    nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
-    placed = [p.spec.node_name for p in _pods(core) if p.metadata.name.startswith(f"{job}-")]
-    racks = {nodes[n][RACK_LABEL] for n in placed if n}
-    zones = {nodes[n][ZONE_LABEL] for n in placed if n}
-    print(f"\njob '{job}' ({len(placed)} replicas) spans {len(racks)} rack(s) in {len(zones)} zone(s)")
+def _waiting(job: dict) -> bool:
+    return _condition(job, "Admitted").get("reason") == "WaitingForCapacity"
+
+
+def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
+    print(f"\nGPUJobs {when}:")
+    print(f"  {'job':<10} {'phase':<10} {'ready':>5} {'GPUs':>4}  placement")
+    for job in sorted(_jobs(jobs), key=lambda j: j["metadata"]["name"]):
+        status = job.get("status") or {}
+        placed = status.get("placements") or []
+        racks = sorted({p["rack"] for p in placed})
+        zones = sorted({p["zone"] for p in placed})
+        where = (f"{len(placed)} replicas on {len({p['node'] for p in placed})} node(s), "
+                 f"rack(s) {', '.join(racks)} in {', '.join(zones)}") if placed else "-"
+        if _phase(job) == "Failed" or (_phase(job) == "Pending" and _waiting(job)):
+            cond = _condition(job, "Failed") or _condition(job, "Admitted")
+            where = f"{cond.get('reason')}: {cond.get('message')}"
+        print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "
+              f"{status.get('gpus', '-'):>4}  {where}")
 
 
 def _print_explanations(core: client.CoreV1Api) -> None:
@@ -128,4 +139,15 @@ def _print_explanations(core: client.CoreV1Api) -> None:
                   .items, 30, "the extender's placement events")
     print("\nwhy (NetworkPlacement events from the netsched extender):")
     for e in sorted(events, key=lambda e: e.involved_object.name):
-        print(f"  {e.involved_object.name:<11} {e.message}")
+        print(f"  {e.involved_object.name:<12} {e.message}")
+
+
+def _print_records(cluster: DevCluster, uids: set[str]) -> None:
+    rows = [json.loads(line) for line in cluster.records_file.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["uid"] in uids]
+    print(f"\ntraining records written by the operator ({cluster.records_file}):")
+    for r in sorted(rows, key=lambda r: r["name"]):
+        took = f"{r['duration_seconds']:.0f} s" if r["duration_seconds"] is not None else "never ran"
+        print(f"  {r['name']:<10} {r['outcome']:<9} {took:>9}  {r['gpus']:>2} GPUs on "
+              f"{r['distinct_nodes']} node(s) / {r['distinct_racks']} rack(s), data distance "
+              f"{r['data_distance'] or '-'}")

@@ -130,7 +130,7 @@ def _tolerated(taint: dict, tolerations) -> bool:
             continue
         if t.get("operator") == "Exists" and t.get("key") in (None, "", taint.get("key")):
             return True
-        if t.get("key") == taint.get("key") and t.get("value") == taint.get("value"):
+        if t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
             return True
     return False
 

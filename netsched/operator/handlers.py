@@ -61,7 +61,7 @@ class Operator:
         with self._admission if gated else _NoLock():
             fit = lambda: self._fit(job, request, nodes, used, pending, pods_of)  # noqa: E731
             actions = reconcile(job, status, pods, labels, fit)
-            self._apply(job, status, actions, labels)
+            self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, request)
         return actions
@@ -81,12 +81,16 @@ class Operator:
                         job.template["spec"], job.network, data)
 
     # ---- carrying out -----------------------------------------------------------
-    def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict]) -> None:
+    def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict],
+               pods: list[PodView]) -> None:
         for replica, attempt, gated in actions.create:
             self._create(job, replica, attempt, gated, actions)
+        others = {p.name: p.other_gates for p in pods}
         for name in actions.ungate:
-            self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
-                       [{"op": "remove", "path": "/spec/schedulingGates"}])
+            keep = [{"name": g} for g in others.get(name, ())]
+            patch = {"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep else {
+                "op": "remove", "path": "/spec/schedulingGates"}
+            self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace, [patch])
         for name in actions.delete:
             self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
         if actions.record:

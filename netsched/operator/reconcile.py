@@ -32,6 +32,9 @@ class PodView:
     gated: bool
     deleting: bool
     message: str = ""
+    other_gates: tuple[str, ...] = ()  # scheduling gates that are not netsched's: kept when ungating
+    started: str | None = None  # status.startTime: when the kubelet (KWOK) started it
+    finished: str | None = None  # when its last container terminated
 
     @classmethod
     def of(cls, pod: dict) -> PodView:
@@ -40,7 +43,8 @@ class PodView:
         gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
         return cls(meta["name"], int(labels[REPLICA_LABEL]), int(labels.get(ATTEMPT_LABEL, 0)),
                    status.get("phase", "Pending"), spec.get("nodeName"), GANG_GATE in gates,
-                   bool(meta.get("deletionTimestamp")), _pod_message(status))
+                   bool(meta.get("deletionTimestamp")), _pod_message(status),
+                   tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status))
 
 
 @dataclass
@@ -85,8 +89,11 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
     elif not job.gang:
         c.set_condition(conds, c.ADMITTED, True, c.NOT_GANG_SCHEDULED,
                         "gang scheduling is off: pods are scheduled one by one", job.generation)
-    elif not c.is_true(conds, c.ADMITTED):  # a restarted operator finds the gate already lifted
-        c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted", job.generation)
+    else:  # admitted earlier: lift any gate left behind (a failed patch, a restart between patches)
+        out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in TERMINAL]
+        if not c.is_true(conds, c.ADMITTED):  # a restarted operator finds the gate already lifted
+            c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted",
+                            job.generation)
     _phase(out, job, new, latest, admitted, now)
     out.status = _summary(new, job, latest, node_labels)
     return out
@@ -127,7 +134,8 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
             phase: str, reason: str, message: str, now: datetime) -> Actions:
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
-    new.update(phase=phase, reason=reason, completionTime=_stamp(now))
+    ends = [p.finished for p in latest.values() if p.finished] if phase == "Succeeded" else []
+    new.update(phase=phase, reason=reason, completionTime=max(ends) if ends else _stamp(now))
     out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
     out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == "Failed")
     out.record = True
@@ -189,8 +197,9 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
     if phase != new.get("phase"):
         out.event(phase, f"GPUJob is {phase}: {message}" if admitted else f"GPUJob is {phase}: "
                   f"{_waiting_reason(new)}")
-    if ready and not new.get("startTime"):
-        new["startTime"] = _stamp(now)
+    if ready and not new.get("startTime"):  # the gang runs once its last needed replica started
+        starts = sorted(p.started for p in latest.values() if p.started and p.phase == "Running")
+        new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else _stamp(now)
     new.update(phase=phase, reason=reason)
 
 
@@ -208,6 +217,12 @@ def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: d
     if placements or "placements" not in new:
         new["placements"] = placements  # keep the last known placement once pods are gone
     return new
+
+
+def _finished_at(status: dict) -> str | None:
+    ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt")
+            for cs in status.get("containerStatuses") or ()]
+    return max((e for e in ends if e), default=None)
 
 
 def _pod_message(status: dict) -> str:

@@ -65,7 +65,7 @@ def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool) -> dict:
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
     if gated:
-        spec["schedulingGates"] = [{"name": GANG_GATE}]
+        spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": GANG_GATE}]
     _give_gpus(spec["containers"][0], job.gpus_per_replica)
     env = [{"name": "NETSCHED_JOB", "value": job.name},
            {"name": "NETSCHED_REPLICA", "value": str(replica)},
