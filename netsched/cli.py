@@ -90,23 +90,12 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 def cmd_extender(args: argparse.Namespace) -> int:
     import logging
 
-    from kubernetes import config
-
+    from netsched.cluster.connect import api_client
     from netsched.extender.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.kubeconfig:
-        api = config.new_client_from_config(config_file=args.kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        from kubernetes import client
-
-        api = client.ApiClient()
-    serve(api, host=args.host, port=args.port, shortlist=args.shortlist, max_cache_age=args.max_cache_age,
-          explain_events=not args.no_explain_events)
+    serve(api_client(args.kubeconfig), host=args.host, port=args.port, shortlist=args.shortlist,
+          max_cache_age=args.max_cache_age, explain_events=not args.no_explain_events)
     return 0
 
 

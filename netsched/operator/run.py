@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import kopf
-from kubernetes import client, config
 from prometheus_client import start_http_server
 
+from netsched.cluster.connect import api_client
 from netsched.operator.handlers import Operator, register
 from netsched.operator.records import JobRecords
 
@@ -20,14 +20,7 @@ def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", h
                  metrics_port: int = 9090, interval: float = 1.0) -> None:
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
-        api = config.new_client_from_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        api = client.ApiClient()
-    operator = Operator(api, JobRecords(records), interval=interval)
+    operator = Operator(api_client(kubeconfig), JobRecords(records), interval=interval)
     registry = kopf.OperatorRegistry()
     register(registry, operator)
 

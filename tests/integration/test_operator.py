@@ -182,6 +182,9 @@ def test_an_operator_killed_mid_gang_finishes_the_job_without_duplicate_pods(dev
     names = sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items)
     assert names == ["steady-0", "steady-1", "steady-2"]
     assert len(_records(dev_cluster, done["metadata"]["uid"])) == 1
+    # deleting the job removes its pods (owner references; no finalizer to get stuck on)
+    jobs.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "steady")
+    poll(lambda: not core.list_namespaced_pod(namespace).items, 60, "the deleted job's pods to go")
 
 
 def test_the_examples_apply_and_run_with_kubectl(dev_cluster, jobs, namespace):

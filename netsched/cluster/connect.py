@@ -1,0 +1,16 @@
+"""How netsched's components reach the API server."""
+
+from __future__ import annotations
+
+from kubernetes import client, config
+
+
+def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """From a kubeconfig file if given, else in-cluster credentials, else ~/.kube/config."""
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
