@@ -17,7 +17,9 @@ log = logging.getLogger(__name__)
 
 
 def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", health_port: int = 8080,
-                 metrics_port: int = 9090, interval: float = 1.0) -> None:
+                 metrics_port: int = 9090, interval: float = 1.0, peering: str | None = None) -> None:
+    """Run until SIGINT/SIGTERM. With `peering` (a ClusterKopfPeering name) several replicas
+    can run and only the one kopf elects acts; without it, this one acts alone."""
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
     operator = Operator(api_client(kubeconfig), JobRecords(records), interval=interval)
@@ -33,5 +35,5 @@ def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", h
     start_http_server(metrics_port, addr=host, registry=operator.metrics.registry)
     log.info("netsched operator: records in %s, metrics on :%d, health on :%d/healthz",
              records, metrics_port, health_port)
-    kopf.run(registry=registry, clusterwide=True, standalone=True,
+    kopf.run(registry=registry, clusterwide=True, standalone=peering is None, peering_name=peering,
              liveness_endpoint=f"http://{host}:{health_port}/healthz")
