@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install controlplane demo test unit integration lint clean
+.PHONY: install controlplane prometheus demo test unit integration lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ install: $(VENV)/.installed
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
+# The telemetry tests scrape the agents with a real Prometheus (Debian's package).
+prometheus:
+	@command -v prometheus >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 demo: install controlplane
 	$(BIN)/netsched demo
 
@@ -28,11 +33,11 @@ lint: install
 unit: install
 	$(BIN)/pytest tests/unit
 
-integration: install controlplane
+integration: install controlplane prometheus
 	$(BIN)/pytest tests/integration
 
 # pytest exits 5 when it collects no tests; make treats that as the failure it is.
-test: lint controlplane
+test: lint controlplane prometheus
 	$(BIN)/pytest tests
 
 clean:

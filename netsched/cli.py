@@ -20,6 +20,8 @@ Subcommands:
                with KWOK-simulated GPU nodes, built from Go modules; no Docker
   extender     the kube-scheduler extender: filters and scores GPU nodes by
                network placement (HTTP, extender v1 protocol)
+  agent        the telemetry agent (one per node): probes RTT and bandwidth to peers
+               and data endpoints, reads NIC counters, serves Prometheus metrics
   operator     the GPUJob operator (kopf): runs GPUJobs as gang-gated pods, keeps
                their status true and records every finished job for training
   demo         bring up the dev-cluster (or use a running one), run the demo GPU
@@ -95,7 +97,8 @@ def cmd_extender(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve(api_client(args.kubeconfig), host=args.host, port=args.port, shortlist=args.shortlist,
-          max_cache_age=args.max_cache_age, explain_events=not args.no_explain_events)
+          max_cache_age=args.max_cache_age, explain_events=not args.no_explain_events,
+          prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age)
     return 0
 
 
@@ -109,6 +112,37 @@ def cmd_operator(args: argparse.Namespace) -> int:
     run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
                  health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval,
                  peering=args.peering)
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from netsched.telemetry.agent import ProbePlan, run_agent
+    from netsched.telemetry.discovery import BadTarget, PodDiscovery, static_targets
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    node = args.node_name or os.environ.get("NODE_NAME")
+    if not node:
+        print("netsched: error: agent: --node-name (or $NODE_NAME) is required: the node it measures from",
+              file=sys.stderr)
+        return 2
+    try:
+        fixed = static_targets(args.peer, args.data)
+    except BadTarget as exc:
+        print(f"netsched: error: agent: {exc}", file=sys.stderr)
+        return 2
+    found = None
+    if args.discover_namespace:
+        from netsched.cluster.connect import api_client
+
+        found = PodDiscovery(api_client(args.kubeconfig), args.discover_namespace, args.discover_selector,
+                             args.probe_port, node)
+    plan = ProbePlan(interval=args.interval, peers_per_round=args.peers_per_round,
+                     budget_bytes_per_minute=args.budget_bytes_per_minute)
+    run_agent(node, lambda: {**(found() if found else {}), **fixed}, args.host, args.port, args.probe_port,
+              plan)
     return 0
 
 
@@ -170,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--max-cache-age", type=float, default=30.0, metavar="SECONDS",
                      help="oldest cache the extender answers from; older means filter returns Error "
                      "and kube-scheduler decides alone if the extender is ignorable (default 30)")
+    ext.add_argument("--prometheus-url", help="read link telemetry (the agents' metrics) from this "
+                     "Prometheus, e.g. http://prometheus:9090 (default: none; topology only)")
+    ext.add_argument("--telemetry-max-age", type=float, default=120.0, metavar="SECONDS",
+                     help="a link measured longer ago than this is unknown, never used (default 120)")
     ext.add_argument("--no-explain-events", action="store_true",
                      help="do not write a NetworkPlacement event on each placed pod")
     ext.set_defaults(func=cmd_extender)
@@ -189,6 +227,28 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--peering", metavar="NAME", help="kopf ClusterKopfPeering to join, so that of several "
                     "replicas only one acts (default: run standalone)")
     op.set_defaults(func=cmd_operator)
+
+    ag = sub.add_parser("agent", help="run the telemetry agent of one node",
+                        description="Probe RTT and bandwidth to peers and data endpoints on a bounded "
+                        "schedule and budget, read NIC counters, and serve /metrics, /matrix, /healthz.")
+    ag.add_argument("--node-name", help="the node this agent measures from (default: $NODE_NAME)")
+    ag.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    ag.add_argument("--port", type=int, default=9101, help="HTTP: /metrics, /matrix, /healthz (default 9101)")
+    ag.add_argument("--probe-port", type=int, default=9102, help="TCP port answering probes (default 9102)")
+    ag.add_argument("--peer", action="append", default=[], metavar="NODE=HOST:PORT",
+                    help="a peer agent to probe (repeatable)")
+    ag.add_argument("--data", action="append", default=[], metavar="HOST:PORT",
+                    help="a data endpoint to probe; it must answer probes (another agent's probe port)")
+    ag.add_argument("--discover-namespace", help="find peer agents as pods in this namespace (needs the API)")
+    ag.add_argument("--discover-selector", default="app.kubernetes.io/component=agent",
+                    help="label selector of the agent pods (default app.kubernetes.io/component=agent)")
+    ag.add_argument("--kubeconfig", help="for discovery (default: in-cluster, then ~/.kube/config)")
+    ag.add_argument("--interval", type=float, default=30.0, metavar="SECONDS",
+                    help="seconds between probe rounds, jittered x0.8-1.2 (default 30)")
+    ag.add_argument("--peers-per-round", type=int, default=8, help="targets probed per round (default 8)")
+    ag.add_argument("--budget-bytes-per-minute", type=int, default=64 * 1024 * 1024,
+                    help="cap on bandwidth-probe bytes sent per minute (default 64 MiB)")
+    ag.set_defaults(func=cmd_agent)
 
     demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
                           description="Bring up the dev-cluster (unless one is running), run "

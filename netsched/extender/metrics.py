@@ -22,6 +22,10 @@ class Metrics:
                                     buckets=(1, 10, 100, 1000, 5000, 10000), registry=r)
         self.cache_age = Gauge("netsched_extender_cache_age_seconds", "Time since the apiserver was last "
                                "heard from on the node and pod watches.", registry=r)
+        self.telemetry_links = Gauge("netsched_extender_telemetry_links", "Links with a measurement "
+                                     "younger than the telemetry bound.", registry=r)
+        self.telemetry_age = Gauge("netsched_extender_telemetry_feed_age_seconds", "Time since telemetry "
+                                   "was last read from Prometheus (+Inf before the first read).", registry=r)
         self.events = Counter("netsched_extender_explain_events", "Placement explanations written as "
                               "pod events, by outcome.", ["outcome"], registry=r)
 

@@ -7,7 +7,8 @@ TopologyScorer keeps a job's replicas close to each other and to their data:
   same rack 0.8, same zone 0.4, elsewhere 0), averaged over the pods. Where the
   telemetry store has a fresh measurement for the link, half of that pair's value
   comes from the measurement instead: bandwidth relative to the best candidate's
-  and RTT relative to the lowest.
+  and RTT relative to the lowest (plus 0.5 ms, so sub-millisecond jitter between
+  equally near nodes does not count as a difference).
 - first replica (no peers yet): whether the rest of the job fits in the candidate's
   rack: its free GPUs over the job's GPUs (`netsched.io/job-gpus`, else the pod's),
   capped at 1.
@@ -34,6 +35,7 @@ CLOSENESS = np.array([0.0, 0.4, 0.8, 1.0])  # by level: elsewhere, zone, rack, n
 PACKING_WEIGHT = 0.1
 DATA_WEIGHT = 0.3
 MEASURED_WEIGHT = 0.5
+RTT_FLOOR_MS = 0.5
 
 
 @dataclass
@@ -127,7 +129,7 @@ def _measured_quality(view: View, idx: np.ndarray, target: str,
     rtt = np.array([row[names[i]].rtt_ms if names[i] in row else np.nan for i in idx])
     with np.errstate(invalid="ignore", divide="ignore"):
         bw_q = bw / np.nanmax(bw) if np.nanmax(bw) > 0 else np.zeros(len(idx))
-        rtt_q = np.nanmin(rtt) / np.maximum(rtt, 1e-6)
+        rtt_q = (np.nanmin(rtt) + RTT_FLOOR_MS) / (rtt + RTT_FLOOR_MS)
     return 0.5 * bw_q + 0.5 * rtt_q
 
 

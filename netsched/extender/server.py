@@ -175,7 +175,8 @@ def settle_gc() -> None:
 
 
 def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_cache_age: float = 30.0,
-          explain_events: bool = True, sync_timeout: float = 60.0) -> None:
+          explain_events: bool = True, sync_timeout: float = 60.0, prometheus_url: str | None = None,
+          telemetry_max_age: float = 120.0) -> None:
     """Run the extender until SIGINT/SIGTERM: watches first, then the HTTP server."""
     import uvicorn
 
@@ -200,8 +201,28 @@ def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)
     settle_gc()
-    extender = Extender(cache, shortlist=shortlist, decisions=decisions, metrics=metrics)
+    telemetry = _telemetry(metrics, prometheus_url, telemetry_max_age)
+    extender = Extender(cache, telemetry=telemetry, shortlist=shortlist, decisions=decisions, metrics=metrics)
     log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s)",
              host, port, shortlist, max_cache_age)
     uvicorn.run(make_app(extender), host=host, port=port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
+
+
+def _telemetry(metrics, prometheus_url: str | None, max_age: float):
+    """The telemetry store, fed from Prometheus when a URL is given (else it stays empty and
+    scoring uses topology alone)."""
+    from netsched.telemetry.prometheus import PrometheusFeed
+    from netsched.telemetry.store import TelemetryStore
+
+    store = TelemetryStore(max_age=max_age)
+    metrics.telemetry_links.set_function(store.fresh_count)
+    if not prometheus_url:
+        metrics.telemetry_age.set(float("inf"))
+        return store
+    feed = PrometheusFeed(prometheus_url, store).start()
+    metrics.telemetry_age.set_function(
+        lambda: store.clock() - feed.last_success if feed.last_success is not None else float("inf"))
+    log.info("telemetry from Prometheus at %s (entries older than %g s are not used)",
+             prometheus_url, max_age)
+    return store

@@ -53,5 +53,11 @@ class TelemetryStore:
             row = dict(self._links.get(dst, {}))
         return {src: s for src, s in row.items() if now - s.observed_at <= self.max_age}
 
+    def fresh_count(self) -> int:
+        now = self.clock()
+        with self._lock:
+            ages = [now - s.observed_at for row in self._links.values() for s in row.values()]
+        return sum(age <= self.max_age for age in ages)
+
     def __bool__(self) -> bool:
         return bool(self._links)

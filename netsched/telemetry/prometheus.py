@@ -1,0 +1,81 @@
+"""Feeds the telemetry store from Prometheus' HTTP API (the agents' scraped metrics).
+
+Every `interval` seconds it runs three instant queries (bandwidth, RTT, last-measured
+time per src/dst link) and records each complete link with the time the *agent*
+measured it, not the time Prometheus scraped it. So:
+
+- an agent that stops measuring a link (peer unreachable, agent down) leaves an entry
+  whose age grows until the store stops returning it (`TelemetryStore.max_age`);
+- Prometheus down: queries fail, `last_error` says why, nothing new is recorded and the
+  entries age out the same way; the extender falls back to topology (its documented rule).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+
+from netsched.telemetry.store import TelemetryStore
+
+log = logging.getLogger(__name__)
+QUERIES = {
+    "bandwidth": "netsched_link_bandwidth_bytes_per_second",
+    "rtt": "netsched_link_rtt_seconds",
+    "measured": "netsched_link_measured_timestamp_seconds",
+}
+
+
+class PrometheusFeed:
+    def __init__(self, url: str, store: TelemetryStore, interval: float = 10.0, timeout: float = 5.0,
+                 wall: Callable[[], float] = time.time):
+        self.url, self.store, self.wall = url.rstrip("/"), store, wall
+        self.interval, self.timeout = interval, timeout
+        self.last_error: str | None = None
+        self.last_success: float | None = None  # monotonic
+        self.stop = threading.Event()
+
+    def start(self) -> PrometheusFeed:
+        threading.Thread(target=self._run, name="prometheus-feed", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.refresh()
+            self.stop.wait(self.interval)
+
+    def refresh(self) -> int:
+        """One round; returns the number of links recorded (0 on failure, with last_error set)."""
+        try:
+            series = {name: self._query(q) for name, q in QUERIES.items()}
+        except (OSError, ValueError, KeyError) as exc:
+            self.last_error = f"Prometheus at {self.url} could not be read: {exc}"
+            log.warning("%s; telemetry entries age out after %g s", self.last_error, self.store.max_age)
+            return 0
+        recorded = 0
+        now_wall, now_mono = self.wall(), self.store.clock()
+        for link, measured in series["measured"].items():
+            if link in series["bandwidth"] and link in series["rtt"]:
+                observed = now_mono - max(0.0, now_wall - measured)
+                self.store.record(link[0], link[1], series["rtt"][link] * 1000,
+                                  series["bandwidth"][link] * 8 / 1e6, observed_at=observed)
+                recorded += 1
+        self.last_error, self.last_success = None, now_mono
+        return recorded
+
+    def _query(self, promql: str) -> dict[tuple[str, str], float]:
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+            doc = json.loads(resp.read())
+        if doc.get("status") != "success":
+            raise ValueError(f"query {promql!r}: {doc.get('error', 'no data')}")
+        out = {}
+        for item in doc["data"]["result"]:
+            labels = item["metric"]
+            if "src" in labels and "dst" in labels:
+                out[(labels["src"], labels["dst"])] = float(item["value"][1])
+        return out

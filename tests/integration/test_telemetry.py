@@ -1,0 +1,193 @@
+"""Telemetry on a real shaped network: agents in network namespaces, a real Prometheus, the store,
+and the extender ranking nodes by what was measured. Needs root (ip netns, tc)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from netsched.cluster.labels import DATA_SOURCE, JOB_LABEL
+from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.cluster.wait import poll
+from netsched.extender.cache import ClusterCache
+from netsched.extender.core import Extender
+from netsched.extender.protocol import parse_args
+from netsched.telemetry.prometheus import PrometheusFeed
+from netsched.telemetry.store import TelemetryStore
+from netsched.telemetry.testbed import Testbed, start_prometheus, stop
+
+SITES = ("a", "b", "c", "data")
+RATES = {("a", "b"): 5, ("a", "c"): 20, ("b", "c"): 80,  # Mbit/s, both directions
+         ("a", "data"): 80, ("b", "data"): 20, ("c", "data"): 5}
+NODES = ("a", "b", "c")
+
+
+class Bed:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.net = Testbed(SITES, RATES, prefix="nstt", subnet="10.77.9").up()
+        self.data = f"{self.net.ip('data')}:9102"
+        self.prometheus = None
+        try:
+            self.agents = {site: self.start_agent(site) for site in SITES}
+            self.prom_port = _free_port()
+            self.prometheus = self.start_prometheus()
+        except BaseException:
+            self.close()
+            raise
+        self.url = f"http://127.0.0.1:{self.prom_port}"
+
+    def start_agent(self, site: str):
+        peers = [f"--peer={p}={self.net.ip(p)}:9102" for p in NODES if p != site] if site in NODES else []
+        extra = [f"--data={self.data}"] if site in NODES else []
+        if site == "a":
+            extra.append("--peer=ghost=10.77.9.99:9102")  # nobody there: an unreachable peer
+        argv = [sys.executable, "-m", "netsched", "agent", f"--node-name={site}", "--port=9101",
+                "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912", *peers, *extra]
+        proc = self.net.start(site, argv, self.tmp / f"agent-{site}.log")
+        poll(lambda: self.matrix(site) is not None, 20, f"agent {site} to serve")
+        return proc
+
+    def start_prometheus(self):
+        targets = [f"{self.net.ip(s)}:9101" for s in SITES]
+        return start_prometheus(targets, self.tmp / "prometheus", self.prom_port)
+
+    def matrix(self, site: str) -> dict | None:
+        try:
+            with urllib.request.urlopen(f"http://{self.net.ip(site)}:9101/matrix", timeout=2) as resp:
+                return json.loads(resp.read())
+        except OSError:
+            return None
+
+    def metrics(self, site: str) -> str:
+        with urllib.request.urlopen(f"http://{self.net.ip(site)}:9101/metrics", timeout=2) as resp:
+            return resp.read().decode()
+
+    def targets(self, site: str) -> list[str]:
+        return [self.data] if site == "data" else [*(p for p in NODES if p != site), self.data]
+
+    def close(self):
+        if self.prometheus:
+            stop(self.prometheus)
+        self.net.down()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    b = Bed(tmp_path_factory.mktemp("telemetry"))
+    # every link measured three times: the first probe only finds the rate to size the next
+    poll(lambda: all((b.matrix(s) or {}).get("links", {}).get(t, {}).get("probes", 0) >= 3
+                     for s in NODES for t in b.targets(s)), 90, "three probes of every link")
+    yield b
+    b.close()
+
+
+def _expected(src: str, dst: str, bed: Bed) -> float:
+    site = "data" if dst == bed.data else dst
+    return RATES.get((src, site)) or RATES[(site, src)]
+
+
+def test_agents_measure_shaped_links_within_25_percent_through_prometheus(bed):
+    store = TelemetryStore()
+    poll(lambda: PrometheusFeed(bed.url, store).refresh() >= 9, 30, "Prometheus to hold all 9 links")
+    for src in NODES:
+        for dst in bed.targets(src):
+            link = store.link(src, dst)
+            expected = _expected(src, dst, bed)
+            assert link is not None, (src, dst)
+            assert abs(link.bandwidth_mbps - expected) <= 0.25 * expected, (src, dst, link, expected)
+            assert 0 < link.rtt_ms < 50
+
+
+def test_the_extender_ranks_nodes_by_the_measured_network(bed):
+    store = TelemetryStore()
+    poll(lambda: PrometheusFeed(bed.url, store).refresh() >= 9, 30, "Prometheus to hold all 9 links")
+    cache = ClusterCache()
+    cache.replace("nodes", [_node(n) for n in NODES])  # one rack: topology cannot tell them apart
+    cache.replace("pods", [_pod("peer", "c", {JOB_LABEL: "train"})])
+    shortlist, every = Extender(cache, telemetry=store), Extender(cache, telemetry=store, shortlist=0)
+
+    peer = parse_args({"Pod": _pod("next", None, {JOB_LABEL: "train"}), "NodeNames": ["a", "b"]})
+    assert shortlist.filter(peer).passed == ["b"]  # b->c measured 80 Mbit/s, a->c 20
+    ranked = every.prioritize(peer).as_dict()
+    assert ranked["b"] > ranked["a"]
+
+    reader = _pod("reader", None, {}, {DATA_SOURCE: f"endpoint:{bed.data}"})
+    data = parse_args({"Pod": reader, "NodeNames": list(NODES)})
+    assert shortlist.filter(data).passed == ["a"]  # to the data: a 80, b 20, c 5 Mbit/s
+    ranked = every.prioritize(data).as_dict()  # 0..10 integers: close rates may share a score
+    assert ranked["a"] > ranked["c"] and ranked["a"] >= ranked["b"] >= ranked["c"]
+
+
+def test_an_unreachable_peer_is_counted_and_never_enters_the_store(bed):
+    text = bed.metrics("a")
+    errors = [line for line in text.splitlines()
+              if line.startswith('netsched_probe_errors_total{dst="ghost",kind="rtt"}')]
+    assert errors and float(errors[0].split()[-1]) >= 1
+    assert "error" in bed.matrix("a")["links"]["ghost"]
+    store = TelemetryStore()
+    PrometheusFeed(bed.url, store).refresh()
+    assert store.link("a", "ghost") is None and store.link("a", "b") is not None
+
+
+def test_a_killed_agents_links_go_stale_and_come_back_when_it_restarts(bed):
+    store = TelemetryStore(max_age=6)
+    feed = PrometheusFeed(bed.url, store)
+    poll(lambda: feed.refresh() and store.link("b", "c"), 20, "a fresh b->c link")
+    os.killpg(bed.agents["b"].pid, signal.SIGKILL)
+    bed.agents["b"].wait()
+    poll(lambda: feed.refresh() is not None and store.link("b", "c") is None, 30, "b->c to go stale")
+    assert store.link("a", "c") is not None  # the others keep measuring
+
+    bed.agents["b"] = bed.start_agent("b")
+    link = poll(lambda: feed.refresh() is not None and store.link("b", "c"), 30, "b->c to be fresh again")
+    assert abs(link.bandwidth_mbps - 80) <= 0.25 * 80  # its first report is already sized to be right
+
+
+def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(bed):
+    store = TelemetryStore(max_age=4)
+    feed = PrometheusFeed(bed.url, store, timeout=1)
+    poll(lambda: feed.refresh() >= 9, 20, "all links")
+    stop(bed.prometheus)
+    assert feed.refresh() == 0 and bed.url in feed.last_error
+    time.sleep(4.5)
+    assert store.link("a", "b") is None and store.fresh_count() == 0
+    # the extender falls back to topology: a measured limit fails the node with a reason
+    cache = ClusterCache()
+    cache.replace("nodes", [_node(n) for n in NODES])
+    cache.replace("pods", [])
+    pod = _pod("strict", None, {}, {DATA_SOURCE: f"endpoint:{bed.data}",
+                                    "netsched.io/min-data-bandwidth-mbps": "10"})
+    out = Extender(cache, telemetry=store).filter(parse_args({"Pod": pod, "NodeNames": list(NODES)}))
+    assert not out.passed and "no fresh measurement" in next(iter(out.unresolvable.values()))
+
+    bed.prometheus = bed.start_prometheus()
+    poll(lambda: feed.refresh() >= 9, 30, "telemetry back after Prometheus restarts")
+
+
+def _node(name: str) -> dict:
+    labels = {ZONE_LABEL: "zone-a", RACK_LABEL: "rack-a1"}
+    alloc = {GPU_RESOURCE: "8", "cpu": "96", "memory": "1024Gi", "pods": "110"}
+    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": alloc}}
+
+
+def _pod(name: str, node: str | None, labels: dict, annotations: dict | None = None) -> dict:
+    spec = {"containers": [{"name": "m", "resources": {"requests": {GPU_RESOURCE: "2"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels,
+                         "annotations": annotations or {}},
+            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}

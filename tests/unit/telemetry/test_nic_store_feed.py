@@ -1,0 +1,102 @@
+"""NIC counters, the store's staleness rules, and the Prometheus feed (a canned HTTP API)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from netsched.telemetry.nic import NicMonitor, read_counters
+from netsched.telemetry.prometheus import PrometheusFeed
+from netsched.telemetry.store import TelemetryStore
+
+PROC_NET_DEV = """\
+Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+  eth0: 5000000    4000    0    0    0     0          0         0  2000000    3000    0    0    0     0       0          0
+"""  # noqa: E501 - the kernel's own layout
+
+
+def test_proc_net_dev_is_parsed_into_rx_and_tx_bytes():
+    assert read_counters(PROC_NET_DEV) == {"lo": (1000, 1000), "eth0": (5_000_000, 2_000_000)}
+
+
+def test_rates_and_utilisation_come_from_two_samples_and_the_link_speed():
+    samples = iter([{"eth0": (0, 0), "lo": (0, 0)}, {"eth0": (12_500_000, 1_250_000), "lo": (9, 9)}])
+    clock = iter([10.0, 11.0])
+    monitor = NicMonitor(read=lambda: next(samples), speed=lambda _: 1000.0, clock=lambda: next(clock))
+    assert monitor.sample() == []  # the first sample is the baseline
+    [eth0] = monitor.sample()  # lo is skipped
+    assert eth0.rx_bytes_per_second == 12_500_000 and eth0.utilisation("rx") == pytest.approx(0.1)
+    assert eth0.utilisation("tx") == pytest.approx(0.01)
+
+
+def test_a_counter_reset_gives_no_rate_rather_than_a_negative_one():
+    samples = iter([{"eth0": (500, 500)}, {"eth0": (10, 10)}])
+    monitor = NicMonitor(read=lambda: next(samples), speed=lambda _: None, clock=iter([1.0, 2.0]).__next__)
+    monitor.sample()
+    assert monitor.sample() == []
+
+
+def test_the_store_never_returns_an_entry_older_than_its_bound():
+    now = [0.0]
+    store = TelemetryStore(max_age=10, clock=lambda: now[0])
+    store.record("a", "b", 1.0, 100.0)
+    assert store.link("a", "b").bandwidth_mbps == 100.0 and store.fresh_count() == 1
+    now[0] = 10.5
+    assert store.link("a", "b") is None and store.fresh_links_to("b") == {} and store.fresh_count() == 0
+    assert store.link("a", "never-measured") is None
+
+
+class _Prometheus(BaseHTTPRequestHandler):
+    answers: dict = {}
+
+    def do_GET(self):  # noqa: N802
+        query = parse_qs(urlparse(self.path).query)["query"][0]
+        body = json.dumps(self.answers[query]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _vector(value: float, **links) -> dict:
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"src": s, "dst": d}, "value": [0, str(value)]} for s, d in links.values()]}}
+
+
+@pytest.fixture
+def prometheus():
+    _Prometheus.answers = {
+        "netsched_link_bandwidth_bytes_per_second": _vector(10e6, ab=("a", "b"), ac=("a", "c")),
+        "netsched_link_rtt_seconds": _vector(0.002, ab=("a", "b"), ac=("a", "c")),
+        "netsched_link_measured_timestamp_seconds": _vector(1000.0, ab=("a", "b")),  # a->c: no time
+    }
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def test_the_feed_records_complete_links_aged_by_when_the_agent_measured_them(prometheus):
+    now = [500.0]
+    store = TelemetryStore(max_age=30, clock=lambda: now[0])
+    feed = PrometheusFeed(prometheus, store, wall=lambda: 1020.0)  # measured 20 s ago
+    assert feed.refresh() == 1 and feed.last_error is None
+    link = store.link("a", "b")
+    assert link.bandwidth_mbps == pytest.approx(80.0) and link.rtt_ms == pytest.approx(2.0)
+    assert link.observed_at == pytest.approx(480.0)
+    now[0] = 511.0  # 31 s after the measurement
+    assert store.link("a", "b") is None
+
+
+def test_an_unreachable_prometheus_is_reported_not_raised():
+    feed = PrometheusFeed("http://127.0.0.1:9", TelemetryStore(), timeout=0.5)
+    assert feed.refresh() == 0 and "Prometheus at http://127.0.0.1:9 could not be read" in feed.last_error
