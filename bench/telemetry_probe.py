@@ -1,0 +1,110 @@
+"""What probing costs and how well it measures: agents with their default schedule on a shaped testbed.
+
+    sudo python bench/telemetry_probe.py [--minutes 3] [--interval 30]
+
+Four sites in network namespaces (netsched/telemetry/testbed.py) with every pair shaped by
+`tc` htb to a different rate, an agent per site with default settings except --interval,
+and a real Prometheus scraping them. After --minutes it reports, per node, the bytes its
+bandwidth probes sent per minute (from netsched_probe_bytes_total) and the share of time
+its links carried probe traffic, and per link the shaped rate against the last measurement.
+Writes the "Telemetry probes" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from netsched.telemetry.testbed import Testbed, start_prometheus, stop
+
+sys.path.insert(0, str(Path(__file__).parent))
+from report import write_section  # noqa: E402
+
+SECTION = "## Telemetry probes"
+SITES = ("a", "b", "c", "d")
+RATES = {("a", "b"): 5, ("a", "c"): 20, ("a", "d"): 80, ("b", "c"): 40, ("b", "d"): 10, ("c", "d"): 160}
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read()
+
+
+def _probe_bytes(prom: str) -> dict[str, float]:
+    """Bytes each node's probes sent, summed over its targets, from Prometheus."""
+    q = urllib.parse.urlencode({"query": "sum by (instance) (netsched_probe_bytes_total)"})
+    doc = json.loads(_get(f"{prom}/api/v1/query?{q}"))
+    return {r["metric"]["instance"]: float(r["value"][1]) for r in doc["data"]["result"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--interval", type=float, default=30.0)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="netsched-telemetry-bench-"))
+    net = Testbed(SITES, RATES, prefix="nstb", subnet="10.77.8").up()
+    prom_proc = None
+    try:
+        for site in SITES:
+            peers = [f"--peer={p}={net.ip(p)}:9102" for p in SITES if p != site]
+            net.start(site, [sys.executable, "-m", "netsched", "agent", f"--node-name={site}",
+                             f"--interval={args.interval}", *peers], tmp / f"agent-{site}.log")
+        prom_proc = start_prometheus([f"{net.ip(s)}:9101" for s in SITES], tmp / "prometheus", 19091)
+        prom = "http://127.0.0.1:19091"
+        time.sleep(5)
+        start, t0 = _probe_bytes(prom), time.monotonic()
+        print(f"measuring for {args.minutes:g} minutes ...", file=sys.stderr)
+        time.sleep(args.minutes * 60)
+        end, elapsed = _probe_bytes(prom), time.monotonic() - t0
+        rows = {s: json.loads(_get(f"http://{net.ip(s)}:9101/matrix"))["links"] for s in SITES}
+    finally:
+        if prom_proc:
+            stop(prom_proc)
+        net.down()
+    section = report(args, net, start, end, elapsed, rows)
+    print(section)
+    write_section(SECTION, section)
+    return 0
+
+
+def report(args, net: Testbed, start: dict, end: dict, elapsed: float, rows: dict) -> str:
+    node_lines = []
+    for s in SITES:
+        inst = f"{net.ip(s)}:9101"
+        per_min = (end.get(inst, 0) - start.get(inst, 0)) / elapsed * 60
+        busy = sum(link.get("probe_seconds", 0) for link in rows[s].values())  # last round, per link
+        node_lines.append(f"| {s} | {per_min / 1e6:.1f} MB | {len(rows[s])} | "
+                          f"{busy / len(rows[s]) / args.interval:.1%} |")
+    link_lines = []
+    for (a, b) in sorted(RATES):
+        for src, dst in ((a, b), (b, a)):
+            got = rows[src].get(dst, {}).get("bandwidth_mbps")
+            shaped = net.rate(src, dst)
+            err = f"{(got - shaped) / shaped:+.0%}" if got else "no measurement"
+            link_lines.append(f"| {src} -> {dst} | {shaped:g} | {got:.1f} | {err} |" if got else
+                              f"| {src} -> {dst} | {shaped:g} | - | {err} |")
+    return "\n".join([
+        SECTION, "",
+        f"Command: `sudo python bench/telemetry_probe.py --minutes {args.minutes:g} "
+        f"--interval {args.interval:g}` ({time.strftime('%Y-%m-%d')}, 2 cores).", "",
+        f"Four sites (network namespaces, `tc` htb per destination), one agent each with default probe "
+        f"settings (target 0.5 s per bandwidth probe, budget 64 MiB/min, 8 peers per round) and "
+        f"`--interval {args.interval:g}`; a real Prometheus scraping them. Probe bytes per minute from "
+        f"`netsched_probe_bytes_total` over {elapsed / 60:.1f} minutes; busy share = seconds a link carries "
+        "a bandwidth probe per interval.", "",
+        "| node | probe bytes / minute | links | busy share of each link |", "|---|---|---|---|",
+        *node_lines, "",
+        "| link | shaped Mbit/s | measured Mbit/s | error |", "|---|---|---|---|",
+        *link_lines, "",
+    ])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
