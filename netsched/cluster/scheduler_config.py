@@ -29,6 +29,8 @@ class ExtenderSettings:
             "urlPrefix": self.url_prefix,
             "filterVerb": "filter",
             "prioritizeVerb": "prioritize",
+            "preemptVerb": "preempt",  # candidates whose node breaks the pod's network needs are dropped
+            "enableHTTPS": False,
             "weight": self.weight,
             "httpTimeout": self.http_timeout,
             "nodeCacheCapable": self.node_cache_capable,

@@ -1,0 +1,429 @@
+"""The Helm chart (charts/netsched) and the manifests rendered from it, against the real dev-cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netsched.cli import build_parser
+from netsched.cluster import processes
+from netsched.cluster.binaries import ensure_binaries, read_versions
+from netsched.cluster.rbac import EXTENDER_RULES, OPERATOR_RULES
+from netsched.cluster.scheduler_config import ExtenderSettings
+from netsched.cluster.wait import poll
+from netsched.extender.metrics import Metrics
+from netsched.operator.metrics import OperatorMetrics
+from netsched.telemetry.agent import AgentMetrics
+
+ROOT = Path(__file__).parents[2]
+CHART = ROOT / "charts" / "netsched"
+RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+PEERING_RULE = {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
+                "verbs": ["get", "list", "watch", "patch"]}
+# Everything but the defaults: HA operator (kopf peering), more extenders, telemetry, monitoring.
+CUSTOM_VALUES = {
+    "operator": {"replicas": 2, "records": {"persistence": {"accessModes": ["ReadWriteMany"],
+                                                            "storageClassName": "shared"}}},
+    "extender": {"replicas": 3, "shortlist": 0,
+                 "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"}},
+    # Its own schedulerName: the scheduler started below must not take the dev-cluster's pods.
+    "scheduler": {"name": "netsched-chart-test", "extender": {"weight": 3, "ignorable": False}},
+    "agent": {"interval": 10, "budgetBytesPerMinute": 1048576},
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+}
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    return ensure_binaries(quiet=True)
+
+
+def run(argv: list, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], input=stdin, capture_output=True, text=True)
+
+
+def ok(argv: list, stdin: str | None = None) -> str:
+    done = run(argv, stdin)
+    assert done.returncode == 0, f"{' '.join(map(str, argv))} failed:\n{done.stderr}"
+    return done.stdout
+
+
+def render(bin_dir: Path, values: dict | None = None, release: str = "netsched",
+           namespace: str = "netsched-system") -> list[dict]:
+    out = ok([bin_dir / "helm", "template", release, CHART, "-n", namespace, "-f", "-"],
+             stdin=yaml.safe_dump(values or {}))
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(docs: list[dict], kind: str, name: str) -> dict:
+    [doc] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def container(docs: list[dict], kind: str, name: str) -> dict:
+    [c] = find(docs, kind, name)["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def scheduler_yaml(docs: list[dict], fullname: str) -> dict:
+    return yaml.safe_load(find(docs, "ConfigMap", f"{fullname}-scheduler")["data"]["scheduler.yaml"])
+
+
+def kubectl(bin_dir: Path, dev_cluster, *args) -> list:
+    """argv of kubectl as the dev-cluster's admin."""
+    return [bin_dir / "kubectl", f"--kubeconfig={dev_cluster.kubeconfig}", *args]
+
+
+# ---- the chart on its own -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("values", [{}, CUSTOM_VALUES], ids=["defaults", "custom"])
+def test_helm_lint_strict_passes(bin_dir, values):
+    out = ok([bin_dir / "helm", "lint", "--strict", CHART, "-f", "-"], stdin=yaml.safe_dump(values))
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+def test_defaults_render_the_documented_components(bin_dir):
+    docs = render(bin_dir)
+    operator = container(docs, "Deployment", "netsched-operator")
+    assert operator["image"] == "netsched:0.1.0"
+    assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
+                                "--records=/var/lib/netsched/job-records.jsonl"]
+    assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
+    assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"
+    [records] = [v for v in op_spec["template"]["spec"]["volumes"] if v["name"] == "records"]
+    assert records["persistentVolumeClaim"]["claimName"] == "netsched-operator-records"
+    pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+    extender = find(docs, "Deployment", "netsched-extender")
+    assert extender["spec"]["replicas"] == 2
+    ext = container(docs, "Deployment", "netsched-extender")
+    assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30"]
+    assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
+        {"name": "http", "port": 8888, "targetPort": "http"}]
+    assert find(docs, "PodDisruptionBudget", "netsched-extender")["spec"]["minAvailable"] == 1
+
+    sched = container(docs, "Deployment", "netsched-scheduler")
+    assert sched["image"] == f"registry.k8s.io/kube-scheduler:{read_versions()['KUBERNETES_VERSION']}"
+    assert sched["args"] == ["--config=/etc/netsched/scheduler.yaml"]
+
+    agent = container(docs, "DaemonSet", "netsched-agent")
+    assert agent["args"] == [
+        "agent", "--node-name=$(NODE_NAME)", "--host=0.0.0.0", "--port=9101", "--probe-port=9102",
+        "--interval=30", "--budget-bytes-per-minute=67108864", "--discover-namespace=$(POD_NAMESPACE)",
+        "--discover-selector=app.kubernetes.io/component=agent"]
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in agent["env"]} == {
+        "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
+    assert [p["containerPort"] for p in agent["ports"]] == [9101, 9102]
+    assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert not any(d["kind"] in ("ServiceMonitor", "ClusterKopfPeering") for d in docs)
+
+
+def test_every_pod_runs_non_root_with_a_read_only_root_and_no_capabilities(bin_dir):
+    workloads = [d for d in render(bin_dir) if d["kind"] in ("Deployment", "DaemonSet")]
+    assert len(workloads) == 4
+    for w in workloads:
+        pod = w["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+        assert pod.get("hostNetwork", False) is (w["kind"] == "DaemonSet"), w["metadata"]["name"]
+        assert not pod.get("hostPID") and not any("hostPath" in v for v in pod.get("volumes", []))
+        for c in pod["containers"]:
+            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                             "capabilities": {"drop": ["ALL"]}}, c["name"]
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+
+
+def test_custom_values_reach_the_components(bin_dir):
+    docs = render(bin_dir, CUSTOM_VALUES)
+    operator = find(docs, "Deployment", "netsched-operator")
+    assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--peering=netsched"
+    assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"
+    assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES + [PEERING_RULE]
+    pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")["spec"]
+    assert pvc["accessModes"] == ["ReadWriteMany"] and pvc["storageClassName"] == "shared"
+
+    assert find(docs, "Deployment", "netsched-extender")["spec"]["replicas"] == 3
+    assert container(docs, "Deployment", "netsched-extender")["args"][-3:] == [
+        "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090"]
+    config = scheduler_yaml(docs, "netsched")
+    assert config["profiles"][0]["schedulerName"] == "netsched-chart-test"
+    assert (config["extenders"][0]["weight"], config["extenders"][0]["ignorable"]) == (3, False)
+    assert "--interval=10" in container(docs, "DaemonSet", "netsched-agent")["args"]
+    assert "--budget-bytes-per-minute=1048576" in container(docs, "DaemonSet", "netsched-agent")["args"]
+
+
+def test_records_on_an_empty_dir_without_persistence_and_no_pdb_for_a_single_extender(bin_dir):
+    docs = render(bin_dir, {"operator": {"records": {"persistence": {"enabled": False}}},
+                            "extender": {"replicas": 1}, "agent": {"enabled": False}})
+    volumes = find(docs, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "records", "emptyDir": {}} in volumes
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"PersistentVolumeClaim", "PodDisruptionBudget", "DaemonSet"}
+    assert not [d for d in docs if d["metadata"]["name"] == "netsched-agent"]
+
+
+@pytest.mark.parametrize("values", [{}, CUSTOM_VALUES], ids=["defaults", "custom"])
+def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
+    docs = render(bin_dir, values)
+    parsed = {}
+    for kind, name in (("Deployment", "operator"), ("Deployment", "extender"), ("DaemonSet", "agent")):
+        parsed[name] = build_parser().parse_args(container(docs, kind, f"netsched-{name}")["args"])
+    assert parsed["operator"].records == "/var/lib/netsched/job-records.jsonl"
+    assert parsed["operator"].peering == ("netsched" if values else None)
+    expected_url = values["extender"]["telemetry"]["prometheusUrl"] if values else None
+    assert parsed["extender"].prometheus_url == expected_url
+    assert (parsed["agent"].port, parsed["agent"].probe_port) == (9101, 9102)
+
+
+def test_scheduler_config_calls_the_extender_as_the_dev_cluster_does(bin_dir):
+    config = scheduler_yaml(render(bin_dir, release="netsched", namespace="gpu-sched"), "netsched")
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["profiles"] == [{"schedulerName": "netsched", "percentageOfNodesToScore": 100}]
+    assert config["leaderElection"] == {"leaderElect": True, "resourceNamespace": "gpu-sched",
+                                        "resourceName": "netsched-scheduler"}
+    dev_cluster_block = ExtenderSettings(url_prefix="http://netsched-extender.gpu-sched.svc:8888").block()
+    assert config["extenders"] == [dev_cluster_block]
+
+
+def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
+    docs = render(bin_dir)
+    assert find(docs, "ClusterRole", "netsched-extender")["rules"] == EXTENDER_RULES
+    assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES
+    assert find(docs, "Role", "netsched-agent")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert find(docs, "ClusterRole", "netsched-agent")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    rules = [r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]]
+    assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
+    assert {"system:kube-scheduler", "system:volume-scheduler"} <= bound
+
+
+def test_servicemonitors_select_a_service_port_of_their_component(bin_dir):
+    docs = render(bin_dir, CUSTOM_VALUES)
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert sorted(m["metadata"]["name"] for m in monitors) == [
+        "netsched-agent", "netsched-extender", "netsched-operator"]
+    services = [d for d in docs if d["kind"] == "Service"]
+    for monitor in monitors:
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "prometheus"
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        [service] = [s for s in services if selector.items() <= s["metadata"]["labels"].items()]
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+        assert endpoint["path"] == "/metrics"
+
+
+def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
+    dashboard = find(render(bin_dir), "ConfigMap", "netsched-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    panels = json.loads(dashboard["data"]["netsched.json"])["panels"]
+    used = {re.sub(r"_(bucket|total)$", "", name)
+            for p in panels for t in p["targets"] for name in re.findall(r"netsched_\w+", t["expr"])}
+    exported = {m.name for r in (Metrics().registry, OperatorMetrics().registry, AgentMetrics().registry)
+                for m in r.collect()}
+    assert used <= exported, f"not exported by any component: {used - exported}"
+    assert {"netsched_extender_request_seconds", "netsched_gpujobs_finished",
+            "netsched_link_bandwidth_bytes_per_second", "netsched_link_rtt_seconds"} <= used
+
+
+@pytest.mark.parametrize("values, message", [
+    pytest.param({"extender": {"replicas": "two"}}, "at '/extender/replicas': got string, want integer",
+                 id="replicas-not-a-number"),
+    pytest.param({"extendr": {"replicas": 2}}, "at '': additional properties 'extendr' not allowed",
+                 id="unknown-top-level-key"),
+    pytest.param({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum: got 0, want 1",
+                 id="no-operator"),
+    pytest.param({"image": {"pullPolicy": "Sometimes"}},
+                 "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",
+                 id="bad-pull-policy"),
+    pytest.param({"image": {"repository": None}}, "at '/image': missing property 'repository'",
+                 id="image-without-repository"),
+    pytest.param({"scheduler": {"extender": {"httpTimeout": "2 seconds"}}},
+                 "at '/scheduler/extender/httpTimeout': '2 seconds' does not match pattern",
+                 id="timeout-not-a-duration"),
+    pytest.param({"agent": {"probePort": 9101}}, "agent.port and agent.probePort must differ",
+                 id="agent-ports-clash"),
+])
+def test_bad_values_are_refused_with_a_message_naming_the_value(bin_dir, values, message):
+    done = run([bin_dir / "helm", "template", "netsched", CHART, "-f", "-"], stdin=yaml.safe_dump(values))
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+# ---- against the dev-cluster ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kopf_crds(bin_dir, dev_cluster):
+    """The chart's kopf peering CRDs, really installed (a ClusterKopfPeering needs them), then removed."""
+    crds = CHART / "crds" / "kopf.dev-peerings.yaml"
+    ok(kubectl(bin_dir, dev_cluster, "apply", "-f", crds))
+    ok(kubectl(bin_dir, dev_cluster, "wait", "--for=condition=Established", "--timeout=30s", "-f", crds))
+    yield
+    run(kubectl(bin_dir, dev_cluster, "delete", "-f", crds, "--ignore-not-found"))
+
+
+@pytest.fixture(scope="module")
+def release(bin_dir, dev_cluster):
+    """A unique release name and namespace, so cluster-scoped names collide with nothing."""
+    name = f"netsched-t{uuid.uuid4().hex[:6]}"
+    ok(kubectl(bin_dir, dev_cluster, "create", "namespace", name))
+    yield name
+    run(kubectl(bin_dir, dev_cluster, "delete", "namespace", name, "--wait=false"))
+
+
+def test_the_chart_crds_are_the_source_files_and_accepted(bin_dir, dev_cluster):
+    assert (CHART / "crds" / "gpujobs.netsched.io.yaml").read_bytes() == (
+        ROOT / "netsched" / "crds" / "gpujobs.netsched.io.yaml").read_bytes()
+    out = ok(kubectl(bin_dir, dev_cluster, "apply", "--dry-run=server", "-f", CHART / "crds"))
+    for crd in ("gpujobs.netsched.io", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{crd}" in out
+
+
+@pytest.mark.parametrize("values", [{}, CUSTOM_VALUES], ids=["defaults", "custom"])
+def test_the_apiserver_accepts_every_rendered_object(bin_dir, dev_cluster, kopf_crds, release, values):
+    docs = render(bin_dir, values, release=release, namespace=release)
+    # No ServiceMonitor CRD here (no Prometheus Operator): those are checked by their own test.
+    docs = [d for d in docs if d["kind"] != "ServiceMonitor"]
+    out = ok(kubectl(bin_dir, dev_cluster, "apply", "--dry-run=server", "-f", "-"), yaml.safe_dump_all(docs))
+    assert out.count("(server dry run)") == len(docs)
+
+
+@pytest.mark.parametrize("values, note", [
+    ({}, "The extender places by topology only"),
+    (CUSTOM_VALUES, "The operator runs 2 replicas in ClusterKopfPeering"),
+], ids=["defaults", "custom"])
+def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, kopf_crds, release,
+                                                                values, note):
+    # ServiceMonitor has no CRD here; everything else goes through helm's own install path.
+    values = values | {"serviceMonitor": {"enabled": False}}
+    out = ok([bin_dir / "helm", f"--kubeconfig={dev_cluster.kubeconfig}", "install", release, CHART,
+              "-n", release, "--dry-run=server", "-f", "-"], stdin=yaml.safe_dump(values))
+    assert "STATUS: pending-install" in out and note in out
+    assert "WARNING" not in out
+
+
+@pytest.fixture(scope="module")
+def applied_rbac(bin_dir, dev_cluster, release, tmp_path_factory):
+    """The chart's ServiceAccounts and RBAC (custom values), really applied; removed afterwards."""
+    docs = render(bin_dir, CUSTOM_VALUES, release=release, namespace=release)
+    manifest = tmp_path_factory.mktemp("rbac") / "rbac.yaml"
+    manifest.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] in RBAC_KINDS]))
+    ok(kubectl(bin_dir, dev_cluster, "apply", "-f", manifest))
+    yield docs
+    run(kubectl(bin_dir, dev_cluster, "delete", "-f", manifest, "--ignore-not-found", "--wait=false"))
+
+
+CAN_I = [  # (component, kubectl auth can-i arguments, allowed)
+    ("extender", "list pods -A", True),
+    ("extender", "watch nodes", True),
+    ("extender", "create events -n default", True),
+    ("extender", "delete pods -n default", False),
+    ("extender", "get secrets -n {ns}", False),
+    ("operator", "create pods -n default", True),
+    ("operator", "delete pods -n default", True),
+    ("operator", "patch gpujobs.netsched.io --subresource=status -n default", True),
+    ("operator", "patch clusterkopfpeerings.kopf.dev", True),
+    ("operator", "get secrets -n {ns}", False),
+    ("agent", "list nodes", True),
+    ("agent", "watch pods -n {ns}", True),
+    ("agent", "list pods -n default", False),
+    ("agent", "create pods -n {ns}", False),
+    ("agent", "get secrets -n {ns}", False),
+    ("scheduler", "create pods --subresource=binding -n default", True),
+    ("scheduler", "update leases.coordination.k8s.io/{ns}-scheduler -n {ns}", True),
+    ("scheduler", "update leases.coordination.k8s.io/kube-controller-manager -n kube-system", False),
+    ("scheduler", "get configmaps/extension-apiserver-authentication -n kube-system", True),
+    ("scheduler", "get secrets -n {ns}", False),
+]
+
+
+@pytest.mark.parametrize("sa, check, allowed", [
+    pytest.param(*case, id=f"{case[0]}-{'can' if case[2] else 'cannot'}-{'-'.join(case[1].split()[:2])}")
+    for case in CAN_I])
+def test_each_service_account_can_do_what_its_component_needs_and_no_more(
+        bin_dir, dev_cluster, release, applied_rbac, sa, check, allowed):
+    who = f"--as=system:serviceaccount:{release}:{release}-{sa}"
+    done = run(kubectl(bin_dir, dev_cluster, "auth", "can-i", *check.format(ns=release).split(), who))
+    assert done.stdout.strip() == ("yes" if allowed else "no"), done.stderr
+
+
+def test_kube_scheduler_runs_the_rendered_config_with_the_rendered_rbac(bin_dir, dev_cluster, release,
+                                                                       applied_rbac, tmp_path):
+    """The real kube-scheduler, as the chart's ServiceAccount, with the chart's args and config:
+    it starts, serves /healthz, wins the Lease the chart grants it and is never forbidden anything."""
+    token = ok(kubectl(bin_dir, dev_cluster, "create", "token", f"{release}-scheduler", "-n", release))
+    sa_kubeconfig = tmp_path / "sa.kubeconfig"
+    kubeconfig = yaml.safe_load((dev_cluster.directory / "kube-scheduler.kubeconfig").read_text())
+    kubeconfig["users"][0]["user"] = {"token": token.strip()}
+    sa_kubeconfig.write_text(yaml.safe_dump(kubeconfig))
+    config = scheduler_yaml(applied_rbac, release)
+    config["clientConnection"] = {"kubeconfig": str(sa_kubeconfig)}
+    (tmp_path / "scheduler.yaml").write_text(yaml.safe_dump(config))
+
+    scheduler = container(applied_rbac, "Deployment", f"{release}-scheduler")
+    assert scheduler["command"] == ["/usr/local/bin/kube-scheduler"]
+    port = processes.free_port()
+    args = [a.replace("/etc/netsched/", f"{tmp_path}/") for a in scheduler["args"]]
+    argv = [bin_dir / "kube-scheduler", *args]
+    # Off-cluster only: a free port, and the ServiceAccount for delegated authn/authz (a pod uses in-cluster
+    # config). A failed lookup of kube-system's authentication ConfigMap is fatal: that tests its RoleBinding.
+    argv += [f"--secure-port={port}", "--bind-address=127.0.0.1",
+             "--authentication-tolerate-lookup-failure=false",
+             f"--authentication-kubeconfig={sa_kubeconfig}", f"--authorization-kubeconfig={sa_kubeconfig}"]
+    proc = processes.start("chart-kube-scheduler", [str(a) for a in argv], tmp_path / "scheduler.log",
+                           cwd=tmp_path)
+    try:
+        processes.wait_until(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), timeout=30)
+        poll(lambda: _lease_holder(bin_dir, dev_cluster, release), 30,
+             f"kube-scheduler to hold Lease {release}/{release}-scheduler")
+    finally:
+        processes.stop(proc.pid)
+    forbidden = [line for line in proc.log.read_text().splitlines() if "forbidden" in line]
+    assert not forbidden, "\n".join(forbidden[:5])
+
+
+def _https_ok(url: str) -> bool:
+    """kube-scheduler serves a self-signed certificate; only its status matters here."""
+    with urllib.request.urlopen(url, timeout=2, context=ssl._create_unverified_context()) as resp:
+        return resp.status == 200
+
+
+def _lease_holder(bin_dir: Path, dev_cluster, release: str) -> str | None:
+    done = run(kubectl(bin_dir, dev_cluster, "get", "lease", f"{release}-scheduler", "-n", release,
+                       "-o", "jsonpath={.spec.holderIdentity}"))
+    return done.stdout.strip() or None
+
+
+# ---- manifests/ ---------------------------------------------------------------------------------------
+
+def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp_path):
+    ok([sys.executable, ROOT / "hack" / "render-manifests.py", tmp_path])
+    committed = ROOT / "manifests"
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.yaml"))
+    assert fresh == sorted(p.relative_to(committed) for p in [committed / "kustomization.yaml",
+                                                               *(committed / "netsched").rglob("*.yaml")])
+    stale = [str(p) for p in fresh if (tmp_path / p).read_text() != (committed / p).read_text()]
+    assert not stale, f"manifests/ is out of date; run `.venv/bin/python hack/render-manifests.py`: {stale}"
+
+    built = [d for d in yaml.safe_load_all(ok([bin_dir / "kubectl", "kustomize", committed])) if d]
+    chart = render(bin_dir)
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
+        [("Namespace", "netsched-system")] + [(d["kind"], d["metadata"]["name"]) for d in chart]
+        + [("CustomResourceDefinition", n) for n in
+           ("gpujobs.netsched.io", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")])
+    assert (committed / "examples" / "single-gpu.yaml").exists()  # examples stay, outside the kustomization
