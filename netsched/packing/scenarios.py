@@ -1,0 +1,46 @@
+"""Benchmark scenarios in the shape of "Priority Matters" (arXiv 2511.08373).
+
+Identical nodes; ReplicaSets of 1-4 replicas with CPU uniform in 100-1000 m and memory
+in 100-1000 MB, each ReplicaSet one of `classes` priorities; total node capacity = total
+requests / utilisation. Pods arrive in random order and the default-scheduler emulation
+places them one by one, without preemption; a scenario counts when it leaves pods pending.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from netsched.packing.default_scheduler import schedule
+from netsched.packing.snapshot import Node, Pod, Snapshot
+
+MB = 1_000_000
+
+
+def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, seed: int,
+             gpus: bool = False) -> Snapshot:
+    """The cluster after the default scheduler placed every pod it could. With `gpus`, each
+    ReplicaSet also asks for 1, 2 or 4 GPUs per pod, and nodes are sized for GPUs the same way."""
+    rng = random.Random(seed)
+    pods: list[Pod] = []
+    rs = 0
+    while len(pods) < nodes * pods_per_node:
+        replicas = min(rng.randint(1, 4), nodes * pods_per_node - len(pods))
+        req = {"cpu": rng.randint(100, 1000), "memory": rng.randint(100, 1000) * MB}
+        if gpus:
+            req["nvidia.com/gpu"] = rng.choice((1, 2, 4))
+        prio = rng.randrange(classes) * 1000
+        pods += [Pod(f"rs{rs}-{k}", dict(req), prio) for k in range(replicas)]
+        rs += 1
+    totals = {r: sum(p.requests.get(r, 0) for p in pods) for r in pods[0].requests}
+    cap = {r: math.ceil(v / utilisation / nodes) for r, v in totals.items()}
+    node_list = tuple(Node(f"node-{i}", dict(cap)) for i in range(nodes))
+    order = pods[:]
+    rng.shuffle(order)
+    free = {n.name: dict(n.capacity) for n in node_list}
+    placed = schedule(node_list, free, order)
+    return Snapshot(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name]) for p in pods))
+
+
+def failing(snapshot: Snapshot) -> bool:
+    return any(not p.running for p in snapshot.pods)

@@ -1,0 +1,314 @@
+"""The CP-SAT packer: room for higher-priority pods, with the fewest pods moved or evicted.
+
+Lexicographic, highest priority first: for each priority tier (the pods of that
+priority or higher) maximise pods placed and then minimise disruption (stay 0, evict 1,
+move 2), in one weighted stage, and freeze the result; finally, if pods carry node
+preferences (the extender's network score), maximise those. Each stage is one CP-SAT
+solve hinted with the previous stage's answer; a small tie-break over all pods keeps an
+answer cut short by the clock from evicting anything it does not need to.
+
+Guarantees:
+- a hard wall-clock budget: every solve gets at most what is left of it, less a margin
+  for building the model, so `solve()` returns within `budget` seconds;
+- anytime: a stage that times out keeps the best answer found so far;
+- never worse than now: the answer is the best, by the same lexicographic order, of the
+  current placement, a greedy placement of the pending pods into free room (no moves), and
+  the solver's; the solver's is used only if it is strictly better.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from netsched.packing.default_scheduler import fits, free_room, schedule
+from netsched.packing.snapshot import Pod, Snapshot
+
+MOVE, EVICT = 2, 1
+MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
+
+
+@dataclass
+class Plan:
+    placement: dict[str, str | None]  # pod -> node after the plan (None: not running)
+    score: tuple[int, ...]  # lexicographic, higher is better (see `score`)
+    source: str  # "solver", "greedy" (free room only) or "current" (nothing better found)
+    proven_optimal: bool
+    seconds: float
+    stages: list[dict] = field(default_factory=list)  # per stage: name, status, value, seconds
+
+    def changes(self, snapshot: Snapshot) -> dict[str, list]:
+        moves, evictions, placements = [], [], []
+        for p in snapshot.pods:
+            after = self.placement.get(p.name)
+            if p.node and after is None:
+                evictions.append((p.name, p.node))
+            elif p.node and after != p.node:
+                moves.append((p.name, p.node, after))
+            elif not p.node and after:
+                placements.append((p.name, after))
+        return {"moves": moves, "evictions": evictions, "placements": placements}
+
+
+def tiers(snapshot: Snapshot) -> list[int]:
+    return sorted({p.priority for p in snapshot.pods}, reverse=True)
+
+
+def score(snapshot: Snapshot, placement: dict[str, str | None]) -> tuple[int, ...]:
+    """Per tier (highest first): pods placed, minus disruption; then total preference."""
+    out = []
+    for t in tiers(snapshot):
+        pods = [p for p in snapshot.pods if p.priority >= t]
+        out.append(sum(placement.get(p.name) is not None for p in pods))
+        out.append(-sum(_cost(p, placement.get(p.name)) for p in pods))
+    out.append(sum(p.preference.get(placement.get(p.name) or "", 0) for p in snapshot.pods))
+    return tuple(out)
+
+
+def _cost(p: Pod, after: str | None) -> int:
+    if not p.node or after == p.node:
+        return 0
+    return EVICT if after is None else MOVE
+
+
+def current(snapshot: Snapshot) -> dict[str, str | None]:
+    return {p.name: p.node for p in snapshot.pods}
+
+
+def greedy(snapshot: Snapshot) -> dict[str, str | None]:
+    """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves."""
+    placement = current(snapshot)
+    free = free_room(snapshot.nodes, snapshot.pods)
+    groups: dict[str, list[Pod]] = defaultdict(list)
+    for p in snapshot.pods:
+        if not p.running:
+            groups[p.gang or p.name].append(p)
+    for members in sorted(groups.values(), key=lambda g: -g[0].priority):
+        trial = {k: dict(v) for k, v in free.items()}
+        got = schedule(snapshot.nodes, trial, members)
+        if all(got.values()):
+            free = trial
+            placement.update(got)
+    return placement
+
+
+def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
+          max_vars: int = MAX_VARS) -> Plan:
+    started = time.monotonic()
+    deadline = started + budget - min(0.05, 0.1 * budget)
+    baseline = max((("current", current(snapshot)), ("greedy", greedy(snapshot))),
+                   key=lambda c: score(snapshot, c[1]))
+    workers = workers or os.cpu_count() or 1
+    if model_size(snapshot) <= max_vars:
+        stages, answer, proven = _Model(snapshot, baseline[1]).run(deadline, workers)
+    else:
+        stages, answer = neighbourhoods(snapshot, baseline[1], deadline, workers, max_vars)
+        proven = False
+    best_source, best = baseline
+    if answer is not None and score(snapshot, answer) > score(snapshot, best):
+        best_source, best = "solver", answer
+    return Plan(best, score(snapshot, best), best_source, proven, time.monotonic() - started, stages)
+
+
+def model_size(snapshot: Snapshot) -> int:
+    return sum(1 if p.running and not p.movable else len(snapshot.nodes) for p in snapshot.pods)
+
+
+def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadline: float, workers: int,
+                   max_vars: int) -> tuple[list[dict], dict[str, str | None]]:
+    """Large snapshots, piece by piece: take the highest-priority pending pods, the nodes where
+    room could be made for them (free room plus lower-priority movable pods), solve that piece
+    exactly, keep it if it is better, and go on with the next pending pods until time is up."""
+    working = dict(placement)
+    by_name = {p.name: p for p in snapshot.pods}
+    tried: set[str] = set()
+    stages: list[dict] = []
+    while deadline - time.monotonic() > 0.05:
+        pending = sorted((p for p in snapshot.pods if working[p.name] is None and p.name not in tried),
+                         key=lambda p: -p.priority)
+        if not pending:
+            break
+        seeds = _with_gangs(pending[:32], snapshot)
+        tried.update(p.name for p in seeds)
+        nodes = _roomiest(snapshot, working, seeds, max_vars)
+        names = {n.name for n in nodes}
+        members = [Pod(p.name, p.requests, p.priority, working[p.name], p.movable, p.gang, p.pdb, p.allowed,
+                       p.preference) for p in snapshot.pods if working[p.name] in names] + seeds
+        piece = Snapshot(tuple(nodes), tuple(members), snapshot.budgets)
+        t0 = time.monotonic()
+        piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
+        _, answer, _ = _Model(piece, current(piece)).run(piece_deadline, workers)
+        better = answer is not None and score(piece, answer) > score(piece, current(piece))
+        if better:
+            working.update(answer)
+        stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
+                       "status": "improved" if better else "unchanged",
+                       "seconds": round(time.monotonic() - t0, 3)})
+    return stages, {k: v for k, v in working.items() if k in by_name}
+
+
+def _with_gangs(pods: list[Pod], snapshot: Snapshot) -> list[Pod]:
+    gangs = {p.gang for p in pods if p.gang}
+    extra = [p for p in snapshot.pods if p.gang in gangs and not p.running and p not in pods]
+    return pods + extra
+
+
+def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Pod], max_vars: int) -> list:
+    """The nodes with the most room the seeds could get: free, or held by lower-priority movable pods."""
+    top = max(p.priority for p in seeds)
+    room = {n.name: dict(n.capacity) for n in snapshot.nodes}
+    per_node: dict[str, int] = defaultdict(int)
+    for p in snapshot.pods:
+        node = working[p.name]
+        if node is not None:
+            per_node[node] += 1
+            if p.priority >= top or not p.movable:
+                for r, v in p.requests.items():
+                    room[node][r] = room[node].get(r, 0) - v
+    want = seeds[0].requests
+    def fit_count(n) -> float:
+        return min((room[n.name].get(r, 0) / v for r, v in want.items() if v > 0), default=0.0)
+    ranked = sorted((n for n in snapshot.nodes if fit_count(n) >= 1), key=fit_count, reverse=True)
+    chosen, pods = [], len(seeds)
+    for n in ranked:
+        if chosen and (pods + per_node[n.name]) * (len(chosen) + 1) > max_vars:
+            break
+        chosen.append(n)
+        pods += per_node[n.name]
+    return chosen
+
+
+class _Model:
+    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None]):
+        self.snapshot = snapshot
+        m = self.m = cp_model.CpModel()
+        self.x: dict[tuple[int, str], cp_model.IntVar] = {}
+        self.placed, self.cost = [], []
+        for i, p in enumerate(snapshot.pods):
+            for n in self._candidates(p):
+                self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
+            here = [self.x[i, n] for n in self._candidates(p)]
+            placed = m.new_bool_var(f"placed{i}")
+            m.add(sum(here) == placed)
+            self.placed.append(placed)
+            if p.running and not p.movable:
+                m.add(self.x[i, p.node] == 1)
+            self.cost.append(self._cost_expr(i, p, placed))
+        self._capacity()
+        self._gangs()
+        self._budgets()
+        self._hint(hint)
+
+    def _candidates(self, p: Pod) -> list[str]:
+        if p.running and not p.movable:
+            return [p.node]
+        return [n.name for n in self.snapshot.nodes
+                if (p.allowed is None or n.name in p.allowed) and fits(n.capacity, p)]
+
+    def _cost_expr(self, i: int, p: Pod, placed):
+        if not p.running or (i, p.node) not in self.x:
+            return EVICT * (1 - placed) if p.running else 0
+        stay = self.x[i, p.node]
+        return placed - 2 * stay + 1  # stay 0, evict 1, move 2
+
+    def _capacity(self) -> None:
+        on_node = defaultdict(list)
+        for (i, n), var in self.x.items():
+            on_node[n].append((i, var))
+        for node in self.snapshot.nodes:
+            for r, cap in node.capacity.items():
+                terms = [self.snapshot.pods[i].requests.get(r, 0) * v for i, v in on_node[node.name]
+                         if self.snapshot.pods[i].requests.get(r, 0)]
+                if terms:
+                    self.m.add(sum(terms) <= cap)
+            for r in {r for i, _ in on_node[node.name] for r in self.snapshot.pods[i].requests}:
+                if r not in node.capacity:  # asks for what the node has none of: never here
+                    for i, v in on_node[node.name]:
+                        if self.snapshot.pods[i].requests.get(r, 0) > 0:
+                            self.m.add(v == 0)
+
+    def _gangs(self) -> None:
+        first: dict[str, int] = {}
+        for i, p in enumerate(self.snapshot.pods):
+            if p.gang:
+                if p.gang in first:
+                    self.m.add(self.placed[i] == self.placed[first[p.gang]])
+                else:
+                    first[p.gang] = i
+
+    def _budgets(self) -> None:
+        allowed = {b.name: b.allowed for b in self.snapshot.budgets}
+        disrupted = defaultdict(list)
+        for i, p in enumerate(self.snapshot.pods):
+            if p.pdb in allowed and p.running:
+                stay = self.x.get((i, p.node))
+                disrupted[p.pdb].append(1 - stay if stay is not None else 1)
+        for name, terms in disrupted.items():
+            self.m.add(sum(terms) <= max(0, allowed[name]))
+
+    def _hint(self, placement: dict[str, str | None]) -> None:
+        self.m.clear_hints()
+        for (i, n), var in self.x.items():
+            self.m.add_hint(var, placement.get(self.snapshot.pods[i].name) == n)
+
+    def _objectives(self) -> list[tuple[str, object]]:
+        """One stage per tier: placed x W - disruption, W above any disruption, so placing comes
+        first and disruption second, exactly the lexicographic pair; then preferences."""
+        out = []
+        for t in tiers(self.snapshot):
+            idx = [i for i, p in enumerate(self.snapshot.pods) if p.priority >= t]
+            weight = MOVE * len(idx) + 1
+            expr = weight * sum(self.placed[i] for i in idx) - sum(self.cost[i] for i in idx)
+            out.append((f"priority>={t}: placed, then fewest disrupted", expr))
+        prefs = [p.preference.get(n, 0) * v for (i, n), v in self.x.items()
+                 if (p := self.snapshot.pods[i]).preference.get(n, 0)]
+        if prefs:
+            out.append(("network preference", sum(prefs)))
+        return out
+
+    def _tiebreak(self):
+        """Added (below every stage's own objective) so that a stage stopped by the clock still
+        prefers answers that place more and disrupt less of everyone: never gratuitous evictions."""
+        n = len(self.snapshot.pods)
+        expr = (MOVE * n + 1) * sum(self.placed) - sum(self.cost)
+        return expr, (MOVE * n + 1) * n + MOVE * n + 1  # the expression and a bound on its range
+
+    def run(self, deadline: float, workers: int) -> tuple[list[dict], dict | None, bool]:
+        objectives = self._objectives()
+        tiebreak, scale = self._tiebreak()
+        stages, answer, proven = [], None, True
+        for k, (name, expr) in enumerate(objectives):
+            left = deadline - time.monotonic()
+            if left <= 0.005:
+                stages.append({"stage": name, "status": "skipped: budget spent"})
+                proven = False
+                break
+            # earlier stages may use more of what is left; a stage that proves optimal fast
+            # leaves the rest to the next ones
+            limit = min(left, 2 * left / (len(objectives) - k))
+            self.m.maximize(scale * expr + tiebreak)
+            solver = cp_model.CpSolver()
+            solver.parameters.max_time_in_seconds = limit
+            solver.parameters.num_workers = workers
+            solver.parameters.relative_gap_limit = 0.0
+            t0 = time.monotonic()
+            status = solver.solve(self.m)
+            stage = {"stage": name, "status": solver.status_name(status),
+                     "seconds": round(time.monotonic() - t0, 3)}
+            stages.append(stage)
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                proven = False
+                break
+            value = stage["value"] = solver.value(expr)
+            proven = proven and status == cp_model.OPTIMAL
+            self.m.add(expr >= value)  # freeze it for later stages
+            answer = {p.name: None for p in self.snapshot.pods}
+            for (i, n), var in self.x.items():
+                if solver.value(var):
+                    answer[self.snapshot.pods[i].name] = n
+            self._hint(answer)
+        return stages, answer, proven and answer is not None

@@ -1,0 +1,81 @@
+"""The CP-SAT packer on small cases whose best answer is known."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from netsched.packing.scenarios import failing, scenario
+from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.packing.solver import current, score, solve
+
+GPU = "nvidia.com/gpu"
+
+
+def node(name: str, gpus: int = 8) -> Node:
+    return Node(name, {GPU: gpus, "cpu": 64000})
+
+
+def pod(name: str, gpus: int, priority: int = 0, on: str | None = None, **kw) -> Pod:
+    return Pod(name, {GPU: gpus, "cpu": 1000}, priority, on, **kw)
+
+
+def test_a_high_priority_pod_gets_room_by_moving_a_low_one_rather_than_evicting_it():
+    snap = Snapshot((node("n1"), node("n2")),
+                    (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
+    plan = solve(snap, budget=2.0)
+    changes = plan.changes(snap)
+    assert plan.source == "solver" and plan.proven_optimal
+    assert changes["placements"] == [("high", plan.placement["high"])]
+    assert len(changes["moves"]) == 1 and changes["evictions"] == []  # 4+4 fit on one node: a move
+
+
+def test_when_only_an_eviction_makes_room_the_lowest_priority_pod_goes():
+    snap = Snapshot((node("n1"),), (pod("low", 4, 0, "n1"), pod("mid", 4, 50, "n1"), pod("high", 4, 100)))
+    plan = solve(snap, budget=2.0)
+    assert plan.changes(snap)["evictions"] == [("low", "n1")] and plan.placement["high"] == "n1"
+
+
+@pytest.mark.parametrize("pods, budgets, expect_high", [
+    pytest.param((pod("low", 8, 0, "n1", pdb="keep"), pod("high", 8, 100)), (Budget("keep", 0),), None,
+                 id="pdb-forbids-the-eviction"),
+    pytest.param((pod("low", 8, 0, "n1", pdb="keep"), pod("high", 8, 100)), (Budget("keep", 1),), "n1",
+                 id="pdb-allows-one"),
+    pytest.param((pod("low", 8, 0, "n1", movable=False), pod("high", 8, 100)), (), None,
+                 id="protected-pod-stays"),
+])
+def test_pdbs_and_protected_pods_are_respected(pods, budgets, expect_high):
+    snap = Snapshot((node("n1"),), pods, budgets)
+    assert solve(snap, budget=2.0).placement["high"] == expect_high
+
+
+def test_a_gang_is_placed_whole_or_not_at_all():
+    snap = Snapshot((node("n1"), node("n2")),
+                    tuple(pod(f"g{i}", 8, 100, gang="g") for i in range(3)) + (pod("solo", 4, 0),))
+    plan = solve(snap, budget=2.0)
+    assert [plan.placement[f"g{i}"] for i in range(3)] == [None, None, None]  # 3 x 8 GPUs > 16
+    assert plan.placement["solo"] is not None
+
+
+def test_network_preference_breaks_ties_last():
+    snap = Snapshot((node("n1"), node("n2")), (pod("p", 4, 0, preference={"n2": 10}),))
+    assert solve(snap, budget=2.0).placement["p"] == "n2"
+
+
+def test_no_answer_is_worse_than_the_current_placement_and_the_budget_holds():
+    for seed in range(30):
+        snap = scenario(16, 8, 4, 1.05, seed)
+        if failing(snap):
+            break
+    t0 = time.monotonic()
+    plan = solve(snap, budget=0.3)
+    assert time.monotonic() - t0 <= 0.3
+    assert plan.score >= score(snap, current(snap))
+
+
+def test_a_bad_snapshot_is_refused_with_the_field_named():
+    with pytest.raises(ValueError, match="runs on unknown node 'ghost'"):
+        Snapshot.from_json({"nodes": [], "pods": [{"name": "p", "requests": {}, "node": "ghost"}]})
+    with pytest.raises(ValueError, match="missing field 'requests'"):
+        Snapshot.from_json({"nodes": [], "pods": [{"name": "p"}]})
