@@ -22,6 +22,8 @@ Subcommands:
                network placement (HTTP, extender v1 protocol)
   agent        the telemetry agent (one per node): probes RTT and bandwidth to peers
                and data endpoints, reads NIC counters, serves Prometheus metrics
+  pack         solve a cluster snapshot with the CP-SAT packer and print the plan
+               (moves, evictions, placements, per-tier gains, proof status)
   operator     the GPUJob operator (kopf): runs GPUJobs as gang-gated pods, keeps
                their status true and records every finished job for training
   demo         bring up the dev-cluster (or use a running one), run the demo GPU
@@ -146,6 +148,23 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    import yaml
+
+    from netsched.packing.report import plan_json, plan_text
+    from netsched.packing.snapshot import Snapshot
+    from netsched.packing.solver import solve
+
+    try:
+        snapshot = Snapshot.from_json(yaml.safe_load(Path(args.snapshot).read_text()))
+    except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
+        print(f"netsched: error: pack {args.snapshot}: {exc}", file=sys.stderr)
+        return 2
+    plan = solve(snapshot, budget=args.budget)
+    print(json.dumps(plan_json(snapshot, plan), indent=2) if args.json else plan_text(snapshot, plan))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from netsched.demo import run_demo
 
@@ -249,6 +268,17 @@ def build_parser() -> argparse.ArgumentParser:
     ag.add_argument("--budget-bytes-per-minute", type=int, default=64 * 1024 * 1024,
                     help="cap on bandwidth-probe bytes sent per minute (default 64 MiB)")
     ag.set_defaults(func=cmd_agent)
+
+    pk = sub.add_parser("pack", help="solve a snapshot with the CP-SAT packer (dry run: prints the plan)",
+                        description="Read a snapshot (JSON or YAML: nodes, pods, budgets; see "
+                        "netsched/packing/snapshot.py), find the placement that serves the highest "
+                        "priorities best with the fewest pods moved or evicted, and print it. Nothing "
+                        "is changed in any cluster.")
+    pk.add_argument("snapshot", help="snapshot file")
+    pk.add_argument("--budget", type=float, default=1.0, metavar="SECONDS",
+                    help="wall-clock limit for the whole solve (default 1)")
+    pk.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pk.set_defaults(func=cmd_pack)
 
     demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
                           description="Bring up the dev-cluster (unless one is running), run "

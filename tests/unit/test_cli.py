@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from netsched.cli import build_parser, main
@@ -8,7 +11,7 @@ def test_help_explains_every_subcommand(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    for command in ("dev-cluster", "demo"):
+    for command in ("dev-cluster", "extender", "operator", "agent", "pack", "demo"):
         assert command in out
 
 
@@ -21,3 +24,20 @@ def test_dev_cluster_actions_parse(action):
 def test_kubeconfig_of_a_missing_cluster_says_how_to_start_one(tmp_path, capsys):
     assert main(["dev-cluster", "kubeconfig", "--dir", str(tmp_path)]) == 1
     assert "netsched dev-cluster up" in capsys.readouterr().err
+
+
+def test_pack_prints_the_example_plan_and_refuses_a_bad_snapshot(tmp_path, capsys):
+    example = Path(__file__).parents[2] / "manifests" / "examples" / "packing" / "snapshot.yaml"
+    assert main(["pack", str(example), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["placements"] == [{"pod": "ml/train-0", "node": plan["placements"][0]["node"]}]
+    assert len(plan["moves"]) == 1 and plan["evictions"] == [] and plan["proven_optimal"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": [], "pods": [{"name": "x"}]}')
+    assert main(["pack", str(bad)]) == 2
+    assert "missing field 'requests'" in capsys.readouterr().err
+
+
+def test_agent_refuses_a_malformed_peer(capsys):
+    assert main(["agent", "--node-name", "a", "--peer", "b"]) == 2
+    assert "expected NODE=HOST:PORT" in capsys.readouterr().err

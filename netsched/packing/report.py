@@ -1,0 +1,38 @@
+"""A packing plan as people read it (`netsched pack`) and as JSON."""
+
+from __future__ import annotations
+
+from netsched.packing.snapshot import Snapshot
+from netsched.packing.solver import Plan, current, score, tiers
+
+
+def plan_json(snapshot: Snapshot, plan: Plan) -> dict:
+    changes = plan.changes(snapshot)
+    return {
+        "source": plan.source, "proven_optimal": plan.proven_optimal, "seconds": round(plan.seconds, 3),
+        "moves": [{"pod": p, "from": a, "to": b} for p, a, b in changes["moves"]],
+        "evictions": [{"pod": p, "from": a} for p, a in changes["evictions"]],
+        "placements": [{"pod": p, "node": n} for p, n in changes["placements"]],
+        "tiers": tier_gains(snapshot, plan), "stages": plan.stages,
+    }
+
+
+def tier_gains(snapshot: Snapshot, plan: Plan) -> list[dict]:
+    before, after = score(snapshot, current(snapshot)), plan.score
+    return [{"priority_at_least": t, "placed_before": before[2 * k], "placed_after": after[2 * k],
+             "disruption": -after[2 * k + 1]} for k, t in enumerate(tiers(snapshot))]
+
+
+def plan_text(snapshot: Snapshot, plan: Plan) -> str:
+    doc = plan_json(snapshot, plan)
+    proof = "proven optimal" if plan.proven_optimal else "best found in the budget, not proven optimal"
+    lines = [f"plan from {plan.source} in {plan.seconds:.2f} s ({proof})"]
+    if plan.source == "current":
+        lines.append("no placement better than the current one was found: nothing to do")
+    for t in doc["tiers"]:
+        lines.append(f"  priority >= {t['priority_at_least']}: {t['placed_before']} -> {t['placed_after']} "
+                     f"pods placed, disruption {t['disruption']}")
+    lines += [f"  place {m['pod']} on {m['node']}" for m in doc["placements"]]
+    lines += [f"  move  {m['pod']}: {m['from']} -> {m['to']}" for m in doc["moves"]]
+    lines += [f"  evict {m['pod']} from {m['from']}" for m in doc["evictions"]]
+    return "\n".join(lines)
