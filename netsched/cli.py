@@ -155,13 +155,26 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from netsched.packing.snapshot import Snapshot
     from netsched.packing.solver import solve
 
-    try:
-        snapshot = Snapshot.from_json(yaml.safe_load(Path(args.snapshot).read_text()))
-    except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
-        print(f"netsched: error: pack {args.snapshot}: {exc}", file=sys.stderr)
+    if bool(args.snapshot) == bool(args.from_cluster):
+        print("netsched: error: pack: give a snapshot file or --from-cluster (not both)", file=sys.stderr)
         return 2
+    if args.from_cluster:
+        from netsched.cluster.connect import api_client
+        from netsched.operator.cluster_snapshot import cluster_snapshot
+
+        snapshot = cluster_snapshot(api_client(args.kubeconfig))
+    else:
+        try:
+            snapshot = Snapshot.from_json(yaml.safe_load(Path(args.snapshot).read_text()))
+        except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
+            print(f"netsched: error: pack {args.snapshot}: {exc}", file=sys.stderr)
+            return 2
+    if args.save_snapshot:
+        Path(args.save_snapshot).write_text(json.dumps(snapshot.to_json(), indent=1))
     plan = solve(snapshot, budget=args.budget)
     print(json.dumps(plan_json(snapshot, plan), indent=2) if args.json else plan_text(snapshot, plan))
+    if args.from_cluster and not args.json:
+        print("dry run: nothing in the cluster was changed")
     return 0
 
 
@@ -274,7 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "netsched/packing/snapshot.py), find the placement that serves the highest "
                         "priorities best with the fewest pods moved or evicted, and print it. Nothing "
                         "is changed in any cluster.")
-    pk.add_argument("snapshot", help="snapshot file")
+    pk.add_argument("snapshot", nargs="?", help="snapshot file (JSON or YAML)")
+    pk.add_argument("--from-cluster", action="store_true",
+                    help="snapshot the live cluster instead (read only: a dry run)")
+    pk.add_argument("--kubeconfig", help="with --from-cluster (default: in-cluster, then ~/.kube/config)")
+    pk.add_argument("--save-snapshot", metavar="FILE", help="also write the snapshot solved, as JSON")
     pk.add_argument("--budget", type=float, default=1.0, metavar="SECONDS",
                     help="wall-clock limit for the whole solve (default 1)")
     pk.add_argument("--json", action="store_true", help="print the plan as JSON")

@@ -29,6 +29,7 @@ from netsched.packing.default_scheduler import fits, free_room, schedule
 from netsched.packing.snapshot import Pod, Snapshot
 
 MOVE, EVICT = 2, 1
+PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
 
 
@@ -79,8 +80,9 @@ def current(snapshot: Snapshot) -> dict[str, str | None]:
     return {p.name: p.node for p in snapshot.pods}
 
 
-def greedy(snapshot: Snapshot) -> dict[str, str | None]:
-    """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves."""
+def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str | None]:
+    """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves.
+    Stops placing at `stop_at` (monotonic): what it placed by then is still a valid answer."""
     placement = current(snapshot)
     free = free_room(snapshot.nodes, snapshot.pods)
     groups: dict[str, list[Pod]] = defaultdict(list)
@@ -88,6 +90,8 @@ def greedy(snapshot: Snapshot) -> dict[str, str | None]:
         if not p.running:
             groups[p.gang or p.name].append(p)
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
+        if time.monotonic() > stop_at:
+            break
         trial = {k: dict(v) for k, v in free.items()}
         got = schedule(snapshot.nodes, trial, members)
         if all(got.values()):
@@ -100,7 +104,7 @@ def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
           max_vars: int = MAX_VARS) -> Plan:
     started = time.monotonic()
     deadline = started + budget - min(0.05, 0.1 * budget)
-    baseline = max((("current", current(snapshot)), ("greedy", greedy(snapshot))),
+    baseline = max((("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget))),
                    key=lambda c: score(snapshot, c[1]))
     workers = workers or os.cpu_count() or 1
     if model_size(snapshot) <= max_vars:
@@ -127,21 +131,26 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
     by_name = {p.name: p for p in snapshot.pods}
     tried: set[str] = set()
     stages: list[dict] = []
-    while deadline - time.monotonic() > 0.05:
+    build = 0.0  # how long the last piece took to build: do not start one that cannot finish
+    while deadline - time.monotonic() > max(0.05, 3 * build):
         pending = sorted((p for p in snapshot.pods if working[p.name] is None and p.name not in tried),
                          key=lambda p: -p.priority)
         if not pending:
             break
-        seeds = _with_gangs(pending[:32], snapshot)
+        seeds = _with_gangs(pending[:PIECE_PENDING], snapshot)
         tried.update(p.name for p in seeds)
-        nodes = _roomiest(snapshot, working, seeds, max_vars)
+        # pieces as large as the time left can solve (about 6,000 variables a second here)
+        size = int(min(max_vars, max(1000, 6000 * (deadline - time.monotonic()))))
+        t0 = time.monotonic()
+        nodes = _roomiest(snapshot, working, seeds, size)
         names = {n.name for n in nodes}
         members = [Pod(p.name, p.requests, p.priority, working[p.name], p.movable, p.gang, p.pdb, p.allowed,
                        p.preference) for p in snapshot.pods if working[p.name] in names] + seeds
         piece = Snapshot(tuple(nodes), tuple(members), snapshot.budgets)
-        t0 = time.monotonic()
+        model = _Model(piece, current(piece))
+        build = time.monotonic() - t0
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
-        _, answer, _ = _Model(piece, current(piece)).run(piece_deadline, workers)
+        _, answer, _ = model.run(piece_deadline, workers)
         better = answer is not None and score(piece, answer) > score(piece, current(piece))
         if better:
             working.update(answer)
@@ -173,12 +182,14 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
     def fit_count(n) -> float:
         return min((room[n.name].get(r, 0) / v for r, v in want.items() if v > 0), default=0.0)
     ranked = sorted((n for n in snapshot.nodes if fit_count(n) >= 1), key=fit_count, reverse=True)
-    chosen, pods = [], len(seeds)
-    for n in ranked:
-        if chosen and (pods + per_node[n.name]) * (len(chosen) + 1) > max_vars:
+    chosen, pods, room_for = [], len(seeds), 0.0
+    for n in ranked:  # enough nodes to hold the seeds one and a half times over, within the size
+        if chosen and ((pods + per_node[n.name]) * (len(chosen) + 1) > max_vars
+                       or room_for >= 1.5 * len(seeds)):
             break
         chosen.append(n)
         pods += per_node[n.name]
+        room_for += fit_count(n)
     return chosen
 
 

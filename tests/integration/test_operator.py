@@ -10,27 +10,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from builders import make_gpujob
 from kubernetes import client
 
 from netsched.cluster.binaries import ensure_binaries
 from netsched.cluster.devcluster import OPERATOR
 from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION, gpu_pod
+from netsched.cluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
 from netsched.cluster.wait import poll
 from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
-
-
-def make_gpujob(name: str, replicas: int = 2, gpus: int = 2, duration: str | None = "3s", **spec) -> dict:
-    annotations = {DURATION_ANNOTATION: duration} if duration else {}
-    annotations |= spec.pop("annotations", {})
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "GPUJob", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "gpusPerReplica": gpus, **spec,
-                 "template": {"metadata": {"annotations": annotations},
-                              "spec": {"containers": [{"name": "main", "image": "busybox"}]}}},
-    }
 
 
 @pytest.fixture(scope="module")

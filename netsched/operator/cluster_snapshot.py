@@ -1,0 +1,113 @@
+"""A packer snapshot of a live cluster: what `netsched pack --kubeconfig` and the packer
+controller solve over.
+
+- Nodes: Ready and schedulable ones, allocatable in integer units (CPU millicores, memory
+  bytes, GPUs, pod slots, any extended resource).
+- Pods: every bound pod that is not finished, and the pending pods of the netsched scheduler
+  that wait: unschedulable ones, and GPUJob gangs held behind the gang gate (one gang each).
+- A pod is movable only when a controller recreates it (ReplicaSet, Job, StatefulSet,
+  GPUJob), it is not a DaemonSet's or in kube-system, and it is not annotated
+  `netsched.io/protected: "true"`.
+- nodeSelector and required node affinity (In, NotIn, Exists, DoesNotExist) decide the
+  nodes a pod may use; PodDisruptionBudgets (label selectors) give each covered pod its
+  budget, with status.disruptionsAllowed as the number that may go.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kubernetes import client
+
+from netsched.cluster.labels import JOB_LABEL
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.operator.capacity import node_room, pod_requests
+from netsched.operator.replica_pods import GANG_GATE
+from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+
+PROTECTED = "netsched.io/protected"
+RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
+
+
+def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Snapshot:
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    raw_nodes = api.sanitize_for_serialization(core.list_node())["items"]
+    raw_pods = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())["items"]
+    pdbs = api.sanitize_for_serialization(policy.list_pod_disruption_budget_for_all_namespaces())["items"]
+    return snapshot_of(raw_nodes, raw_pods, pdbs, scheduler)
+
+
+def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
+                scheduler: str = SCHEDULER_NAME) -> Snapshot:
+    nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in map(node_room, raw_nodes)
+                  if r.schedulable)
+    names = {n.name for n in nodes}
+    pods = tuple(_pod(p, nodes, pdbs) for p in raw_pods if _counts(p, names, scheduler))
+    budgets = tuple(Budget(_key(b), int((b.get("status") or {}).get("disruptionsAllowed") or 0))
+                    for b in pdbs)
+    return Snapshot(nodes, pods, budgets)
+
+
+def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
+        return False
+    if spec.get("nodeName"):
+        return spec["nodeName"] in nodes
+    if spec.get("schedulerName") != scheduler:
+        return False
+    gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
+    if gates:
+        return gates == [GANG_GATE]  # a gang waiting for room; other gates are someone else's
+    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+               for c in status.get("conditions") or ())
+
+
+def _pod(raw: dict, nodes: tuple[Node, ...], pdbs: list[dict]) -> Pod:
+    meta, spec = raw["metadata"], raw.get("spec") or {}
+    labels = meta.get("labels") or {}
+    requests = _ints(pod_requests(spec))
+    requests["pods"] = 1
+    owners = {o.get("kind") for o in meta.get("ownerReferences") or () if o.get("controller")}
+    movable = (bool(owners & RECREATED_BY) and "DaemonSet" not in owners
+               and meta.get("namespace") != "kube-system"
+               and (meta.get("annotations") or {}).get(PROTECTED) != "true")
+    gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
+    allowed = tuple(n.name for n in nodes if _selects(spec, n.labels))
+    pdb = next((_key(b) for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
+                and _matches((b.get("spec") or {}).get("selector"), labels)), None)
+    return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
+               spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed)
+
+
+def _ints(resources: dict[str, float]) -> dict[str, int]:
+    """CPU in millicores; everything else in its base unit (bytes, devices)."""
+    return {k: math.ceil(v * 1000) if k == "cpu" else math.ceil(v) for k, v in resources.items()}
+
+
+def _key(obj: dict) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+
+def _selects(spec: dict, labels: dict[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    return not terms or any(all(_expression(e, labels) for e in t.get("matchExpressions") or ())
+                            for t in terms)
+
+
+def _expression(e: dict, labels: dict[str, str]) -> bool:
+    key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+    return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+            "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
+
+
+def _matches(selector: dict | None, labels: dict[str, str]) -> bool:
+    if not selector:
+        return False  # a PDB without a selector covers nothing (policy/v1)
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression(e, labels) for e in selector.get("matchExpressions") or ())
