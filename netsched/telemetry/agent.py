@@ -2,7 +2,7 @@
 
 Schedule and budget, so probing never crowds out the jobs it measures:
 - every `interval` seconds (x0.8..1.2 jitter, so agents do not probe in step) the agent probes
-  the next `peers_per_round` targets in rotation, each with an RTT probe (5 one-byte round trips)
+  the next `peers_per_round` targets in rotation, each with an RTT probe (fastest of 5 one-byte round trips)
   and one bandwidth probe sized to last about `target_seconds` at the link's last measured rate
   (a link's first probe is small; when it ends too fast to trust, a second one sized by it follows);
 - all bandwidth probes of the last minute together stay under `budget_bytes_per_minute`; a probe
@@ -48,7 +48,7 @@ class ProbePlan:
 class AgentMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.rtt = Gauge("netsched_link_rtt_seconds", "Median TCP round trip to a peer or data endpoint",
+        self.rtt = Gauge("netsched_link_rtt_seconds", "Fastest of 5 TCP round trips to a target",
                          ["src", "dst"], registry=r)
         self.bandwidth = Gauge("netsched_link_bandwidth_bytes_per_second",
                                "Achievable TCP rate to a peer or data endpoint, measured at the receiver",

@@ -2,7 +2,7 @@
 
 Every agent serves one TCP port. A connection starts with one byte saying what it is:
 
-  b"E"  echo: each byte sent is sent back (RTT: the median of a few one-byte round trips)
+  b"E"  echo: each byte sent is sent back (RTT: the fastest of a few one-byte round trips)
   b"B"  sink: an 8-byte big-endian length N, then N bytes; the server answers with N and the
         seconds between the first and last byte it received (struct "!Qd")
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import socket
 import socketserver
-import statistics
 import struct
 import threading
 import time
@@ -80,7 +79,9 @@ class ProbeServer(socketserver.ThreadingTCPServer):
 
 
 def measure_rtt(host: str, port: int, samples: int = 5, timeout: float = 2.0) -> float:
-    """Median round trip of one byte, in milliseconds."""
+    """Fastest round trip of one byte, in milliseconds: the path's own delay. A median would
+    swing with whatever else queues on the link at that moment (another agent's bandwidth
+    probe can add tens of ms); load shows in the bandwidth and NIC figures instead."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -94,7 +95,7 @@ def measure_rtt(host: str, port: int, samples: int = 5, timeout: float = 2.0) ->
                 times.append(time.perf_counter() - t0)
     except OSError as exc:
         raise ProbeError(f"RTT probe to {host}:{port} failed: {exc}") from exc
-    return statistics.median(times) * 1000
+    return min(times) * 1000
 
 
 def measure_bandwidth(host: str, port: int, size: int, timeout: float = 10.0) -> Bandwidth:
