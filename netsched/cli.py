@@ -45,11 +45,12 @@ def _cluster(args: argparse.Namespace):
     return DevCluster(**kwargs)
 
 
-def _wait_for_signal() -> None:
+def _stop_on_signal() -> threading.Event:
+    """An event SIGINT/SIGTERM set, installed before anyone is told Ctrl-C works."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    return stop
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -60,9 +61,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not args.foreground:
         print("stop it with: netsched dev-cluster down" + (f" --dir {args.dir}" if args.dir else ""))
         return 0
+    stop = _stop_on_signal()
     print("running in the foreground; Ctrl-C stops every component", flush=True)
     try:
-        _wait_for_signal()
+        stop.wait()
     finally:
         cluster.down()
     return 0

@@ -2,8 +2,9 @@
 
 Schedule and budget, so probing never crowds out the jobs it measures:
 - every `interval` seconds (x0.8..1.2 jitter, so agents do not probe in step) the agent probes
-  the next `peers_per_round` targets in rotation, each with an RTT probe (fastest of 5 one-byte round trips)
-  and one bandwidth probe sized to last about `target_seconds` at the link's last measured rate
+  the next `peers_per_round` targets in rotation, each with an RTT probe (the fastest of 5
+  one-byte round trips, and of the last 3 rounds: queueing is load, not distance) and one
+  bandwidth probe sized to last about `target_seconds` at the link's last measured rate
   (a link's first probe is small; when it ends too fast to trust, a second one sized by it follows);
 - all bandwidth probes of the last minute together stay under `budget_bytes_per_minute`; a probe
   that would exceed it is skipped and that link's entry simply ages.
@@ -31,6 +32,7 @@ from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import Bandwidth, ProbeError, ProbeServer, measure_bandwidth, measure_rtt
 
 log = logging.getLogger(__name__)
+RTT_ROUNDS = 3  # the published RTT is the fastest seen in this many rounds: queueing is load, not distance
 Targets = Callable[[], dict[str, tuple[str, int]]]  # name -> (host, port)
 
 
@@ -76,6 +78,7 @@ class Agent:
         self.metrics = AgentMetrics()
         self.row: dict[str, dict] = {}  # dst -> latest measurement or error
         self._rates: dict[str, float] = {}  # dst -> last measured Mbit/s
+        self._rtts: dict[str, deque[float]] = {}  # dst -> fastest RTT of each of the last rounds
         self._spent: deque[tuple[float, int]] = deque()
         self._turn = 0
         self._lock = threading.Lock()
@@ -105,7 +108,9 @@ class Agent:
     def probe(self, dst: str, host: str, port: int) -> None:
         m = self.metrics
         try:
-            rtt = measure_rtt(host, port)
+            window = self._rtts.setdefault(dst, deque(maxlen=RTT_ROUNDS))
+            window.append(measure_rtt(host, port))
+            rtt = min(window)
         except ProbeError as exc:
             return self._failed(dst, "rtt", exc)
         size = self.probe_size(dst)

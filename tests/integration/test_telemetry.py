@@ -121,7 +121,8 @@ def test_the_extender_ranks_nodes_by_the_measured_network(bed):
     shortlist, every = Extender(cache, telemetry=store), Extender(cache, telemetry=store, shortlist=0)
 
     peer = parse_args({"Pod": _pod("next", None, {JOB_LABEL: "train"}), "NodeNames": ["a", "b"]})
-    assert shortlist.filter(peer).passed == ["b"]  # b->c measured 80 Mbit/s, a->c 20
+    seen = {src: store.link(src, "c") for src in ("a", "b")}
+    assert shortlist.filter(peer).passed == ["b"], seen  # b->c measured 80 Mbit/s, a->c 20
     ranked = every.prioritize(peer).as_dict()
     assert ranked["b"] > ranked["a"]
 
@@ -144,7 +145,8 @@ def test_an_unreachable_peer_is_counted_and_never_enters_the_store(bed):
 
 
 def test_a_killed_agents_links_go_stale_and_come_back_when_it_restarts(bed):
-    store = TelemetryStore(max_age=6)
+    # longer than one of a's rounds under load (its unreachable ghost peer alone costs a 2 s timeout)
+    store = TelemetryStore(max_age=12)
     feed = PrometheusFeed(bed.url, store)
     poll(lambda: feed.refresh() and store.link("b", "c"), 20, "a fresh b->c link")
     os.killpg(bed.agents["b"].pid, signal.SIGKILL)
