@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netsched.cluster.binaries import ensure_binaries, read_versions
-from netsched.cluster.devcluster import COMPONENTS
+from netsched.cluster.devcluster import COMPONENTS, DevCluster
 from netsched.cluster.processes import pid_alive
 from netsched.cluster.wait import poll
 
@@ -85,6 +85,7 @@ def test_foreground_cluster_stops_everything_on_ctrl_c(tmp_path, bin_dir):
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
+        DevCluster(directory=tmp_path).down(quiet=True)  # a failed run must not leave a cluster behind
     poll(lambda: not any(pid_alive(pid) for pid in pids), 10, "every component to exit")
 
 
