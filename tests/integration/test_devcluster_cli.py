@@ -83,9 +83,11 @@ def test_foreground_cluster_stops_everything_on_ctrl_c(tmp_path, bin_dir):
         assert all(pid_alive(pid) for pid in pids)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+    except BaseException:
+        DevCluster(directory=tmp_path).down(quiet=True)  # a failed run must not leave a cluster behind
+        raise
     finally:
         proc.kill()
-        DevCluster(directory=tmp_path).down(quiet=True)  # a failed run must not leave a cluster behind
     poll(lambda: not any(pid_alive(pid) for pid in pids), 10, "every component to exit")
 
 
