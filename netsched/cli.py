@@ -115,7 +115,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
                  health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval,
-                 peering=args.peering)
+                 peering=args.peering, scheduler=args.scheduler_name)
     return 0
 
 
@@ -258,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics (default 9090)")
     op.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                     help="how often each unfinished GPUJob is reconciled (default 1)")
+    op.add_argument("--scheduler-name", default="netsched",
+                    help="schedulerName of the pods it creates, unless a job's template sets one (default "
+                    "netsched: the scheduler profile that calls the extender)")
     op.add_argument("--peering", metavar="NAME", help="kopf ClusterKopfPeering to join, so that of several "
                     "replicas only one acts (default: run standalone)")
     op.set_defaults(func=cmd_operator)

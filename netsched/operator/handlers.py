@@ -23,6 +23,7 @@ from kubernetes import client
 
 from netsched.cluster.events import event
 from netsched.cluster.labels import JOB_LABEL
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator import conditions as c
 from netsched.operator.capacity import Fit, NodeRoom, Resources, gang_fit, node_room, pod_requests
 from netsched.operator.metrics import OperatorMetrics
@@ -42,6 +43,7 @@ class Operator:
     records: JobRecords
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     interval: float = 1.0
+    scheduler: str = SCHEDULER_NAME  # schedulerName of the pods it creates (unless the template sets one)
     _admission: threading.Lock = field(default_factory=threading.Lock)
     _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
 
@@ -104,7 +106,8 @@ class Operator:
 
     def _create(self, job: JobSpec, replica: int, attempt: int, gated: bool, actions: Actions) -> None:
         try:
-            self.core.create_namespaced_pod(job.namespace, replica_pod(job, replica, attempt, gated))
+            self.core.create_namespaced_pod(job.namespace,
+                                            replica_pod(job, replica, attempt, gated, self.scheduler))
         except client.ApiException as exc:
             if exc.status == 409:
                 return  # created by an earlier tick whose pod the index has not shown yet

@@ -53,14 +53,15 @@ def network_annotations(job: JobSpec) -> dict[str, str]:
     return out
 
 
-def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool) -> dict:
+def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool,
+                scheduler: str = SCHEDULER_NAME) -> dict:
     template = copy.deepcopy(job.template)
     meta = template.get("metadata") or {}
     spec = template["spec"]
     labels = {**(meta.get("labels") or {}), JOB_LABEL: job.name, REPLICA_LABEL: str(replica),
               ATTEMPT_LABEL: str(attempt)}
     annotations = {**(meta.get("annotations") or {}), **network_annotations(job)}
-    spec.setdefault("schedulerName", SCHEDULER_NAME)
+    spec.setdefault("schedulerName", scheduler)  # the template may name another scheduler
     spec.setdefault("restartPolicy", "Never")
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class

@@ -10,6 +10,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from netsched.cluster.connect import api_client
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator.handlers import Operator, register
 from netsched.operator.records import JobRecords
 
@@ -17,12 +18,13 @@ log = logging.getLogger(__name__)
 
 
 def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", health_port: int = 8080,
-                 metrics_port: int = 9090, interval: float = 1.0, peering: str | None = None) -> None:
+                 metrics_port: int = 9090, interval: float = 1.0, peering: str | None = None,
+                 scheduler: str = SCHEDULER_NAME) -> None:
     """Run until SIGINT/SIGTERM. With `peering` (a ClusterKopfPeering name) several replicas
     can run and only the one kopf elects acts; without it, this one acts alone."""
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
-    operator = Operator(api_client(kubeconfig), JobRecords(records), interval=interval)
+    operator = Operator(api_client(kubeconfig), JobRecords(records), interval=interval, scheduler=scheduler)
     registry = kopf.OperatorRegistry()
     register(registry, operator)
 

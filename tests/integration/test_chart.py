@@ -96,7 +96,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     operator = container(docs, "Deployment", "netsched-operator")
     assert operator["image"] == "netsched:0.1.0"
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
-                                "--records=/var/lib/netsched/job-records.jsonl"]
+                                "--records=/var/lib/netsched/job-records.jsonl", "--scheduler-name=netsched"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
     assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"
@@ -149,7 +149,8 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--peering=netsched"
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == [
+        "--scheduler-name=netsched-chart-test", "--peering=netsched"]
     assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"
     assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES + [PEERING_RULE]
     pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")["spec"]

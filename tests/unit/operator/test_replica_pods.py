@@ -72,13 +72,16 @@ def test_an_endpoint_data_source_is_annotated_with_its_host_and_port():
         "endpoint:minio.data:9000"
 
 
-@pytest.mark.parametrize("template_spec, scheduler", [
-    pytest.param({}, "netsched", id="default"),
-    pytest.param({"schedulerName": "default-scheduler"}, "default-scheduler", id="template-wins"),
+@pytest.mark.parametrize("template_spec, operator_flag, scheduler", [
+    pytest.param({}, None, "netsched", id="default"),
+    pytest.param({}, "gpu-sched", "gpu-sched", id="operator-flag"),
+    pytest.param({"schedulerName": "default-scheduler"}, "gpu-sched", "default-scheduler",
+                 id="template-wins"),
 ])
-def test_scheduler_name(template_spec, scheduler):
+def test_scheduler_name(template_spec, operator_flag, scheduler):
     template = {"spec": {"containers": [{"name": "main", "image": "x"}], **template_spec}}
-    spec = replica_pod(job(template=template), 0, 0, gated=False)["spec"]
+    kwargs = {"scheduler": operator_flag} if operator_flag else {}
+    spec = replica_pod(job(template=template), 0, 0, gated=False, **kwargs)["spec"]
     assert spec["schedulerName"] == scheduler
     assert spec["restartPolicy"] == "Never"
 
