@@ -22,7 +22,7 @@ from netsched.cluster.pods import gpu_pod
 from netsched.cluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from report import publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Control plane"
@@ -96,8 +96,7 @@ def main() -> int:
         "",
     ]
     section = "\n".join(lines)
-    print(section)
-    write_section(SECTION, section)
+    publish(section)
     return 0
 
 

@@ -35,7 +35,7 @@ from netsched.extender.protocol import parse_args
 from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_gc
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from report import publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/fixtures/extender-v1/filter-args.nodeCacheCapable-true.json"
@@ -352,8 +352,7 @@ def main() -> int:
         "",
     ]
     section = "\n".join(lines)
-    print(section)
-    write_section(SECTION, section)
+    publish(section)
     return 0
 
 

@@ -48,7 +48,7 @@ from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
 from netsched.cluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from report import publish  # noqa: E402
 
 SECTION = "## Extender throughput"
 REPLICAS, GPUS = 4, 2
@@ -206,8 +206,7 @@ def main() -> int:
                 processes.stop(pid)
             cluster.down(quiet=True)
     section = report(args, runs, len(set(racks.values())), zones)
-    print(section)
-    write_section(SECTION, section)
+    publish(section)
     return 0
 
 

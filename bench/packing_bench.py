@@ -29,7 +29,7 @@ from netsched.packing.snapshot import Snapshot
 from netsched.packing.solver import current, solve, tiers
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from report import publish  # noqa: E402
 
 SECTION = "## Packer"
 SCALE_SECTION = "## Packer at scale"
@@ -102,12 +102,10 @@ def main() -> int:
             print(f"scale {n} nodes at {budget:g} s: {scale[-1][-1]}", file=sys.stderr)
     if results:
         section = report(args, results)
-        print(section)
-        write_section(SECTION, section)
+        publish(section)
     if scale:
         section = scale_report(args, scale)
-        print(section)
-        write_section(SCALE_SECTION, section)
+        publish(section)
     return 0
 
 

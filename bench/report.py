@@ -8,13 +8,16 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = "# Benchmarks\n\nFigures measured on this project's 2-core machines, one run each.\n\n"
 
 
-def write_section(title: str, section: str) -> None:
-    """Replace the section starting with `title` (a "## ..." line) or append it."""
+def publish(section: str) -> None:
+    """Print a benchmark's section and write it into docs/benchmarks.md, replacing the section
+    with the same title (its first line, "## ...") or appending it."""
+    print(section)
+    title = "\n" + section.splitlines()[0] + "\n"  # a whole line: "## Packer" is not "## Packer at scale"
     text = DOC.read_text() if DOC.exists() else HEADER
     if title in text:
         head, _, rest = text.partition(title)
         tail = rest[rest.find("\n## ") + 1:] if "\n## " in rest else ""
-        text = head + section + ("\n" + tail if tail else "")
+        text = head + "\n" + section + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     DOC.write_text(text)

@@ -24,7 +24,7 @@ from pathlib import Path
 from netsched.telemetry.testbed import Testbed, start_prometheus, stop
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from report import publish  # noqa: E402
 
 SECTION = "## Telemetry probes"
 SITES = ("a", "b", "c", "d")
@@ -69,8 +69,7 @@ def main() -> int:
             stop(prom_proc)
         net.down()
     section = report(args, net, start, end, elapsed, rows)
-    print(section)
-    write_section(SECTION, section)
+    publish(section)
     return 0
 
 
