@@ -101,12 +101,29 @@ def _count(free: Resources, request: Resources) -> int:
     return max(0, min(counts)) if counts else 0
 
 
+def may_use(node: NodeRoom, spec: dict) -> bool:
+    """May a pod with this spec run on the node: nodeSelector, required node affinity
+    (In, NotIn, Exists, DoesNotExist), and NoSchedule/NoExecute taints it tolerates."""
+    if any(node.labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(all(label_expression(e, node.labels) for e in t.get("matchExpressions") or ())
+                         for t in terms):
+        return False
+    return all(_tolerated(t, spec.get("tolerations") or ()) for t in node.taints)
+
+
+def label_expression(e: dict, labels: dict[str, str]) -> bool:
+    key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+    return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+            "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
+
+
 def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str, str] | None,
              nodes: list[NodeRoom]) -> bool:
-    selector = template_spec.get("nodeSelector") or {}
-    if any(node.labels.get(k) != v for k, v in selector.items()):
-        return False
-    if not all(_tolerated(t, template_spec.get("tolerations") or ()) for t in node.taints):
+    if not may_use(node, template_spec):
         return False
     level = network.get("maxDataDistance")
     if level and data and data[0] in FINENESS:

@@ -8,9 +8,9 @@ controller solve over.
 - A pod is movable only when a controller recreates it (ReplicaSet, Job, StatefulSet,
   GPUJob), it is not a DaemonSet's or in kube-system, and it is not annotated
   `netsched.io/protected: "true"`.
-- nodeSelector and required node affinity (In, NotIn, Exists, DoesNotExist) decide the
-  nodes a pod may use; PodDisruptionBudgets (label selectors) give each covered pod its
-  budget, with status.disruptionsAllowed as the number that may go.
+- nodeSelector, required node affinity and tolerated taints (capacity.may_use, the same rule
+  gang admission uses) decide the nodes a pod may use; PodDisruptionBudgets (label selectors)
+  give each covered pod its budget, with status.disruptionsAllowed as the number that may go.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kubernetes import client
 
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.operator.capacity import node_room, pod_requests
+from netsched.operator.capacity import NodeRoom, label_expression, may_use, node_room, pod_requests
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
 
@@ -39,10 +39,10 @@ def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> 
 
 def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
                 scheduler: str = SCHEDULER_NAME) -> Snapshot:
-    nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in map(node_room, raw_nodes)
-                  if r.schedulable)
+    rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
+    nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
-    pods = tuple(_pod(p, nodes, pdbs) for p in raw_pods if _counts(p, names, scheduler))
+    pods = tuple(_pod(p, rooms, pdbs) for p in raw_pods if _counts(p, names, scheduler))
     budgets = tuple(Budget(_key(b), int((b.get("status") or {}).get("disruptionsAllowed") or 0))
                     for b in pdbs)
     return Snapshot(nodes, pods, budgets)
@@ -63,7 +63,7 @@ def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:
                for c in status.get("conditions") or ())
 
 
-def _pod(raw: dict, nodes: tuple[Node, ...], pdbs: list[dict]) -> Pod:
+def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
     meta, spec = raw["metadata"], raw.get("spec") or {}
     labels = meta.get("labels") or {}
     requests = _ints(pod_requests(spec))
@@ -73,7 +73,7 @@ def _pod(raw: dict, nodes: tuple[Node, ...], pdbs: list[dict]) -> Pod:
                and meta.get("namespace") != "kube-system"
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
-    allowed = tuple(n.name for n in nodes if _selects(spec, n.labels))
+    allowed = tuple(n.name for n in nodes if may_use(n, spec))
     pdb = next((_key(b) for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and _matches((b.get("spec") or {}).get("selector"), labels)), None)
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
@@ -89,25 +89,9 @@ def _key(obj: dict) -> str:
     return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
 
 
-def _selects(spec: dict, labels: dict[str, str]) -> bool:
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms") or []
-    return not terms or any(all(_expression(e, labels) for e in t.get("matchExpressions") or ())
-                            for t in terms)
-
-
-def _expression(e: dict, labels: dict[str, str]) -> bool:
-    key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-    return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
-            "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
-
-
 def _matches(selector: dict | None, labels: dict[str, str]) -> bool:
-    if not selector:
-        return False  # a PDB without a selector covers nothing (policy/v1)
+    if selector is None:
+        return False  # policy/v1: a null selector covers no pods; an empty one covers them all
     if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
         return False
-    return all(_expression(e, labels) for e in selector.get("matchExpressions") or ())
+    return all(label_expression(e, labels) for e in selector.get("matchExpressions") or ())

@@ -30,6 +30,7 @@ from netsched.packing.snapshot import Pod, Snapshot
 
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
+VARS_PER_SECOND = 10000
 MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
 
 
@@ -92,7 +93,8 @@ def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str |
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
-        trial = {k: dict(v) for k, v in free.items()}
+        # a lone pod either fits (and takes its room) or changes nothing; only a gang may need undoing
+        trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
         got = schedule(snapshot.nodes, trial, members)
         if all(got.values()):
             free = trial
@@ -104,18 +106,19 @@ def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
           max_vars: int = MAX_VARS) -> Plan:
     started = time.monotonic()
     deadline = started + budget - min(0.05, 0.1 * budget)
-    baseline = max((("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget))),
-                   key=lambda c: score(snapshot, c[1]))
+    options = [(score(snapshot, p), name, p) for name, p in (
+        ("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget)))]
     workers = workers or os.cpu_count() or 1
-    if model_size(snapshot) <= max_vars:
-        stages, answer, proven = _Model(snapshot, baseline[1]).run(deadline, workers)
+    # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
+    if model_size(snapshot) <= min(max_vars, VARS_PER_SECOND * budget):
+        stages, answer, proven = _Model(snapshot, max(options)[2]).run(deadline, workers)
     else:
-        stages, answer = neighbourhoods(snapshot, baseline[1], deadline, workers, max_vars)
+        stages, answer = neighbourhoods(snapshot, max(options)[2], deadline, workers, max_vars)
         proven = False
-    best_source, best = baseline
-    if answer is not None and score(snapshot, answer) > score(snapshot, best):
-        best_source, best = "solver", answer
-    return Plan(best, score(snapshot, best), best_source, proven, time.monotonic() - started, stages)
+    if answer is not None:
+        options.append((score(snapshot, answer), "solver", answer))
+    best_score, source, best = max(options, key=lambda o: (o[0], o[1] == "current"))  # ties: change nothing
+    return Plan(best, best_score, source, proven, time.monotonic() - started, stages)
 
 
 def model_size(snapshot: Snapshot) -> int:
@@ -128,7 +131,6 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
     room could be made for them (free room plus lower-priority movable pods), solve that piece
     exactly, keep it if it is better, and go on with the next pending pods until time is up."""
     working = dict(placement)
-    by_name = {p.name: p for p in snapshot.pods}
     tried: set[str] = set()
     stages: list[dict] = []
     build = 0.0  # how long the last piece took to build: do not start one that cannot finish
@@ -155,9 +157,9 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
         if better:
             working.update(answer)
         stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
-                       "status": "improved" if better else "unchanged",
+                       "status": "improved" if better else "unchanged" if answer else "no solution in time",
                        "seconds": round(time.monotonic() - t0, 3)})
-    return stages, {k: v for k, v in working.items() if k in by_name}
+    return stages, working
 
 
 def _with_gangs(pods: list[Pod], snapshot: Snapshot) -> list[Pod]:
@@ -200,9 +202,10 @@ class _Model:
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
         self.placed, self.cost = [], []
         for i, p in enumerate(snapshot.pods):
+            here = []
             for n in self._candidates(p):
                 self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
-            here = [self.x[i, n] for n in self._candidates(p)]
+                here.append(self.x[i, n])
             placed = m.new_bool_var(f"placed{i}")
             m.add(sum(here) == placed)
             self.placed.append(placed)
@@ -215,10 +218,12 @@ class _Model:
         self._hint(hint)
 
     def _candidates(self, p: Pod) -> list[str]:
+        """Nodes that could hold the pod alone and that it may use; a running pod may always stay
+        (node affinity is IgnoredDuringExecution)."""
         if p.running and not p.movable:
             return [p.node]
-        return [n.name for n in self.snapshot.nodes
-                if (p.allowed is None or n.name in p.allowed) and fits(n.capacity, p)]
+        return [n.name for n in self.snapshot.nodes if n.name == p.node or (
+            (p.allowed is None or n.name in p.allowed) and fits(n.capacity, p))]
 
     def _cost_expr(self, i: int, p: Pod, placed):
         if not p.running or (i, p.node) not in self.x:
@@ -236,11 +241,6 @@ class _Model:
                          if self.snapshot.pods[i].requests.get(r, 0)]
                 if terms:
                     self.m.add(sum(terms) <= cap)
-            for r in {r for i, _ in on_node[node.name] for r in self.snapshot.pods[i].requests}:
-                if r not in node.capacity:  # asks for what the node has none of: never here
-                    for i, v in on_node[node.name]:
-                        if self.snapshot.pods[i].requests.get(r, 0) > 0:
-                            self.m.add(v == 0)
 
     def _gangs(self) -> None:
         first: dict[str, int] = {}

@@ -30,8 +30,10 @@ def test_pack_prints_the_example_plan_and_refuses_a_bad_snapshot(tmp_path, capsy
     example = Path(__file__).parents[2] / "manifests" / "examples" / "packing" / "snapshot.yaml"
     assert main(["pack", str(example), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["placements"] == [{"pod": "ml/train-0", "node": plan["placements"][0]["node"]}]
-    assert len(plan["moves"]) == 1 and plan["evictions"] == [] and plan["proven_optimal"]
+    [placed] = plan["placements"]
+    [move] = plan["moves"]
+    assert placed["pod"] == "ml/train-0" and placed["node"] == move["from"] != move["to"]
+    assert plan["evictions"] == [] and plan["proven_optimal"]
     bad = tmp_path / "bad.json"
     bad.write_text('{"nodes": [], "pods": [{"name": "x"}]}')
     assert main(["pack", str(bad)]) == 2

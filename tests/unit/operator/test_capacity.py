@@ -127,6 +127,20 @@ def test_node_selector():
     assert result.placeable == 2 and eligible(result) == 2
 
 
+@pytest.mark.parametrize("operator, values, nodes", [
+    pytest.param("In", ["zone-b"], 1, id="in"),
+    pytest.param("NotIn", ["zone-b"], 3, id="not-in"),
+    pytest.param("DoesNotExist", None, 0, id="does-not-exist"),
+])
+def test_required_node_affinity_limits_the_nodes_counted(operator, values, nodes):
+    term = {"key": "topology.kubernetes.io/zone", "operator": operator}
+    if values:
+        term["values"] = values
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [term]}]}}}
+    assert eligible(fit(request={GPU: 8}, needed=1, template={"affinity": affinity})) == nodes
+
+
 TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
 
 
