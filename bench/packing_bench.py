@@ -122,7 +122,8 @@ def report(args, results: dict) -> str:
     head = "| scenarios | n | " + " | ".join(OUTCOMES) + " | wall s mean / max | utilisation change, points |"
     rows = []
     for budget in (1.0, 10.0):
-        for classes in (1, 2, 4):
+        sizes = {n for (b, _, n) in results if b == budget}
+        for classes in (1, 2, 4) if len(sizes) > 1 else ():  # 10 s runs only the 32-node cells
             runs = [r for (b, c, _), rs in results.items() if b == budget and c == classes for r in rs]
             if runs:
                 rows.append(_row(f"{budget:g} s, {classes} class(es), all sizes", runs))
@@ -143,7 +144,9 @@ def report(args, results: dict) -> str:
         *rows, "",
         f"At 1 s over the 4-class failing scenarios: better than the default in **{better:.1%}** (reference: "
         f"44.2% at 1 s, 73.6% at 10 s), better or default proven optimal in **{covered:.1%}** (reference: "
-        "63.3% at 1 s, 93.4% at 10 s).", "",
+        "63.3% at 1 s, 93.4% at 10 s: its better share plus its default-proven-optimal share, 19.1% and "
+        f"19.8%). Not the same experiment: {args.seeds} seeds per cell against the reference's 100, our "
+        "scenario generator and an emulated default scheduler (no preemption), not the real one.", "",
     ])
 
 
