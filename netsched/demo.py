@@ -9,7 +9,6 @@ and the training records of the finished jobs. It grows as the packer lands.
 
 from __future__ import annotations
 
-import json
 import time
 
 from kubernetes import client
@@ -17,10 +16,12 @@ from kubernetes import client
 from netsched.cluster.devcluster import DevCluster
 from netsched.cluster.pods import DURATION_ANNOTATION
 from netsched.cluster.wait import poll
+from netsched.operator import conditions as c
+from netsched.operator.reconcile import TERMINAL
+from netsched.operator.records import read_rows
 from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 NAMESPACE = "netsched-demo"
-TERMINAL = ("Succeeded", "Failed")
 
 
 def gpujob(name: str, replicas: int, gpus: int, duration: str, **spec) -> dict:
@@ -109,11 +110,11 @@ def _phase(job: dict) -> str | None:
 
 
 def _condition(job: dict, type_: str) -> dict:
-    return next((c for c in (job.get("status") or {}).get("conditions") or () if c["type"] == type_), {})
+    return c.find((job.get("status") or {}).get("conditions") or [], type_) or {}
 
 
 def _waiting(job: dict) -> bool:
-    return _condition(job, "Admitted").get("reason") == "WaitingForCapacity"
+    return _condition(job, c.ADMITTED).get("reason") == c.WAITING_FOR_CAPACITY
 
 
 def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
@@ -127,7 +128,7 @@ def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
         where = (f"{len(placed)} replicas on {len({p['node'] for p in placed})} node(s), "
                  f"rack(s) {', '.join(racks)} in {', '.join(zones)}") if placed else "-"
         if _phase(job) == "Failed" or (_phase(job) == "Pending" and _waiting(job)):
-            cond = _condition(job, "Failed") or _condition(job, "Admitted")
+            cond = _condition(job, c.FAILED) or _condition(job, c.ADMITTED)
             where = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "
               f"{status.get('gpus', '-'):>4}  {where}")
@@ -143,8 +144,7 @@ def _print_explanations(core: client.CoreV1Api) -> None:
 
 
 def _print_records(cluster: DevCluster, uids: set[str]) -> None:
-    rows = [json.loads(line) for line in cluster.records_file.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["uid"] in uids]
+    rows = [r for r in read_rows(cluster.records_file) if r["uid"] in uids]
     print(f"\ntraining records written by the operator ({cluster.records_file}):")
     for r in sorted(rows, key=lambda r: r["name"]):
         took = f"{r['duration_seconds']:.0f} s" if r["duration_seconds"] is not None else "never ran"

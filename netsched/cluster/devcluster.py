@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
 from netsched.cluster import pki as pkilib
 from netsched.cluster import processes
 from netsched.cluster.binaries import ensure_binaries
+from netsched.cluster.connect import api_client
 from netsched.cluster.crds import install_crds
 from netsched.cluster.kwok_stages import stages_yaml
 from netsched.cluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
@@ -158,7 +159,7 @@ class DevCluster:
         return report
 
     def api_client(self) -> client.ApiClient:
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        return api_client(str(self.kubeconfig))
 
     def components(self) -> tuple[str, ...]:
         skip = {EXTENDER} if not self.run_extender or self.extender else set()

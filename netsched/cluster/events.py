@@ -8,8 +8,17 @@ from datetime import UTC, datetime
 INSTANCE = socket.gethostname()
 
 
+def rfc3339(t: datetime) -> str:
+    """As Kubernetes writes times: UTC, whole seconds, a Z."""
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def parse_rfc3339(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return rfc3339(datetime.now(UTC))
 
 
 def event(involved: dict, reason: str, message: str, component: str, type_: str = "Normal") -> dict:

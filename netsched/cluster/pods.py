@@ -40,15 +40,6 @@ def gpu_pod(
     }
 
 
-def pod_gpus(pod) -> int:
-    """GPUs requested by a V1Pod (sum over its containers)."""
-    total = 0
-    for c in pod.spec.containers:
-        requests = (c.resources and c.resources.requests) or {}
-        total += int(requests.get(GPU_RESOURCE, 0))
-    return total
-
-
 def scheduled_condition(pod):
     """The PodScheduled condition of a V1Pod, or None before the scheduler looked at it."""
     for cond in (pod.status and pod.status.conditions) or []:

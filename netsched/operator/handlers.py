@@ -9,13 +9,14 @@ show up as pending in the indices, so two gangs never count on the same GPUs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import kopf
@@ -37,6 +38,27 @@ COMPONENT = "netsched-operator"
 RESERVATION_SECONDS = 15.0
 
 
+@dataclass(frozen=True)
+class Indices:
+    """What kopf's pod indices hold for gang admission; summed only when a gang asks whether it fits."""
+    bound: Mapping  # node -> the requests of each live pod bound there
+    pending: Mapping  # None -> the requests of each released, not yet bound pod
+    job_pods: Mapping  # job key -> its PodViews
+
+    def used(self) -> dict[str, Resources]:
+        used: dict[str, Resources] = {}
+        for node, values in self.bound.items():
+            total: Resources = defaultdict(float)
+            for req in values:
+                for k, v in req.items():
+                    total[k] += v
+            used[node] = total
+        return used
+
+    def pods_of(self, key: tuple) -> list[PodView]:
+        return list(self.job_pods.get(key, ()))
+
+
 @dataclass
 class Operator:
     api: client.ApiClient
@@ -52,34 +74,31 @@ class Operator:
         self.custom = client.CustomObjectsApi(self.api)
 
     # ---- one tick ---------------------------------------------------------------
-    def tick(self, body: dict, pods: list[PodView], nodes: list[NodeRoom], used: dict[str, Resources],
-             pending: list[Resources], pods_of: Callable[[tuple], list[PodView]]) -> Actions:
-        """One reconcile of the job in `body`. `pods_of(job key)` reads any job's pods from the index."""
+    def tick(self, body: dict, nodes: list[NodeRoom], indices: Indices) -> None:
+        """One reconcile of the job in `body` (a plain copy)."""
         job = job_spec(body)
-        status = dict(body.get("status") or {})
+        status = body.get("status") or {}
+        pods = indices.pods_of(job.key)
         labels = {n.name: n.labels for n in nodes}
-        request = pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
-        with self._admission if gated else _NoLock():
-            fit = lambda: self._fit(job, request, nodes, used, pending, pods_of)  # noqa: E731
-            actions = reconcile(job, status, pods, labels, fit)
+        with self._admission if gated else contextlib.nullcontext():
+            actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices))
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, request)
-        return actions
+                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, _request(job))
 
-    def _fit(self, job: JobSpec, request: Resources, nodes: list[NodeRoom], used: dict[str, Resources],
-             pending: list[Resources], pods_of: Callable[[tuple], list[PodView]]) -> Fit:
+    def _fit(self, job: JobSpec, nodes: list[NodeRoom], indices: Indices) -> Fit:
         reserved = []
         for key, (expiry, req) in list(self._reserved.items()):
             # released pods the index still shows gated are in neither `used` nor `pending` yet
-            waiting = sum(p.gated and p.phase not in TERMINAL for p in pods_of(key))
+            waiting = sum(p.gated and p.phase not in TERMINAL for p in indices.pods_of(key))
             if not waiting or expiry < time.monotonic():
                 del self._reserved[key]
             elif key != job.key:
                 reserved += [req] * waiting
         data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
-        return gang_fit(nodes, used, pending + reserved, request, job.min_available,
+        pending = list(indices.pending.get(None, ()))
+        return gang_fit(nodes, indices.used(), pending + reserved, _request(job), job.min_available,
                         job.template["spec"], job.network, data)
 
     # ---- carrying out -----------------------------------------------------------
@@ -140,12 +159,9 @@ class Operator:
             log.warning("%s failed: %s", action, _api_message(exc))
 
 
-class _NoLock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def _request(job: JobSpec) -> Resources:
+    """What one replica asks for, as its pod will."""
+    return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])
 
 
 def _api_message(exc: client.ApiException) -> str:
@@ -176,21 +192,21 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     def job_pods(namespace, labels, meta, body, **_):
         owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("kind") == "GPUJob"),
                      None)
-        return {(namespace, labels[JOB_LABEL], owner): PodView.of(_plain(body))}
+        return {(namespace, labels[JOB_LABEL], owner): PodView.of(body)}  # readers copy what they keep
 
     @kopf.index("nodes", id="node_rooms", registry=registry)
     def node_rooms(body, **_):
-        return {None: node_room(_plain(body))}
+        return {None: node_room(_plain(body))}  # keeps taints: a copy, not the live body
 
     @kopf.index("pods", id="bound_requests", field="spec.nodeName", value=kopf.PRESENT, when=_live,
                 registry=registry)
     def bound_requests(spec, **_):
-        return {spec["nodeName"]: pod_requests(_plain(spec))}
+        return {spec["nodeName"]: pod_requests(spec)}
 
     @kopf.index("pods", id="pending_requests", field="spec.nodeName", value=kopf.ABSENT,
                 when=_pending_ungated, registry=registry)
     def pending_requests(spec, **_):
-        return {None: pod_requests(_plain(spec))}
+        return {None: pod_requests(spec)}
 
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval, when=_unfinished,
                 registry=registry)
@@ -198,16 +214,8 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
              pending_requests: kopf.Index, **_) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
-        pods = list(job_pods.get((meta["namespace"], meta["name"], meta["uid"]), ()))
-        used: dict[str, Resources] = {}
-        for node, values in bound_requests.items():
-            total: Resources = defaultdict(float)
-            for req in values:
-                for k, v in req.items():
-                    total[k] += v
-            used[node] = total
-        operator.tick(_plain(body), pods, list(node_rooms.get(None, ())), used,
-                      list(pending_requests.get(None, ())), lambda key: list(job_pods.get(key, ())))
+        operator.tick(_plain(body), list(node_rooms.get(None, ())),
+                      Indices(bound_requests, pending_requests, job_pods))
 
 
 def _pending_ungated(spec, status, meta, **_) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from netsched.cluster.events import parse_rfc3339, rfc3339
 from netsched.cluster.labels import ATTEMPT_LABEL, REPLICA_LABEL
 from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
 from netsched.operator import conditions as c
@@ -135,7 +136,7 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
     ends = [p.finished for p in latest.values() if p.finished] if phase == "Succeeded" else []
-    new.update(phase=phase, reason=reason, completionTime=max(ends) if ends else _stamp(now))
+    new.update(phase=phase, reason=reason, completionTime=max(ends) if ends else rfc3339(now))
     out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
     out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == "Failed")
     out.record = True
@@ -199,7 +200,7 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
                   f"{_waiting_reason(new)}")
     if ready and not new.get("startTime"):  # the gang runs once its last needed replica started
         starts = sorted(p.started for p in latest.values() if p.started and p.phase == "Running")
-        new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else _stamp(now)
+        new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else rfc3339(now)
     new.update(phase=phase, reason=reason)
 
 
@@ -250,10 +251,4 @@ def _last_failure(latest: dict[int, PodView]) -> str:
 
 
 def _time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _stamp(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return parse_rfc3339(value) if value else None

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import datetime
 from pathlib import Path
 
-from netsched.cluster.events import now_rfc3339
+from netsched.cluster.events import now_rfc3339, parse_rfc3339
 from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.operator.conditions import find
 from netsched.operator.spec import JobSpec
 
 SCHEMA_VERSION = 1
@@ -56,6 +56,21 @@ def default_path() -> Path:
     return Path(state) / "netsched" / "job-records.jsonl"
 
 
+def read_rows(path: Path) -> list[dict]:
+    """Every complete row of a records file (none if it does not exist yet)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn write: skipped, never merged with a later row
+        if isinstance(row, dict) and "uid" in row:
+            out.append(row)
+    return out
+
+
 class JobRecords:
     """Append-only rows keyed by job uid; safe to share between handler threads."""
 
@@ -66,17 +81,7 @@ class JobRecords:
         self._uids = {row["uid"] for row in self.rows()}
 
     def rows(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn write: skipped, never merged with a later row
-            if isinstance(row, dict) and "uid" in row:
-                out.append(row)
-        return out
+        return read_rows(self.path)
 
     def append(self, row: dict) -> bool:
         """Write the row unless its uid is already recorded; True if written."""
@@ -103,7 +108,7 @@ def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict
     zones = [p.get("zone") or node_labels.get(p["node"], {}).get(ZONE_LABEL, "") for p in placements]
     start, end = status.get("startTime"), status.get("completionTime")
     data = job.data_sources[0] if job.data_sources else None
-    cond = next((c for c in status.get("conditions") or () if c.get("type") == status.get("phase")), {})
+    cond = find(status.get("conditions") or [], status.get("phase")) or {}
     return {
         "schema_version": SCHEMA_VERSION, "uid": job.uid, "namespace": job.namespace, "name": job.name,
         "recorded_at": now_rfc3339(), "outcome": status.get("phase"), "reason": cond.get("reason"),
@@ -131,8 +136,7 @@ def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict
 def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
-    parse = lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
-    return (parse(end) - parse(start)).total_seconds()
+    return (parse_rfc3339(end) - parse_rfc3339(start)).total_seconds()
 
 
 def _data_distance(data, nodes: list[str], node_labels: dict[str, dict]) -> str | None:

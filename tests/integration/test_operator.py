@@ -18,6 +18,8 @@ from netsched.cluster.devcluster import OPERATOR
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
 from netsched.cluster.wait import poll
+from netsched.operator.conditions import find
+from netsched.operator.records import read_rows
 from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
@@ -45,14 +47,11 @@ def _reasons(core, namespace: str, name: str) -> list[str]:
 
 
 def _records(dev_cluster, uid: str) -> list[dict]:
-    if not dev_cluster.records_file.exists():
-        return []
-    rows = [json.loads(line) for line in dev_cluster.records_file.read_text().splitlines() if line]
-    return [r for r in rows if r["uid"] == uid]
+    return [r for r in read_rows(dev_cluster.records_file) if r["uid"] == uid]
 
 
 def _condition(job: dict, type_: str) -> dict:
-    return next(c for c in job["status"]["conditions"] if c["type"] == type_)
+    return find(job["status"]["conditions"], type_)
 
 
 def test_a_gpujob_runs_then_succeeds_with_true_status_events_and_one_record(dev_cluster, core, jobs,

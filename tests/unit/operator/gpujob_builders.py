@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from netsched.cluster.events import rfc3339
 from netsched.cluster.topology import GPUNode
 from netsched.operator.capacity import Fit
 from netsched.operator.reconcile import PodView
@@ -12,8 +13,7 @@ from netsched.operator.spec import JobSpec, job_spec
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def stamp(t: datetime) -> str:
-    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+stamp = rfc3339
 
 
 def ago(seconds: float) -> str:
