@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.extender.protocol import BadRequest, pod_gpus
 
 UNKNOWN = -1  # id of a missing zone or rack label
@@ -44,7 +44,6 @@ class NodeTable:
     allocatable: np.ndarray
     zone_names: list[str]
     rack_names: list[str]
-    gpu_model: list[str | None]
 
     @classmethod
     def build(cls, nodes: dict[str, dict]) -> NodeTable:
@@ -61,7 +60,6 @@ class NodeTable:
             allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
             zone_names=zone_names,
             rack_names=rack_names,
-            gpu_model=[nodes[n]["model"] for n in names],
         )
 
     def zone_of(self, i: int) -> str | None:
@@ -224,7 +222,6 @@ def _node_facts(obj: dict) -> dict:
     return {
         "zone": labels.get(ZONE_LABEL),
         "rack": labels.get(RACK_LABEL),
-        "model": labels.get(GPU_PRODUCT_LABEL),
         "gpus": gpus,
     }
 

@@ -13,7 +13,6 @@ import numpy as np
 from netsched.extender.cache import UNKNOWN, NodeTable
 
 LEVELS = {"node": 3, "rack": 2, "zone": 1, "any": 0}
-LEVEL_NAMES = {v: k for k, v in LEVELS.items()}
 
 
 @dataclass(frozen=True)

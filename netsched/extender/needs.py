@@ -153,12 +153,40 @@ def check(needs: NetworkNeeds, view: View, idx: np.ndarray, job: str | None,
                                f"{MAX_DATA_DISTANCE}={needs.max_data_distance})")
     for limit in needs.limits:
         targets = sorted(set(view.peers)) if limit.towards == "peer" else [needs.data_name]
-        for pos, i in enumerate(idx):
-            if pos not in reasons:
-                why = _limit_failure(limit, names[i], targets, telemetry)
-                if why:
-                    reasons[pos] = why
+        for target in targets:  # the first target a node fails is the one its reason names
+            _check_limit(limit, target, view, idx, measured(view, idx, target, telemetry), reasons)
     return reasons
+
+
+def measured(view: View, idx: np.ndarray, target: str,
+             telemetry: TelemetryStore) -> tuple[np.ndarray, np.ndarray] | None:
+    """Fresh bandwidth (Mbit/s) and RTT (ms) from each candidate to target, NaN where unmeasured;
+    None when no node has a fresh measurement towards target."""
+    if not telemetry:
+        return None
+    bw, rtt = telemetry.aligned(target, view.table.index, len(view.table.names))
+    if np.isnan(bw).all():
+        return None
+    return bw[idx], rtt[idx]
+
+
+def _check_limit(limit: Limit, target: str, view: View, idx: np.ndarray,
+                 links: tuple[np.ndarray, np.ndarray] | None, reasons: dict[int, str]) -> None:
+    names = view.table.names
+    got = np.full(len(idx), np.nan) if links is None else links[0 if limit.measure == "bandwidth_mbps" else 1]
+    with np.errstate(invalid="ignore"):
+        bad = (got > limit.value) if limit.bound == "max" else (got < limit.value)
+    unit = "ms RTT" if limit.measure == "rtt_ms" else "Mbit/s"
+    for pos in np.flatnonzero(np.isnan(got) | bad):
+        node = names[idx[pos]]
+        if pos in reasons or node == target:  # a pod next to its peer on one node needs no network
+            continue
+        if np.isnan(got[pos]):
+            reasons[int(pos)] = (f"netsched: no fresh measurement from {node} to {limit.towards} {target} "
+                                 f"({limit.annotation}={limit.value:g} cannot be checked)")
+        else:
+            reasons[int(pos)] = (f"netsched: {node} to {limit.towards} {target} measures {got[pos]:g} "
+                                 f"{unit}, {limit.bound} allowed {limit.value:g} ({limit.annotation})")
 
 
 def _check_peer_distance(distance: str, view: View, idx: np.ndarray, job: str | None,
@@ -180,19 +208,3 @@ def _where(view: View, node: str, distance: str) -> str:
         return node
     found = view.table.rack_of(i) if distance == "rack" else view.table.zone_of(i)
     return found or f"{node} (no {distance} label)"
-
-
-def _limit_failure(limit: Limit, node: str, targets: list[str], telemetry: TelemetryStore) -> str | None:
-    for target in targets:
-        if target == node:
-            continue  # a pod next to its peer on one node needs no network
-        stats = telemetry.link(node, target)
-        if stats is None:
-            return (f"netsched: no fresh measurement from {node} to {limit.towards} {target} "
-                    f"({limit.annotation}={limit.value:g} cannot be checked)")
-        got = getattr(stats, limit.measure)
-        if (got > limit.value) if limit.bound == "max" else (got < limit.value):
-            unit = "ms RTT" if limit.measure == "rtt_ms" else "Mbit/s"
-            return (f"netsched: {node} to {limit.towards} {target} measures {got:g} {unit}, "
-                    f"{limit.bound} allowed {limit.value:g} ({limit.annotation})")
-    return None

@@ -27,7 +27,7 @@ import numpy as np
 
 from netsched.extender.cache import UNKNOWN, View
 from netsched.extender.locality import Place, closeness_levels
-from netsched.extender.needs import NetworkNeeds, data_place
+from netsched.extender.needs import NetworkNeeds, data_place, measured
 from netsched.extender.protocol import MAX_SCORE, PodRef
 from netsched.telemetry.store import TelemetryStore
 
@@ -119,16 +119,13 @@ def _blend_measured(topo: np.ndarray, view: View, idx: np.ndarray, target: str,
 def _measured_quality(view: View, idx: np.ndarray, target: str,
                       telemetry: TelemetryStore) -> np.ndarray | None:
     """0..1 per candidate from fresh measurements towards target; NaN where unmeasured."""
-    row = telemetry.fresh_links_to(target) if telemetry else {}
-    if not row:
+    links = measured(view, idx, target, telemetry)
+    if links is None or np.isnan(links[0]).all():
         return None
-    names = view.table.names
-    bw = np.array([row[names[i]].bandwidth_mbps if names[i] in row else np.nan for i in idx])
-    if np.isnan(bw).all():
-        return None
-    rtt = np.array([row[names[i]].rtt_ms if names[i] in row else np.nan for i in idx])
+    bw, rtt = links
+    best = np.nanmax(bw)
     with np.errstate(invalid="ignore", divide="ignore"):
-        bw_q = bw / np.nanmax(bw) if np.nanmax(bw) > 0 else np.zeros(len(idx))
+        bw_q = bw / best if best > 0 else np.zeros(len(idx))
         rtt_q = (np.nanmin(rtt) + RTT_FLOOR_MS) / (rtt + RTT_FLOOR_MS)
     return 0.5 * bw_q + 0.5 * rtt_q
 

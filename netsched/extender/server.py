@@ -169,7 +169,7 @@ async def _raw(send: Callable, status: int, body: bytes, content_type: bytes) ->
 
 def settle_gc() -> None:
     """Take what is alive after the first sync (modules, the cache) out of the collector's
-    view: otherwise each full collection walks it all, a 10-17 ms pause inside a request."""
+    view: otherwise each full collection walks it all, a pause inside whichever request it hits."""
     gc.collect()
     gc.freeze()
 

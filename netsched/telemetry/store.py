@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,31 @@ class TelemetryStore:
         self.clock = clock
         self._links: dict[str, dict[str, LinkStats]] = {}  # destination -> source -> stats
         self._lock = threading.Lock()
+        self._version = 0  # bumped by every record(): aligned arrays older than it are rebuilt
+        self._aligned: dict[tuple[str, int], tuple[int, Mapping, tuple[np.ndarray, ...]]] = {}
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
         stats = LinkStats(rtt_ms, bandwidth_mbps, self.clock() if observed_at is None else observed_at)
         with self._lock:
             self._links.setdefault(dst, {})[src] = stats
+            self._version += 1
+
+    def aligned(self, dst: str, index: Mapping[str, int], size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bandwidth (Mbit/s) and RTT (ms) from every source towards dst, at the positions `index`
+        gives the sources (NaN: never measured, or older than max_age). The arrays are rebuilt only
+        after new measurements, so a request costs a vector comparison, not a pass over the row."""
+        key = (dst, id(index))
+        with self._lock:
+            hit = self._aligned.get(key)
+            if hit is None or hit[0] != self._version or hit[1] is not index:
+                if len(self._aligned) > 1024:  # tables come and go as nodes change
+                    self._aligned.clear()
+                arrays = _arrays(self._links.get(dst, {}), index, size)
+                hit = self._aligned[key] = (self._version, index, arrays)
+        bw, rtt, seen = hit[2]
+        stale = self.clock() - seen > self.max_age  # NaN (never measured) compares False: stays NaN
+        return np.where(stale, np.nan, bw), np.where(stale, np.nan, rtt)
 
     def link(self, src: str, dst: str) -> LinkStats | None:
         stats = self._links.get(dst, {}).get(src)
@@ -61,3 +82,12 @@ class TelemetryStore:
 
     def __bool__(self) -> bool:
         return bool(self._links)
+
+
+def _arrays(row: dict[str, LinkStats], index: Mapping[str, int], size: int) -> tuple[np.ndarray, ...]:
+    bw, rtt, seen = (np.full(size, np.nan) for _ in range(3))
+    for src, s in row.items():
+        j = index.get(src)
+        if j is not None:
+            bw[j], rtt[j], seen[j] = s.bandwidth_mbps, s.rtt_ms, s.observed_at
+    return bw, rtt, seen

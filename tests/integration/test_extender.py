@@ -91,7 +91,9 @@ def test_pods_still_schedule_while_the_extender_is_down_and_none_is_lost(dev_clu
     try:
         for pod in _job("while-down", 3, 2, {}):
             core.create_namespaced_pod(namespace, pod)
-        assert len(_bound(core, namespace, 3, timeout=30)) == 3  # ignorable: kube-scheduler decides alone
+        # ignorable: kube-scheduler decides alone; _bound times out (failing the test) if it does not
+        placed = _bound(core, namespace, 3, timeout=30)
+        assert set(placed.values()) <= set(_nodes(core))
     finally:
         dev_cluster.restart(EXTENDER)
 

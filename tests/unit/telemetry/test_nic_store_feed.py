@@ -7,6 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pytest
 
 from netsched.telemetry.nic import NicMonitor, read_counters
@@ -100,3 +101,19 @@ def test_the_feed_records_complete_links_aged_by_when_the_agent_measured_them(pr
 def test_an_unreachable_prometheus_is_reported_not_raised():
     feed = PrometheusFeed("http://127.0.0.1:9", TelemetryStore(), timeout=0.5)
     assert feed.refresh() == 0 and "Prometheus at http://127.0.0.1:9 could not be read" in feed.last_error
+
+
+def test_aligned_arrays_follow_new_measurements_and_age_out():
+    now = [0.0]
+    store = TelemetryStore(max_age=10, clock=lambda: now[0])
+    index = {"a": 0, "b": 1, "c": 2}
+    store.record("a", "t", 1.0, 100.0)
+    bw, rtt = store.aligned("t", index, 3)
+    assert bw[0] == 100.0 and rtt[0] == 1.0 and np.isnan(bw[1:]).all()
+    now[0] = 5.0
+    store.record("b", "t", 2.0, 50.0)  # a new measurement is seen, not a stale cached array
+    bw, _ = store.aligned("t", index, 3)
+    assert list(bw[:2]) == [100.0, 50.0]
+    now[0] = 10.5  # a's entry is now older than 10 s, b's is not
+    bw, rtt = store.aligned("t", index, 3)
+    assert np.isnan(bw[0]) and np.isnan(rtt[0]) and bw[1] == 50.0
