@@ -21,6 +21,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from netsched.telemetry.agent import ProbePlan
 from netsched.telemetry.testbed import Testbed, start_prometheus, stop
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -36,11 +37,12 @@ def _get(url: str) -> bytes:
         return resp.read()
 
 
-def _probe_bytes(prom: str) -> dict[str, float]:
-    """Bytes each node's probes sent, summed over its targets, from Prometheus."""
-    q = urllib.parse.urlencode({"query": "sum by (instance) (netsched_probe_bytes_total)"})
+def _probe_bytes(prom: str) -> dict[tuple[str, str], float]:
+    """Bytes each agent's bandwidth probes sent to each target so far, from Prometheus."""
+    q = urllib.parse.urlencode({"query": "netsched_probe_bytes_total"})
     doc = json.loads(_get(f"{prom}/api/v1/query?{q}"))
-    return {r["metric"]["instance"]: float(r["value"][1]) for r in doc["data"]["result"]}
+    return {(r["metric"]["instance"], r["metric"]["dst"]): float(r["value"][1])
+            for r in doc["data"]["result"]}
 
 
 def main() -> int:
@@ -74,13 +76,15 @@ def main() -> int:
 
 
 def report(args, net: Testbed, start: dict, end: dict, elapsed: float, rows: dict) -> str:
+    plan = ProbePlan()
     node_lines = []
     for s in SITES:
         inst = f"{net.ip(s)}:9101"
-        per_min = (end.get(inst, 0) - start.get(inst, 0)) / elapsed * 60
-        busy = sum(link.get("probe_seconds", 0) for link in rows[s].values())  # last round, per link
-        node_lines.append(f"| {s} | {per_min / 1e6:.1f} MB | {len(rows[s])} | "
-                          f"{busy / len(rows[s]) / args.interval:.1%} |")
+        sent = {dst: (end.get((inst, dst), 0) - start.get((inst, dst), 0)) / elapsed for dst in rows[s]}
+        # share of time each link carried probe bytes: bytes sent / what the shaped link carries
+        busy = [rate * 8 / (net.rate(s, dst) * 1e6) for dst, rate in sent.items()]
+        node_lines.append(f"| {s} | {sum(sent.values()) * 60 / 1e6:.1f} MB | {len(rows[s])} | "
+                          f"{sum(busy) / len(busy):.1%} | {max(busy):.1%} |")
     link_lines = []
     for (a, b) in sorted(RATES):
         for src, dst in ((a, b), (b, a)):
@@ -94,11 +98,13 @@ def report(args, net: Testbed, start: dict, end: dict, elapsed: float, rows: dic
         f"Command: `sudo python bench/telemetry_probe.py --minutes {args.minutes:g} "
         f"--interval {args.interval:g}` ({time.strftime('%Y-%m-%d')}, 2 cores).", "",
         f"Four sites (network namespaces, `tc` htb per destination), one agent each with default probe "
-        f"settings (target 0.5 s per bandwidth probe, budget 64 MiB/min, 8 peers per round) and "
+        f"settings (target {plan.target_seconds:g} s per bandwidth probe, budget "
+        f"{plan.budget_bytes_per_minute / 2**20:g} MiB/min, {plan.peers_per_round} peers per round) and "
         f"`--interval {args.interval:g}`; a real Prometheus scraping them. Probe bytes per minute from "
-        f"`netsched_probe_bytes_total` over {elapsed / 60:.1f} minutes; busy share = seconds a link carries "
-        "a bandwidth probe per interval.", "",
-        "| node | probe bytes / minute | links | busy share of each link |", "|---|---|---|---|",
+        f"`netsched_probe_bytes_total` over {elapsed / 60:.1f} minutes; busy share = probe bytes sent over a "
+        "link / what its shaped rate carries in the same time.", "",
+        "| node | probe bytes / minute | links | busy share, mean | busy share, max |",
+        "|---|---|---|---|---|",
         *node_lines, "",
         "| link | shaped Mbit/s | measured Mbit/s | error |", "|---|---|---|---|",
         *link_lines, "",
