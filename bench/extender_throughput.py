@@ -39,7 +39,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from netsched.cluster import processes
-from netsched.cluster.binaries import ensure_binaries
+from netsched.cluster.binaries import ensure_binaries, read_versions
 from netsched.cluster.devcluster import DevCluster
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.pods import gpu_pod
@@ -228,7 +228,8 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
         f"Command: `python bench/extender_throughput.py --nodes {args.nodes} --pods {args.pods} "
         f"--rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}, 2 cores shared by everything).",
         "",
-        f"Real kube-scheduler v1.34.10, {args.nodes} KWOK nodes x 8 GPUs in {zones} zones / {racks} racks, "
+        f"Real kube-scheduler {read_versions()['KUBERNETES_VERSION']}, {args.nodes} KWOK nodes x 8 GPUs "
+        f"in {zones} zones / {racks} racks, "
         f"{args.pods} pods per run ({args.pods // REPLICAS} jobs of {REPLICAS} x {GPUS} GPUs) waiting "
         "for their kube-scheduler, which then starts; pods/s = (pods - 1) / (last binding - first "
         "binding), after one discarded warm-up run. Each configuration is its own kube-scheduler "

@@ -8,6 +8,7 @@ from netsched.cluster.events import rfc3339
 from netsched.cluster.topology import GPUNode
 from netsched.operator.capacity import Fit
 from netsched.operator.reconcile import PodView
+from netsched.operator.replica_pods import pod_name
 from netsched.operator.spec import JobSpec, job_spec
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -42,8 +43,7 @@ def job(**kwargs) -> JobSpec:
 
 def pod(replica: int, attempt: int = 0, phase: str = "Pending", node: str | None = None, gated: bool = False,
         deleting: bool = False, message: str = "", job: str = "train") -> PodView:
-    name = f"{job}-{replica}" if attempt == 0 else f"{job}-{replica}-a{attempt}"
-    return PodView(name, replica, attempt, phase, node, gated, deleting, message)
+    return PodView(pod_name(job, replica, attempt), replica, attempt, phase, node, gated, deleting, message)
 
 
 class FitStub:
