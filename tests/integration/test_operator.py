@@ -71,7 +71,9 @@ def test_a_gpujob_runs_then_succeeds_with_true_status_events_and_one_record(dev_
     assert _condition(done, "Admitted")["reason"] == "GangReleased"
     assert done["status"]["startTime"] <= done["status"]["completionTime"]
     assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
-    reasons = _reasons(core, namespace, "train")  # timestamps have 1 s resolution: order within one is lost
+    # events follow the status patch that caused them, so the last one may land just after the phase
+    reasons = poll(lambda: (r := _reasons(core, namespace, "train")) and "AllReplicasSucceeded" in r and r,
+                   10, "the AllReplicasSucceeded event")  # timestamps have 1 s resolution: order within one is lost
     assert sorted(reasons) == sorted(["PodsCreated", "Pending", "GangReleased", "Scheduling", "Running",
                                       "AllReplicasSucceeded"])
     assert reasons[-1] == "AllReplicasSucceeded"
