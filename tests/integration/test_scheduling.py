@@ -37,9 +37,10 @@ def test_two_gpu_pod_is_bound_to_the_only_node_with_free_gpus(core, namespace):
 
     assert pod.spec.node_name == target
     assert scheduled_condition(pod).status == "True"
-    events = core.list_namespaced_event(
-        namespace, field_selector="involvedObject.name=wants-two,reason=Scheduled"
-    ).items
+    # kube-scheduler's event broadcaster writes the event after the binding, so wait for it
+    events = poll(lambda: core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=wants-two,reason=Scheduled").items, 10,
+        "the Scheduled event")
     assert [e.reporting_component for e in events] == [SCHEDULER_NAME]
 
 
