@@ -75,6 +75,7 @@ def build_cache(n: int, seed: int) -> tuple[ClusterCache, list[str]]:
     cache = ClusterCache(max_age=3600.0)  # never stale during a run: no watch keeps it fresh here
     cache.replace("nodes", nodes)
     cache.replace("pods", pods)
+    cache.replace("packingplans", [])
     settle_gc()  # as `netsched extender` does after its first sync
     return cache, names
 

@@ -109,13 +109,16 @@ def cmd_extender(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import logging
 
+    from netsched.operator.packer import PackerConfig
     from netsched.operator.records import default_path
     from netsched.operator.run import run_operator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    packer = PackerConfig(not args.no_packer, args.pack_budget, args.pack_after, args.pack_cooldown,
+                          args.plan_deadline)
     run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
                  health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval,
-                 peering=args.peering, scheduler=args.scheduler_name)
+                 peering=args.peering, scheduler=args.scheduler_name, packer=packer)
     return 0
 
 
@@ -263,6 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "netsched: the scheduler profile that calls the extender)")
     op.add_argument("--peering", metavar="NAME", help="kopf ClusterKopfPeering to join, so that of several "
                     "replicas only one acts (default: run standalone)")
+    op.add_argument("--no-packer", action="store_true",
+                    help="never evict or move pods to make room (no PackingPlans)")
+    op.add_argument("--pack-budget", type=float, default=1.0, metavar="SECONDS",
+                    help="wall-clock budget of each packer solve, never overrun (default 1)")
+    op.add_argument("--pack-after", type=float, default=5.0, metavar="SECONDS",
+                    help="how long a pod must wait (Unschedulable, or a gang at its gate) before the packer "
+                    "looks for room (default 5)")
+    op.add_argument("--pack-cooldown", type=float, default=10.0, metavar="SECONDS",
+                    help="least time between two packer solves (default 10)")
+    op.add_argument("--plan-deadline", type=int, default=120, metavar="SECONDS",
+                    help="a PackingPlan not done by then is abandoned and its pins released (default 120)")
     op.set_defaults(func=cmd_operator)
 
     ag = sub.add_parser("agent", help="run the telemetry agent of one node",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kubernetes import client, config
 
 
@@ -14,3 +16,11 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def api_message(exc: client.ApiException) -> str:
+    """The API server's own message for a failed call (its Status body), else the HTTP status."""
+    try:
+        return json.loads(exc.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{exc.status} {exc.reason}"

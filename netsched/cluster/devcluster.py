@@ -229,8 +229,6 @@ class DevCluster:
             t0 = time.monotonic()
             if name == EXTENDER:
                 grant(self.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)
-            if name == "kube-scheduler":  # before the operator, and installed even when it does not run
-                install_crds(self.api_client())
             if name == OPERATOR:
                 grant(self.api_client(), OPERATOR_ROLE, OPERATOR_RULES, OPERATOR)
             with processes.signals_deferred():
@@ -238,6 +236,8 @@ class DevCluster:
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
                 self._save(state)
             processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
+            if name == "kube-apiserver":  # the extender watches PackingPlans, operator or not
+                install_crds(self.api_client())
             self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
 
     def _create_nodes(self) -> None:

@@ -22,10 +22,11 @@ def now_rfc3339() -> str:
 
 
 def event(involved: dict, reason: str, message: str, component: str, type_: str = "Normal") -> dict:
-    """An Event about `involved` ({apiVersion, kind, namespace, name, uid}); messages are cut at 1 KiB."""
+    """An Event about `involved` ({apiVersion, kind, namespace, name, uid}); messages are cut at 1 KiB.
+    A cluster-scoped object's events live in the default namespace, as client-go records them."""
     now = now_rfc3339()
     return {
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"] or "default"},
         "involvedObject": involved,
         "reason": reason, "type": type_, "message": message[:1024],
         "source": {"component": component}, "reportingComponent": component,

@@ -9,14 +9,16 @@ cover everything a pod goes through:
                                as "30s") succeed that long after they started running
   pod-fail-after-duration      Running pods annotated netsched.io/fail-after fail (exit code 1)
                                that long after they started: for testing retries
-  pod-delete                   pods being deleted are removed at once
+  pod-delete-after-duration    pods being deleted that are annotated netsched.io/stop-after (a Go
+                               duration) are removed that long later: a slow graceful shutdown
+  pod-delete                   other pods being deleted are removed at once
 """
 
 from __future__ import annotations
 
 import yaml
 
-from netsched.cluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION
+from netsched.cluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION, STOP_AFTER_ANNOTATION
 
 RUNNING_TEMPLATE = """\
 {{ $started := Now }}
@@ -91,6 +93,8 @@ def _stage(name: str, match: list[dict], next_: dict, delay: dict | None = None)
 def pod_stages() -> list[dict]:
     annotation = f'.metadata.annotations["{DURATION_ANNOTATION}"]'
     fail_after = f'.metadata.annotations["{FAIL_AFTER_ANNOTATION}"]'
+    stop_after = f'.metadata.annotations["{STOP_AFTER_ANNOTATION}"]'
+    deleting = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
     return [
         _stage("pod-ready", [NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}],
                {"statusTemplate": RUNNING_TEMPLATE}),
@@ -106,7 +110,10 @@ def pod_stages() -> list[dict]:
                [NOT_DELETING, RUNNING, {"key": fail_after, "operator": "Exists"}],
                {"statusTemplate": FAILED_TEMPLATE},
                delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": fail_after}}),
-        _stage("pod-delete", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+        _stage("pod-delete-after-duration", [deleting, {"key": stop_after, "operator": "Exists"}],
+               {"finalizers": {"empty": True}, "delete": True},
+               delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": stop_after}}),
+        _stage("pod-delete", [deleting, {"key": stop_after, "operator": "DoesNotExist"}],
                {"finalizers": {"empty": True}, "delete": True}),
     ]
 

@@ -9,6 +9,8 @@ from netsched.cluster.topology import GPU_RESOURCE
 # pod this many seconds after it started; a Go duration such as "30s" or "2m".
 DURATION_ANNOTATION = "netsched.io/duration"
 FAIL_AFTER_ANNOTATION = "netsched.io/fail-after"  # the same, but the pod fails (exit code 1)
+# A pod being deleted lingers this long before KWOK removes it: a slow graceful shutdown.
+STOP_AFTER_ANNOTATION = "netsched.io/stop-after"
 
 
 def gpu_pod(

@@ -12,6 +12,8 @@ EXTENDER_ROLE = "netsched:extender"
 EXTENDER_RULES = [
     # the cache: node labels and GPUs, and where GPU pods are bound
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    # PackingPlans: the pins and reservations the filter enforces
+    {"apiGroups": ["netsched.io"], "resources": ["packingplans"], "verbs": ["get", "list", "watch"]},
     # placement explanations on pods
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
@@ -29,6 +31,13 @@ OPERATOR_RULES = [
     # kopf follows CRDs to learn when the GPUJob resource appears or changes
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
      "verbs": ["get", "list", "watch"]},
+    # the packer: record PackingPlans and carry them out (kopf patches its finalizer on them)
+    {"apiGroups": ["netsched.io"], "resources": ["packingplans"],
+     "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["netsched.io"], "resources": ["packingplans/status"], "verbs": ["get", "patch", "update"]},
+    # evict only through the Eviction API, so PodDisruptionBudgets hold; read the budgets to plan
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
 ]
 
 

@@ -10,7 +10,9 @@ pod lands there (as kube-scheduler's own cache does) until the watch confirms th
 binding or `assume_ttl` passes, so the next replica of a job, scheduled
 milliseconds later, already sees its peer.
 
-Age is the time since the apiserver was last heard from on the slower of the two
+Active PackingPlans are kept too, as the `Pins` the filter enforces.
+
+Age is the time since the apiserver was last heard from on the slowest of the
 watches; `View.stale` says it is past `max_age`, and the extender then answers with
 its documented fallback instead of stale data.
 """
@@ -26,11 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsched.cluster.labels import JOB_LABEL
+from netsched.cluster.plans import is_active
 from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
 
 UNKNOWN = -1  # id of a missing zone or rack label
-WATCHED = ("nodes", "pods")
+WATCHED = ("nodes", "pods", "packingplans")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class View:
     age: float
     stale: bool
     synced: bool
+    pins: Pins = Pins()
 
 
 class ClusterCache:
@@ -101,6 +106,8 @@ class ClusterCache:
         self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
         self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
         self._jobs: dict[str, Counter] = {}  # job -> nodes holding its pods, with counts
+        self._plans: dict[str, dict] = {}  # active PackingPlans by name
+        self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
         self._synced: set[str] = set()
 
@@ -114,6 +121,9 @@ class ClusterCache:
             if kind == "nodes":
                 self._nodes = {o["metadata"]["name"]: _node_facts(o) for o in objects}
                 self._table = None
+            elif kind == "packingplans":
+                self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
+                self._pins = None
             else:
                 for uid in [u for u in self._pods if u not in self._expiry]:
                     self._forget(uid)
@@ -126,6 +136,8 @@ class ClusterCache:
         with self._lock:
             if kind == "nodes":
                 self._apply_node(event_type, obj)
+            elif kind == "packingplans":
+                self._apply_plan(event_type, obj)
             else:
                 self._apply_pod(event_type, obj)
         self.heard(kind)
@@ -148,6 +160,14 @@ class ClusterCache:
         if self._nodes.get(name) != facts:
             self._nodes[name] = facts
             self._table = None
+
+    def _apply_plan(self, event_type: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        if event_type != "DELETED" and is_active(obj):
+            self._plans[name] = obj
+        elif self._plans.pop(name, None) is None:
+            return
+        self._pins = None
 
     def _apply_pod(self, event_type: str, obj: dict) -> None:
         uid = obj["metadata"].get("uid", "")
@@ -188,9 +208,12 @@ class ClusterCache:
             free = np.maximum(table.allocatable - self._used, 0)
             nodes = self._jobs.get(f"{namespace}/{job}") if job else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
+            if self._pins is None:
+                self._pins = Pins.of(self._plans.values())
+            pins = self._pins
         age = self.age(now)
         synced = self._synced >= set(WATCHED)
-        return View(table, free, peers, age, not synced or age > self.max_age, synced)
+        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins)
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now

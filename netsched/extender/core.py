@@ -1,10 +1,10 @@
 """What the extender decides for filter, prioritize and preempt, independent of HTTP.
 
-Filter removes nodes that fail a pod's network needs (each with a reason in
-FailedAndUnresolvableNodes) and then, by default, narrows the rest to a shortlist:
-the best-scoring nodes of the best network tier, at most `shortlist` of them.
-Narrowing is what keeps the extender cheap for kube-scheduler: its own Score
-plugins then run on a few nodes instead of all, and with one node left it skips
+Filter removes nodes that fail a pod's network needs or an active PackingPlan's pins
+and reservations (each with a reason in FailedAndUnresolvableNodes) and then, by
+default, narrows the rest to a shortlist: the best-scoring nodes of the best network
+tier, at most `shortlist` of them. Narrowing is what keeps the extender cheap for
+kube-scheduler: its own Score plugins then run on a few nodes instead of all, and with one node left it skips
 scoring and prioritize altogether. Nodes narrowed away are feasible, just worse
 for the network, so they are not reported as failed. `shortlist=0` turns it off.
 
@@ -75,13 +75,18 @@ class Extender:
             return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
         idx, known, unknown = self._index(view, names)
         reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
+        self._count_rejections(reasons, needs)
+        if view.pins:
+            pinned = view.pins.check(pod, view.table.names, view.table.index, idx, view.free)
+            self.metrics.filtered.labels("packing_plan").inc(len(pinned.keys() - reasons.keys()))
+            reasons = {**pinned, **reasons}
         unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
         unknown_names = [names[pos] for pos in unknown]
-        self._count_rejections(reasons, needs)
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
         scored = self.scorer.score(pod, needs, view, ok_idx, self.telemetry)
         order = _ranking(scored, ok_idx)
-        passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, needs)
+        strict = bool(needs) or bool(view.pins and view.pins.pinned(pod))
+        passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, strict)
         self._record(pod, view, ok_idx, scored, order, len(names), unresolvable)
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
@@ -138,13 +143,14 @@ class Extender:
         return np.array([found[pos] for pos in known], dtype=np.int64), known, unknown
 
     def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, order: list[int],
-                unknown: list[str], needs: NetworkNeeds) -> tuple[list[str], dict[str, str]]:
-        """The nodes to hand back, best first, and the unknown ones that fail."""
+                unknown: list[str], strict: bool) -> tuple[list[str], dict[str, str]]:
+        """The nodes to hand back, best first, and the unknown ones that fail (all of them when
+        the pod has network needs or a pin: a node missing from the cache cannot be checked)."""
         if self.shortlist > 0 and len(order):
             best = scored.network[order[0]]
             order = [o for o in order[: self.shortlist] if scored.network[o] >= best - TIER_TOLERANCE]
         passed = [view.table.names[ok_idx[o]] for o in order]
-        if needs:  # a node a watch event away from the cache cannot be checked yet
+        if strict:
             return passed, {n: f"netsched: node {n} is not in the extender's cache yet; "
                                "it is considered once the node watch catches up" for n in unknown}
         if self.shortlist == 0 or not passed:

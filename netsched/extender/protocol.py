@@ -31,6 +31,7 @@ class PodRef:
     job: str | None  # value of the netsched.io/job label: pods of one job are placed together
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    owner: str | None = None  # uid of the pod's controller (a PackingPlan may pin its replacement pods)
 
     @property
     def key(self) -> str:
@@ -71,7 +72,15 @@ def _parse_pod(pod: Any) -> PodRef:
         job=labels.get(JOB_LABEL),
         labels=labels,
         annotations=annotations,
+        owner=_controller(meta.get("ownerReferences")),
     )
+
+
+def _controller(refs: Any) -> str | None:
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True and isinstance(ref.get("uid"), str):
+            return ref["uid"]
+    return None
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:

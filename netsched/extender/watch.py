@@ -1,4 +1,4 @@
-"""List-and-watch Nodes and Pods into the ClusterCache, one daemon thread per kind.
+"""List-and-watch Nodes, Pods and PackingPlans into the ClusterCache, one daemon thread per kind.
 
 Objects stay plain dicts decoded by orjson: the kubernetes client's model classes
 cost far more per event than the extender can afford at a thousand pods a second.
@@ -13,11 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import orjson
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
+from netsched.cluster import plans
 from netsched.extender.cache import ClusterCache
 
 log = logging.getLogger(__name__)
@@ -31,8 +33,12 @@ class Reflector:
     def __init__(self, api: client.ApiClient, cache: ClusterCache, kind: str,
                  on_event: Callable[[str, dict], None] = lambda t, o: None):
         core = client.CoreV1Api(api)
-        self.list_call = core.list_node if kind == "nodes" else core.list_pod_for_all_namespaces
-        self.kwargs = {} if kind == "nodes" else {"field_selector": POD_SELECTOR}
+        self.list_call, self.kwargs = {
+            "nodes": (core.list_node, {}),
+            "pods": (core.list_pod_for_all_namespaces, {"field_selector": POD_SELECTOR}),
+            "packingplans": (partial(client.CustomObjectsApi(api).list_cluster_custom_object,
+                                     plans.GROUP, plans.VERSION, plans.PLURAL), {}),
+        }[kind]
         self.cache, self.kind, self.on_event = cache, kind, on_event
         self.stopped = threading.Event()
 
@@ -49,8 +55,7 @@ class Reflector:
                 while not self.stopped.is_set() and version:
                     version = self._watch(version)
             except Exception as exc:  # any failure: log, back off, list again
-                log.warning("%s watch failed (%s: %s); listing again in %.1f s",
-                            self.kind, type(exc).__name__, exc, backoff)
+                log.warning("%s watch failed (%s); listing again in %.1f s", self.kind, _why(exc), backoff)
                 self.stopped.wait(backoff)
                 backoff = min(backoff * 2, 10)
 
@@ -87,9 +92,17 @@ class Reflector:
         return version
 
 
+def _why(exc: Exception) -> str:
+    if isinstance(exc, client.ApiException):
+        hint = ": is its CRD installed? (netsched/crds/)" if exc.status == 404 else ""
+        return f"HTTP {exc.status} {exc.reason}{hint}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def start_watches(api: client.ApiClient, cache: ClusterCache,
                   on_pod_event: Callable[[str, dict], None]) -> list[Reflector]:
-    return [Reflector(api, cache, "nodes").start(), Reflector(api, cache, "pods", on_pod_event).start()]
+    return [Reflector(api, cache, "nodes").start(), Reflector(api, cache, "pods", on_pod_event).start(),
+            Reflector(api, cache, "packingplans").start()]
 
 
 def wait_synced(cache: ClusterCache, timeout: float) -> bool:

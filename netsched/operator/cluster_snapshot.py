@@ -30,11 +30,16 @@ RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 
 
 def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Snapshot:
+    return snapshot_of(*cluster_state(api), scheduler)
+
+
+def cluster_state(api: client.ApiClient) -> tuple[list[dict], list[dict], list[dict]]:
+    """Nodes, pods and PodDisruptionBudgets as plain dicts."""
     core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
     raw_nodes = api.sanitize_for_serialization(core.list_node())["items"]
     raw_pods = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())["items"]
     pdbs = api.sanitize_for_serialization(policy.list_pod_disruption_budget_for_all_namespaces())["items"]
-    return snapshot_of(raw_nodes, raw_pods, pdbs, scheduler)
+    return raw_nodes, raw_pods, pdbs
 
 
 def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
@@ -75,7 +80,7 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
     allowed = tuple(n.name for n in nodes if may_use(n, spec))
     pdb = next((_key(b) for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
-                and _matches((b.get("spec") or {}).get("selector"), labels)), None)
+                and selects((b.get("spec") or {}).get("selector"), labels)), None)
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed)
 
@@ -89,7 +94,7 @@ def _key(obj: dict) -> str:
     return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
 
 
-def _matches(selector: dict | None, labels: dict[str, str]) -> bool:
+def selects(selector: dict | None, labels: dict[str, str]) -> bool:
     if selector is None:
         return False  # policy/v1: a null selector covers no pods; an empty one covers them all
     if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import threading
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 import kopf
 from kubernetes import client
 
+from netsched.cluster.connect import api_message
 from netsched.cluster.events import event
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
@@ -131,7 +131,7 @@ class Operator:
             if exc.status == 409:
                 return  # created by an earlier tick whose pod the index has not shown yet
             self.metrics.api_errors.labels("create").inc()
-            message = (f"cannot create the pod of replica {replica}: {_api_message(exc)}; "
+            message = (f"cannot create the pod of replica {replica}: {api_message(exc)}; "
                        "fix spec.template (or the missing object it names)")
             conds = actions.status.setdefault("conditions", [])
             if c.set_condition(conds, c.PODS_READY, False, c.POD_CREATE_FAILED, message, job.generation):
@@ -156,19 +156,12 @@ class Operator:
             if exc.status == 404 and action in ("delete", "ungate"):
                 return  # already gone: the next tick sees it
             self.metrics.api_errors.labels(action).inc()
-            log.warning("%s failed: %s", action, _api_message(exc))
+            log.warning("%s failed: %s", action, api_message(exc))
 
 
 def _request(job: JobSpec) -> Resources:
     """What one replica asks for, as its pod will."""
     return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])
-
-
-def _api_message(exc: client.ApiException) -> str:
-    try:
-        return json.loads(exc.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return f"{exc.status} {exc.reason}"
 
 
 # ---- kopf registration -------------------------------------------------------------

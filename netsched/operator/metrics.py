@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+SOLVE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, float("inf"))
+
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, float("inf"))
 
 
@@ -19,3 +21,12 @@ class OperatorMetrics:
         self.api_errors = Counter(
             "netsched_operator_api_errors_total", "Kubernetes API calls that failed, by action",
             ["action"], registry=self.registry)
+        self.pack_solves = Counter(
+            "netsched_packer_solves_total", "Packer solves, by what came of them (plan, no_gain)",
+            ["result"], registry=self.registry)
+        self.pack_seconds = Histogram(
+            "netsched_packer_solve_seconds", "Wall time of each packer solve", buckets=SOLVE_BUCKETS,
+            registry=self.registry)
+        self.plans_finished = Counter(
+            "netsched_packing_plans_finished_total", "PackingPlans that ended, by phase and reason",
+            ["phase", "reason"], registry=self.registry)

@@ -12,6 +12,7 @@ from prometheus_client import start_http_server
 from netsched.cluster.connect import api_client
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator.handlers import Operator, register
+from netsched.operator.packer import Packer, PackerConfig, register_packer
 from netsched.operator.records import JobRecords
 
 log = logging.getLogger(__name__)
@@ -19,14 +20,16 @@ log = logging.getLogger(__name__)
 
 def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", health_port: int = 8080,
                  metrics_port: int = 9090, interval: float = 1.0, peering: str | None = None,
-                 scheduler: str = SCHEDULER_NAME) -> None:
+                 scheduler: str = SCHEDULER_NAME, packer: PackerConfig | None = None) -> None:
     """Run until SIGINT/SIGTERM. With `peering` (a ClusterKopfPeering name) several replicas
     can run and only the one kopf elects acts; without it, this one acts alone."""
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
     operator = Operator(api_client(kubeconfig), JobRecords(records), interval=interval, scheduler=scheduler)
+    packer = packer or PackerConfig()
     registry = kopf.OperatorRegistry()
     register(registry, operator)
+    register_packer(registry, Packer(operator.api, packer, operator.metrics, scheduler), interval)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs):
@@ -35,7 +38,8 @@ def run_operator(kubeconfig: str | None, records: Path, host: str = "0.0.0.0", h
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     start_http_server(metrics_port, addr=host, registry=operator.metrics.registry)
-    log.info("netsched operator: records in %s, metrics on :%d, health on :%d/healthz",
-             records, metrics_port, health_port)
+    log.info("netsched operator: records in %s, metrics on :%d, health on :%d/healthz; packer %s",
+             records, metrics_port, health_port,
+             f"budget {packer.budget:g} s, after {packer.wait:g} s" if packer.enabled else "off")
     kopf.run(registry=registry, clusterwide=True, standalone=peering is None, peering_name=peering,
              liveness_endpoint=f"http://{host}:{health_port}/healthz")

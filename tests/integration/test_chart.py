@@ -32,7 +32,8 @@ PEERING_RULE = {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
 # Everything but the defaults: HA operator (kopf peering), more extenders, telemetry, monitoring.
 CUSTOM_VALUES = {
     "operator": {"replicas": 2, "records": {"persistence": {"accessModes": ["ReadWriteMany"],
-                                                            "storageClassName": "shared"}}},
+                                                            "storageClassName": "shared"}},
+                 "packer": {"enabled": False}},
     "extender": {"replicas": 3, "shortlist": 0,
                  "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"}},
     # Its own schedulerName: the scheduler started below must not take the dev-cluster's pods.
@@ -96,7 +97,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     operator = container(docs, "Deployment", "netsched-operator")
     assert operator["image"] == "netsched:0.1.0"
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
-                                "--records=/var/lib/netsched/job-records.jsonl", "--scheduler-name=netsched"]
+                                "--records=/var/lib/netsched/job-records.jsonl", "--scheduler-name=netsched",
+                                "--pack-budget=1", "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
     assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"
@@ -149,8 +151,8 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == [
-        "--scheduler-name=netsched-chart-test", "--peering=netsched"]
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-3:] == [
+        "--scheduler-name=netsched-chart-test", "--no-packer", "--peering=netsched"]
     assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"
     assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES + [PEERING_RULE]
     pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")["spec"]
@@ -249,6 +251,9 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  id="unknown-top-level-key"),
     pytest.param({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum: got 0, want 1",
                  id="no-operator"),
+    pytest.param({"operator": {"packer": {"budgetSeconds": 0}}},
+                 "at '/operator/packer/budgetSeconds': exclusiveMinimum: got 0, want 0",
+                 id="packer-without-time"),
     pytest.param({"image": {"pullPolicy": "Sometimes"}},
                  "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",
                  id="bad-pull-policy"),
@@ -288,10 +293,11 @@ def release(bin_dir, dev_cluster):
 
 
 def test_the_chart_crds_are_the_source_files_and_accepted(bin_dir, dev_cluster):
-    assert (CHART / "crds" / "gpujobs.netsched.io.yaml").read_bytes() == (
-        ROOT / "netsched" / "crds" / "gpujobs.netsched.io.yaml").read_bytes()
+    for source in (ROOT / "netsched" / "crds").glob("*.yaml"):
+        assert (CHART / "crds" / source.name).read_bytes() == source.read_bytes(), source.name
     out = ok(kubectl(bin_dir, dev_cluster, "apply", "--dry-run=server", "-f", CHART / "crds"))
-    for crd in ("gpujobs.netsched.io", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"):
+    for crd in ("gpujobs.netsched.io", "packingplans.netsched.io", "clusterkopfpeerings.kopf.dev",
+                "kopfpeerings.kopf.dev"):
         assert f"customresourcedefinition.apiextensions.k8s.io/{crd}" in out
 
 
@@ -334,11 +340,17 @@ CAN_I = [  # (component, kubectl auth can-i arguments, allowed)
     ("extender", "watch nodes", True),
     ("extender", "create events -n default", True),
     ("extender", "delete pods -n default", False),
+    ("extender", "watch packingplans.netsched.io", True),
+    ("extender", "create packingplans.netsched.io", False),
     ("extender", "get secrets -n {ns}", False),
     ("operator", "create pods -n default", True),
     ("operator", "delete pods -n default", True),
     ("operator", "patch gpujobs.netsched.io --subresource=status -n default", True),
     ("operator", "patch clusterkopfpeerings.kopf.dev", True),
+    ("operator", "create pods --subresource=eviction -n default", True),
+    ("operator", "create packingplans.netsched.io", True),
+    ("operator", "list poddisruptionbudgets.policy -A", True),
+    ("operator", "delete poddisruptionbudgets.policy -n default", False),
     ("operator", "get secrets -n {ns}", False),
     ("agent", "list nodes", True),
     ("agent", "watch pods -n {ns}", True),
@@ -426,5 +438,6 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
     assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
         [("Namespace", "netsched-system")] + [(d["kind"], d["metadata"]["name"]) for d in chart]
         + [("CustomResourceDefinition", n) for n in
-           ("gpujobs.netsched.io", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")])
+           ("gpujobs.netsched.io", "packingplans.netsched.io", "clusterkopfpeerings.kopf.dev",
+            "kopfpeerings.kopf.dev")])
     assert (committed / "examples" / "single-gpu.yaml").exists()  # examples stay, outside the kustomization

@@ -1,8 +1,11 @@
-"""The packer on a snapshot of the real dev-cluster: a high-priority gang that does not fit."""
+"""The packer controller on the real dev-cluster: a high-priority gang that does not fit gets
+room through a PackingPlan that the operator carries out and the extender enforces."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 
 import pytest
@@ -10,10 +13,14 @@ from builders import make_gpujob
 from kubernetes import client
 
 from netsched.cli import main
+from netsched.cluster import plans
+from netsched.cluster.devcluster import OPERATOR
+from netsched.cluster.labels import JOB_LABEL
+from netsched.cluster.pods import STOP_AFTER_ANNOTATION
 from netsched.cluster.wait import poll
-from netsched.operator.cluster_snapshot import cluster_snapshot
 from netsched.operator.spec import GROUP, PLURAL, VERSION
-from netsched.packing.solver import solve
+
+LOW, HIGH = 100, 100000
 
 
 @pytest.fixture(scope="module")
@@ -21,62 +28,150 @@ def priorities(dev_cluster):
     sched = client.SchedulingV1Api(dev_cluster.api_client())
     suffix = uuid.uuid4().hex[:6]
     names = {"low": f"test-low-{suffix}", "high": f"test-high-{suffix}"}
-    for level, value in (("low", 100), ("high", 100000)):
+    for level, value in (("low", LOW), ("high", HIGH)):
         sched.create_priority_class({"metadata": {"name": names[level]}, "value": value})
     yield names
     for name in names.values():
         sched.delete_priority_class(name)
 
 
-def _fill_with_low_priority_jobs(dev_cluster, core, namespace: str, priorities: dict) -> None:
-    jobs = client.CustomObjectsApi(dev_cluster.api_client())
+@pytest.fixture
+def custom(dev_cluster):
+    api = client.CustomObjectsApi(dev_cluster.api_client())
+    yield api
+    for plan in _plans(api):  # cluster-scoped: the namespace's deletion does not take them
+        api.delete_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, plan["metadata"]["name"])
+    poll(lambda: not _plans(api), 30, "the test's PackingPlans to go")
+
+
+def _plans(custom) -> list[dict]:
+    return custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)["items"]
+
+
+def _fill(custom, core, namespace: str, priorities: dict, **template) -> dict[str, str]:
+    """Low-priority 2 x 8-GPU jobs on every node; returns pod name -> uid."""
     nodes = len(core.list_node().items)
-    for i in range(nodes // 2):  # jobs of 2 x 8 GPUs fill every node
-        jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-            f"low-{i}", replicas=2, gpus=8, duration="600s", priorityClassName=priorities["low"]))
-    poll(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == nodes,
-         60, "the low-priority jobs to fill every node")
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "urgent", replicas=1, gpus=8, duration="5s", priorityClassName=priorities["high"]))
+    for i in range(nodes // 2):
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            f"low-{i}", replicas=2, gpus=8, duration="600s", priorityClassName=priorities["low"], **template))
+    pods = poll(lambda: (ps := core.list_namespaced_pod(namespace).items)
+                and sum(p.status.phase == "Running" for p in ps) == nodes and ps, 60,
+                "the low-priority jobs to fill every node")
+    return {p.metadata.name: p.metadata.uid for p in pods}
 
 
-def _urgent_waits(core, namespace: str) -> None:
-    poll(lambda: [p for p in core.list_namespaced_pod(namespace).items
-                  if p.metadata.name == "urgent-0" and p.spec.scheduling_gates], 30, "urgent-0 to wait gated")
+def _urgent(custom, namespace: str, priorities: dict) -> None:
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "urgent", replicas=2, gpus=8, duration="600s", priorityClassName=priorities["high"]))
 
 
-def test_a_live_snapshot_yields_a_plan_that_evicts_only_lower_priority_movable_pods(
-        dev_cluster, core, namespace, priorities):
-    _fill_with_low_priority_jobs(dev_cluster, core, namespace, priorities)
-    _urgent_waits(core, namespace)
-    snap = cluster_snapshot(dev_cluster.api_client())
-    urgent = next(p for p in snap.pods if p.name == f"{namespace}/urgent-0")
-    assert urgent.node is None and urgent.gang == f"{namespace}/urgent" and urgent.priority == 100000
-
-    plan = solve(snap, budget=2.0)
-    changes = plan.changes(snap)
-    assert plan.placement[urgent.name] is not None and plan.proven_optimal
-    by_name = {p.name: p for p in snap.pods}
-    evicted = [by_name[name] for name, _ in changes["evictions"]]
-    assert evicted and all(p.priority == 100 and p.movable for p in evicted)
-    assert len({p.gang for p in evicted}) == 1 and len(evicted) == 2  # one whole low gang, nothing more
+def _plan_in(custom, phases: tuple[str, ...], timeout: float = 60) -> dict:
+    return poll(lambda: next((p for p in _plans(custom) if plans.phase(p) in phases), None), timeout,
+                f"a PackingPlan in {'/'.join(phases)}")
 
 
-def test_a_pdb_that_allows_no_disruption_leaves_the_cluster_as_it_is(dev_cluster, core, namespace, priorities,
-                                                                     capsys):
+def _running(custom, namespace: str, name: str, timeout: float = 60) -> dict:
+    return poll(lambda: (j := custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+                .get("status", {}).get("phase") == "Running" and j, timeout, f"GPUJob {name} to run")
+
+
+def _check_plan_carried_out(custom, core, namespace: str, before: dict[str, str]) -> dict:
+    """The plan ended Succeeded, evicted one whole low job, and the urgent gang runs where planned."""
+    done = _plan_in(custom, plans.TERMINAL, timeout=90)
+    assert plans.phase(done) == "Succeeded", done["status"]
+    spec = done["spec"]
+    victims = {e["pod"].split("/")[1] for e in spec["evictions"]}
+    assert all(e["priority"] == LOW for e in spec["evictions"]) and spec["moves"] == []
+    assert len(victims) == 2 and len({v.rsplit("-", 1)[0] for v in victims}) == 1  # one whole gang
+    planned = {p["pod"].split("/")[1]: p["node"] for p in spec["placements"]}
+    assert sorted(planned) == ["urgent-0", "urgent-1"]
+    assert set(planned.values()) == {e["node"] for e in spec["evictions"]}  # the room it freed
+    urgent = _running(custom, namespace, "urgent")
+    assert {p["pod"]: p["node"] for p in urgent["status"]["placements"]} == planned
+    pods = core.list_namespaced_pod(namespace).items
+    untouched = {p.metadata.name: p.metadata.uid for p in pods if p.metadata.name not in victims
+                 and p.metadata.name in before}
+    assert untouched == {k: v for k, v in before.items() if k not in victims}  # no other pod disturbed
+    poll(lambda: _live_pods_per_job(core, namespace) == {f"low-{i}": 2 for i in range(len(before) // 2)}
+         | {"urgent": 2}, 30, "every job to have exactly its 2 pods (the evicted ones recreated, no more)")
+    return done
+
+
+def _live_pods_per_job(core, namespace: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in core.list_namespaced_pod(namespace).items:
+        if not p.metadata.deletion_timestamp:
+            counts[p.metadata.labels[JOB_LABEL]] = counts.get(p.metadata.labels[JOB_LABEL], 0) + 1
+    return counts
+
+
+def test_a_high_priority_gang_gets_room_through_a_plan_and_lands_where_it_says(
+        dev_cluster, core, custom, namespace, priorities):
+    before = _fill(custom, core, namespace, priorities)
+    _urgent(custom, namespace, priorities)
+    done = _check_plan_carried_out(custom, core, namespace, before)
+
+    assert done["spec"]["solver"]["source"] == "solver" and done["spec"]["counts"]["evictions"] == 2
+    assert done["status"]["arrived"] == sorted(p["pod"] for p in done["spec"]["placements"])
+    events = core.list_namespaced_event("default",
+                                        field_selector=f"involvedObject.name={done['metadata']['name']}")
+    assert {"Planned", "Started", "Evicted", "AllPlaced"} <= {e.reason for e in events.items}
+    # the evicted job's new pods wait: the room went to the pods the plan was for
+    victims = {e["pod"].split("/")[1] for e in done["spec"]["evictions"]}
+    again = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in victims]
+    assert len(again) == 2 and all(not p.spec.node_name for p in again)
+
+
+def test_a_plan_that_a_disruption_budget_forbids_is_never_carried_out(dev_cluster, core, custom, namespace,
+                                                                      priorities, capsys):
     policy = client.PolicyV1Api(dev_cluster.api_client())
-    low_pods = len(core.list_node().items)  # one 8-GPU pod per node
+    nodes = len(core.list_node().items)
     # minAvailable as a number: the disruption controller needs no scale subresource for GPUJobs
     policy.create_namespaced_pod_disruption_budget(namespace, {
         "metadata": {"name": "keep-low"},
-        "spec": {"minAvailable": low_pods, "selector": {"matchExpressions": [
-            {"key": "netsched.io/job", "operator": "In", "values": [f"low-{i}" for i in range(8)]}]}}})
-    _fill_with_low_priority_jobs(dev_cluster, core, namespace, priorities)
-    _urgent_waits(core, namespace)
+        "spec": {"minAvailable": nodes, "selector": {"matchExpressions": [
+            {"key": JOB_LABEL, "operator": "In", "values": [f"low-{i}" for i in range(nodes)]}]}}})
+    before = _fill(custom, core, namespace, priorities)
     poll(lambda: policy.read_namespaced_pod_disruption_budget("keep-low", namespace).status.current_healthy
-         == low_pods, 30, "the disruption controller to count the PDB's pods")
+         == nodes, 30, "the disruption controller to count the budget's pods")
+    _urgent(custom, namespace, priorities)
 
+    # the packer itself finds nothing it may do, and the dry run says so
     assert main(["pack", "--from-cluster", f"--kubeconfig={dev_cluster.kubeconfig}", "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert plan["source"] == "current" and plan["evictions"] == [] and plan["moves"] == []
-    assert not any(p["pod"] == f"{namespace}/urgent-0" for p in plan["placements"])
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["source"] == "current" and dry["evictions"] == [] and dry["moves"] == []
+    # a plan that breaks the budget anyway (stale, or written by hand) is refused before any eviction
+    low = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=low-0").items
+    urgent = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=urgent").items
+    custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, {
+        "apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND,
+        "metadata": {"name": f"by-hand-{namespace}"},
+        "spec": {"reason": "test", "placements": [
+            {"pod": f"{namespace}/{u.metadata.name}", "uid": u.metadata.uid, "node": v.spec.node_name,
+             "gpus": 8}
+            for u, v in zip(urgent, low, strict=True)],
+            "evictions": [{"pod": f"{namespace}/{p.metadata.name}", "uid": p.metadata.uid,
+                           "node": p.spec.node_name, "gpus": 8} for p in low], "moves": []}})
+    refused = _plan_in(custom, plans.TERMINAL)
+    assert plans.phase(refused) == "Failed" and refused["status"]["reason"] == "DisruptionBudget"
+    assert "keep-low allows 0 disruption(s)" in refused["status"]["message"]
+    assert len(_plans(custom)) == 1  # and the packer made none of its own
+    after = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
+    assert all(after.get(name) == uid for name, uid in before.items())
+    assert all(p.spec.scheduling_gates for p in core.list_namespaced_pod(
+        namespace, label_selector=f"{JOB_LABEL}=urgent").items)
+
+
+def test_an_operator_killed_mid_plan_finishes_it_after_a_restart(dev_cluster, core, custom, namespace,
+                                                                 priorities):
+    # victims that take 10 s to stop hold the plan in Evicting while the operator is down
+    before = _fill(custom, core, namespace, priorities, annotations={STOP_AFTER_ANNOTATION: "10s"})
+    _urgent(custom, namespace, priorities)
+    _plan_in(custom, ("Evicting",))
+    os.kill(dev_cluster.status()["components"][OPERATOR]["pid"], signal.SIGKILL)
+    try:
+        poll(lambda: OPERATOR not in dev_cluster.running_components(), 10, "the operator to die")
+        assert [plans.phase(p) for p in _plans(custom)] == ["Evicting"]
+    finally:
+        dev_cluster.restart(OPERATOR)
+    _check_plan_carried_out(custom, core, namespace, before)

@@ -118,6 +118,7 @@ def test_the_extender_ranks_nodes_by_the_measured_network(bed):
     cache = ClusterCache()
     cache.replace("nodes", [_node(n) for n in NODES])  # one rack: topology cannot tell them apart
     cache.replace("pods", [_pod("peer", "c", {JOB_LABEL: "train"})])
+    cache.replace("packingplans", [])
     shortlist, every = Extender(cache, telemetry=store), Extender(cache, telemetry=store, shortlist=0)
 
     peer = parse_args({"Pod": _pod("next", None, {JOB_LABEL: "train"}), "NodeNames": ["a", "b"]})
@@ -171,6 +172,7 @@ def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(b
     cache = ClusterCache()
     cache.replace("nodes", [_node(n) for n in NODES])
     cache.replace("pods", [])
+    cache.replace("packingplans", [])
     pod = _pod("strict", None, {}, {DATA_SOURCE: f"endpoint:{bed.data}",
                                     "netsched.io/min-data-bandwidth-mbps": "10"})
     out = Extender(cache, telemetry=store).filter(parse_args({"Pod": pod, "NodeNames": list(NODES)}))

@@ -31,10 +31,12 @@ def pod(name: str = "p", node_name: str | None = None, gpus: int = 2, job: str |
             "spec": spec, "status": {"phase": phase}}
 
 
-def cache_of(nodes: list[dict], pods: list[dict] = (), clock=None, **kwargs) -> ClusterCache:
+def cache_of(nodes: list[dict], pods: list[dict] = (), clock=None, plans: list[dict] = (),
+             **kwargs) -> ClusterCache:
     cache = ClusterCache(clock=clock, **kwargs) if clock else ClusterCache(**kwargs)
     cache.replace("nodes", nodes)
     cache.replace("pods", list(pods))
+    cache.replace("packingplans", list(plans))
     return cache
 
 

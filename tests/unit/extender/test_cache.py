@@ -62,16 +62,18 @@ def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
     assert "c1-0" not in cache.view().table.index
 
 
-def test_a_cache_is_stale_until_both_watches_sync_and_again_when_not_heard_from():
+def test_a_cache_is_stale_until_every_watch_syncs_and_again_when_one_is_not_heard_from():
     clock = Clock()
     cache = ClusterCache(max_age=30, clock=clock)
     assert cache.view().stale and not cache.view().synced
     cache.replace("nodes", CLUSTER)
-    assert cache.view().stale  # pods not listed yet
     cache.replace("pods", [])
+    assert cache.view().stale  # PackingPlans not listed yet: their reservations would be missed
+    cache.replace("packingplans", [])
     assert not cache.view().stale
     clock.now += 20
     cache.heard("nodes")
+    cache.heard("packingplans")
     clock.now += 15
     view = cache.view()
     assert view.stale and view.age == 35  # the pod watch has been silent for 35 s

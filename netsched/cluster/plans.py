@@ -1,0 +1,48 @@
+"""PackingPlan objects as the operator (which carries them out) and the extender (which
+enforces their pins) both read them. The CRD is netsched/crds/packingplans.netsched.io.yaml.
+
+A plan's *arrivals* are the pods it promises room to: each waiting pod it places, pinned
+by name, and the replacement of each pod it moves, pinned by its controller's uid. An
+arrival is outstanding until the operator lists it in `status.arrived`; while the plan is
+active, an outstanding arrival's GPUs on its node are reserved for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "packingplans", "PackingPlan"
+ACTIVE = ("Pending", "Evicting", "Placing")
+TERMINAL = ("Succeeded", "Failed", "TimedOut", "Abandoned")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    plan: str
+    key: str  # namespace/name: the waiting pod, or the moved pod whose replacement this is
+    namespace: str
+    node: str
+    gpus: int
+    owner: str | None = None  # set for a move: its replacement is any new pod of this controller
+
+
+def phase(plan: dict) -> str:
+    return (plan.get("status") or {}).get("phase") or "Pending"
+
+
+def is_active(plan: dict) -> bool:
+    return phase(plan) in ACTIVE and not plan["metadata"].get("deletionTimestamp")
+
+
+def arrivals(plan: dict) -> list[Arrival]:
+    name, spec = plan["metadata"]["name"], plan.get("spec") or {}
+    out = [Arrival(name, p["pod"], p["pod"].split("/")[0], p["node"], int(p.get("gpus") or 0))
+           for p in spec.get("placements") or ()]
+    out += [Arrival(name, m["pod"], m["pod"].split("/")[0], m["to"], int(m.get("gpus") or 0), m["owner"])
+            for m in spec.get("moves") or ()]
+    return out
+
+
+def outstanding(plan: dict) -> list[Arrival]:
+    done = set((plan.get("status") or {}).get("arrived") or ())
+    return [a for a in arrivals(plan) if a.key not in done]

@@ -1,0 +1,239 @@
+"""The packer controller: when netsched pods wait for room, solve and record a PackingPlan;
+then carry the active plan out, one step per tick.
+
+A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
+pass `wait` seconds later (kopf event handlers, so with peering only the elected operator
+asks; kopf timers would put a finalizer on every such pod). At most one solve runs at a
+time, at most one every `cooldown` seconds, none while a plan is active, and none again
+for a cluster state that already gave nothing to gain.
+
+Only pods of lower priority than the most important waiting pod may be disrupted, and a
+plan is written only when the solver finds one that evicts or moves some of them to place
+more than free room allows; placements the scheduler can make by itself need no plan.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+import kopf
+from kubernetes import client
+
+from netsched.cluster import plans
+from netsched.cluster.connect import api_message
+from netsched.cluster.events import event
+from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.operator.cluster_snapshot import cluster_state, snapshot_of
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.packing_plan import LivePod, Step, advance, end, plan_body
+from netsched.operator.replica_pods import GANG_GATE
+from netsched.packing.snapshot import Pod, Snapshot
+from netsched.packing.solver import solve
+
+log = logging.getLogger(__name__)
+COMPONENT = "netsched-packer"
+
+
+@dataclass(frozen=True)
+class PackerConfig:
+    enabled: bool = True
+    budget: float = 1.0  # seconds of wall time per solve, never overrun
+    wait: float = 5.0  # how long pods must have waited before the packer steps in
+    cooldown: float = 10.0  # seconds between solves
+    deadline: int = 120  # seconds a plan may take before it is abandoned
+
+
+@dataclass
+class Packer:
+    api: client.ApiClient
+    config: PackerConfig = PackerConfig()
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    scheduler: str = SCHEDULER_NAME
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # one solve at a time
+    _asking: threading.Lock = field(default_factory=threading.Lock)
+    _next: float = 0.0  # no solve before this (monotonic seconds)
+    _due: threading.Timer | None = None  # the packing pass already asked for
+    _fruitless: int | None = None  # fingerprint of the last cluster state that gave nothing to gain
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.policy = client.PolicyV1Api(self.api)
+
+    # ---- planning ------------------------------------------------------------------
+    def request(self, delay: float | None = None) -> None:
+        """Ask for a packing pass in `delay` seconds (default `wait`), or when the cooldown ends."""
+        if not self.config.enabled:
+            return
+        delay = self.config.wait if delay is None else delay
+        with self._asking:
+            if self._due is not None and self._due.is_alive():
+                return  # a pass is coming; it packs every pod waiting by then
+            self._due = threading.Timer(max(delay, self._next - time.monotonic()), self.maybe_pack)
+            self._due.daemon = True
+            self._due.start()
+
+    def maybe_pack(self) -> dict | None:
+        """Solve and create a plan if it is time to; the created plan, or None."""
+        if not self.config.enabled or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if time.monotonic() < self._next:
+                return None
+            self._next = time.monotonic() + self.config.cooldown
+            return self._pack()
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("pack").inc()
+            log.warning("packer: %s", api_message(exc))
+            return None
+        finally:
+            self._lock.release()
+
+    def _pack(self) -> dict | None:
+        listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
+        if any(plans.is_active(p) for p in listed["items"]):
+            return None  # one plan at a time
+        raw_nodes, raw_pods, pdbs = cluster_state(self.api)
+        snapshot = only_lower_priority_moves(snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler))
+        waiting = [p for p in snapshot.pods if not p.running]
+        fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
+                            tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
+        if not waiting or fingerprint == self._fruitless:
+            return None
+        plan = solve(snapshot, self.config.budget)
+        self.metrics.pack_seconds.observe(plan.seconds)
+        changes = plan.changes(snapshot)
+        if plan.source != "solver" or not (changes["evictions"] or changes["moves"]):
+            self._fruitless = fingerprint
+            self.metrics.pack_solves.labels("no_gain").inc()
+            log.info("packer: %d pod(s) wait; evicting or moving lower-priority pods would not place more "
+                     "(%s, %.2f s)", len(waiting), plan.source, plan.seconds)
+            return None
+        body = plan_body(snapshot, plan, raw_pods, _reason(waiting), self.config.budget, self.config.deadline)
+        created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
+        self.metrics.pack_solves.labels("plan").inc()
+        counts = body["spec"]["counts"]
+        self._event(created, "Planned", f"{body['spec']['reason']}: evict {counts['evictions']}, move "
+                                        f"{counts['moves']}, place {counts['placements']} "
+                                        f"({plan.source}, {plan.seconds:.2f} s)")
+        log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
+        return created
+
+    # ---- carrying out ----------------------------------------------------------------
+    def step(self, plan: dict) -> Step:
+        """One step of an active plan: read the pods, decide, act, write the status."""
+        raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods()}
+        pods = {k: LivePod.of(p) for k, p in raw.items()}
+        pdbs = self._pdbs() if plans.phase(plan) == "Pending" else []
+        now = datetime.now(UTC)
+        step = advance(plan, pods, pdbs, now)
+        for key in step.evict:
+            refused = self._evict(key)
+            if refused:
+                step = end(step, now, "Failed", "EvictionRefused",
+                           f"the API server refused to evict {key}: {refused}; no further pods are evicted")
+                break
+        for key in step.ungate:
+            self._ungate(raw[key])
+        if step.status != (plan.get("status") or {}):
+            self.custom.patch_cluster_custom_object_status(plans.GROUP, plans.VERSION, plans.PLURAL,
+                                                           plan["metadata"]["name"], {"status": step.status})
+        for type_, reason, message in step.events:
+            self._event(plan, reason, message, type_)
+        if step.status.get("phase") in plans.TERMINAL:
+            self.metrics.plans_finished.labels(step.status["phase"], step.status.get("reason", "")).inc()
+            self.request(self.config.cooldown)  # pods may still wait: the evicted ones, or others
+        return step
+
+    def _evict(self, key: str) -> str | None:
+        """Evict a pod; the API server's message if it refuses (a PodDisruptionBudget), else None."""
+        namespace, name = key.split("/", 1)
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except client.ApiException as exc:
+            if exc.status == 429:
+                return api_message(exc)
+            if exc.status != 404:  # gone already is what we wanted
+                raise
+        return None
+
+    def _ungate(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        keep = [g for g in pod["spec"].get("schedulingGates") or () if g.get("name") != GANG_GATE]
+        patch = ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
+                 else {"op": "remove", "path": "/spec/schedulingGates"})
+        try:
+            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [patch])
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _pods(self) -> list[dict]:
+        return self.api.sanitize_for_serialization(self.core.list_pod_for_all_namespaces())["items"]
+
+    def _pdbs(self) -> list[dict]:
+        return self.api.sanitize_for_serialization(
+            self.policy.list_pod_disruption_budget_for_all_namespaces())["items"]
+
+    def _event(self, plan: dict, reason: str, message: str, type_: str = "Normal") -> None:
+        meta = plan["metadata"]
+        involved = {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND, "namespace": "",
+                    "name": meta["name"], "uid": meta.get("uid", "")}
+        try:
+            self.core.create_namespaced_event("default", event(involved, reason, message, COMPONENT, type_))
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("event").inc()
+            log.warning("event on PackingPlan %s: %s", meta["name"], api_message(exc))
+
+
+def only_lower_priority_moves(snapshot: Snapshot) -> Snapshot:
+    """Pin every running pod whose priority is not below the top waiting priority: the packer
+    disrupts pods only for more important ones, never to reshuffle equals."""
+    top = max((p.priority for p in snapshot.pods if not p.running), default=None)
+    if top is None:
+        return snapshot
+    pods = tuple(replace(p, movable=False) if p.running and p.movable and p.priority >= top else p
+                 for p in snapshot.pods)
+    return replace(snapshot, pods=pods)
+
+
+def _reason(waiting: list[Pod]) -> str:
+    top = max(p.priority for p in waiting)
+    names = sorted(p.name for p in waiting if p.priority == top)
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{len(waiting)} pod(s) wait for room, {len(names)} at priority {top} ({shown})"
+
+
+# ---- kopf registration -------------------------------------------------------------------
+def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
+    def active(body, **_) -> bool:
+        return plans.is_active(body)
+
+    @kopf.timer(plans.GROUP, plans.VERSION, plans.PLURAL, id="carry-out", interval=interval, when=active,
+                registry=registry)
+    def carry_out(body, **_) -> None:
+        packer.step(copy.deepcopy(dict(body)))
+
+    def waiting(spec, status, **_) -> bool:
+        return _waits(spec, status, packer.scheduler)
+
+    @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
+    def pod_waits(**_) -> None:
+        packer.request()
+
+
+def _waits(spec: Mapping, status: Mapping, scheduler: str) -> bool:
+    """A pod of the netsched scheduler held at the gang gate or found Unschedulable."""
+    if spec.get("nodeName") or spec.get("schedulerName") != scheduler:
+        return False
+    if any(g.get("name") == GANG_GATE for g in spec.get("schedulingGates") or ()):
+        return True
+    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+               for c in status.get("conditions") or ())

@@ -1,0 +1,198 @@
+"""PackingPlans: building one from a solved snapshot, and the pure step that carries it out.
+
+A plan moves through
+  Pending   made, nothing done yet: checked against the cluster as it is now, and against
+            every PodDisruptionBudget, before anything is evicted;
+  Evicting  its victims are evicted (the operator posts Evictions) until all are gone;
+  Placing   the gangs it places are released; it waits until every planned pod is bound
+            where the plan put it (the extender's filter pins them and reserves the room);
+and ends Succeeded, or Failed (a budget forbids an eviction, a pod landed elsewhere),
+TimedOut (past spec.deadlineSeconds) or Abandoned (the cluster changed before it started).
+Ending releases the pins and reservations. Evictions are not undone (the evicted pods'
+controllers recreate them), so "rolled back" means the cluster is left to the normal
+scheduler again with nothing held for the plan.
+
+Every step is decided from the plan and the pods as they are now, so an operator that
+restarts mid-plan takes it up where it stands.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from netsched.cluster import plans
+from netsched.cluster.events import parse_rfc3339, rfc3339
+from netsched.operator.cluster_snapshot import selects
+from netsched.operator.replica_pods import GANG_GATE
+from netsched.packing.report import tier_gains
+from netsched.packing.snapshot import Snapshot
+from netsched.packing.solver import Plan
+
+
+@dataclass(frozen=True)
+class LivePod:
+    """What a step needs to know of a pod as it is now."""
+    key: str  # namespace/name
+    uid: str
+    node: str | None
+    gated: bool  # held behind the gang gate
+    owner: str | None  # controller uid
+    created: datetime
+    deleting: bool
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, pod: dict) -> LivePod:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("controller")), None)
+        return cls(f"{meta['namespace']}/{meta['name']}", meta.get("uid", ""), spec.get("nodeName"),
+                   any(g.get("name") == GANG_GATE for g in spec.get("schedulingGates") or ()), owner,
+                   parse_rfc3339(meta["creationTimestamp"]), bool(meta.get("deletionTimestamp")),
+                   dict(meta.get("labels") or {}))
+
+
+@dataclass
+class Step:
+    status: dict
+    evict: list[str] = field(default_factory=list)  # namespace/name of pods to evict now
+    ungate: list[str] = field(default_factory=list)  # namespace/name of planned pods to release
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+
+
+# ---- building ------------------------------------------------------------------------
+def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str, budget: float,
+              deadline: int) -> dict:
+    """The PackingPlan object for a solver's answer."""
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": LivePod.of(p) for p in raw_pods}
+    info = {p.name: p for p in snapshot.pods}
+    changes = plan.changes(snapshot)
+
+    def entry(key: str, node: str) -> dict:
+        return {"pod": key, "uid": by_key[key].uid, "node": node, "priority": info[key].priority,
+                "gpus": info[key].requests.get("nvidia.com/gpu", 0)}
+
+    moves = [{**entry(k, a), "to": b, "owner": by_key[k].owner} for k, a, b in changes["moves"]]
+    spec = {
+        "reason": reason, "deadlineSeconds": deadline,
+        "counts": {"evictions": len(changes["evictions"]), "moves": len(moves),
+                   "placements": len(changes["placements"])},
+        "solver": {"source": plan.source, "provenOptimal": plan.proven_optimal,
+                   "seconds": round(plan.seconds, 3), "budgetSeconds": budget,
+                   "tiers": [{"priority": t["priority_at_least"], "placedBefore": t["placed_before"],
+                              "placedAfter": t["placed_after"], "disruption": t["disruption"]}
+                             for t in tier_gains(snapshot, plan)]},
+        "evictions": [entry(k, n) for k, n in changes["evictions"]],
+        "moves": moves,
+        "placements": [entry(k, n) for k, n in changes["placements"]],
+    }
+    return {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND,
+            "metadata": {"generateName": "pack-"}, "spec": spec}
+
+
+# ---- carrying out -----------------------------------------------------------------------
+def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetime) -> Step:
+    """The next step of `plan` given the pods (by namespace/name) and PodDisruptionBudgets now."""
+    status = copy.deepcopy(plan.get("status") or {})
+    step = Step(status)
+    phase = plans.phase(plan)
+    if phase in plans.TERMINAL:
+        return step
+    spec = plan["spec"]
+    victims = list(spec.get("evictions") or ()) + list(spec.get("moves") or ())
+    created = parse_rfc3339(plan["metadata"]["creationTimestamp"])
+    if (now - created).total_seconds() > spec.get("deadlineSeconds", 120):
+        waiting = [a.key for a in plans.outstanding(plan)]
+        return end(step, now, "TimedOut", "DeadlineExceeded",
+                    f"not done after {spec.get('deadlineSeconds', 120)} s (phase {phase}; still waiting for "
+                    f"{', '.join(waiting) or 'evictions'}); pins and reservations released")
+    if phase == "Pending":
+        problem = _changed(spec, victims, pods) or _over_budget(victims, pods, pdbs)
+        if problem:
+            kind = ("Failed", "DisruptionBudget") if "PodDisruptionBudget" in problem else (
+                "Abandoned", "ClusterChanged")
+            return end(step, now, *kind, problem + "; nothing was evicted")
+        status.update(phase="Evicting", startTime=rfc3339(now), reason="Evicting",
+                      message=f"evicting {len(victims)} pod(s)")
+        step.events.append(("Normal", "Started", f"carrying out: evict {len(victims)} pod(s), then place "
+                                                 f"{len(plans.arrivals(plan))}"))
+    if status["phase"] == "Evicting":
+        left = [v for v in victims if v["pod"] in pods and pods[v["pod"]].uid == v["uid"]]
+        if left:
+            step.evict = [v["pod"] for v in left if not pods[v["pod"]].deleting]
+            status["evicted"] = sorted({*status.get("evicted", ()), *(v["pod"] for v in victims
+                                                                      if v not in left)})
+            return step
+        status.update(phase="Placing", reason="Placing", evicted=sorted(v["pod"] for v in victims),
+                      message="evictions done; waiting for the planned pods to be bound")
+        step.events.append(("Normal", "Evicted", f"{len(victims)} pod(s) evicted; placing"))
+    return _place(plan, step, pods, created, now)
+
+
+def _place(plan: dict, step: Step, pods: dict[str, LivePod], created: datetime, now: datetime) -> Step:
+    spec, status = plan["spec"], step.status
+    step.ungate = [p["pod"] for p in spec.get("placements") or ()
+                   if p["pod"] in pods and pods[p["pod"]].gated]
+    arrived, misplaced = [], []
+    for p in spec.get("placements") or ():
+        live = pods.get(p["pod"])
+        if live and live.node == p["node"]:
+            arrived.append(p["pod"])
+        elif live and live.node:
+            misplaced.append(f"{p['pod']} on {live.node} (planned {p['node']})")
+    arrived += _moved(spec.get("moves") or (), pods, created)
+    status["arrived"] = sorted(arrived)
+    if misplaced:
+        return end(step, now, "Failed", "Misplaced", "bound elsewhere than planned: " + ", ".join(misplaced))
+    total = len(plans.arrivals(plan))
+    if len(arrived) == total:
+        return end(step, now, "Succeeded", "AllPlaced", f"all {total} planned pod(s) bound where planned")
+    status["message"] = f"{len(arrived)} of {total} planned pod(s) bound where planned"
+    return step
+
+
+def _moved(moves, pods: dict[str, LivePod], created: datetime) -> list[str]:
+    """Moves whose replacement (a pod of the same controller made since the plan) is bound
+    on the planned node; each replacement counts for one move."""
+    done, used = [], set()
+    for m in moves:
+        ns = m["pod"].split("/")[0]
+        match = next((p for p in pods.values() if p.key not in used and p.owner == m["owner"]
+                      and p.key.startswith(ns + "/") and p.node == m["to"] and p.created >= created
+                      and p.uid != m["uid"]), None)
+        if match:
+            used.add(match.key)
+            done.append(m["pod"])
+    return done
+
+
+def _changed(spec: dict, victims: list[dict], pods: dict[str, LivePod]) -> str | None:
+    for v in victims:
+        live = pods.get(v["pod"])
+        if live is None or live.uid != v["uid"] or live.node != v["node"]:
+            return f"pod {v['pod']} is no longer on {v['node']}"
+    for p in spec.get("placements") or ():
+        live = pods.get(p["pod"])
+        if live is None or live.node:
+            return f"pod {p['pod']} no longer waits for room"
+    return None
+
+
+def _over_budget(victims: list[dict], pods: dict[str, LivePod], pdbs: list[dict]) -> str | None:
+    for b in pdbs:
+        ns = b["metadata"]["namespace"]
+        hit = [v["pod"] for v in victims if v["pod"].startswith(ns + "/")
+               and selects((b.get("spec") or {}).get("selector"), pods[v["pod"]].labels)]
+        allowed = int((b.get("status") or {}).get("disruptionsAllowed") or 0)
+        if len(hit) > allowed:
+            return (f"PodDisruptionBudget {ns}/{b['metadata']['name']} allows {allowed} disruption(s) now, "
+                    f"the plan needs {len(hit)} ({', '.join(hit)})")
+    return None
+
+
+def end(step: Step, now: datetime, phase: str, reason: str, message: str) -> Step:
+    step.status.update(phase=phase, reason=reason, message=message, completionTime=rfc3339(now))
+    step.evict, step.ungate = [], []
+    step.events.append(("Normal" if phase == "Succeeded" else "Warning", reason, message))
+    return step

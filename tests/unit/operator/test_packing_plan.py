@@ -1,0 +1,131 @@
+"""The pure steps of a PackingPlan: from Pending to Succeeded, and every way it can stop."""
+
+from datetime import UTC, datetime, timedelta
+
+from netsched.cluster.events import rfc3339
+from netsched.operator.packing_plan import LivePod, advance
+from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packing.solver import solve
+
+T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
+
+
+def live(key: str, node: str | None = None, uid: str | None = None, gated: bool = False,
+         owner: str | None = None, labels: dict | None = None, created: datetime = T0 - timedelta(hours=1),
+         deleting: bool = False) -> LivePod:
+    return LivePod(key, uid or f"uid-{key}", node, gated, owner, created, deleting, labels or {})
+
+
+def plan(phase: str | None = None, moves=(), **status) -> dict:
+    return {
+        "metadata": {"name": "pack-1", "creationTimestamp": rfc3339(T0)},
+        "spec": {"reason": "test", "deadlineSeconds": 60,
+                 "evictions": [{"pod": "ml/low-0", "uid": "uid-ml/low-0", "node": "n1", "gpus": 8}],
+                 "moves": list(moves),
+                 "placements": [{"pod": "ml/urgent-0", "uid": "uid-ml/urgent-0", "node": "n1", "gpus": 8}]},
+        "status": {"phase": phase, **status} if phase else {},
+    }
+
+
+def cluster(**changes) -> dict[str, LivePod]:
+    pods = {"ml/low-0": live("ml/low-0", "n1", labels={"app": "low"}),
+            "ml/urgent-0": live("ml/urgent-0", gated=True)}
+    pods.update(changes)
+    return {k: v for k, v in pods.items() if v is not None}
+
+
+def pdb(allowed: int) -> dict:
+    return {"metadata": {"namespace": "ml", "name": "keep"},
+            "spec": {"selector": {"matchLabels": {"app": "low"}}}, "status": {"disruptionsAllowed": allowed}}
+
+
+def test_a_new_plan_checks_the_budgets_then_evicts_its_victims():
+    step = advance(plan(), cluster(), [pdb(1)], T0)
+    assert step.status["phase"] == "Evicting" and step.evict == ["ml/low-0"] and not step.ungate
+    assert [e[1] for e in step.events] == ["Started"]
+
+
+def test_a_budget_that_forbids_an_eviction_fails_the_plan_before_anything_is_evicted():
+    step = advance(plan(), cluster(), [pdb(0)], T0)
+    assert step.status["phase"] == "Failed" and step.status["reason"] == "DisruptionBudget"
+    message = step.status["message"]
+    assert "PodDisruptionBudget ml/keep allows 0 disruption(s) now, the plan needs 1" in message
+    assert step.evict == [] and step.events[0][0] == "Warning"
+
+
+def test_a_plan_whose_pods_changed_before_it_started_is_abandoned():
+    moved = advance(plan(), cluster(**{"ml/low-0": live("ml/low-0", "n2")}), [], T0)
+    assert moved.status["phase"] == "Abandoned" and "no longer on n1" in moved.status["message"]
+    placed = advance(plan(), cluster(**{"ml/urgent-0": live("ml/urgent-0", "n3")}), [], T0)
+    assert placed.status["phase"] == "Abandoned" and "no longer waits" in placed.status["message"]
+
+
+def test_evicting_waits_for_victims_to_go_without_evicting_twice():
+    still = advance(plan("Evicting"), cluster(**{"ml/low-0": live("ml/low-0", "n1", deleting=True)}), [], T0)
+    assert still.status["phase"] == "Evicting" and still.evict == []
+    # the same name with a new uid is the controller's replacement: the victim itself is gone
+    gone = advance(plan("Evicting"), cluster(**{"ml/low-0": live("ml/low-0", uid="new")}), [], T0)
+    assert gone.status["phase"] == "Placing" and gone.ungate == ["ml/urgent-0"]
+    assert gone.status["evicted"] == ["ml/low-0"]
+
+
+def test_placing_succeeds_when_every_planned_pod_is_bound_where_planned():
+    unbound = cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0")})
+    waiting = advance(plan("Placing"), unbound, [], T0)
+    assert waiting.status["phase"] == "Placing" and waiting.status["arrived"] == []
+    done = advance(plan("Placing"), cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0", "n1")}),
+                   [], T0)
+    assert done.status["phase"] == "Succeeded" and done.status["arrived"] == ["ml/urgent-0"]
+    assert done.status["completionTime"] == rfc3339(T0)
+
+
+def test_a_planned_pod_bound_elsewhere_fails_the_plan():
+    step = advance(plan("Placing"), cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0", "n9")}),
+                   [], T0)
+    assert step.status["phase"] == "Failed" and step.status["reason"] == "Misplaced"
+
+
+def test_a_plan_past_its_deadline_times_out_and_says_what_it_waited_for():
+    step = advance(plan("Placing"), cluster(**{"ml/low-0": None}), [], T0 + timedelta(seconds=61))
+    assert step.status["phase"] == "TimedOut" and "ml/urgent-0" in step.status["message"]
+    assert step.ungate == [] and step.evict == []
+
+
+def test_a_finished_plan_does_nothing():
+    step = advance(plan("Succeeded"), cluster(), [pdb(0)], T0 + timedelta(hours=1))
+    assert step.status == {"phase": "Succeeded"} and not (step.evict or step.ungate or step.events)
+
+
+def test_a_move_arrives_when_a_new_pod_of_its_controller_is_bound_on_the_target():
+    move = {"pod": "ml/web-a", "uid": "uid-ml/web-a", "node": "n2", "owner": "rs", "to": "n3", "gpus": 1}
+    pods = cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0", "n1")})
+    old = advance(plan("Placing", [move]), {**pods, "ml/web-b": live("ml/web-b", "n3", owner="rs")}, [], T0)
+    assert old.status["phase"] == "Placing"  # made before the plan: not the replacement
+    new = live("ml/web-c", "n3", owner="rs", created=T0 + timedelta(seconds=2))
+    done = advance(plan("Placing", [move]), {**pods, "ml/web-c": new}, [], T0 + timedelta(seconds=3))
+    assert done.status["phase"] == "Succeeded" and done.status["arrived"] == ["ml/urgent-0", "ml/web-a"]
+
+
+def test_the_plan_body_records_what_the_solver_decided():
+    from netsched.operator.packing_plan import plan_body
+
+    snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
+        Pod("ml/low-0", {"nvidia.com/gpu": 8}, 10, "n1"), Pod("ml/urgent-0", {"nvidia.com/gpu": 8}, 1000)))
+    raw = [{"metadata": {"namespace": "ml", "name": n, "uid": f"uid-{n}", "creationTimestamp": rfc3339(T0)},
+            "spec": {"nodeName": "n1"} if n == "low-0" else {}} for n in ("low-0", "urgent-0")]
+    body = plan_body(snap, solve(snap, 1.0), raw, "urgent waits", 1.0, 60)
+    spec = body["spec"]
+    assert spec["counts"] == {"evictions": 1, "moves": 0, "placements": 1}
+    assert spec["evictions"] == [
+        {"pod": "ml/low-0", "uid": "uid-low-0", "node": "n1", "priority": 10, "gpus": 8}]
+    assert spec["placements"][0]["node"] == "n1" and spec["solver"]["tiers"][0]["placedAfter"] == 1
+
+
+def test_the_packer_may_disrupt_only_pods_below_the_top_waiting_priority():
+    from netsched.operator.packer import only_lower_priority_moves
+
+    snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
+        Pod("ml/low", {"nvidia.com/gpu": 4}, 10, "n1"), Pod("ml/peer", {"nvidia.com/gpu": 4}, 1000, "n1"),
+        Pod("ml/urgent", {"nvidia.com/gpu": 8}, 1000)))
+    movable = {p.name: p.movable for p in only_lower_priority_moves(snap).pods}
+    assert movable == {"ml/low": True, "ml/peer": False, "ml/urgent": True}
