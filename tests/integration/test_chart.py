@@ -98,7 +98,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["image"] == "netsched:0.1.0"
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--scheduler-name=netsched",
-                                "--pack-budget=1", "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120"]
+                                "--pack-budget=1", "--pack-after=5", "--pack-cooldown=10",
+                                "--plan-deadline=120"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
     assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"

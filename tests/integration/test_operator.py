@@ -71,9 +71,10 @@ def test_a_gpujob_runs_then_succeeds_with_true_status_events_and_one_record(dev_
     assert _condition(done, "Admitted")["reason"] == "GangReleased"
     assert done["status"]["startTime"] <= done["status"]["completionTime"]
     assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
-    # events follow the status patch that caused them, so the last one may land just after the phase
+    # events follow the status patch that caused them, so the last one may land just after the phase;
+    # timestamps have 1 s resolution, so order within one second is lost
     reasons = poll(lambda: (r := _reasons(core, namespace, "train")) and "AllReplicasSucceeded" in r and r,
-                   10, "the AllReplicasSucceeded event")  # timestamps have 1 s resolution: order within one is lost
+                   10, "the AllReplicasSucceeded event")
     assert sorted(reasons) == sorted(["PodsCreated", "Pending", "GangReleased", "Scheduling", "Running",
                                       "AllReplicasSucceeded"])
     assert reasons[-1] == "AllReplicasSucceeded"
