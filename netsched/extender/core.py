@@ -106,8 +106,9 @@ class Extender:
         return Priorities([names[i] for i in idx.tolist()], scored.scores().tolist())
 
     def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
-        """Keep only the preemption candidates on nodes the pod's network needs allow:
-        evicting pods from a node the filter would reject frees nothing useful.
+        """Keep only the preemption candidates on nodes the pod's network needs and the active
+        PackingPlans allow: evicting pods from a node the filter would reject frees nothing
+        useful, and a planned pod must not evict its way onto a node its plan did not choose.
         On a stale cache it has no opinion and keeps every candidate."""
         try:
             view = self._view(pod)
@@ -117,8 +118,11 @@ class Extender:
         names = list(victims)
         idx, known, unknown = self._index(view, names)
         reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
+        pinned = bool(view.pins and view.pins.pinned(pod))
+        if pinned:
+            reasons |= view.pins.check(pod, view.table.names, view.table.index, idx, view.free)
         keep = {names[k] for pos, k in enumerate(known) if pos not in reasons}
-        if not needs:
+        if not needs and not pinned:
             keep.update(names[k] for k in unknown)
         return {n: v for n, v in victims.items() if n in keep}
 
@@ -176,7 +180,7 @@ class Extender:
             for o in order[:EXPLAIN_TOP]
         ]
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
-        self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, self.scorer.name,
+        self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
                                        candidates, examples, len(rejected), top))
 
 

@@ -43,6 +43,7 @@ class Scored:
     value: np.ndarray  # 0..1 per candidate; higher is better
     network: np.ndarray  # the network part alone, which the shortlist ranks by
     factors: dict[str, np.ndarray] = field(default_factory=dict)  # named parts, for explanations
+    scorer: str = "topology"  # which scorer produced it (a model scorer may fall back)
 
     def scores(self) -> np.ndarray:
         """0..MAX_SCORE integers, as kube-scheduler wants them."""

@@ -66,3 +66,10 @@ def test_the_replacement_of_a_moved_pod_is_pinned_by_its_controller():
     assert ext.filter(args(with_owner(pod("web-xyz", gpus=2), "rs-uid"), NAMES)).passed == ["a2-0"]
     stranger = ext.filter(args(with_owner(pod("db-0", gpus=8), "other-uid"), NAMES))
     assert "a2-0" not in stranger.passed and "a1-0" in stranger.passed
+
+
+def test_a_planned_pod_may_preempt_only_on_its_planned_node():
+    ext = Extender(cache_of(CLUSTER, [pod("low", "a1-0", gpus=8)], plans=[plan(placements=[PLACE_URGENT])]))
+    victims = {n: {"Pods": [{"UID": "v"}], "NumPDBViolations": 0} for n in [*NAMES, "unknown-node"]}
+    assert set(ext.preempt(args(pod("urgent-0", job="urgent", gpus=8), NAMES).pod, victims)) == {"b1-0"}
+    assert set(ext.preempt(args(pod("other", gpus=8), NAMES).pod, victims)) == {*NAMES, "unknown-node"}
