@@ -18,3 +18,10 @@ MAX_PEER_RTT_MS = PREFIX + "max-peer-rtt-ms"
 MIN_PEER_BANDWIDTH_MBPS = PREFIX + "min-peer-bandwidth-mbps"
 MAX_DATA_RTT_MS = PREFIX + "max-data-rtt-ms"
 MIN_DATA_BANDWIDTH_MBPS = PREFIX + "min-data-bandwidth-mbps"
+
+# Workload hints for the completion-time model (GPUJob spec.workload; any pod may carry them)
+REPLICAS = PREFIX + "replicas"
+WORKLOAD_KIND = PREFIX + "workload-kind"  # training, inference, etl or batch
+INPUT_SIZE_GB = PREFIX + "input-size-gb"
+COMMUNICATION = PREFIX + "communication-intensity"  # low, medium or high
+EXPECTED_SECONDS = PREFIX + "expected-duration-seconds"

@@ -29,7 +29,7 @@ import numpy as np
 
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.plans import is_active
-from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
 
@@ -48,6 +48,7 @@ class NodeTable:
     allocatable: np.ndarray
     zone_names: list[str]
     rack_names: list[str]
+    gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
 
     @classmethod
     def build(cls, nodes: dict[str, dict]) -> NodeTable:
@@ -64,6 +65,7 @@ class NodeTable:
             allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
             zone_names=zone_names,
             rack_names=rack_names,
+            gpu_product=[nodes[n]["gpu_product"] for n in names],
         )
 
     def zone_of(self, i: int) -> str | None:
@@ -246,6 +248,7 @@ def _node_facts(obj: dict) -> dict:
         "zone": labels.get(ZONE_LABEL),
         "rack": labels.get(RACK_LABEL),
         "gpus": gpus,
+        "gpu_product": labels.get(GPU_PRODUCT_LABEL),
     }
 
 

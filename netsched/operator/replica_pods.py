@@ -11,7 +11,10 @@ import copy
 
 from netsched.cluster.labels import (
     ATTEMPT_LABEL,
+    COMMUNICATION,
     DATA_SOURCE,
+    EXPECTED_SECONDS,
+    INPUT_SIZE_GB,
     JOB_GPUS,
     JOB_LABEL,
     MAX_DATA_DISTANCE,
@@ -21,6 +24,8 @@ from netsched.cluster.labels import (
     MIN_DATA_BANDWIDTH_MBPS,
     MIN_PEER_BANDWIDTH_MBPS,
     REPLICA_LABEL,
+    REPLICAS,
+    WORKLOAD_KIND,
 )
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.cluster.topology import GPU_RESOURCE
@@ -50,7 +55,19 @@ def network_annotations(job: JobSpec) -> dict[str, str]:
     for field_name, annotation in NETWORK_ANNOTATIONS.items():
         if field_name in job.network:
             out[annotation] = str(job.network[field_name])
-    return out
+    return {**out, **workload_annotations(job)}
+
+
+def workload_annotations(job: JobSpec) -> dict[str, str]:
+    """The job's hints for the extender's completion-time model; the input size falls back to the
+    first data source's size."""
+    hints = {REPLICAS: job.replicas, WORKLOAD_KIND: job.workload.get("kind"),
+             INPUT_SIZE_GB: job.workload.get("inputSizeGB"),
+             COMMUNICATION: job.workload.get("communicationIntensity"),
+             EXPECTED_SECONDS: job.workload.get("expectedDurationSeconds")}
+    if hints[INPUT_SIZE_GB] is None and job.data_sources:
+        hints[INPUT_SIZE_GB] = job.data_sources[0].size_gb
+    return {k: str(v) for k, v in hints.items() if v is not None}
 
 
 def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool,

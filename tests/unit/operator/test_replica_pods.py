@@ -58,12 +58,22 @@ def test_network_and_data_annotations_join_the_template_ones():
     assert replica_pod(j, 0, 0, gated=True)["metadata"]["annotations"] == {
         "owner": "ana", "netsched.io/job-gpus": "12", "netsched.io/data-source": "zone:zone-b",
         "netsched.io/max-peer-distance": "rack", "netsched.io/max-data-distance": "zone",
-        "netsched.io/max-peer-rtt-ms": "0.5"}
+        "netsched.io/max-peer-rtt-ms": "0.5", "netsched.io/replicas": "3"}
 
 
-def test_without_network_or_data_only_the_job_gpus_annotation_is_added():
+def test_without_network_data_or_workload_only_the_job_size_is_annotated():
     assert replica_pod(job(replicas=2, gpus=8), 0, 0, gated=False)["metadata"]["annotations"] == {
-        "netsched.io/job-gpus": "16"}
+        "netsched.io/job-gpus": "16", "netsched.io/replicas": "2"}
+
+
+def test_workload_hints_are_annotated_for_the_model_with_the_data_size_as_input_size():
+    j = job(workload={"kind": "etl", "communicationIntensity": "low", "expectedDurationSeconds": 600},
+            data=[{"name": "logs", "kind": "zone", "location": "zone-a", "sizeGB": 250}])
+    notes = replica_pod(j, 0, 0, gated=False)["metadata"]["annotations"]
+    hints = {k: v for k, v in notes.items() if k not in ("netsched.io/job-gpus", "netsched.io/data-source")}
+    assert hints == {
+        "netsched.io/replicas": "2", "netsched.io/workload-kind": "etl", "netsched.io/input-size-gb": "250",
+        "netsched.io/communication-intensity": "low", "netsched.io/expected-duration-seconds": "600"}
 
 
 def test_an_endpoint_data_source_is_annotated_with_its_host_and_port():
