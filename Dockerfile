@@ -17,6 +17,8 @@ FROM python:3.11-slim
 RUN groupadd --gid 65532 netsched \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin netsched
 COPY --from=build /opt/netsched /opt/netsched
+# The default completion-time model (models/README.md); the chart's extender.model.source=image uses it.
+COPY models /opt/netsched/models
 ENV PATH=/opt/netsched/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 65532:65532
 ENTRYPOINT ["netsched"]

@@ -7,6 +7,8 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched import __version__
@@ -28,6 +30,14 @@ Subcommands:
                their status true and records every finished job for training
   demo         bring up the dev-cluster (or use a running one), run the demo GPU
                workload and print which pod was placed on which node
+  simulate     write simulated training data: every job's completion time on each
+               of its candidate nodes (CSV, the models' dataset format)
+  train        cross-validate the completion-time regressors on datasets or operator
+               records, pick one by a stated rule, write a versioned model artifact
+  evaluate     judge a model on jobs after its training window against the topology
+               heuristic, kube-scheduler's default scoring, random and the oracle
+  retrain      train a challenger on fresh data and promote it over the current
+               model only if it is better on recent held-out jobs (for a CronJob)
 """
 
 
@@ -40,6 +50,8 @@ def _cluster(args: argparse.Namespace):
               "run_operator": not getattr(args, "no_operator", False)}
     if getattr(args, "extender_url", None):
         kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
+    if getattr(args, "model", None):
+        kwargs["extender_args"] = (f"--model={Path(args.model).resolve()}",)
     if args.dir:
         kwargs["directory"] = Path(args.dir)
     return DevCluster(**kwargs)
@@ -102,7 +114,8 @@ def cmd_extender(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve(api_client(args.kubeconfig), host=args.host, port=args.port, shortlist=args.shortlist,
           max_cache_age=args.max_cache_age, explain_events=not args.no_explain_events,
-          prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age)
+          prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age,
+          model=Path(args.model) if args.model else None, model_reload_seconds=args.model_reload_seconds)
     return 0
 
 
@@ -189,6 +202,153 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_cluster(args), keep=args.keep_cluster)
 
 
+def _model_command(command: str, run: Callable[[], object]) -> int:
+    """Bad input (a missing or malformed data file, a refused model artifact) as one line, exit 2."""
+    from netsched.models.features import SchemaError
+
+    try:
+        run()
+    except (SchemaError, OSError) as exc:
+        print(f"netsched: error: {command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from netsched.models.dataset import write_dataset
+    from netsched.models.simulator import SimConfig, simulate
+
+    try:
+        cfg = SimConfig(nodes=args.nodes, jobs=args.jobs, candidates=args.candidates, seed=args.seed,
+                        start_unix=args.start)
+    except ValueError as exc:
+        print(f"netsched: error: simulate: {exc}", file=sys.stderr)
+        return 2
+
+    def run() -> None:
+        rows = write_dataset(Path(args.out), _progress(simulate(cfg), cfg.jobs))
+        print(f"wrote {rows} rows ({cfg.jobs} jobs x {cfg.candidates} candidates) to {args.out}")
+
+    return _model_command("simulate", run)
+
+
+def _progress(rows, jobs: int):
+    """The rows, printing on stderr how many jobs are done at every tenth."""
+    done, job, step = 0, None, max(jobs // 10, 1)
+    for row in rows:
+        if row["job_id"] != job:
+            if done and done % step == 0:
+                print(f"simulate: {done}/{jobs} jobs", file=sys.stderr, flush=True)
+            done, job = done + 1, row["job_id"]
+        yield row
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from netsched.models.train import train
+
+    return _model_command("train", lambda: train(args.data, Path(args.out), seed=args.seed,
+                                                 holdout=args.holdout, name=args.name))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from netsched.models.evaluate import evaluate, table, write_report
+
+    def run() -> None:
+        result = evaluate(Path(args.model), args.data, seed=args.seed)
+        print(table(result))
+        print("wrote " + ", ".join(str(p) for p in write_report(result, Path(args.out))))
+
+    try:
+        return _model_command("evaluate", run)
+    except ModuleNotFoundError as exc:
+        print(f"netsched: error: evaluate: {exc}; its plots need matplotlib: pip install 'netsched[train]'",
+              file=sys.stderr)
+        return 2
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from netsched.models.retrain import retrain
+
+    if args.holdout == 0:
+        print("netsched: error: retrain: --holdout must be above 0: both models are judged on the held-out "
+              "recent jobs", file=sys.stderr)
+        return 2
+    return _model_command("retrain", lambda: retrain(args.data, Path(args.models), holdout=args.holdout,
+                                                     seed=args.seed))
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share in [0, 1)")
+    return value
+
+
+def _utc(text: str) -> float:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+DATA_HELP = "dataset CSV or operator records (.jsonl) files"
+
+
+def _add_model_parsers(sub) -> None:
+    sim = sub.add_parser(
+        "simulate", help="write simulated training data (CSV)",
+        description="Simulate a GPU cluster and its jobs (netsched/models/simulator.py) and write every "
+        "job's true completion time on each of its candidate nodes as a dataset CSV. Deterministic for "
+        "given options.")
+    sim.add_argument("--jobs", type=int, default=3000, help="jobs to simulate (default 3000)")
+    sim.add_argument("--nodes", type=int, default=64, help="GPU nodes of the cluster (default 64)")
+    sim.add_argument("--candidates", type=int, default=8, help="candidate nodes per job (default 8)")
+    sim.add_argument("--seed", type=int, default=0, help="seeds the cluster and the jobs (default 0)")
+    sim.add_argument("--start", type=_utc, default=1_767_225_600.0, metavar="TIME",
+                     help="when the first job may start, ISO 8601, UTC unless stated (default 2026-01-01)")
+    sim.add_argument("--out", required=True, metavar="FILE.csv", help="dataset file to write")
+    sim.set_defaults(func=cmd_simulate)
+
+    tr = sub.add_parser(
+        "train", help="train and cross-validate a completion-time model",
+        description="Train on dataset CSVs and/or operator records: hold out the most recent jobs, "
+        "cross-validate every regressor by time and by site, pick one by SELECTION_RULE "
+        "(netsched/models/train.py) and write <out>/<name>/model.joblib and meta.json.")
+    tr.add_argument("data", nargs="+", type=Path, help=DATA_HELP)
+    tr.add_argument("--out", default="models", help="directory to write the artifact under (default models)")
+    tr.add_argument("--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
+    tr.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
+    tr.add_argument("--holdout", type=_share, default=0.2, metavar="SHARE",
+                    help="most recent share of jobs left out, for `netsched evaluate` (default 0.2)")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser(
+        "evaluate", help="judge a model against the other placement policies",
+        description="Score a model on the jobs of DATA that started after its training window, against its "
+        "network-blind twin, the extender's heuristic, kube-scheduler's default scoring, random and the "
+        "oracle. Prints the table; writes evaluation.md, evaluation.json and PNG plots to --out.")
+    ev.add_argument("data", nargs="+", type=Path, help=DATA_HELP)
+    ev.add_argument("--model", required=True, metavar="PATH",
+                    help="artifact directory or current.json manifest")
+    ev.add_argument("--out", default="evaluation", help="report directory (default evaluation)")
+    ev.add_argument("--seed", type=int, default=0, help="seeds the random policy (default 0)")
+    ev.set_defaults(func=cmd_evaluate)
+
+    rt = sub.add_parser(
+        "retrain", help="train a challenger; promote it only if it beats the current model",
+        description="Train a challenger on all but the most recent jobs of DATA, score it and the model "
+        "<models>/current.json names on those jobs, repoint current.json only if the challenger is better "
+        "(or no usable current model exists), and log the decision in <models>/promotions.jsonl. "
+        "Exit 0 whether promoted or kept, 2 on bad data.")
+    rt.add_argument("data", nargs="+", type=Path, help=DATA_HELP)
+    rt.add_argument("--models", default="models", help="models directory with current.json (default models)")
+    rt.add_argument("--holdout", type=_share, default=0.2, metavar="SHARE",
+                    help="most recent share of jobs both models are judged on (default 0.2)")
+    rt.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
+    rt.set_defaults(func=cmd_retrain)
+
+
 def _add_cluster_options(p: argparse.ArgumentParser, shape: bool = True) -> None:
     p.add_argument("--dir", help="cluster directory (default: $NETSCHED_DEV_CLUSTER_DIR "
                    "or ~/.local/state/netsched/dev-cluster)")
@@ -213,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(up)
     up.add_argument("--extender-url", help="urlPrefix of another scheduler extender to use instead "
                     "of starting netsched's own (e.g. http://127.0.0.1:8888)")
+    up.add_argument("--model", metavar="PATH", help="netsched's extender scores by this completion-time "
+                    "model (artifact directory or current.json manifest; default: the topology heuristic)")
     up.add_argument("--no-extender", action="store_true",
                     help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
     up.add_argument("--no-operator", action="store_true",
@@ -245,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "Prometheus, e.g. http://prometheus:9090 (default: none; topology only)")
     ext.add_argument("--telemetry-max-age", type=float, default=120.0, metavar="SECONDS",
                      help="a link measured longer ago than this is unknown, never used (default 120)")
+    ext.add_argument("--model", metavar="PATH",
+                     help="score by this completion-time model: an artifact directory or a current.json "
+                     "manifest from `netsched train`/`retrain` (default: none; the topology heuristic). "
+                     "Re-read when its files change; a bad artifact falls back to the heuristic")
+    ext.add_argument("--model-reload-seconds", type=float, default=5.0, metavar="SECONDS",
+                     help="how often the model's files are checked for a new artifact (default 5)")
     ext.add_argument("--no-explain-events", action="store_true",
                      help="do not write a NetworkPlacement event on each placed pod")
     ext.set_defaults(func=cmd_extender)
@@ -323,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep-cluster", action="store_true",
                       help="leave a cluster this command started running afterwards")
     demo.set_defaults(func=cmd_demo)
+    _add_model_parsers(sub)
     return parser
 
 

@@ -64,6 +64,7 @@ class DevCluster:
     # settings with a urlPrefix: use that extender instead; run_extender=False and None: no extender.
     extender: ExtenderSettings | None = None
     run_extender: bool = True
+    extender_args: tuple[str, ...] = ()  # more `netsched extender` flags, e.g. ("--model=<path>",)
     run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
@@ -224,6 +225,7 @@ class DevCluster:
         stages.write_text(stages_yaml())
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages)
+        plan[EXTENDER] += self.extender_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
         for name in self.components():
             t0 = time.monotonic()

@@ -28,6 +28,13 @@ class Metrics:
                                    "was last read from Prometheus (+Inf before the first read).", registry=r)
         self.events = Counter("netsched_extender_explain_events", "Placement explanations written as "
                               "pod events, by outcome.", ["outcome"], registry=r)
+        self.model_loaded = Gauge("netsched_extender_model_loaded", "1 while a completion-time model "
+                                  "serves, 0 while scoring falls back to the topology heuristic.", registry=r)
+        self.model_loads = Counter("netsched_extender_model_loads", "Model artifacts read, by result "
+                                   "(loaded, refused).", ["result"], registry=r)
+        self.model_fallbacks = Counter("netsched_extender_model_fallbacks", "Requests scored by the "
+                                       "topology heuristic instead of the model, by reason (no_model, "
+                                       "predict_error).", ["reason"], registry=r)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

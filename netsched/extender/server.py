@@ -23,6 +23,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import orjson
 
@@ -176,7 +177,8 @@ def settle_gc() -> None:
 
 def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_cache_age: float = 30.0,
           explain_events: bool = True, sync_timeout: float = 60.0, prometheus_url: str | None = None,
-          telemetry_max_age: float = 120.0) -> None:
+          telemetry_max_age: float = 120.0, model: Path | None = None,
+          model_reload_seconds: float = 5.0) -> None:
     """Run the extender until SIGINT/SIGTERM: watches first, then the HTTP server."""
     import uvicorn
 
@@ -202,11 +204,25 @@ def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_
                     sync_timeout)
     settle_gc()
     telemetry = _telemetry(metrics, prometheus_url, telemetry_max_age)
-    extender = Extender(cache, telemetry=telemetry, shortlist=shortlist, decisions=decisions, metrics=metrics)
-    log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s)",
-             host, port, shortlist, max_cache_age)
+    scorer = _scorer(metrics, model, model_reload_seconds)
+    extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=shortlist, decisions=decisions,
+                        metrics=metrics)
+    log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
+             host, port, shortlist, max_cache_age, scorer.name)
     uvicorn.run(make_app(extender), host=host, port=port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
+
+
+def _scorer(metrics, model: Path | None, reload_seconds: float):
+    """The completion-time model with the topology heuristic as its fallback, or the heuristic alone."""
+    from netsched.extender.scorers import TopologyScorer
+
+    if model is None:
+        metrics.model_loaded.set(0)
+        return TopologyScorer()
+    from netsched.extender.learned import ModelScorer, ModelSource
+
+    return ModelScorer(ModelSource(model, metrics, reload_seconds).start(), TopologyScorer(), metrics)
 
 
 def _telemetry(metrics, prometheus_url: str | None, max_age: float):

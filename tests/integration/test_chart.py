@@ -35,7 +35,8 @@ CUSTOM_VALUES = {
                                                             "storageClassName": "shared"}},
                  "packer": {"enabled": False}},
     "extender": {"replicas": 3, "shortlist": 0,
-                 "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"}},
+                 "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"},
+                 "model": {"source": "pvc", "claimName": "netsched-models", "path": "current.json"}},
     # Its own schedulerName: the scheduler started below must not take the dev-cluster's pods.
     "scheduler": {"name": "netsched-chart-test", "extender": {"weight": 3, "ignorable": False}},
     "agent": {"interval": 10, "budgetBytesPerMinute": 1048576},
@@ -111,7 +112,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     extender = find(docs, "Deployment", "netsched-extender")
     assert extender["spec"]["replicas"] == 2
     ext = container(docs, "Deployment", "netsched-extender")
-    assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30"]
+    assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30",
+                           "--model=/opt/netsched/models/current.json", "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
@@ -160,8 +162,15 @@ def test_custom_values_reach_the_components(bin_dir):
     assert pvc["accessModes"] == ["ReadWriteMany"] and pvc["storageClassName"] == "shared"
 
     assert find(docs, "Deployment", "netsched-extender")["spec"]["replicas"] == 3
-    assert container(docs, "Deployment", "netsched-extender")["args"][-3:] == [
-        "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090"]
+    ext = container(docs, "Deployment", "netsched-extender")
+    assert ext["args"][-5:] == [
+        "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090",
+        "--model=/var/lib/netsched-models/current.json", "--model-reload-seconds=30"]
+    mount = {"name": "models", "mountPath": "/var/lib/netsched-models", "readOnly": True}
+    assert mount in ext["volumeMounts"]
+    volumes = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "netsched-models", "readOnly": True}} \
+        in volumes
     config = scheduler_yaml(docs, "netsched")
     assert config["profiles"][0]["schedulerName"] == "netsched-chart-test"
     assert (config["extenders"][0]["weight"], config["extenders"][0]["ignorable"]) == (3, False)
@@ -265,6 +274,11 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  id="timeout-not-a-duration"),
     pytest.param({"agent": {"probePort": 9101}}, "agent.port and agent.probePort must differ",
                  id="agent-ports-clash"),
+    pytest.param({"extender": {"model": {"source": "pvc"}}},
+                 "at '/extender/model/claimName': minLength: got 0, want 1", id="model-pvc-without-claim"),
+    pytest.param({"extender": {"model": {"source": "s3"}}},
+                 "at '/extender/model/source': value must be one of 'image', 'pvc', 'none'",
+                 id="unknown-model-source"),
 ])
 def test_bad_values_are_refused_with_a_message_naming_the_value(bin_dir, values, message):
     done = run([bin_dir / "helm", "template", "netsched", CHART, "-f", "-"], stdin=yaml.safe_dump(values))

@@ -1,0 +1,145 @@
+"""Scoring by the completion-time model: the candidate predicted to finish the job first scores 10.
+
+`ModelSource` loads a `netsched train` artifact (a directory, or a `current.json` manifest
+that `netsched retrain` repoints) and re-reads it when its files change, checked every
+`reload_seconds` off the request path. An artifact that cannot be served (missing, corrupt,
+another feature schema) is refused with a log line naming the file and the fix, and the
+extender falls back to the topology heuristic, counted in
+`netsched_extender_model_fallbacks_total`, until a good artifact appears: what serves is
+always the artifact on disk or the heuristic, never a silently kept older model.
+
+A candidate's score is best predicted seconds / its predicted seconds, so 1.0 (score 10)
+for the fastest and proportionally less for slower ones. Over many candidates the model
+runs on the `SCREEN_ROWS` the artifact's linear screen ranks fastest; the others keep the
+screen's estimate, never better than the slowest screened one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from netsched.extender.cache import View
+from netsched.extender.metrics import Metrics
+from netsched.extender.model_features import feature_values
+from netsched.extender.needs import NetworkNeeds
+from netsched.extender.protocol import PodRef
+from netsched.extender.scorers import Scored, Scorer
+from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
+from netsched.models.features import feature_matrix
+from netsched.models.predictor import SCREEN_ROWS, Predictor
+from netsched.telemetry.store import TelemetryStore
+
+log = logging.getLogger(__name__)
+
+
+class ModelSource:
+    """The artifact at `path`, reloaded when its files change; `predictor` is None while none serves."""
+
+    def __init__(self, path: Path, metrics: Metrics, reload_seconds: float = 5.0):
+        self.path = Path(path)
+        self.metrics = metrics
+        self.reload_seconds = reload_seconds
+        self.predictor: Predictor | None = None
+        self._stamp: tuple | None = None
+        self._stop = threading.Event()
+
+    def poll(self) -> None:
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            predictor = Predictor.load(self.path)
+        except Exception as exc:  # unpickling and a malformed bundle can raise almost anything
+            self.predictor = None
+            self.metrics.model_loads.labels("refused").inc()
+            self.metrics.model_loaded.set(0)
+            log.error("model %s refused, scoring with the topology heuristic until it is fixed: %s",
+                      self.path, exc)
+            return
+        self.predictor = predictor
+        self.metrics.model_loads.labels("loaded").inc()
+        self.metrics.model_loaded.set(1)
+        meta = predictor.meta
+        log.info("serving model %s (%s, schema v%s, trained on %s rows)", predictor.path,
+                 meta.get("model_kind"), meta.get("schema_version"),
+                 meta.get("training_data", {}).get("rows"))
+
+    def start(self) -> ModelSource:
+        self.poll()
+        threading.Thread(target=self._loop, name="model-reload", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.reload_seconds):
+            self.poll()
+
+
+def _stamp(path: Path) -> tuple:
+    """What changes when the manifest is repointed or an artifact's files are rewritten."""
+    files = [path]
+    try:
+        directory = artifact_dir(path)
+        files += [directory / META_FILE, directory / MODEL_FILE]
+    except Exception:  # noqa: BLE001 - an unreadable manifest is itself the state to record
+        pass
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(f), None))
+    return tuple(out)
+
+
+class ModelScorer:
+    name = "model"
+
+    def __init__(self, source: ModelSource, fallback: Scorer, metrics: Metrics):
+        self.source = source
+        self.fallback = fallback
+        self.metrics = metrics
+
+    def score(self, pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
+              telemetry: TelemetryStore) -> Scored:
+        predictor = self.source.predictor
+        if predictor is None:
+            return self._fall_back("no_model", pod, needs, view, idx, telemetry)
+        if not len(idx):
+            return Scored(np.empty(0), np.empty(0), scorer=self.name)
+        try:
+            values = feature_values(pod, needs, view, idx, telemetry)
+            matrix = feature_matrix(values, len(idx), predictor.features)
+            seconds = predicted_seconds(predictor, matrix)
+        except Exception:
+            log.exception("model failed on pod %s; scoring it with the topology heuristic", pod.key)
+            return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
+        if not np.isfinite(seconds).all() or (seconds <= 0).any():
+            return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
+        value = seconds.min() / seconds
+        return Scored(value, value, {"predicted_seconds": seconds}, scorer=self.name)
+
+    def _fall_back(self, reason: str, *args) -> Scored:
+        self.metrics.model_fallbacks.labels(reason).inc()
+        return self.fallback.score(*args)
+
+
+def predicted_seconds(predictor: Predictor, matrix: np.ndarray) -> np.ndarray:
+    """Seconds per row: the model's for the SCREEN_ROWS the screen ranks fastest, the screen's
+    (floored at the slowest of those) for the rest, so a screened-out row never outranks them."""
+    if len(matrix) <= SCREEN_ROWS:
+        return predictor.predict(matrix)
+    screen = np.exp(predictor.screen.predict(matrix))
+    rows = np.argpartition(screen, SCREEN_ROWS - 1)[:SCREEN_ROWS]
+    exact = predictor.predict(matrix[rows])
+    seconds = np.maximum(screen, exact.max())
+    seconds[rows] = exact
+    return seconds

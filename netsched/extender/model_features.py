@@ -1,0 +1,124 @@
+"""The completion-time model's feature rows (netsched.models.features) for a pod's candidate nodes.
+
+Built from what the extender already holds: the pod's annotations (job size and the
+operator's workload hints), the node table and free GPUs, where the job's other pods sit,
+and fresh link measurements from the telemetry store. What the extender does not track
+stays NaN (unknown), as the schema allows: CPU and memory load of a node and NIC
+utilisation. Distance levels follow the schema: 0 same node, 1 same rack, 2 same zone, 3 farther.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netsched.cluster.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
+from netsched.extender.cache import UNKNOWN, NodeTable, View
+from netsched.extender.locality import Place, closeness_levels
+from netsched.extender.needs import NetworkNeeds, data_place, measured
+from netsched.extender.protocol import PodRef
+from netsched.models.features import COMM_LEVELS, DATA_SCOPES, gpu_features, kind_features
+from netsched.telemetry.store import TelemetryStore
+
+NAN = math.nan
+
+
+def feature_values(pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
+                   telemetry: TelemetryStore) -> dict[str, float | np.ndarray]:
+    """Feature name -> a scalar (job features) or an array over idx (node and network features)."""
+    return {**_job(pod, needs), **_node(view, idx), **_data(needs, view, idx, telemetry),
+            **_peers(view, idx, telemetry)}
+
+
+def _job(pod: PodRef, needs: NetworkNeeds) -> dict[str, float]:
+    notes = pod.annotations
+    replicas = _number(notes.get(REPLICAS))
+    return {
+        "job_gpus": float(needs.job_gpus or pod.gpus * (replicas if replicas > 0 else 1)),
+        "replicas": replicas, "gpus_per_replica": float(pod.gpus),
+        "input_size_gb": _number(notes.get(INPUT_SIZE_GB)),
+        "comm_intensity": COMM_LEVELS.get(notes.get(COMMUNICATION, ""), NAN),
+        **kind_features(notes.get(WORKLOAD_KIND)),
+        "expected_seconds": _number(notes.get(EXPECTED_SECONDS)),
+        "data_scope": DATA_SCOPES.get(needs.data_kind or "", NAN),
+    }
+
+
+def _number(value: str | None) -> float:
+    """An annotation's number; NaN when absent or not a finite, non-negative number (the model
+    then treats it as unknown: a hint is never worth failing a request over)."""
+    try:
+        number = float(value) if value is not None else NAN
+    except ValueError:
+        return NAN
+    return number if math.isfinite(number) and number >= 0 else NAN
+
+
+def _node(view: View, idx: np.ndarray) -> dict[str, np.ndarray]:
+    table = view.table
+    names, flags = _gpu_flags(table)
+    racks = np.where(table.rack != UNKNOWN, table.rack, len(table.rack_names) + np.arange(len(table.rack)))
+    rack_free = np.bincount(racks, weights=view.free)[racks[idx]]
+    unknown = np.full(len(idx), NAN)
+    return {
+        **{name: flags[idx, j] for j, name in enumerate(names)},
+        "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": view.free[idx].astype(float),
+        "rack_free_gpus": rack_free, "node_cpu_load": unknown, "node_mem_load": unknown, "nic_util": unknown,
+    }
+
+
+_last_flags: tuple[NodeTable, tuple[str, ...], np.ndarray] | None = None
+
+
+def _gpu_flags(table: NodeTable) -> tuple[tuple[str, ...], np.ndarray]:
+    """The GPU-family features of every node, computed once per node table (it changes only when
+    nodes do), so a 5,000-node request pays an index, not 5,000 label parses."""
+    global _last_flags
+    last = _last_flags
+    if last is None or last[0] is not table:
+        names = tuple(gpu_features(None))
+        rows = [gpu_features(p) for p in table.gpu_product]
+        matrix = np.array([[r[n] for n in names] for r in rows]).reshape(-1, len(names))
+        last = _last_flags = table, names, matrix
+    return last[1], last[2]
+
+
+def _data(needs: NetworkNeeds, view: View, idx: np.ndarray,
+          telemetry: TelemetryStore) -> dict[str, np.ndarray]:
+    unknown = np.full(len(idx), NAN)
+    place = data_place(needs, view)
+    distance = unknown if place is None else (3 - closeness_levels(view.table, idx, place)).astype(float)
+    bw, rtt = unknown, unknown
+    if needs.data_kind in ("node", "endpoint"):  # a measurable target: an agent's node, or an endpoint
+        links = measured(view, idx, needs.data_name, telemetry)
+        if links is not None:
+            bw, rtt = links
+        if place is not None:  # data on the candidate itself crosses no link
+            here = idx == place.node
+            bw, rtt = np.where(here, NAN, bw), np.where(here, NAN, rtt)
+    return {"data_distance": distance, "data_bw_mbps": bw, "data_rtt_ms": rtt}
+
+
+def _peers(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> dict[str, float | np.ndarray]:
+    table = view.table
+    known = [p for p in view.peers if p in table.index]
+    if not known:
+        return {"peer_count": 0.0, "peer_frac_node": NAN, "peer_frac_rack": NAN, "peer_frac_zone": NAN,
+                "peer_bw_mbps": np.full(len(idx), NAN), "peer_rtt_ms": np.full(len(idx), NAN)}
+    counts = np.zeros((4, len(idx)))  # pods at closeness level 0 elsewhere .. 3 same node
+    columns = np.arange(len(idx))
+    bw, rtt = np.full(len(idx), np.inf), np.full(len(idx), -np.inf)
+    for peer in sorted(set(known)):
+        at = table.index[peer]
+        levels = closeness_levels(table, idx, Place.of_node(table, at))
+        counts[levels, columns] += known.count(peer)  # one (level, candidate) cell per candidate
+        links = measured(view, idx, peer, telemetry)
+        if links is not None:
+            remote = idx != at  # a peer on the candidate itself crosses no link
+            bw = np.where(remote, np.fmin(bw, links[0]), bw)
+            rtt = np.where(remote, np.fmax(rtt, links[1]), rtt)
+    share = counts / len(known)
+    return {"peer_count": float(len(known)), "peer_frac_node": share[3], "peer_frac_rack": share[2],
+            "peer_frac_zone": share[1], "peer_bw_mbps": np.where(np.isinf(bw), NAN, bw),
+            "peer_rtt_ms": np.where(np.isinf(rtt), NAN, rtt)}

@@ -1,0 +1,106 @@
+"""Model artifacts on disk: `<dir>/model.joblib` + `<dir>/meta.json`, a `current.json` manifest, a log.
+
+meta.json carries the schema version, the feature lists, the training data's sha256 and
+window, per-model cross-validation metrics, the chosen model, library versions and the
+sha256 of model.joblib, which loading checks before unpickling. The manifest names the
+artifact directory in service (relative to the manifest), so promotion is one atomic file
+replace, no symlinks. Every promotion decision is appended to a JSON Lines log.
+
+joblib files are pickles: load only artifacts you or your pipeline wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import joblib
+
+from netsched.models.features import SchemaError
+
+MODEL_FILE, META_FILE, MANIFEST = "model.joblib", "meta.json", "current.json"
+
+
+class ArtifactError(SchemaError):
+    """A model artifact cannot be used; the message names the file and what would fix it."""
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_artifact(directory: Path, bundle: dict, meta: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    joblib.dump(bundle, directory / MODEL_FILE, compress=3)
+    meta = {**meta, "artifact_sha256": file_sha256(directory / MODEL_FILE)}
+    (directory / META_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return directory
+
+
+def artifact_dir(path: Path) -> Path:
+    """The artifact directory `path` names: the directory itself, or the one a manifest points at."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no such model artifact or manifest; train one with `netsched train`")
+    try:
+        target = json.loads(path.read_text())["artifact"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{path}: not a model manifest (want JSON with an \"artifact\" field): "
+                            f"{exc}") from None
+    return path.parent / target
+
+
+def read_meta(directory: Path) -> dict:
+    path = directory / META_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: missing; an artifact is a directory written by "
+                            "`netsched train`") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: not valid JSON ({exc}); retrain the model") from None
+
+
+def load_bundle(directory: Path, meta: dict) -> dict:
+    path = directory / MODEL_FILE
+    if not path.is_file():
+        raise ArtifactError(f"{path}: missing; retrain the model")
+    if file_sha256(path) != meta.get("artifact_sha256"):
+        raise ArtifactError(f"{path}: sha256 differs from {META_FILE}'s artifact_sha256: the file is corrupt "
+                            "or was replaced; retrain or restore the artifact")
+    try:
+        bundle = joblib.load(path)
+    except Exception as exc:  # an unpickling failure can raise almost anything
+        raise ArtifactError(f"{path}: cannot be loaded ({type(exc).__name__}: {exc}); "
+                            "retrain the model") from None
+    if not isinstance(bundle, dict) or "estimator" not in bundle:
+        raise ArtifactError(f"{path}: not a netsched model bundle; retrain the model")
+    return bundle
+
+
+def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:
+    """Point the manifest at `directory` (atomically) and log the decision."""
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    record = {"artifact": os.path.relpath(directory, manifest.parent), "promoted_at": now_iso(),
+              "schema_version": decision.get("schema_version")}
+    tmp = manifest.with_name(manifest.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, manifest)
+    append_log(log, decision)
+
+
+def append_log(log: Path, decision: dict) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(json.dumps({"at": now_iso(), **decision}, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,97 @@
+"""The completion-time model's feature schema, versioned: what a row knows when a job is placed.
+
+One row describes one (job, candidate node) pair at placement time. The same ordered
+feature list is used by the simulator, the testbed runner, the operator's job records
+(through `netsched.models.records`), training and the extender's predictor, so a model
+trained on one source scores rows from another. Any change to the names, their order
+or their meaning bumps SCHEMA_VERSION; artifacts and datasets of another version are
+refused, never silently reinterpreted.
+
+Conventions: an empty value (NaN) means unknown or not applicable (no data source, no
+peers yet, link not measured); distance levels are 0 same node, 1 same rack, 2 same
+zone, 3 farther; bandwidth is Mbit/s, RTT ms, loads and utilisation 0..1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+WORKLOAD_KINDS = ("training", "inference", "etl", "batch")
+COMM_LEVELS = {"low": 1.0, "medium": 2.0, "high": 3.0}
+DATA_SCOPES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "endpoint": 3.0}
+DISTANCES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "far": 3.0}
+GPU_FAMILIES = ("H100", "A100", "L40S", "V100")  # matched in the GPU product label; others are all 0
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    group: str  # job, node or network
+    doc: str
+    heavy_tailed: bool = False  # positive and spanning decades: log1p-scaled for linear and kNN models
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("job_gpus", "job", "GPUs of the whole job (replicas x GPUs per replica)"),
+    Feature("replicas", "job", "replicas (pods) of the job"),
+    Feature("gpus_per_replica", "job", "GPUs the placed pod asks for"),
+    Feature("input_size_gb", "job", "input data read by the job, GB (0: none)", heavy_tailed=True),
+    Feature("comm_intensity", "job", "replica exchange: 1 low, 2 medium, 3 high"),
+    *(Feature(f"kind_{k}", "job", f"1 if the workload kind is {k}") for k in WORKLOAD_KINDS),
+    Feature("expected_seconds", "job", "the job's own duration hint (spec.workload.expectedDurationSeconds)",
+            heavy_tailed=True),
+    Feature("data_scope", "job", "where the input lives: 0 a node, 1 a rack, 2 a zone, 3 an endpoint"),
+    *(Feature(f"gpu_{f.lower()}", "node", f"1 if the node's GPU product names {f}") for f in GPU_FAMILIES),
+    Feature("node_gpus", "node", "the node's allocatable GPUs"),
+    Feature("node_free_gpus", "node", "GPUs free on the node before placing"),
+    Feature("rack_free_gpus", "node", "GPUs free in the node's rack before placing"),
+    Feature("node_cpu_load", "node", "CPU requested / allocatable on the node"),
+    Feature("node_mem_load", "node", "memory requested / allocatable on the node"),
+    Feature("data_distance", "network", "distance level from the node to the input (none for an endpoint)"),
+    Feature("data_bw_mbps", "network", "measured bandwidth node -> input", heavy_tailed=True),
+    Feature("data_rtt_ms", "network", "measured RTT node -> input", heavy_tailed=True),
+    Feature("peer_count", "network", "the job's pods already placed (0 for the first)"),
+    Feature("peer_frac_node", "network", "share of those pods on this very node"),
+    Feature("peer_frac_rack", "network", "share on another node of this node's rack"),
+    Feature("peer_frac_zone", "network", "share in this zone, outside the rack"),
+    Feature("peer_bw_mbps", "network", "lowest measured bandwidth to a peer's node", heavy_tailed=True),
+    Feature("peer_rtt_ms", "network", "highest measured RTT to a peer's node", heavy_tailed=True),
+    Feature("nic_util", "network", "the node's NIC utilisation (busiest direction)"),
+)
+FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
+NETWORK_BLIND: tuple[str, ...] = tuple(f.name for f in FEATURES if f.group != "network")
+INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
+
+
+class SchemaError(ValueError):
+    """Data or an artifact does not match this schema; the message names what and how to fix it."""
+
+
+def feature_matrix(values: Mapping[str, float | np.ndarray], rows: int,
+                   names: tuple[str, ...] = FEATURE_NAMES) -> np.ndarray:
+    """A (rows, len(names)) float64 matrix in schema order; scalars (job features) are broadcast.
+
+    The extender builds its batch with this: job features as scalars, node and network
+    features as arrays over the candidates; a missing name is an error, not a silent NaN."""
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise SchemaError(f"feature values missing for {', '.join(missing)} (schema v{SCHEMA_VERSION}); "
+                          "pass NaN for an unknown value")
+    out = np.empty((rows, len(names)), dtype=np.float64)
+    for j, name in enumerate(names):
+        out[:, j] = values[name]
+    return out
+
+
+def kind_features(kind: str | None) -> dict[str, float]:
+    return {f"kind_{k}": float(k == kind) for k in WORKLOAD_KINDS}
+
+
+def gpu_features(product: str | None) -> dict[str, float]:
+    product = (product or "").upper()
+    return {f"gpu_{f.lower()}": float(f in product) for f in GPU_FAMILIES}

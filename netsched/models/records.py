@@ -1,0 +1,164 @@
+"""The operator's finished-job records (JSON Lines, netsched.operator.records) as dataset rows.
+
+A record is one job that really ran: it becomes a candidate set of one row, `chosen` = 1,
+for the node of its last replica (the one placed with all the others already placed, which
+is how the extender scores a pod: the other replicas are its peers). Only jobs that
+Succeeded with a duration are kept: a failed job's duration says nothing about speed.
+
+What a record cannot derive from its own fields (node load, free GPUs, measured links)
+comes from its `telemetry` field: a mapping from feature name (netsched.models.features)
+to the value seen when that last replica was placed, e.g. {"node_free_gpus": 4,
+"nic_util": 0.3, "data_bw_mbps": 9400, "peer_rtt_ms": 0.2}. Absent names are unknown
+(NaN); a name that is not a feature is an error, so a typo cannot silently drop a signal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+from netsched.models.dataset import TARGET, Dataset, dataset_from_rows
+from netsched.models.features import (
+    COMM_LEVELS,
+    DATA_SCOPES,
+    DISTANCES,
+    FEATURE_NAMES,
+    SCHEMA_VERSION,
+    SchemaError,
+    gpu_features,
+    kind_features,
+)
+
+RECORD_VERSION = 1  # netsched.operator.records.SCHEMA_VERSION, which this layer may not import
+LEVELS = ("node", "rack", "zone")
+
+
+def read_records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of every complete JSON object line of a records file. A torn line (a
+    crash mid-write) is skipped, as the operator does: its next row starts on a line of its own."""
+    out = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            out.append((number, row))
+    return out
+
+
+def record_row(record: dict) -> dict | None:
+    """The dataset row of one finished-job record, or None if the job never gave a usable duration."""
+    nodes = record.get("nodes") or []
+    duration = record.get("duration_seconds")
+    if record.get("outcome") != "Succeeded" or not nodes or not duration or duration <= 0:
+        return None
+    last = len(nodes) - 1
+    row = {
+        "schema_version": SCHEMA_VERSION, "source": "operator", "job_id": record["uid"],
+        "candidate_set": record["uid"], "node": nodes[last], "site": (record.get("zones") or [""])[last],
+        "start_unix": datetime.fromisoformat(record["start_time"]).timestamp(), "chosen": 1,
+        TARGET: float(duration),
+        **dict.fromkeys(FEATURE_NAMES, math.nan),
+        **_job_features(record), **_peer_features(record, last),
+        "data_distance": _data_distance(record, last),
+        **kind_features(record.get("workload_kind")),
+        **gpu_features((record.get("gpu_models") or [""])[last]),
+    }
+    telemetry = record.get("telemetry") or {}
+    unknown = sorted(set(telemetry) - set(FEATURE_NAMES))
+    if unknown:
+        raise ValueError(f"telemetry names {', '.join(unknown)}, which are not features of schema "
+                         f"v{SCHEMA_VERSION} (netsched.models.features.FEATURE_NAMES)")
+    row.update({k: _number(v) for k, v in telemetry.items()})
+    return row
+
+
+def _job_features(record: dict) -> dict:
+    size = record.get("input_size_gb")
+    if size is None:
+        size = record.get("data_size_gb")
+    if size is None and record.get("data_kind") is None:
+        size = 0.0  # no input named at all: it reads nothing we know of
+    return {
+        "job_gpus": record["gpus"], "replicas": record["replicas"],
+        "gpus_per_replica": record["gpus_per_replica"], "input_size_gb": _number(size),
+        "comm_intensity": COMM_LEVELS.get(record.get("communication_intensity"), math.nan),
+        "expected_seconds": _number(record.get("expected_duration_seconds")),
+        "data_scope": DATA_SCOPES.get(record.get("data_kind"), math.nan),
+    }
+
+
+def _data_distance(record: dict, last: int) -> float:
+    """The last replica's own distance to the data. The record's data_distance is the finest level
+    that every replica shares with the data: the last one's when it runs alone, only a bound on it
+    otherwise. So its level is read from where the data is, at each level from the data's own kind
+    up: known from the record's location, from a replica sitting with the data, or from that bound.
+    NaN where the record leaves it open (and for an endpoint or no data)."""
+    kind, location = record.get("data_kind"), record.get("data_location")
+    if kind not in LEVELS or not location:
+        return math.nan
+    recorded = DISTANCES.get(record.get("data_distance"), math.nan)
+    if last == 0:
+        return recorded  # one replica: the record's level is its own
+    bound = math.inf if math.isnan(recorded) else recorded
+    places = {"node": record["nodes"], "rack": record.get("racks") or [], "zone": record.get("zones") or []}
+    with_data = [i for i, place in enumerate(places[kind]) if place == location]
+    for level in LEVELS[LEVELS.index(kind):]:
+        where = location if level == kind else next((places[level][i] for i in with_data
+                                                     if i < len(places[level]) and places[level][i]), None)
+        mine = places[level][last] if last < len(places[level]) else ""
+        if DISTANCES[level] >= bound or (where is not None and mine == where):
+            return DISTANCES[level]
+        if where is None or not mine:
+            return math.nan
+    return DISTANCES["far"]
+
+
+def _peer_features(record: dict, last: int) -> dict:
+    nodes, racks, zones = record["nodes"], record.get("racks") or [], record.get("zones") or []
+    peers = range(last)
+    if not peers:
+        return {"peer_count": 0.0}
+    same_node = [nodes[p] == nodes[last] for p in peers]
+    same_rack = [not n and _same(racks, p, last) for p, n in zip(peers, same_node, strict=True)]
+    same_zone = [not n and not r and _same(zones, p, last)
+                 for p, n, r in zip(peers, same_node, same_rack, strict=True)]
+    return {"peer_count": float(last), "peer_frac_node": sum(same_node) / last,
+            "peer_frac_rack": sum(same_rack) / last, "peer_frac_zone": sum(same_zone) / last}
+
+
+def _same(labels: list[str], a: int, b: int) -> bool:
+    return len(labels) > max(a, b) and bool(labels[a]) and labels[a] == labels[b]
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def dataset_from_records(path: Path) -> Dataset:
+    """The usable rows of an operator records file as a dataset; an error if there are none."""
+    rows = []
+    try:
+        records = read_records(path)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"{path}: not a text file ({exc}); want the operator's JSON Lines "
+                          "records") from None
+    for line, record in records:
+        where = f"{path}: line {line} (uid {record.get('uid')!r})"
+        if record.get("schema_version") != RECORD_VERSION:
+            raise SchemaError(f"{where}: records schema_version {record.get('schema_version')!r}, this "
+                              f"netsched reads version {RECORD_VERSION}; convert the file or record it again")
+        try:
+            row = record_row(record)
+        except KeyError as exc:
+            raise SchemaError(f"{where}: no field {exc}; see netsched.operator.records.ROW_FIELDS") from None
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{where}: {exc}") from None
+        if row is not None:
+            rows.append(row)
+    if not rows:
+        raise SchemaError(f"{path}: no Succeeded job with a duration yet; nothing to learn from")
+    return dataset_from_rows(rows)

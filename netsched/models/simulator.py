@@ -1,0 +1,329 @@
+"""A cluster simulator for training data at scale: every job's completion time on every candidate node.
+
+A real cluster runs a job once, on one node; evaluation needs the time it would have taken
+on each candidate. The simulator gives both, from a performance model the learned model
+never sees: it learns from the rows this module writes, like from any other source.
+
+Cluster: `nodes` nodes filling `zones` x `racks_per_zone` racks (netsched.cluster.topology
+naming); each rack has one GPU model (relative speed GPU_SPEED) and NICs of NIC_MBPS; every
+link has a persistent quality factor (a node's own, lognormal(0, 0.2), times one per rack pair
+or rack-to-data-site path, lognormal(0, 0.15-0.2)), so two equally placed nodes differ and only
+measurement tells them apart. Zones are joined
+by 3-12 Gbit/s links with 1-8 ms RTT; three external endpoints reach each zone at
+0.8-8 Gbit/s, 4-40 ms.
+
+Completion time of job j on candidate node n, in seconds:
+
+    T = (STARTUP_S + pull + compute + exchange) * e_job * e_node
+    pull     = (input_gb / replicas) * 8000 / (bw(n, data) * c)
+    compute  = work_s * speed(gpu of n) ** -GPU_EXPONENT[kind] * (1 + CPU_SENSITIVITY[kind] * cpu_load(n))
+    exchange = 2 (r-1)/r * volume_gb * 8000 / (min bw(n, peer) * c)
+               + (work_s / STEP_S[comm]) * 2 (r-1) * max rtt(n, peer) / 1000     (only with peers)
+    c        = 1 - CONTENTION * nic_util(n)   (1 for data on n's own disk or a peer on n itself)
+
+where bw and rtt are the true link values, volume_gb = COMM_GB_PER_HOUR[comm] * work_s / 3600,
+and e_job ~ lognormal(0, job_noise) is shared by all candidates of a job while
+e_node ~ lognormal(0, node_noise) is drawn per candidate. The job's other replicas (its
+peers) are already placed; the candidate hosts the last one, as the extender scores it.
+NIC load follows a daily cycle per node; CPU/memory load and free GPUs are drawn per job.
+
+What a row shows is what telemetry would: bandwidth and RTT measured with lognormal(0,
+measure_noise) error, NIC utilisation +-0.02, and with probability `unmeasured` no link
+measurement at all for a candidate. `chosen` marks the node kube-scheduler's default
+scoring would pick, so the data also mirror what a cluster without netsched records.
+Deterministic for a given SimConfig (seed included).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsched.cluster.topology import gpu_nodes
+from netsched.models.dataset import TARGET
+from netsched.models.features import (
+    COMM_LEVELS,
+    DATA_SCOPES,
+    SCHEMA_VERSION,
+    WORKLOAD_KINDS,
+    gpu_features,
+    kind_features,
+)
+from netsched.models.policies import least_allocated_balanced
+
+GPU_SPEED = {"NVIDIA-H100-80GB-HBM3": 1.0, "NVIDIA-A100-SXM4-80GB": 0.6, "NVIDIA-L40S": 0.45,
+             "Tesla-V100-SXM2-32GB": 0.3}
+GPU_SHARE = (0.3, 0.35, 0.2, 0.15)  # of racks
+NIC_MBPS = {"NVIDIA-H100-80GB-HBM3": 100_000, "NVIDIA-A100-SXM4-80GB": 100_000, "NVIDIA-L40S": 25_000,
+            "Tesla-V100-SXM2-32GB": 25_000}
+GPUS_PER_NODE = 8
+NVLINK_MBPS, NVLINK_RTT_MS = 400_000.0, 0.005
+LOCAL_DISK_MBPS, LOCAL_DISK_RTT_MS = 24_000.0, 0.02
+RACK_STORE_MBPS, ZONE_STORE_MBPS = 40_000.0, 20_000.0
+RACK_RTT_MS, ZONE_RTT_MS = 0.05, 0.25
+SPINE_SHARE = 0.4  # of a NIC's rate left between racks of a zone (oversubscribed spine)
+ENDPOINTS = 3
+CONTENTION = 0.85
+STARTUP_S = 30.0
+
+KIND_SHARE = (0.45, 0.15, 0.25, 0.15)  # training, inference, etl, batch
+REPLICAS = {"training": ((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15)), "inference": ((1,), (1.0,)),
+            "etl": ((1, 2, 4), (0.5, 0.3, 0.2)), "batch": ((1, 2), (0.7, 0.3))}
+GPUS_PER_REPLICA = {"training": ((2, 4, 8), (0.3, 0.4, 0.3)), "inference": ((1, 2), (0.7, 0.3)),
+                    "etl": ((1, 2), (0.6, 0.4)), "batch": ((1, 2, 4), (0.4, 0.4, 0.2))}
+INPUT_GB = {"training": (200, 1.0), "inference": (5, 0.8), "etl": (800, 0.8),  # median, sigma
+            "batch": (100, 1.0)}
+COMM = {"training": ("medium", "high"), "inference": ("low",), "etl": ("low", "medium"), "batch": ("low",)}
+DATA_SCOPE_SHARE = (0.15, 0.25, 0.4, 0.2)  # node, rack, zone, endpoint
+GPU_EXPONENT = {"training": 1.0, "inference": 0.8, "etl": 0.4, "batch": 0.7}
+CPU_SENSITIVITY = {"training": 0.15, "inference": 0.1, "etl": 0.5, "batch": 0.3}
+COMM_GB_PER_HOUR = {"low": 10.0, "medium": 100.0, "high": 600.0}
+STEP_S = {"low": 30.0, "medium": 5.0, "high": 1.0}
+WORK_S = (1500.0, 0.8)  # compute seconds per replica on an H100: median, sigma
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 64
+    zones: int = 4
+    racks_per_zone: int = 4
+    jobs: int = 3000
+    candidates: int = 8
+    seed: int = 0
+    start_unix: float = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    mean_gap_s: float = 300.0
+    job_noise: float = 0.10
+    node_noise: float = 0.04
+    measure_noise: float = 0.08
+    unmeasured: float = 0.05
+
+    def __post_init__(self):
+        if self.nodes < 2 or self.candidates < 2 or self.jobs < 1:
+            raise ValueError("the simulator needs at least 2 nodes, 2 candidates and 1 job")
+        if self.candidates > self.nodes:
+            raise ValueError(f"{self.candidates} candidates per job need at least as many nodes, "
+                             f"not {self.nodes}")
+
+
+class Cluster:
+    """Static facts: where nodes are, their GPUs and NICs, and every link's true bandwidth and RTT."""
+
+    def __init__(self, cfg: SimConfig, rng: np.random.Generator):
+        nodes = gpu_nodes(cfg.nodes, cfg.zones, cfg.racks_per_zone, GPUS_PER_NODE)
+        self.names = [n.name for n in nodes]
+        self.zone_names = sorted({n.zone for n in nodes})
+        rack_names = sorted({n.rack for n in nodes})
+        self.zone = np.array([self.zone_names.index(n.zone) for n in nodes])
+        self.rack = np.array([rack_names.index(n.rack) for n in nodes])
+        self.racks = len(rack_names)
+        self.rack_zone = np.zeros(self.racks, dtype=int)
+        self.rack_zone[self.rack] = self.zone
+        rack_gpu = rng.choice(list(GPU_SPEED), size=len(rack_names), p=GPU_SHARE)
+        self.gpu = rack_gpu[self.rack]
+        self.nic = np.array([NIC_MBPS[g] for g in self.gpu], dtype=float)
+        self.nic[rng.random(len(nodes)) < 0.2] = 25_000.0  # some nodes kept an older NIC
+        self.base_nic = rng.beta(2, 5, len(nodes))
+        self.nic_phase = rng.uniform(0, 2 * math.pi, len(nodes))
+        z = len(self.zone_names)
+        self.zone_bw = _symmetric(rng.uniform(3_000, 12_000, (z, z)))
+        self.zone_rtt = _symmetric(rng.uniform(1, 8, (z, z)))
+        self.endpoint_bw = rng.uniform(800, 8_000, (ENDPOINTS, z))
+        self.endpoint_rtt = rng.uniform(4, 40, (ENDPOINTS, z))
+        self.node_quality = rng.lognormal(0, 0.2, len(nodes))
+        self.rack_pair_quality = _symmetric(rng.lognormal(0, 0.15, (self.racks, self.racks)))
+        sites = self.racks + z + ENDPOINTS  # rack stores, zone stores, endpoints
+        self.site_quality = rng.lognormal(0, 0.2, (self.racks, sites))
+
+    def node_link(self, i: int, j: int) -> tuple[float, float]:
+        if i == j:
+            return NVLINK_MBPS, NVLINK_RTT_MS
+        q = (math.sqrt(self.node_quality[i] * self.node_quality[j])
+             * self.rack_pair_quality[self.rack[i], self.rack[j]])
+        if self.rack[i] == self.rack[j]:
+            return min(self.nic[i], self.nic[j]) * 0.9 * q, RACK_RTT_MS / math.sqrt(q)
+        if self.zone[i] == self.zone[j]:
+            return min(self.nic[i], self.nic[j]) * SPINE_SHARE * q, ZONE_RTT_MS / math.sqrt(q)
+        return self._cross_zone(i, self.zone[j], q)
+
+    def data_link(self, i: int, scope: str, where: int) -> tuple[float, float]:
+        """True bandwidth and RTT from node i to data at a node, rack store, zone store or endpoint."""
+        if scope == "node":
+            return (LOCAL_DISK_MBPS, LOCAL_DISK_RTT_MS) if i == where else self.node_link(i, where)
+        site = where + {"rack": 0, "zone": self.racks, "endpoint": self.racks + len(self.zone_names)}[scope]
+        q = self.node_quality[i] * self.site_quality[self.rack[i], site]
+        if scope == "endpoint":
+            zone = self.zone[i]
+            return self.endpoint_bw[where, zone] * q, self.endpoint_rtt[where, zone] / math.sqrt(q)
+        zone = self.rack_zone[where] if scope == "rack" else where
+        if scope == "rack" and self.rack[i] == where:
+            return min(self.nic[i], RACK_STORE_MBPS) * q, RACK_RTT_MS / math.sqrt(q)
+        if self.zone[i] == zone:
+            return min(self.nic[i] * SPINE_SHARE, ZONE_STORE_MBPS) * q, ZONE_RTT_MS / math.sqrt(q)
+        return self._cross_zone(i, zone, q)
+
+    def _cross_zone(self, i: int, zone: int, q: float) -> tuple[float, float]:
+        return self.zone_bw[self.zone[i], zone] * q, self.zone_rtt[self.zone[i], zone] / math.sqrt(q)
+
+    def data_distance(self, i: int, scope: str, where: int) -> float:
+        if scope == "endpoint":
+            return math.nan
+        if scope == "node" and i == where:
+            return 0.0
+        rack = where if scope == "rack" else self.rack[where] if scope == "node" else -1
+        zone = where if scope == "zone" else self.rack_zone[rack]
+        return 1.0 if self.rack[i] == rack else 2.0 if self.zone[i] == zone else 3.0
+
+
+def _symmetric(m: np.ndarray) -> np.ndarray:
+    upper = np.triu(m)
+    return upper + np.triu(m, 1).T
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    start: float
+    kind: str
+    replicas: int
+    gpus_per_replica: int
+    work_s: float
+    input_gb: float
+    comm: str
+    scope: str
+    where: int  # data node, rack, zone or endpoint index
+    expected_s: float
+    peers: tuple[int, ...]
+
+
+def simulate(cfg: SimConfig) -> Iterator[dict]:
+    """Dataset rows (netsched.models.dataset.COLUMNS), candidate set by candidate set, in time order."""
+    cluster_seq, jobs_seq = np.random.SeedSequence(cfg.seed).spawn(2)
+    cluster = Cluster(cfg, np.random.default_rng(cluster_seq))
+    rng = np.random.default_rng(jobs_seq)
+    start = cfg.start_unix
+    for k in range(cfg.jobs):
+        start += rng.exponential(cfg.mean_gap_s)
+        job = _job(cluster, rng, f"sim-{cfg.seed}-{k:06d}", start)
+        yield from _candidate_rows(cluster, cfg, rng, job)
+
+
+def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float) -> Job:
+    kind = str(rng.choice(WORKLOAD_KINDS, p=KIND_SHARE))
+    replicas = int(_pick(rng, REPLICAS[kind]))
+    work = float(rng.lognormal(math.log(WORK_S[0]), WORK_S[1]))
+    scope = str(rng.choice(list(DATA_SCOPES), p=DATA_SCOPE_SHARE))
+    places = {"node": len(cluster.names), "rack": cluster.racks, "zone": len(cluster.zone_names),
+              "endpoint": ENDPOINTS}
+    median, sigma = INPUT_GB[kind]
+    hint = work * rng.lognormal(0, 0.3) if rng.random() < 0.8 else math.nan
+    return Job(job_id, start, kind, replicas, int(_pick(rng, GPUS_PER_REPLICA[kind])), work,
+               float(rng.lognormal(math.log(median), sigma)), str(rng.choice(COMM[kind])), scope,
+               int(rng.integers(places[scope])), hint, _peers(cluster, rng, replicas - 1))
+
+
+def _pick(rng: np.random.Generator, options: tuple[tuple, tuple]):
+    values, shares = options
+    return values[rng.choice(len(values), p=shares)]
+
+
+def _peers(cluster: Cluster, rng: np.random.Generator, count: int) -> tuple[int, ...]:
+    """Nodes of the job's replicas already placed: mostly packed in a rack or a zone, some scattered."""
+    if count == 0:
+        return ()
+    anchor, style = int(rng.integers(len(cluster.names))), rng.random()
+    pool = (np.flatnonzero(cluster.rack == cluster.rack[anchor]) if style < 0.5
+            else np.flatnonzero(cluster.zone == cluster.zone[anchor]) if style < 0.8
+            else np.arange(len(cluster.names)))
+    return tuple(int(p) for p in rng.choice(pool, size=count))
+
+
+def _candidate_rows(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job) -> Iterator[dict]:
+    n = len(cluster.names)
+    day = 2 * math.pi * job.start / 86_400
+    nic = np.clip(cluster.base_nic + 0.15 * np.sin(day + cluster.nic_phase) + rng.normal(0, 0.05, n), 0, 0.95)
+    cpu = np.clip(rng.beta(2, 3, n), 0, 1)
+    mem = np.clip(0.6 * cpu + 0.4 * rng.beta(2, 3, n), 0, 1)
+    free = rng.integers(0, GPUS_PER_NODE + 1, n)
+    feasible = np.flatnonzero(free >= job.gpus_per_replica)
+    if len(feasible) < cfg.candidates:  # a busy moment: make room so every job has a full candidate set
+        busy = np.setdiff1d(np.arange(n), feasible)
+        extra = rng.choice(busy, cfg.candidates - len(feasible), replace=False)
+        free[extra] = GPUS_PER_NODE
+        feasible = np.flatnonzero(free >= job.gpus_per_replica)
+    candidates = rng.choice(feasible, size=min(cfg.candidates, len(feasible)), replace=False)
+    rack_free = np.bincount(cluster.rack, weights=free, minlength=cluster.racks)
+    e_job = rng.lognormal(0, cfg.job_noise)
+    picked = candidates[np.argmax(least_allocated_balanced(cpu[candidates], mem[candidates]))]
+    for i in candidates:
+        row = _row(cluster, cfg, rng, job, int(i), nic[i], cpu[i])
+        row.update(node_cpu_load=cpu[i], node_mem_load=mem[i], node_free_gpus=float(free[i]),
+                   rack_free_gpus=float(rack_free[cluster.rack[i]]), chosen=int(i == picked))
+        row[TARGET] *= e_job
+        yield row
+
+
+def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i: int, nic: float,
+         cpu: float) -> dict:
+    measured = rng.random() >= cfg.unmeasured
+
+    def seen(bw: float, rtt: float) -> tuple[float, float]:
+        if not measured:
+            return math.nan, math.nan
+        return bw * rng.lognormal(0, cfg.measure_noise), rtt * rng.lognormal(0, cfg.measure_noise)
+
+    data_bw, data_rtt = cluster.data_link(i, job.scope, job.where)
+    local_data = job.scope == "node" and job.where == i
+    c = 1 - CONTENTION * nic
+    pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if local_data else c))
+    compute = (job.work_s * GPU_SPEED[cluster.gpu[i]] ** -GPU_EXPONENT[job.kind]
+               * (1 + CPU_SENSITIVITY[job.kind] * cpu))
+    exchange, peer = _exchange(cluster, job, i, c)
+    duration = (STARTUP_S + pull + compute + exchange) * rng.lognormal(0, cfg.node_noise)
+    remote = [p for p in job.peers if p != i]
+    peer_bw, peer_rtt = seen(peer[0], peer[1]) if remote else (math.nan, math.nan)
+    shown_data = seen(data_bw, data_rtt) if not local_data else (math.nan, math.nan)
+    return {
+        "schema_version": SCHEMA_VERSION, "source": "simulator", "job_id": job.id, "candidate_set": job.id,
+        "node": cluster.names[i], "site": cluster.zone_names[cluster.zone[i]],
+        "start_unix": round(job.start, 3),
+        "job_gpus": float(job.replicas * job.gpus_per_replica), "replicas": float(job.replicas),
+        "gpus_per_replica": float(job.gpus_per_replica), "input_size_gb": job.input_gb,
+        "comm_intensity": COMM_LEVELS[job.comm], **kind_features(job.kind),
+        "expected_seconds": job.expected_s, "data_scope": DATA_SCOPES[job.scope],
+        **gpu_features(cluster.gpu[i]), "node_gpus": float(GPUS_PER_NODE),
+        "data_distance": cluster.data_distance(i, job.scope, job.where),
+        "data_bw_mbps": shown_data[0], "data_rtt_ms": shown_data[1],
+        **_peer_shares(cluster, job, i), "peer_bw_mbps": peer_bw, "peer_rtt_ms": peer_rtt,
+        "nic_util": float(np.clip(nic + rng.normal(0, 0.02), 0, 1)),
+        TARGET: duration,
+    }
+
+
+def _exchange(cluster: Cluster, job: Job, i: int, c: float) -> tuple[float, tuple[float, float]]:
+    """Seconds spent exchanging with the peers, and the weakest remote link (bw, rtt) it went over."""
+    if not job.peers:
+        return 0.0, (math.nan, math.nan)
+    links = [cluster.node_link(i, p) for p in job.peers]
+    bw = min(b * (1.0 if p == i else c) for (b, _), p in zip(links, job.peers, strict=True))
+    rtt = max(r for _, r in links)
+    r = job.replicas
+    volume = COMM_GB_PER_HOUR[job.comm] * job.work_s / 3600
+    seconds = 2 * (r - 1) / r * volume * 8000 / bw + job.work_s / STEP_S[job.comm] * 2 * (r - 1) * rtt / 1000
+    remote = [link for link, p in zip(links, job.peers, strict=True) if p != i]
+    weakest = (min(b for b, _ in remote), max(t for _, t in remote)) if remote else (math.nan, math.nan)
+    return seconds, weakest
+
+
+def _peer_shares(cluster: Cluster, job: Job, i: int) -> dict:
+    if not job.peers:
+        return {"peer_count": 0.0, "peer_frac_node": math.nan, "peer_frac_rack": math.nan,
+                "peer_frac_zone": math.nan}
+    same_node = np.array([p == i for p in job.peers])
+    same_rack = np.array([cluster.rack[p] == cluster.rack[i] for p in job.peers]) & ~same_node
+    same_zone = np.array([cluster.zone[p] == cluster.zone[i] for p in job.peers]) & ~same_node & ~same_rack
+    k = len(job.peers)
+    return {"peer_count": float(k), "peer_frac_node": same_node.sum() / k,
+            "peer_frac_rack": same_rack.sum() / k, "peer_frac_zone": same_zone.sum() / k}

@@ -1,0 +1,119 @@
+"""The extender serving a trained completion-time model to the real kube-scheduler.
+
+A dev-cluster of its own (its extender runs with --model), with a model trained by
+`netsched train` on simulated jobs. Zone-a has H100 nodes, zone-b A100 nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import urllib.request
+
+import numpy as np
+import pytest
+from kubernetes import client
+
+from netsched.cluster.devcluster import DevCluster
+from netsched.cluster.pods import gpu_pod
+from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.cluster.wait import poll
+from netsched.models.artifact import MODEL_FILE
+from netsched.models.dataset import write_dataset
+from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, gpu_features, kind_features
+from netsched.models.predictor import Predictor
+from netsched.models.simulator import SimConfig, simulate
+from netsched.models.train import train
+
+# compute-heavy training with its (small) input in zone-b: the topology heuristic goes to the
+# data, a model that knows GPU speed should not
+HINTS = {"netsched.io/workload-kind": "training", "netsched.io/replicas": "1",
+         "netsched.io/expected-duration-seconds": "3600", "netsched.io/input-size-gb": "2",
+         "netsched.io/data-source": "zone:zone-b", "netsched.io/job-gpus": "2"}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model")
+    write_dataset(root / "sim.csv", simulate(SimConfig(nodes=32, zones=2, racks_per_zone=2, jobs=600)))
+    return train([root / "sim.csv"], root / "models", name="served", log=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, model):
+    cluster = DevCluster(directory=tmp_path_factory.mktemp("model-cluster"), nodes=8, run_operator=False,
+                         extender_args=(f"--model={model}", "--model-reload-seconds=0.5"),
+                         progress=lambda *_: None)
+    cluster.up()
+    yield cluster
+    cluster.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def core(cluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api_client())
+
+
+def metric(cluster: DevCluster, name: str) -> float:
+    with urllib.request.urlopen(f"{cluster.extender_url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def expected_fastest(model, nodes: list[client.V1Node]) -> tuple[str, np.ndarray]:
+    """The node the model predicts fastest for one HINTS pod on an empty cluster, computed here
+    from the nodes' labels, independently of the extender's feature code."""
+    nodes = sorted(nodes, key=lambda n: n.metadata.name)  # the extender breaks ties by name
+    labels = [n.metadata.labels for n in nodes]
+    racks = [lab[RACK_LABEL] for lab in labels]
+    rows = []
+    for lab in labels:
+        row = dict.fromkeys(FEATURE_NAMES, math.nan)
+        row.update(job_gpus=2, replicas=1, gpus_per_replica=2, input_size_gb=2, expected_seconds=3600,
+                   data_scope=DATA_SCOPES["zone"], node_gpus=8, node_free_gpus=8,
+                   rack_free_gpus=8 * racks.count(lab[RACK_LABEL]), peer_count=0,
+                   data_distance=2.0 if lab[ZONE_LABEL] == "zone-b" else 3.0,
+                   **kind_features("training"), **gpu_features(lab[GPU_PRODUCT_LABEL]))
+        rows.append([row[f] for f in FEATURE_NAMES])
+    seconds = Predictor.load(model).predict(np.array(rows))
+    return nodes[int(np.argmin(seconds))].metadata.name, seconds
+
+
+def bound(core: client.CoreV1Api, name: str, namespace: str = "default") -> str:
+    return poll(lambda: core.read_namespaced_pod(name, namespace).spec.node_name, 30, f"{name} to be bound")
+
+
+def test_kube_scheduler_places_the_pod_where_the_model_predicts_it_finishes_first(cluster, core, model):
+    assert metric(cluster, "netsched_extender_model_loaded") == 1
+    nodes = core.list_node().items
+    fastest, seconds = expected_fastest(model, nodes)
+    zone = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in nodes}
+    assert zone[fastest] == "zone-a", f"the model should weigh H100s over data locality here: {seconds}"
+
+    core.create_namespaced_pod("default", gpu_pod("fast", 2, annotations=HINTS))
+    assert bound(core, "fast") == fastest
+    with urllib.request.urlopen(f"{cluster.extender_url}/debug/decisions/default/fast", timeout=5) as resp:
+        decision = resp.read().decode()
+    assert '"scorer":"model"' in decision.replace(" ", "") and "predicted_seconds" in decision
+
+
+def test_a_corrupt_model_degrades_to_the_heuristic_without_failing_a_request(cluster, core, model):
+    backup = model.parent / "backup.joblib"
+    shutil.copy(model / MODEL_FILE, backup)
+    (model / MODEL_FILE).write_bytes(b"\x80corrupt")
+    poll(lambda: metric(cluster, "netsched_extender_model_loaded") == 0, 10,
+         "the extender to refuse the model")
+    try:
+        for i in range(3):
+            core.create_namespaced_pod("default", gpu_pod(f"degraded-{i}", 2, annotations=HINTS))
+        placed = {bound(core, f"degraded-{i}") for i in range(3)}
+        zone = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in core.list_node().items}
+        assert {zone[n] for n in placed} == {"zone-b"}  # the heuristic takes them to their data
+        assert metric(cluster, 'netsched_extender_model_fallbacks_total{reason="no_model"}') >= 3
+        assert metric(cluster, 'netsched_extender_requests_total{verb="filter",outcome="error"}') == 0
+        assert not core.list_namespaced_event("default", field_selector="reason=FailedScheduling").items
+    finally:
+        shutil.copy(backup, model / MODEL_FILE)
+    poll(lambda: metric(cluster, "netsched_extender_model_loaded") == 1, 10, "the restored model to load")

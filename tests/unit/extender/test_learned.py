@@ -1,0 +1,155 @@
+"""The extender scoring by a trained completion-time model: features, ranking, reload and fallback."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+from cluster_builders import args, cache_of, pod
+
+from netsched.cluster.topology import GPUNode
+from netsched.extender.core import Extender
+from netsched.extender.learned import ModelScorer, ModelSource, predicted_seconds
+from netsched.extender.metrics import Metrics
+from netsched.extender.model_features import feature_values
+from netsched.extender.needs import parse_needs
+from netsched.extender.protocol import parse_args
+from netsched.extender.scorers import TopologyScorer
+from netsched.models.artifact import META_FILE, MODEL_FILE
+from netsched.models.dataset import write_dataset
+from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
+from netsched.models.predictor import Predictor
+from netsched.models.simulator import SimConfig, simulate
+from netsched.models.train import train
+from netsched.telemetry.store import TelemetryStore
+
+H100, V100 = "NVIDIA-H100-80GB-HBM3", "Tesla-V100-SXM2-32GB"
+NODES = [GPUNode(name, zone, rack, gpu).manifest() for name, zone, rack, gpu in (
+    ("h-0", "zone-a", "rack-a1", H100), ("h-1", "zone-a", "rack-a1", H100),
+    ("v-0", "zone-b", "rack-b1", V100), ("v-1", "zone-b", "rack-b1", V100))]
+NAMES = ["h-0", "h-1", "v-0", "v-1"]
+TRAINING = {"netsched.io/workload-kind": "training", "netsched.io/replicas": "1",
+            "netsched.io/expected-duration-seconds": "3000", "netsched.io/input-size-gb": "1"}
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    """A model trained by `netsched train` on a small simulated dataset."""
+    root = tmp_path_factory.mktemp("models")
+    data = root / "sim.csv"
+    write_dataset(data, simulate(SimConfig(nodes=16, zones=2, racks_per_zone=2, jobs=300, candidates=4)))
+    return train([data], root / "out", name="tiny", log=lambda *_: None)
+
+
+@pytest.fixture
+def copy(artifact, tmp_path):
+    return shutil.copytree(artifact, tmp_path / "tiny")
+
+
+def scorer_for(path, metrics=None):
+    metrics = metrics or Metrics()
+    source = ModelSource(path, metrics, reload_seconds=3600)
+    source.poll()
+    return ModelScorer(source, TopologyScorer(), metrics), source, metrics
+
+
+def sample(metrics: Metrics, name: str, **labels) -> float:
+    return metrics.registry.get_sample_value(name, labels or None) or 0.0
+
+
+def test_features_describe_each_candidate_from_the_cache_and_annotations():
+    cache = cache_of(NODES, [pod("peer", "h-0", gpus=4, job="train")])
+    p = parse_args({"Pod": pod("next", gpus=2, job="train", annotations={
+        **TRAINING, "netsched.io/data-source": "zone:zone-b", "netsched.io/communication-intensity": "high"}),
+        "NodeNames": NAMES}).pod
+    view = cache.view(p.namespace, p.job)
+    idx = np.arange(4)
+    values = feature_values(p, parse_needs(p.annotations), view, idx, TelemetryStore())
+    X = feature_matrix(values, 4)
+    col = {name: X[:, INDEX[name]] for name in FEATURE_NAMES}
+    assert col["gpu_h100"].tolist() == [1, 1, 0, 0] and col["gpu_v100"].tolist() == [0, 0, 1, 1]
+    assert col["node_free_gpus"].tolist() == [4, 8, 8, 8]
+    assert col["rack_free_gpus"].tolist() == [12, 12, 16, 16]
+    assert col["peer_count"].tolist() == [1] * 4
+    assert col["peer_frac_node"].tolist() == [1, 0, 0, 0] and col["peer_frac_rack"].tolist() == [0, 1, 0, 0]
+    assert col["data_distance"].tolist() == [3, 3, 2, 2]  # zone-b data: farther for zone-a nodes
+    assert col["comm_intensity"][0] == 3 and col["kind_training"][0] == 1
+    assert col["expected_seconds"][0] == 3000
+    assert all(math.isnan(v) for v in col["node_cpu_load"])  # not tracked by the extender: unknown
+
+
+def test_the_model_prefers_the_faster_gpus_for_compute_heavy_work(artifact):
+    scorer, _, metrics = scorer_for(artifact)
+    extender = Extender(cache_of(NODES), scorer=scorer, shortlist=0)
+    scores = extender.prioritize(args(pod("job", gpus=2, annotations=TRAINING), NAMES)).as_dict()
+    assert min(scores["h-0"], scores["h-1"]) > max(scores["v-0"], scores["v-1"]), scores
+    assert sample(metrics, "netsched_extender_model_loaded") == 1
+
+
+def test_filter_hands_back_the_node_the_model_predicts_fastest(artifact):
+    scorer, source, _ = scorer_for(artifact)
+    extender = Extender(cache_of(NODES, [pod("busy", "h-0", gpus=6)]), scorer=scorer)
+    p = pod("job", gpus=2, annotations=TRAINING)
+    passed = extender.filter(args(p, NAMES)).passed
+    ref = parse_args({"Pod": p, "NodeNames": NAMES}).pod
+    view = extender.cache.view(ref.namespace, None)
+    values = feature_values(ref, parse_needs(ref.annotations), view, np.arange(4), TelemetryStore())
+    X = feature_matrix(values, 4)
+    assert passed == [NAMES[int(np.argmin(source.predictor.predict(X)))]]
+    assert extender.decisions.find("ml", "job").scorer == "model"
+
+
+def test_a_corrupt_model_file_falls_back_to_the_heuristic_and_every_request_is_answered(copy):
+    (copy / MODEL_FILE).write_bytes(b"not a model")
+    scorer, source, metrics = scorer_for(copy)
+    assert source.predictor is None
+    assert sample(metrics, "netsched_extender_model_loads_total", result="refused") == 1
+    assert sample(metrics, "netsched_extender_model_loaded") == 0
+    extender = Extender(cache_of(NODES), scorer=scorer)
+    heuristic = Extender(cache_of(NODES))
+    request = args(pod("job", gpus=2, annotations=TRAINING), NAMES)
+    assert extender.filter(request).passed == heuristic.filter(request).passed != []
+    assert extender.prioritize(request).as_dict() == heuristic.prioritize(request).as_dict()
+    assert sample(metrics, "netsched_extender_model_fallbacks_total", reason="no_model") == 2
+
+
+def test_a_model_of_another_schema_is_refused_and_a_fixed_one_is_picked_up(copy, caplog):
+    meta = json.loads((copy / META_FILE).read_text())
+    (copy / META_FILE).write_text(json.dumps({**meta, "schema_version": 99}))
+    _, source, metrics = scorer_for(copy)
+    assert source.predictor is None
+    assert "schema version 99" in caplog.text and "netsched train" in caplog.text
+    (copy / META_FILE).write_text(json.dumps(meta))  # fixed: the next check loads it
+    source.poll()
+    assert source.predictor is not None
+    assert sample(metrics, "netsched_extender_model_loads_total", result="loaded") == 1
+
+
+def test_a_manifest_repointed_to_a_new_artifact_is_reloaded(artifact, tmp_path):
+    manifest = tmp_path / "current.json"
+    manifest.write_text(json.dumps({"artifact": str(artifact)}))
+    _, source, _ = scorer_for(manifest)
+    first = source.predictor
+    second = shutil.copytree(artifact, tmp_path / "second")
+    manifest.write_text(json.dumps({"artifact": "second"}) + " ")  # another size: a new stamp
+    source.poll()
+    assert source.predictor is not first and source.predictor.path == second
+    source.poll()  # nothing changed: no reload
+    assert source.predictor.path == second
+
+
+def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeypatch):
+    monkeypatch.setattr("netsched.extender.learned.SCREEN_ROWS", 3)
+    predictor = Predictor.load(artifact)
+    X = np.tile(feature_matrix(feature_values(
+        parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod, parse_needs({}),
+        cache_of(NODES).view("ml", None), np.arange(4), TelemetryStore()), 4), (3, 1))
+    X[:, INDEX["node_free_gpus"]] = np.arange(len(X)) % 9
+    seconds = predicted_seconds(predictor, X)
+    screened = np.argpartition(predictor.screen.predict(X), 2)[:3]
+    assert np.allclose(seconds[screened], predictor.predict(X[screened]))
+    rest = np.setdiff1d(np.arange(len(X)), screened)
+    assert seconds[rest].min() >= seconds[screened].max()

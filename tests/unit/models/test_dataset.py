@@ -1,0 +1,111 @@
+import math
+
+import numpy as np
+import pytest
+from model_builders import sim_rows
+
+from netsched.models.dataset import COLUMNS, TARGET, dataset_from_rows, read_dataset, write_dataset
+from netsched.models.features import FEATURE_NAMES, SchemaError
+
+
+def write_csv(path, header, rows):
+    path.write_text("\n".join([",".join(header), *(",".join(r) for r in rows)]) + "\n")
+    return path
+
+
+def test_write_read_round_trip(tmp_path):
+    rows = sim_rows(jobs=5)
+    assert write_dataset(tmp_path / "d.csv", rows) == 40
+    ds = read_dataset(tmp_path / "d.csv")
+    want = dataset_from_rows(rows)
+    assert len(ds) == 40
+    np.testing.assert_allclose(ds.X, want.X, rtol=1e-5)  # cells keep 6 significant digits
+    assert (np.isnan(ds.X) == np.isnan(want.X)).all()  # an unknown stays unknown
+    np.testing.assert_allclose(ds.y, want.y, rtol=1e-5)
+    np.testing.assert_allclose(ds.start, want.start, atol=1e-3)  # Unix times keep their milliseconds
+    assert ds.candidate_set.tolist() == want.candidate_set.tolist()
+    assert ds.chosen.tolist() == want.chosen.tolist()
+    assert [len(s) for s in ds.sets()] == [8] * 5
+    assert [ds.candidate_set[s[0]] for s in ds.sets()] == [f"sim-3-{k:06d}" for k in range(5)]  # by start
+
+
+def test_append_writes_the_header_once(tmp_path):
+    rows = sim_rows(jobs=2)
+    write_dataset(tmp_path / "d.csv", rows[:8], append=True)
+    write_dataset(tmp_path / "d.csv", rows[8:], append=True)
+    lines = (tmp_path / "d.csv").read_text().splitlines()
+    assert lines[0] == ",".join(COLUMNS) and len(lines) == 17
+    assert len(read_dataset(tmp_path / "d.csv")) == 16
+
+
+def test_a_row_lacking_a_column_is_refused(tmp_path):
+    row = dict(sim_rows(jobs=1)[0])
+    del row["nic_util"]
+    with pytest.raises(SchemaError, match="row 1 .* lacks column.s. nic_util"):
+        write_dataset(tmp_path / "d.csv", [row])
+
+
+def cells(row: dict) -> list[str]:
+    return ["" if isinstance(row[c], float) and math.isnan(row[c]) else str(row[c]) for c in COLUMNS]
+
+
+@pytest.fixture
+def good(tmp_path):
+    return [cells(r) for r in sim_rows(jobs=1)]
+
+
+def test_a_header_missing_a_column(tmp_path, good):
+    header = [c for c in COLUMNS if c != "nic_util"]
+    rows = [[v for c, v in zip(COLUMNS, r, strict=True) if c != "nic_util"] for r in good]
+    with pytest.raises(SchemaError, match=r"header does not match schema v1: missing \['nic_util'\]"):
+        read_dataset(write_csv(tmp_path / "d.csv", header, rows))
+
+
+def test_another_schema_version_names_the_line(tmp_path, good):
+    good[2][0] = "2"
+    with pytest.raises(SchemaError, match="d.csv: line 4: schema_version '2', this netsched reads version 1"):
+        read_dataset(write_csv(tmp_path / "d.csv", COLUMNS, good))
+
+
+def test_a_non_numeric_cell_names_line_and_column(tmp_path, good):
+    good[5][COLUMNS.index("node_cpu_load")] = "busy"
+    with pytest.raises(SchemaError, match="line 7: column node_cpu_load: 'busy' is not a number"):
+        read_dataset(write_csv(tmp_path / "d.csv", COLUMNS, good))
+
+
+def test_a_torn_row_names_its_line_even_after_blank_lines(tmp_path, good):
+    path = write_csv(tmp_path / "d.csv", COLUMNS, good)
+    text = path.read_text().splitlines()
+    text.insert(2, "")  # a blank line: skipped, but it still counts as a line
+    text[5] = text[5][: len(text[5]) // 2]  # a crash mid-write
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(SchemaError, match=rf"d.csv: line 6: \d+ cells, the header has {len(COLUMNS)}"):
+        read_dataset(path)
+
+
+def test_a_bad_target_or_flag(tmp_path, good):
+    good[1][COLUMNS.index(TARGET)] = "-3"
+    with pytest.raises(SchemaError, match="line 3: column duration_seconds: '-3' must be a positive finite"):
+        read_dataset(write_csv(tmp_path / "d.csv", COLUMNS, good))
+    good[1][COLUMNS.index(TARGET)] = "30"
+    good[0][COLUMNS.index("chosen")] = "yes"
+    with pytest.raises(SchemaError, match="line 2: column chosen: 'yes' must be 0 or 1"):
+        read_dataset(write_csv(tmp_path / "d.csv", COLUMNS, good))
+
+
+def test_files_that_are_not_datasets(tmp_path):
+    with pytest.raises(SchemaError, match="nope.csv: no such dataset file"):
+        read_dataset(tmp_path / "nope.csv")
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SchemaError, match="not a netsched dataset"):
+        read_dataset(tmp_path / "x.csv")
+    (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(SchemaError, match="bin.csv: not a readable CSV dataset"):
+        read_dataset(tmp_path / "bin.csv")
+    write_csv(tmp_path / "empty.csv", COLUMNS, [])
+    with pytest.raises(SchemaError, match="no rows under it"):
+        read_dataset(tmp_path / "empty.csv")
+
+
+def test_columns_are_meta_then_features_then_target():
+    assert COLUMNS[:8][0] == "schema_version" and COLUMNS[8:-1] == FEATURE_NAMES and COLUMNS[-1] == TARGET

@@ -1,0 +1,157 @@
+import json
+import math
+
+import pytest
+
+from netsched.cluster.topology import GPUNode
+from netsched.models.dataset import TARGET, read_dataset
+from netsched.models.features import FEATURE_NAMES, SchemaError
+from netsched.models.records import RECORD_VERSION, record_row
+from netsched.operator import records as operator_records
+from netsched.operator.spec import job_spec
+
+# rack-a1 (a1-0, a1-1) and rack-a2 (a2-0) in zone-a; rack-b1 (b1-0) in zone-b
+NODES = [GPUNode("a1-0", "zone-a", "rack-a1", "NVIDIA-H100-80GB-HBM3", 8, "96", "1Ti"),
+         GPUNode("a1-1", "zone-a", "rack-a1", "NVIDIA-H100-80GB-HBM3", 8, "96", "1Ti"),
+         GPUNode("a2-0", "zone-a", "rack-a2", "NVIDIA-A100-SXM4-80GB", 8, "96", "1Ti"),
+         GPUNode("b1-0", "zone-b", "rack-b1", "NVIDIA-L40S", 8, "96", "1Ti")]
+LABELS = {n.name: n.manifest()["metadata"]["labels"] for n in NODES}
+
+
+def operator_record(nodes: list[str], data: dict | None = None, phase: str = "Succeeded", uid: str = "uid-1",
+                    workload: dict | None = None) -> dict:
+    """A record exactly as the operator writes it (netsched.operator.records.job_record)."""
+    spec = {"replicas": len(nodes), "gpusPerReplica": 4,
+            "template": {"spec": {"containers": [{"name": "main", "image": "trainer:1"}]}},
+            "workload": workload or {"kind": "training", "inputSizeGB": 120, "communicationIntensity": "high",
+                                     "expectedDurationSeconds": 3000}}
+    if data:
+        spec["dataSources"] = [data]
+    job = job_spec({"apiVersion": "netsched.io/v1alpha1", "kind": "GPUJob", "spec": spec,
+                    "metadata": {"name": "train", "namespace": "ml", "uid": uid, "generation": 1,
+                                 "creationTimestamp": "2026-01-01T10:00:00Z"}})
+    status = {"phase": phase, "startTime": "2026-01-01T10:00:30Z", "completionTime": "2026-01-01T11:00:30Z",
+              "conditions": [{"type": phase, "status": "True", "reason": "Done"}],
+              "placements": [{"replica": i, "pod": f"train-{i}", "node": n} for i, n in enumerate(nodes)]}
+    return operator_records.job_record(job, status, LABELS)
+
+
+class Reads(dict):
+    """A record that remembers which fields were read."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_a_real_operator_record_becomes_the_last_replicas_row():
+    record = operator_record(["a1-0", "a2-0", "a1-0"],
+                             {"name": "imagenet", "kind": "rack", "location": "rack-a1", "sizeGB": 150})
+    assert record["data_distance"] == "zone"  # the record's: the finest level *every* replica shares
+    row = record_row(record)
+    features = {k: row[k] for k in FEATURE_NAMES}
+    assert (row["node"], row["site"], row["job_id"], row["chosen"]) == ("a1-0", "zone-a", "uid-1", 1)
+    assert row["start_unix"] == 1_767_261_630.0 and row[TARGET] == 3600.0
+    assert {k: features[k] for k in ("job_gpus", "replicas", "gpus_per_replica", "input_size_gb",
+                                     "comm_intensity", "kind_training", "expected_seconds", "data_scope",
+                                     "gpu_h100", "peer_count", "peer_frac_node", "peer_frac_rack",
+                                     "peer_frac_zone")} == {
+        "job_gpus": 12, "replicas": 3, "gpus_per_replica": 4, "input_size_gb": 120.0, "comm_intensity": 3.0,
+        "kind_training": 1.0, "expected_seconds": 3000.0, "data_scope": 1.0, "gpu_h100": 1.0,
+        "peer_count": 2.0, "peer_frac_node": 0.5, "peer_frac_rack": 0.0, "peer_frac_zone": 0.5}
+    assert features["data_distance"] == 1.0  # the last replica itself sits in the data's rack
+    unknown = {k for k, v in features.items() if isinstance(v, float) and math.isnan(v)}
+    assert unknown == {"node_gpus", "node_free_gpus", "rack_free_gpus", "node_cpu_load", "node_mem_load",
+                       "data_bw_mbps", "data_rtt_ms", "peer_bw_mbps", "peer_rtt_ms", "nic_util"}
+
+
+def test_every_field_read_is_one_the_operator_writes():
+    record = Reads(operator_record(["a1-0", "b1-0"], {"name": "d", "kind": "node", "location": "a1-1"}))
+    record_row(record)
+    assert record.read <= set(operator_records.ROW_FIELDS)
+    assert RECORD_VERSION == operator_records.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("kind, location, nodes, distance", [
+    pytest.param("node", "a1-0", ["a1-0"], 0.0, id="node-on-it"),
+    pytest.param("node", "a1-0", ["a1-0", "a1-1"], 1.0, id="node-same-rack-known-from-a-replica"),
+    pytest.param("node", "a1-0", ["a1-0", "b1-0"], 3.0, id="node-other-zone-known-from-a-replica"),
+    pytest.param("node", "a1-0", ["a2-0"], 2.0, id="node-alone-takes-the-records-level"),
+    pytest.param("node", "a1-0", ["b1-0", "a2-0"], math.nan, id="node-rack-unknown"),
+    pytest.param("rack", "rack-a1", ["a2-0", "a1-1"], 1.0, id="rack-in-it"),
+    pytest.param("rack", "rack-a1", ["a1-0", "a2-0"], 2.0, id="rack-same-zone-known-from-a-replica"),
+    pytest.param("rack", "rack-b1", ["a1-0"], 3.0, id="rack-other-zone-alone"),
+    pytest.param("zone", "zone-b", ["a1-0", "b1-0"], 2.0, id="zone-in-it"),
+    pytest.param("zone", "zone-b", ["b1-0", "a1-0"], 3.0, id="zone-out-of-it"),
+    pytest.param("endpoint", "minio:9000", ["a1-0"], math.nan, id="endpoint"),
+])
+def test_data_distance_is_the_last_replicas_own(kind, location, nodes, distance):
+    source = {"name": "d", "kind": kind, ("endpoint" if kind == "endpoint" else "location"): location}
+    got = record_row(operator_record(nodes, source))["data_distance"]
+    assert got == distance or (math.isnan(got) and math.isnan(distance))
+
+
+def test_no_data_source_reads_nothing():
+    row = record_row(operator_record(["a1-0"], workload={"kind": "inference"}))
+    assert row["input_size_gb"] == 0.0 and math.isnan(row["data_scope"]) and math.isnan(row["data_distance"])
+    assert math.isnan(row["comm_intensity"]) and row["kind_inference"] == 1.0
+
+
+def write_records(path, records, torn=False):
+    lines = [json.dumps(r) for r in records]
+    if torn:
+        lines.insert(1, lines[1][:40])  # a crash mid-write, then the operator's next row on a line of its own
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_records_file_reads_as_sets_of_one(tmp_path):
+    records = [operator_record(["a1-0"], uid="u1"), operator_record(["a2-0"], uid="u2", phase="Failed"),
+               operator_record(["b1-0", "a1-1"], uid="u3")]
+    ds = read_dataset(write_records(tmp_path / "r.jsonl", records, torn=True))
+    assert ds.job_id.tolist() == ["u1", "u3"]  # Failed skipped, the torn line skipped
+    assert ds.node.tolist() == ["a1-0", "a1-1"] and ds.chosen.all() and [len(s) for s in ds.sets()] == [1, 1]
+    assert ds.source.tolist() == ["operator", "operator"]
+
+
+def test_telemetry_fills_features_and_refuses_unknown_names(tmp_path):
+    record = operator_record(["a1-0"])
+    record["telemetry"] = {"nic_util": 0.3, "data_bw_mbps": 9400}
+    row = record_row(record)
+    assert (row["nic_util"], row["data_bw_mbps"]) == (0.3, 9400.0)
+    record["telemetry"] = {"nic_utilisation": 0.3}
+    with pytest.raises(SchemaError, match=r"r.jsonl: line 1 \(uid 'uid-1'\): telemetry names nic_util"):
+        read_dataset(write_records(tmp_path / "r.jsonl", [record]))
+
+
+@pytest.mark.parametrize("change, message", [
+    pytest.param({"schema_version": 2}, "line 2 .*records schema_version 2, this netsched reads version 1",
+                 id="version"),
+    pytest.param({"replicas": None, "gpus": None, "nodes": ["a1-0"], "start_time": "yesterday"},
+                 r"line 2 \(uid 'uid-1'\): Invalid isoformat string", id="bad-time"),
+])
+def test_bad_records_name_the_line(tmp_path, change, message):
+    good, bad = operator_record(["a1-0"], uid="u0"), operator_record(["a1-0"])
+    bad.update(change)
+    with pytest.raises(SchemaError, match=message):
+        read_dataset(write_records(tmp_path / "r.jsonl", [good, bad]))
+
+
+def test_a_record_without_a_field_the_model_needs(tmp_path):
+    bad = operator_record(["a1-0"])
+    del bad["gpus_per_replica"]
+    with pytest.raises(SchemaError, match="line 1 .* no field 'gpus_per_replica'; see netsched.operator"):
+        read_dataset(write_records(tmp_path / "r.jsonl", [bad]))
+
+
+def test_a_file_with_no_usable_job(tmp_path):
+    with pytest.raises(SchemaError, match="no Succeeded job with a duration yet"):
+        read_dataset(write_records(tmp_path / "r.jsonl", [operator_record(["a1-0"], phase="Failed")]))

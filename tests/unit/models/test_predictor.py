@@ -1,0 +1,89 @@
+import json
+
+import joblib
+import numpy as np
+import pytest
+from model_builders import copy_of, sim_rows, trained
+
+from netsched.models.artifact import ArtifactError
+from netsched.models.dataset import dataset_from_rows
+from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND
+from netsched.models.predictor import Predictor
+
+
+@pytest.fixture(scope="module")
+def predictor() -> Predictor:
+    return Predictor.load(trained()[0])
+
+
+@pytest.fixture(scope="module")
+def rows() -> np.ndarray:
+    return dataset_from_rows(sim_rows(jobs=50, seed=9)).X  # 400 candidate rows of other jobs
+
+
+def edit_meta(directory, **changes):
+    path = directory / "meta.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_predicts_seconds_and_the_network_blind_twin_loads(predictor, rows):
+    seconds = predictor.predict(rows)
+    assert seconds.shape == (400,) and (seconds > 30).all() and (seconds < 1e6).all()  # 30 s of startup alone
+    blind = Predictor.load(trained()[0], "network_blind")
+    assert blind.features == NETWORK_BLIND
+    with pytest.raises(ValueError, match=r"wants a \(rows, 30\) matrix in schema order, got shape \(400, 23"):
+        predictor.predict(rows[:, :23])
+
+
+def test_the_screen_is_the_ridge_pipeline_fused(predictor, rows):
+    bundle_screen = joblib.load(predictor.path / "model.joblib")["screen"]
+    np.testing.assert_allclose(predictor.screen.predict(rows), bundle_screen.predict(rows), rtol=1e-9)
+
+
+def test_fastest_finds_the_full_predicts_best_when_the_screen_keeps_it(predictor, rows):
+    full = predictor.predict(rows)
+    best = int(np.argmin(full))
+    assert best in np.argsort(predictor.screen.predict(rows))[:32]  # the case under test
+    picked, seconds = predictor.fastest(rows, k=3, screen_rows=32)
+    assert picked[0] == best and seconds[0] == pytest.approx(full[best])
+    assert (np.diff(seconds) >= 0).all() and len(set(picked)) == 3
+    small, _ = predictor.fastest(rows[:20], k=20)  # no more rows than the screen keeps: the exact order
+    assert small.tolist() == np.argsort(full[:20], kind="stable").tolist()
+
+
+def test_refuses_another_schema_version(tmp_path):
+    directory = copy_of(trained()[0], tmp_path)
+    edit_meta(directory, schema_version=99)
+    with pytest.raises(ArtifactError, match="tiny: model schema version 99, this netsched uses 1; retrain"):
+        Predictor.load(directory)
+
+
+def test_refuses_another_feature_list(tmp_path):
+    directory = copy_of(trained()[0], tmp_path)
+    edit_meta(directory, features=list(reversed(FEATURE_NAMES)))
+    with pytest.raises(ArtifactError, match=r"feature list does not match schema v1 \(same names, another"):
+        Predictor.load(directory)
+    edit_meta(directory, features=[*FEATURE_NAMES[:-1], "gpu_temperature"])
+    with pytest.raises(ArtifactError, match=r"missing \['nic_util'\], unexpected \['gpu_temperature'\]"):
+        Predictor.load(directory)
+
+
+def test_refuses_a_corrupt_model_file(tmp_path):
+    directory = copy_of(trained()[0], tmp_path)
+    model = directory / "model.joblib"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="model.joblib: sha256 differs from meta.json's artifact_sha256"):
+        Predictor.load(directory)
+
+
+def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
+    directory = copy_of(trained()[0], tmp_path)
+    (tmp_path / "current.json").write_text(json.dumps({"artifact": directory.name}))
+    assert Predictor.load(tmp_path / "current.json").path == directory
+    (tmp_path / "current.json").write_text("{}")
+    with pytest.raises(ArtifactError, match="current.json: not a model manifest"):
+        Predictor.load(tmp_path / "current.json")
+    with pytest.raises(ArtifactError, match="absent: no such model artifact or manifest"):
+        Predictor.load(tmp_path / "absent")
