@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import orjson
+from threadpoolctl import threadpool_limits
 
 from netsched.cluster.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
 from netsched.extender.core import Extender
@@ -76,6 +77,7 @@ def run(n: int, model: Path | None, shortlist: int, seed: int, count: int, warmu
 
 
 def main() -> int:
+    threadpool_limits(1, user_api="openmp")  # as `netsched extender --model` runs
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=ROOT / "models/current.json")
     parser.add_argument("--quick", action="store_true", help="few requests: a smoke run, not figures")

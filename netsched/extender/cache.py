@@ -2,8 +2,8 @@
 
 Requests never do I/O: they read a `View` taken under a short lock. Node facts
 that rarely change (zone, rack, GPU model, allocatable GPUs) live in a `NodeTable`
-of numpy arrays so scoring 5,000 candidates is vector arithmetic; GPUs in use and
-where each job's pods sit are updated in place from pod events.
+of numpy arrays so scoring 5,000 candidates is vector arithmetic; GPUs, CPU and memory
+requested per node and where each job's pods sit are updated in place from pod events.
 
 When the filter hands kube-scheduler exactly one node, the extender *assumes* the
 pod lands there (as kube-scheduler's own cache does) until the watch confirms the
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from kubernetes.utils import parse_quantity
 
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.plans import is_active
@@ -49,6 +50,8 @@ class NodeTable:
     zone_names: list[str]
     rack_names: list[str]
     gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
+    cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
+    memory: np.ndarray
 
     @classmethod
     def build(cls, nodes: dict[str, dict]) -> NodeTable:
@@ -66,6 +69,8 @@ class NodeTable:
             zone_names=zone_names,
             rack_names=rack_names,
             gpu_product=[nodes[n]["gpu_product"] for n in names],
+            cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
+            memory=np.array([nodes[n]["memory"] for n in names], dtype=np.float64),
         )
 
     def zone_of(self, i: int) -> str | None:
@@ -77,11 +82,13 @@ class NodeTable:
 
 @dataclass(frozen=True)
 class Placement:
-    """A GPU pod bound (or assumed bound) to a node."""
+    """A pod bound (or assumed bound) to a node, with what it requests."""
 
     job: str | None  # "<namespace>/<job>" or None
     node: str
     gpus: int
+    cpu: float = 0.0  # cores
+    memory: float = 0.0  # bytes
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,9 @@ class View:
     stale: bool
     synced: bool
     pins: Pins = Pins()
+    # CPU and memory requested / allocatable per table index (NaN: the node reports none)
+    cpu_load: np.ndarray | None = None
+    memory_load: np.ndarray | None = None
 
 
 class ClusterCache:
@@ -105,6 +115,7 @@ class ClusterCache:
         self._nodes: dict[str, dict] = {}
         self._table: NodeTable | None = None
         self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs held per table index
+        self._requested = np.zeros((2, 0))  # CPU cores and memory bytes requested per table index
         self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
         self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
         self._jobs: dict[str, Counter] = {}  # job -> nodes holding its pods, with counts
@@ -192,7 +203,9 @@ class ClusterCache:
 
     def _count(self, p: Placement, sign: int) -> None:
         if self._table is not None and p.node in self._table.index:
-            self._used[self._table.index[p.node]] += sign * p.gpus
+            i = self._table.index[p.node]
+            self._used[i] += sign * p.gpus
+            self._requested[:, i] += (sign * p.cpu, sign * p.memory)
         if p.job:
             nodes = self._jobs.setdefault(p.job, Counter())
             nodes[p.node] += sign
@@ -208,6 +221,8 @@ class ClusterCache:
             self._drop_expired(now)
             table = self._node_table()
             free = np.maximum(table.allocatable - self._used, 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cpu_load, memory_load = self._requested / np.stack([table.cpu, table.memory])
             nodes = self._jobs.get(f"{namespace}/{job}") if job else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
             if self._pins is None:
@@ -215,7 +230,9 @@ class ClusterCache:
             pins = self._pins
         age = self.age(now)
         synced = self._synced >= set(WATCHED)
-        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins)
+        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins,
+                    np.where(table.cpu > 0, cpu_load, np.nan),
+                    np.where(table.memory > 0, memory_load, np.nan))
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now
@@ -227,9 +244,12 @@ class ClusterCache:
         if self._table is None:
             self._table = NodeTable.build(self._nodes)
             self._used = np.zeros(len(self._table.names), dtype=np.int32)
+            self._requested = np.zeros((2, len(self._table.names)))
             for p in self._pods.values():
                 if p.node in self._table.index:
-                    self._used[self._table.index[p.node]] += p.gpus
+                    i = self._table.index[p.node]
+                    self._used[i] += p.gpus
+                    self._requested[:, i] += (p.cpu, p.memory)
         return self._table
 
     def _drop_expired(self, now: float) -> None:
@@ -249,11 +269,32 @@ def _node_facts(obj: dict) -> dict:
         "rack": labels.get(RACK_LABEL),
         "gpus": gpus,
         "gpu_product": labels.get(GPU_PRODUCT_LABEL),
+        "cpu": _quantity(allocatable.get("cpu")),
+        "memory": _quantity(allocatable.get("memory")),
     }
 
 
+def _quantity(value) -> float:
+    """A resource quantity ("500m", "64Gi") as a number; 0 when absent or malformed."""
+    try:
+        return float(parse_quantity(value)) if value is not None else 0.0
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def _requests(spec: dict) -> tuple[float, float]:
+    """CPU cores and memory bytes the pod's containers request (their limits where requests are unset)."""
+    cpu = memory = 0.0
+    for c in spec.get("containers") or ():
+        resources = (c.get("resources") or {}) if isinstance(c, dict) else {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        cpu += _quantity(asked.get("cpu"))
+        memory += _quantity(asked.get("memory"))
+    return cpu, memory
+
+
 def _placement(pod: dict) -> Placement | None:
-    """The GPUs a bound, unfinished pod holds; None for anything else."""
+    """What a bound, unfinished pod holds; None for anything else."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
@@ -264,6 +305,5 @@ def _placement(pod: dict) -> Placement | None:
         gpus = pod_gpus(spec)
     except BadRequest:
         gpus = 0  # the apiserver validates quantities; be safe anyway
-    if gpus <= 0 and not job:
-        return None
-    return Placement(f"{meta.get('namespace', 'default')}/{job}" if job else None, node, gpus)
+    job_key = f"{meta.get('namespace', 'default')}/{job}" if job else None
+    return Placement(job_key, node, gpus, *_requests(spec))

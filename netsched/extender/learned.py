@@ -136,10 +136,10 @@ def predicted_seconds(predictor: Predictor, matrix: np.ndarray) -> np.ndarray:
     """Seconds per row: the model's for the SCREEN_ROWS the screen ranks fastest, the screen's
     (floored at the slowest of those) for the rest, so a screened-out row never outranks them."""
     if len(matrix) <= SCREEN_ROWS:
-        return predictor.predict(matrix)
+        return predictor.predict_one_job(matrix)
     screen = np.exp(predictor.screen.predict(matrix))
     rows = np.argpartition(screen, SCREEN_ROWS - 1)[:SCREEN_ROWS]
-    exact = predictor.predict(matrix[rows])
+    exact = predictor.predict_one_job(matrix[rows])
     seconds = np.maximum(screen, exact.max())
     seconds[rows] = exact
     return seconds

@@ -64,8 +64,13 @@ def _node(view: View, idx: np.ndarray) -> dict[str, np.ndarray]:
     return {
         **{name: flags[idx, j] for j, name in enumerate(names)},
         "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": view.free[idx].astype(float),
-        "rack_free_gpus": rack_free, "node_cpu_load": unknown, "node_mem_load": unknown, "nic_util": unknown,
+        "rack_free_gpus": rack_free, "node_cpu_load": _load(view.cpu_load, idx, unknown),
+        "node_mem_load": _load(view.memory_load, idx, unknown), "nic_util": unknown,
     }
+
+
+def _load(load: np.ndarray | None, idx: np.ndarray, unknown: np.ndarray) -> np.ndarray:
+    return unknown if load is None else np.clip(load[idx], 0, 1)  # clip keeps NaN (no allocatable)
 
 
 _last_flags: tuple[NodeTable, tuple[str, ...], np.ndarray] | None = None

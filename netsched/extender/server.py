@@ -220,8 +220,13 @@ def _scorer(metrics, model: Path | None, reload_seconds: float):
     if model is None:
         metrics.model_loaded.set(0)
         return TopologyScorer()
+    from threadpoolctl import threadpool_limits
+
     from netsched.extender.learned import ModelScorer, ModelSource
 
+    # One OpenMP thread for the trees: a request scores a few hundred rows, where a second thread
+    # costs more in hand-offs than it saves, and on a busy node its spin-waits took p50 from 5 to 17 ms.
+    threadpool_limits(1, user_api="openmp")
     return ModelScorer(ModelSource(model, metrics, reload_seconds).start(), TopologyScorer(), metrics)
 
 

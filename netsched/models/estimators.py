@@ -47,6 +47,10 @@ class JobPlusCandidate:
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.job.predict(X[:, self.job_columns]) + self.candidate.predict(X)
 
+    def predict_one_job(self, X: np.ndarray) -> np.ndarray:
+        """The same for rows that all describe one job (equal job columns): its part runs once."""
+        return self.job.predict(X[:1, self.job_columns]) + self.candidate.predict(X)
+
 
 def log1p_columns(X: np.ndarray, columns: list[int]) -> np.ndarray:
     out = np.array(X, dtype=np.float64, copy=True)

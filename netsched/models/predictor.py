@@ -79,6 +79,14 @@ class Predictor:
             return np.empty(0)
         return np.exp(self.estimator.predict(matrix))
 
+    def predict_one_job(self, matrix: np.ndarray) -> np.ndarray:
+        """`predict` for the candidates of one job (rows equal in every job feature), as the
+        extender scores them: a two-part model's job part runs on one row, not on all."""
+        self._check_shape(matrix)
+        if not len(matrix):
+            return np.empty(0)
+        return np.exp(getattr(self.estimator, "predict_one_job", self.estimator.predict)(matrix))
+
     def fastest(self, matrix: np.ndarray, k: int = 1, screen_rows: int = SCREEN_ROWS
                 ) -> tuple[np.ndarray, np.ndarray]:
         """Row indices of the k rows predicted fastest, fastest first, and their predicted seconds."""

@@ -61,7 +61,9 @@ def sample(metrics: Metrics, name: str, **labels) -> float:
 
 
 def test_features_describe_each_candidate_from_the_cache_and_annotations():
-    cache = cache_of(NODES, [pod("peer", "h-0", gpus=4, job="train")])
+    peer = pod("peer", "h-0", gpus=4, job="train")
+    peer["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "48", "memory": "256Gi"}
+    cache = cache_of(NODES, [peer])
     p = parse_args({"Pod": pod("next", gpus=2, job="train", annotations={
         **TRAINING, "netsched.io/data-source": "zone:zone-b", "netsched.io/communication-intensity": "high"}),
         "NodeNames": NAMES}).pod
@@ -78,7 +80,9 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     assert col["data_distance"].tolist() == [3, 3, 2, 2]  # zone-b data: farther for zone-a nodes
     assert col["comm_intensity"][0] == 3 and col["kind_training"][0] == 1
     assert col["expected_seconds"][0] == 3000
-    assert all(math.isnan(v) for v in col["node_cpu_load"])  # not tracked by the extender: unknown
+    assert col["node_cpu_load"].tolist() == [0.5, 0, 0, 0]  # 48 of 96 cores requested
+    assert col["node_mem_load"].tolist() == [0.25, 0, 0, 0]  # 256Gi of 1024Gi
+    assert all(math.isnan(v) for v in col["nic_util"])  # not tracked by the extender: unknown
 
 
 def test_the_model_prefers_the_faster_gpus_for_compute_heavy_work(artifact):
@@ -150,6 +154,6 @@ def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeyp
     X[:, INDEX["node_free_gpus"]] = np.arange(len(X)) % 9
     seconds = predicted_seconds(predictor, X)
     screened = np.argpartition(predictor.screen.predict(X), 2)[:3]
-    assert np.allclose(seconds[screened], predictor.predict(X[screened]))
+    assert np.allclose(seconds[screened], predictor.predict(X[screened]))  # the job part once = per row
     rest = np.setdiff1d(np.arange(len(X)), screened)
     assert seconds[rest].min() >= seconds[screened].max()
