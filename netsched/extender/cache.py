@@ -163,6 +163,13 @@ class ClusterCache:
             self._remember(uid, placement)
             self._expiry[uid] = self.clock() + self.assume_ttl
 
+    def unassume(self, uid: str) -> None:
+        """Forget an assumed placement of a pod that is being scheduled again: kube-scheduler did not
+        bind it there, and its own GPUs must not count against the nodes it is choosing among."""
+        with self._lock:
+            if uid in self._expiry:
+                self._forget(uid)
+
     def _apply_node(self, event_type: str, obj: dict) -> None:
         name = obj["metadata"]["name"]
         if event_type == "DELETED":

@@ -67,6 +67,8 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> FilterOutcome:
         pod, names = args.pod, args.node_names
         self.metrics.candidates.observe(len(names))
+        if pod.uid:
+            self.cache.unassume(pod.uid)
         view = self._view(pod)
         try:
             needs = parse_needs(pod.annotations)

@@ -3,6 +3,7 @@ from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
 
 from netsched.extender.cache import ClusterCache
 from netsched.extender.core import Extender, StaleCache
+from netsched.extender.scorers import TopologyScorer
 
 
 def test_filter_hands_back_the_single_best_node_and_the_next_replica_follows_it():
@@ -75,3 +76,19 @@ def test_every_filtered_pod_gets_a_decision_with_its_top_candidates():
     assert set(decision.top[0].factors) == {"rack_room", "packing"}
     decision.node = out.passed[0]
     assert decision.summary().startswith(f"netsched placed the pod on {out.passed[0]} (score ")
+
+
+def test_a_pod_filtered_again_does_not_count_its_own_earlier_assumption():
+    seen = []
+
+    class Spy(TopologyScorer):
+        def score(self, pod, needs, view, idx, telemetry):
+            seen.append(dict(zip(view.table.names, view.free.tolist(), strict=True)))
+            return super().score(pod, needs, view, idx, telemetry)
+
+    ext = Extender(cache_of(CLUSTER), scorer=Spy(), shortlist=1)
+    p = pod("r0", gpus=8)
+    (node,) = ext.filter(args(p, NAMES)).passed  # assumed there until the watch shows the binding
+    # kube-scheduler did not bind it there (another plugin refused the node) and asks again
+    ext.filter(args(p, NAMES))
+    assert seen[1][node] == 8, "its own GPUs, assumed on that node, made the node look full"
