@@ -106,7 +106,8 @@ def _pct(v: float) -> str:
 
 
 def _num(v: float) -> str:
-    return "-" if np.isnan(v) else f"{v:,.0f}"
+    """Seconds: whole ones for the simulator's hour-long jobs, hundredths for the testbed's short ones."""
+    return "-" if np.isnan(v) else f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
 
 
 def write_report(ev: Evaluation, out: Path) -> list[Path]:
