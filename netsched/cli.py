@@ -131,7 +131,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
                           args.plan_deadline)
     run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
                  health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval,
-                 peering=args.peering, scheduler=args.scheduler_name, packer=packer)
+                 peering=args.peering, scheduler=args.scheduler_name, packer=packer,
+                 prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age)
     return 0
 
 
@@ -434,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "netsched: the scheduler profile that calls the extender)")
     op.add_argument("--peering", metavar="NAME", help="kopf ClusterKopfPeering to join, so that of several "
                     "replicas only one acts (default: run standalone)")
+    op.add_argument("--prometheus-url", help="Prometheus scraping the agents: each job's links at start go "
+                    "into its training record (default: none; records without links)")
+    op.add_argument("--telemetry-max-age", type=float, default=120.0, metavar="SECONDS",
+                    help="a link measured longer ago than this is not recorded (default 120)")
     op.add_argument("--no-packer", action="store_true",
                     help="never evict or move pods to make room (no PackingPlans)")
     op.add_argument("--pack-budget", type=float, default=1.0, metavar="SECONDS",

@@ -28,10 +28,13 @@ from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator import conditions as c
 from netsched.operator.capacity import Fit, NodeRoom, Resources, gang_fit, node_room, pod_requests
 from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
+from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.reconcile import TERMINAL, Actions, PodView, reconcile
 from netsched.operator.records import JobRecords, job_record
 from netsched.operator.replica_pods import replica_pod
 from netsched.operator.spec import GROUP, PLURAL, VERSION, JobSpec, job_spec
+from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-operator"
@@ -66,6 +69,7 @@ class Operator:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     interval: float = 1.0
     scheduler: str = SCHEDULER_NAME  # schedulerName of the pods it creates (unless the template sets one)
+    telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     _admission: threading.Lock = field(default_factory=threading.Lock)
     _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
 
@@ -83,6 +87,8 @@ class Operator:
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self._admission if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices))
+            if self.telemetry is not None and needs_snapshot(job, actions.status):
+                actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, _request(job))

@@ -10,7 +10,7 @@ where its replicas ran, how far that was from its data) and what happened
   condition is set; rows are keyed by the job's uid and a uid already in the file
   is never written again, so a restart between the two steps cannot duplicate a job.
 - A torn last line (a crash mid-write) is skipped on reading and never glued to the next row.
-- Schema (version 1): see ROW_FIELDS; `telemetry` is null until node telemetry feeds the operator.
+- Schema (version 1): see ROW_FIELDS; `telemetry` is null unless the operator reads Prometheus.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ ROW_FIELDS = {
     "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
     "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
     "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
-    "telemetry": "per-node network measures at placement, or null (no telemetry source yet)",
+    "telemetry": "links of the last replica at job start (operator/placement_telemetry.py: model feature "
+                 "name -> value), or null without --prometheus-url",
 }
 
 
@@ -129,7 +130,7 @@ def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict
         "gpu_models": [node_labels.get(n, {}).get(GPU_PRODUCT_LABEL, "") for n in nodes],
         "distinct_nodes": len(set(nodes)), "distinct_racks": len(set(racks)),
         "distinct_zones": len(set(zones)),
-        "telemetry": None,
+        "telemetry": status.get("placementTelemetry"),
     }
 
 
