@@ -493,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Bring up the dev-cluster (unless one is running), run "
                           "the demo workload and print where each pod went.")
     _add_cluster_options(demo)
+    demo.add_argument("--model", metavar="PATH", help="the extender scores by this completion-time model "
+                      "(artifact directory or current.json; default: the topology heuristic)")
     demo.add_argument("--keep-cluster", action="store_true",
                       help="leave a cluster this command started running afterwards")
     demo.set_defaults(func=cmd_demo)

@@ -8,10 +8,11 @@ extender falls back to the topology heuristic, counted in
 `netsched_extender_model_fallbacks_total`, until a good artifact appears: what serves is
 always the artifact on disk or the heuristic, never a silently kept older model.
 
-A candidate's score is best predicted seconds / its predicted seconds, so 1.0 (score 10)
-for the fastest and proportionally less for slower ones. Over many candidates the model
-runs on the `SCREEN_ROWS` the artifact's linear screen ranks fastest; the others keep the
-screen's estimate, never better than the slowest screened one.
+A candidate's score falls one point (of 10) for every 5% its predicted completion time is
+above the fastest candidate's, to 0 at 50% slower: a ratio would give every candidate
+within 5% of the best the same rounded 10, and kube-scheduler could not tell them apart.
+Over many candidates the model runs on the `SCREEN_ROWS` the artifact's linear screen ranks
+fastest; the others keep the screen's estimate, never better than the slowest screened one.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from netsched.models.predictor import SCREEN_ROWS, Predictor
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
+SLOWDOWN_AT_ZERO = 0.5  # predicted 50% slower than the best candidate scores 0: a point per 5%
 
 
 class ModelSource:
@@ -124,7 +126,8 @@ class ModelScorer:
             return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
         if not np.isfinite(seconds).all() or (seconds <= 0).any():
             return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
-        value = seconds.min() / seconds
+        slowdown = seconds / seconds.min() - 1
+        value = np.clip(1 - slowdown / SLOWDOWN_AT_ZERO, 0, 1)
         return Scored(value, value, {"predicted_seconds": seconds}, scorer=self.name)
 
     def _fall_back(self, reason: str, *args) -> Scored:
