@@ -41,6 +41,7 @@ CUSTOM_VALUES = {
     "scheduler": {"name": "netsched-chart-test", "extender": {"weight": 3, "ignorable": False}},
     "agent": {"interval": 10, "budgetBytesPerMinute": 1048576},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "retrain": {"enabled": True, "schedule": "30 2 * * 0", "holdout": 0.25},
 }
 
 
@@ -194,6 +195,11 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
     parsed = {}
     for kind, name in (("Deployment", "operator"), ("Deployment", "extender"), ("DaemonSet", "agent")):
         parsed[name] = build_parser().parse_args(container(docs, kind, f"netsched-{name}")["args"])
+    if values:
+        cron = find(docs, "CronJob", "netsched-retrain")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        parsed["retrain"] = build_parser().parse_args(cron["containers"][0]["args"])
+        assert (parsed["retrain"].data, parsed["retrain"].models, parsed["retrain"].holdout) == (
+            [Path("/var/lib/netsched/job-records.jsonl")], "/var/lib/netsched-models", 0.25)
     assert parsed["operator"].records == "/var/lib/netsched/job-records.jsonl"
     assert parsed["operator"].peering == ("netsched" if values else None)
     expected_url = values["extender"]["telemetry"]["prometheusUrl"] if values else None
@@ -223,6 +229,23 @@ def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
     assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
     bound = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
     assert {"system:kube-scheduler", "system:volume-scheduler"} <= bound
+
+
+def test_retraining_reads_the_records_claim_and_writes_a_models_claim_the_extender_can_serve(bin_dir):
+    docs = render(bin_dir, CUSTOM_VALUES)  # its extender serves from the claim netsched-models
+    cron = find(docs, "CronJob", "netsched-retrain")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert cron["spec"]["schedule"] == "30 2 * * 0" and pod["restartPolicy"] == "Never"
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"records": {"claimName": "netsched-operator-records", "readOnly": True},
+                      "models": {"claimName": "netsched-models"}}
+    assert find(docs, "PersistentVolumeClaim", "netsched-models")["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert find(docs, "ServiceAccount", "netsched-retrain")["automountServiceAccountToken"] is False
+    assert not [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and any(s["name"] == "netsched-retrain" for s in d.get("subjects") or [])]
+    extender = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "netsched-models", "readOnly": True}} \
+        in extender
 
 
 def test_servicemonitors_select_a_service_port_of_their_component(bin_dir):
@@ -274,6 +297,10 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  id="timeout-not-a-duration"),
     pytest.param({"agent": {"probePort": 9101}}, "agent.port and agent.probePort must differ",
                  id="agent-ports-clash"),
+    pytest.param({"retrain": {"enabled": True}, "operator": {"records": {"persistence": {"enabled": False}}}},
+                 "retrain.enabled needs operator.records.persistence.enabled", id="retrain-without-records"),
+    pytest.param({"retrain": {"schedule": "nightly"}},
+                 "at '/retrain/schedule': 'nightly' does not match pattern", id="retrain-schedule"),
     pytest.param({"extender": {"model": {"source": "pvc"}}},
                  "at '/extender/model/claimName': minLength: got 0, want 1", id="model-pvc-without-claim"),
     pytest.param({"extender": {"model": {"source": "s3"}}},
