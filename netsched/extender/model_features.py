@@ -27,8 +27,9 @@ NAN = math.nan
 def feature_values(pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
                    telemetry: TelemetryStore) -> dict[str, float | np.ndarray]:
     """Feature name -> a scalar (job features) or an array over idx (node and network features)."""
+    nic = telemetry.nic_aligned(view.table.index, len(view.table.names))[idx] if telemetry else None
     return {**_job(pod, needs), **_node(view, idx), **_data(needs, view, idx, telemetry),
-            **_peers(view, idx, telemetry)}
+            **_peers(view, idx, telemetry), "nic_util": np.full(len(idx), NAN) if nic is None else nic}
 
 
 def _job(pod: PodRef, needs: NetworkNeeds) -> dict[str, float]:
@@ -65,7 +66,7 @@ def _node(view: View, idx: np.ndarray) -> dict[str, np.ndarray]:
         **{name: flags[idx, j] for j, name in enumerate(names)},
         "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": view.free[idx].astype(float),
         "rack_free_gpus": rack_free, "node_cpu_load": _load(view.cpu_load, idx, unknown),
-        "node_mem_load": _load(view.memory_load, idx, unknown), "nic_util": unknown,
+        "node_mem_load": _load(view.memory_load, idx, unknown),
     }
 
 

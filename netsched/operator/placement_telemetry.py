@@ -5,8 +5,8 @@ Taken once, when the job first runs with every replica placed, from the telemetr
 `status.placementTelemetry` so it survives operator restarts and is the record's
 `telemetry` when the job finishes. Keys are completion-time model features
 (netsched.models.features), for the job's last replica as the extender scored it: the
-lowest measured bandwidth and highest RTT to the nodes of its peers, and the link to the
-data source when that is a node or an endpoint. A link with no fresh measurement is
+lowest measured bandwidth and highest RTT to the nodes of its peers, the link to the data
+source when that is a node or an endpoint, and its node's NIC utilisation. A link with no fresh measurement is
 left out (unknown), never guessed.
 """
 
@@ -29,6 +29,9 @@ def placement_telemetry(job: JobSpec, status: dict, store: TelemetryStore) -> di
     if links:
         out["peer_bw_mbps"] = min(s.bandwidth_mbps for s in links)
         out["peer_rtt_ms"] = max(s.rtt_ms for s in links)
+    nic = store.nic(last)
+    if nic is not None:
+        out["nic_util"] = nic
     data = job.data_sources[0] if job.data_sources else None
     if data and data.kind in ("node", "endpoint") and data.location != last:
         link = store.link(last, data.location)

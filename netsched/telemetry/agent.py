@@ -63,10 +63,10 @@ class AgentMetrics:
                                    ["dst"], registry=r)
         self.skipped = Counter("netsched_probe_skipped_total", "Bandwidth probes skipped by the budget",
                                ["dst"], registry=r)
-        self.nic_rate = Gauge("netsched_nic_bytes_per_second", "NIC traffic rate", ["interface", "direction"],
-                              registry=r)
+        self.nic_rate = Gauge("netsched_nic_bytes_per_second", "NIC traffic rate",
+                              ["node", "interface", "direction"], registry=r)
         self.nic_util = Gauge("netsched_nic_utilisation_ratio", "NIC traffic / link speed",
-                              ["interface", "direction"], registry=r)
+                              ["node", "interface", "direction"], registry=r)
 
 
 class Agent:
@@ -170,10 +170,10 @@ class Agent:
         for rate in self.nics.sample():
             for direction in ("rx", "tx"):
                 value = rate.rx_bytes_per_second if direction == "rx" else rate.tx_bytes_per_second
-                self.metrics.nic_rate.labels(rate.interface, direction).set(value)
+                self.metrics.nic_rate.labels(self.node, rate.interface, direction).set(value)
                 util = rate.utilisation(direction)
                 if util is not None:
-                    self.metrics.nic_util.labels(rate.interface, direction).set(util)
+                    self.metrics.nic_util.labels(self.node, rate.interface, direction).set(util)
 
     def matrix(self) -> dict:
         with self._lock:

@@ -2,7 +2,8 @@
 
 Every `interval` seconds it runs three instant queries (bandwidth, RTT, last-measured
 time per src/dst link) and records each complete link with the time the *agent*
-measured it, not the time Prometheus scraped it. So:
+measured it, not the time Prometheus scraped it; and one for each node's NIC utilisation
+(its busiest interface and direction), recorded as of the query. So:
 
 - an agent that stops measuring a link (peer unreachable, agent down) leaves an entry
   whose age grows until the store stops returning it (`TelemetryStore.max_age`);
@@ -28,6 +29,7 @@ QUERIES = {
     "rtt": "netsched_link_rtt_seconds",
     "measured": "netsched_link_measured_timestamp_seconds",
 }
+NIC_QUERY = "max by (node) (netsched_nic_utilisation_ratio)"  # a node's busiest interface and direction
 
 
 class PrometheusFeed:
@@ -52,6 +54,7 @@ class PrometheusFeed:
         """One round; returns the number of links recorded (0 on failure, with last_error set)."""
         try:
             series = {name: self._query(q) for name, q in QUERIES.items()}
+            nics = {labels[0]: value for labels, value in self._query(NIC_QUERY, ("node",)).items()}
         except (OSError, ValueError, KeyError) as exc:
             self.last_error = f"Prometheus at {self.url} could not be read: {exc}"
             log.warning("%s; telemetry entries age out after %g s", self.last_error, self.store.max_age)
@@ -64,10 +67,12 @@ class PrometheusFeed:
                 self.store.record(link[0], link[1], series["rtt"][link] * 1000,
                                   series["bandwidth"][link] * 8 / 1e6, observed_at=observed)
                 recorded += 1
+        for node, utilisation in nics.items():
+            self.store.record_nic(node, utilisation, observed_at=now_mono)
         self.last_error, self.last_success = None, now_mono
         return recorded
 
-    def _query(self, promql: str) -> dict[tuple[str, str], float]:
+    def _query(self, promql: str, keys: tuple[str, ...] = ("src", "dst")) -> dict[tuple[str, ...], float]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
         with urllib.request.urlopen(url, timeout=self.timeout) as resp:
             doc = json.loads(resp.read())
@@ -76,6 +81,6 @@ class PrometheusFeed:
         out = {}
         for item in doc["data"]["result"]:
             labels = item["metric"]
-            if "src" in labels and "dst" in labels:
-                out[(labels["src"], labels["dst"])] = float(item["value"][1])
+            if all(k in labels for k in keys):
+                out[tuple(labels[k] for k in keys)] = float(item["value"][1])
         return out

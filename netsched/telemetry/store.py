@@ -37,6 +37,9 @@ class TelemetryStore:
         self._lock = threading.Lock()
         self._version = 0  # bumped by every record(): aligned arrays older than it are rebuilt
         self._aligned: dict[tuple[str, int], tuple[int, Mapping, tuple[np.ndarray, ...]]] = {}
+        self._nics: dict[str, tuple[float, float]] = {}  # node -> (NIC utilisation, observed_at)
+        self._nic_version = 0
+        self._nic_cache: tuple | None = None
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
@@ -61,6 +64,30 @@ class TelemetryStore:
         stale = self.clock() - seen > self.max_age  # NaN (never measured) compares False: stays NaN
         return np.where(stale, np.nan, bw), np.where(stale, np.nan, rtt)
 
+    def record_nic(self, node: str, utilisation: float, observed_at: float | None = None) -> None:
+        """A node's NIC utilisation (busiest interface and direction, 0..1)."""
+        with self._lock:
+            self._nics[node] = (utilisation, self.clock() if observed_at is None else observed_at)
+            self._nic_version += 1
+
+    def nic(self, node: str) -> float | None:
+        found = self._nics.get(node)
+        return None if found is None or self.clock() - found[1] > self.max_age else found[0]
+
+    def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:
+        """NIC utilisation at the positions `index` gives the nodes (NaN: unknown or stale),
+        rebuilt only after new readings, like `aligned`."""
+        with self._lock:
+            hit = self._nic_cache
+            if hit is None or hit[0] != self._nic_version or hit[1] is not index:
+                util, seen = np.full(size, np.nan), np.full(size, np.nan)
+                for node, (value, at) in self._nics.items():
+                    j = index.get(node)
+                    if j is not None:
+                        util[j], seen[j] = value, at
+                hit = self._nic_cache = (self._nic_version, index, util, seen)
+        return np.where(self.clock() - hit[3] > self.max_age, np.nan, hit[2])
+
     def link(self, src: str, dst: str) -> LinkStats | None:
         stats = self._links.get(dst, {}).get(src)
         if stats is None or self.clock() - stats.observed_at > self.max_age:
@@ -81,7 +108,7 @@ class TelemetryStore:
         return sum(age <= self.max_age for age in ages)
 
     def __bool__(self) -> bool:
-        return bool(self._links)
+        return bool(self._links or self._nics)
 
 
 def _arrays(row: dict[str, LinkStats], index: Mapping[str, int], size: int) -> tuple[np.ndarray, ...]:

@@ -110,6 +110,9 @@ def test_agents_measure_shaped_links_within_25_percent_through_prometheus(bed):
             assert link is not None, (src, dst)
             assert abs(link.bandwidth_mbps - expected) <= 0.25 * expected, (src, dst, link, expected)
             assert 0 < link.rtt_ms < 50
+    # each node's NIC utilisation comes through too, labelled with the agent's node name
+    assert all(store.nic(site) is not None and 0 <= store.nic(site) <= 1 for site in SITES), \
+        {site: store.nic(site) for site in SITES}
 
 
 def test_the_extender_ranks_nodes_by_the_measured_network(bed):

@@ -82,7 +82,12 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     assert col["expected_seconds"][0] == 3000
     assert col["node_cpu_load"].tolist() == [0.5, 0, 0, 0]  # 48 of 96 cores requested
     assert col["node_mem_load"].tolist() == [0.25, 0, 0, 0]  # 256Gi of 1024Gi
-    assert all(math.isnan(v) for v in col["nic_util"])  # not tracked by the extender: unknown
+    assert all(math.isnan(v) for v in col["nic_util"])  # no telemetry: unknown
+    store = TelemetryStore()
+    store.record_nic("v-0", 0.4)
+    values = feature_values(p, parse_needs(p.annotations), view, idx, store)
+    nic = feature_matrix(values, 4)[:, INDEX["nic_util"]]
+    assert nic[2] == 0.4 and np.isnan(nic[[0, 1, 3]]).all()
 
 
 def test_the_model_prefers_the_faster_gpus_for_compute_heavy_work(artifact):

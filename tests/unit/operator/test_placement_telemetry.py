@@ -27,13 +27,15 @@ def store() -> TelemetryStore:
     s.record("b1-0", "a1-0", rtt_ms=2.0, bandwidth_mbps=900)  # the last replica's node to each peer
     s.record("b1-0", "a1-1", rtt_ms=4.0, bandwidth_mbps=400)
     s.record("b1-0", "10.0.0.5:9000", rtt_ms=7.5, bandwidth_mbps=250)
+    s.record_nic("b1-0", 0.35)
     return s
 
 
 def test_the_last_replicas_weakest_peer_link_and_its_data_link_are_taken():
     j = job(replicas=4, data=[{"name": "s3", "kind": "endpoint", "endpoint": "10.0.0.5:9000"}])
     got = placement_telemetry(j, placed("a1-0", "a1-1", "a1-1", "b1-0"), store())
-    assert got == {"peer_bw_mbps": 400, "peer_rtt_ms": 4.0, "data_bw_mbps": 250, "data_rtt_ms": 7.5}
+    assert got == {"peer_bw_mbps": 400, "peer_rtt_ms": 4.0, "data_bw_mbps": 250, "data_rtt_ms": 7.5,
+                   "nic_util": 0.35}
 
 
 def test_unmeasured_stale_or_local_links_are_left_out():
@@ -41,7 +43,7 @@ def test_unmeasured_stale_or_local_links_are_left_out():
     s.clock.now += 61  # every measurement is now older than the bound
     assert placement_telemetry(job(replicas=2), placed("a1-0", "b1-0"), s) == {}
     on_data = job(replicas=1, data=[{"name": "d", "kind": "node", "location": "b1-0"}])
-    assert placement_telemetry(on_data, placed("b1-0"), store()) == {}  # data on its own node
+    assert placement_telemetry(on_data, placed("b1-0"), store()) == {"nic_util": 0.35}  # data on its node
     assert placement_telemetry(job(replicas=2), placed("c1-0", "c1-0"), store()) == {}  # peer on the node
 
 
@@ -59,7 +61,7 @@ def test_the_snapshot_reaches_the_record_and_the_models_dataset_row():
         "startTime": "2026-11-23T10:00:00Z", "completionTime": "2026-11-23T10:30:00Z",
         "placementTelemetry": placement_telemetry(j, placed("a1-0", "b1-0"), store())}
     record = job_record(j, status, LABELS)
-    assert record["telemetry"] == {"peer_bw_mbps": 900, "peer_rtt_ms": 2.0}
+    assert record["telemetry"] == {"peer_bw_mbps": 900, "peer_rtt_ms": 2.0, "nic_util": 0.35}
     row = record_row(record)
     assert (row["peer_bw_mbps"], row["peer_rtt_ms"], row["duration_seconds"]) == (900, 2.0, 1800)
     assert math.isnan(row["data_bw_mbps"])

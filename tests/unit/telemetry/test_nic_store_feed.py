@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from netsched.telemetry.nic import NicMonitor, read_counters
-from netsched.telemetry.prometheus import PrometheusFeed
+from netsched.telemetry.prometheus import NIC_QUERY, PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 
 PROC_NET_DEV = """\
@@ -79,6 +79,9 @@ def prometheus():
         "netsched_link_bandwidth_bytes_per_second": _vector(10e6, ab=("a", "b"), ac=("a", "c")),
         "netsched_link_rtt_seconds": _vector(0.002, ab=("a", "b"), ac=("a", "c")),
         "netsched_link_measured_timestamp_seconds": _vector(1000.0, ab=("a", "b")),  # a->c: no time
+        NIC_QUERY: {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"node": "a"}, "value": [0, "0.25"]},
+            {"metric": {"node": "b"}, "value": [0, "0.5"]}]}},
     }
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -94,8 +97,10 @@ def test_the_feed_records_complete_links_aged_by_when_the_agent_measured_them(pr
     link = store.link("a", "b")
     assert link.bandwidth_mbps == pytest.approx(80.0) and link.rtt_ms == pytest.approx(2.0)
     assert link.observed_at == pytest.approx(480.0)
+    assert (store.nic("a"), store.nic("b"), store.nic("c")) == (0.25, 0.5, None)
     now[0] = 511.0  # 31 s after the measurement
     assert store.link("a", "b") is None
+    assert store.nic("a") == 0.25  # read at 500: still fresh
 
 
 def test_an_unreachable_prometheus_is_reported_not_raised():
@@ -117,3 +122,16 @@ def test_aligned_arrays_follow_new_measurements_and_age_out():
     now[0] = 10.5  # a's entry is now older than 10 s, b's is not
     bw, rtt = store.aligned("t", index, 3)
     assert np.isnan(bw[0]) and np.isnan(rtt[0]) and bw[1] == 50.0
+
+
+def test_nic_readings_align_with_the_node_table_and_age_out():
+    now = [0.0]
+    store = TelemetryStore(max_age=10, clock=lambda: now[0])
+    index = {"a": 0, "b": 1, "c": 2}
+    store.record_nic("a", 0.3)
+    now[0] = 6.0
+    store.record_nic("b", 0.7)
+    assert store.nic_aligned(index, 3)[:2].tolist() == [0.3, 0.7] and np.isnan(store.nic_aligned(index, 3)[2])
+    now[0] = 10.5  # a's reading is now older than 10 s
+    util = store.nic_aligned(index, 3)
+    assert np.isnan(util[0]) and util[1] == 0.7 and store.nic("a") is None
