@@ -38,16 +38,17 @@ class LinearScreen:
     def __init__(self, pipeline):
         logs, imputer, scaler, linear = (step for _, step in pipeline.steps)
         self.heavy = list(logs.kw_args["columns"])
-        self.fill = imputer.statistics_
+        self.fill = imputer.statistics_  # in log1p units for the heavy-tailed columns
+        self.raw_fill = self.fill.copy()  # the same values before log1p: imputing first saves a copy
+        self.raw_fill[self.heavy] = np.expm1(self.fill[self.heavy])
         self.flagged = [] if imputer.indicator_ is None else list(imputer.indicator_.features_)
         self.weights = linear.coef_ / scaler.scale_
         self.bias = float(linear.intercept_ - (linear.coef_ * scaler.mean_ / scaler.scale_).sum())
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        Z = np.array(X, dtype=np.float64, copy=True)
+        missing = np.isnan(X)
+        Z = np.where(missing, self.raw_fill, X).astype(np.float64, copy=False)
         Z[:, self.heavy] = np.log1p(np.maximum(Z[:, self.heavy], 0))
-        missing = np.isnan(Z)
-        Z = np.where(missing, self.fill, Z)
         n = Z.shape[1]
         return self.bias + Z @ self.weights[:n] + missing[:, self.flagged] @ self.weights[n:]
 
