@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from kubernetes.utils import parse_quantity
 
 from netsched.cluster.labels import JOB_LABEL
 from netsched.cluster.plans import is_active
+from netsched.cluster.resources import pod_requests, quantities
 from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
@@ -100,9 +100,7 @@ class View:
     stale: bool
     synced: bool
     pins: Pins = Pins()
-    # CPU and memory requested / allocatable per table index (NaN: the node reports none)
-    cpu_load: np.ndarray | None = None
-    memory_load: np.ndarray | None = None
+    requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
 
 
 class ClusterCache:
@@ -228,8 +226,7 @@ class ClusterCache:
             self._drop_expired(now)
             table = self._node_table()
             free = np.maximum(table.allocatable - self._used, 0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                cpu_load, memory_load = self._requested / np.stack([table.cpu, table.memory])
+            requested = self._requested.copy()
             nodes = self._jobs.get(f"{namespace}/{job}") if job else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
             if self._pins is None:
@@ -237,9 +234,7 @@ class ClusterCache:
             pins = self._pins
         age = self.age(now)
         synced = self._synced >= set(WATCHED)
-        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins,
-                    np.where(table.cpu > 0, cpu_load, np.nan),
-                    np.where(table.memory > 0, memory_load, np.nan))
+        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested)
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now
@@ -271,33 +266,34 @@ def _node_facts(obj: dict) -> dict:
         gpus = int(str(allocatable.get(GPU_RESOURCE, "0")))
     except ValueError:
         gpus = 0  # a malformed quantity: treat the node as having no GPUs
+    cpu, memory = _allocatable(allocatable)
     return {
         "zone": labels.get(ZONE_LABEL),
         "rack": labels.get(RACK_LABEL),
         "gpus": gpus,
         "gpu_product": labels.get(GPU_PRODUCT_LABEL),
-        "cpu": _quantity(allocatable.get("cpu")),
-        "memory": _quantity(allocatable.get("memory")),
+        "cpu": cpu,
+        "memory": memory,
     }
 
 
-def _quantity(value) -> float:
-    """A resource quantity ("500m", "64Gi") as a number; 0 when absent or malformed."""
+def _allocatable(allocatable: dict) -> tuple[float, float]:
     try:
-        return float(parse_quantity(value)) if value is not None else 0.0
+        return _cpu_memory(quantities({k: v for k, v in allocatable.items() if k in ("cpu", "memory")}))
     except (ValueError, TypeError):
-        return 0.0
+        return 0.0, 0.0  # a malformed quantity: the node's load stays unknown
+
+
+def _cpu_memory(resources: dict) -> tuple[float, float]:
+    return resources.get("cpu", 0.0), resources.get("memory", 0.0)
 
 
 def _requests(spec: dict) -> tuple[float, float]:
-    """CPU cores and memory bytes the pod's containers request (their limits where requests are unset)."""
-    cpu = memory = 0.0
-    for c in spec.get("containers") or ():
-        resources = (c.get("resources") or {}) if isinstance(c, dict) else {}
-        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        cpu += _quantity(asked.get("cpu"))
-        memory += _quantity(asked.get("memory"))
-    return cpu, memory
+    """CPU cores and memory bytes the pod requests; none for quantities the apiserver would refuse."""
+    try:
+        return _cpu_memory(pod_requests(spec))
+    except (ValueError, TypeError, AttributeError):
+        return 0.0, 0.0
 
 
 def _placement(pod: dict) -> Placement | None:

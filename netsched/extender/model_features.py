@@ -14,10 +14,11 @@ import math
 import numpy as np
 
 from netsched.cluster.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
-from netsched.extender.cache import UNKNOWN, NodeTable, View
+from netsched.extender.cache import NodeTable, View
 from netsched.extender.locality import Place, closeness_levels
 from netsched.extender.needs import NetworkNeeds, data_place, measured
 from netsched.extender.protocol import PodRef
+from netsched.extender.scorers import rack_free
 from netsched.models.features import COMM_LEVELS, DATA_SCOPES, gpu_features, kind_features
 from netsched.telemetry.store import TelemetryStore
 
@@ -59,19 +60,21 @@ def _number(value: str | None) -> float:
 def _node(view: View, idx: np.ndarray) -> dict[str, np.ndarray]:
     table = view.table
     names, flags = _gpu_flags(table)
-    racks = np.where(table.rack != UNKNOWN, table.rack, len(table.rack_names) + np.arange(len(table.rack)))
-    rack_free = np.bincount(racks, weights=view.free)[racks[idx]]
-    unknown = np.full(len(idx), NAN)
     return {
         **{name: flags[idx, j] for j, name in enumerate(names)},
         "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": view.free[idx].astype(float),
-        "rack_free_gpus": rack_free, "node_cpu_load": _load(view.cpu_load, idx, unknown),
-        "node_mem_load": _load(view.memory_load, idx, unknown),
+        "rack_free_gpus": rack_free(view, idx),
+        "node_cpu_load": _load(view, 0, table.cpu, idx), "node_mem_load": _load(view, 1, table.memory, idx),
     }
 
 
-def _load(load: np.ndarray | None, idx: np.ndarray, unknown: np.ndarray) -> np.ndarray:
-    return unknown if load is None else np.clip(load[idx], 0, 1)  # clip keeps NaN (no allocatable)
+def _load(view: View, row: int, allocatable: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Requested over allocatable, 0..1; NaN where the node reports none (or the view has no requests)."""
+    if view.requested is None:
+        return np.full(len(idx), NAN)
+    alloc = allocatable[idx]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(alloc > 0, np.clip(view.requested[row, idx] / alloc, 0, 1), NAN)
 
 
 _last_flags: tuple[NodeTable, tuple[str, ...], np.ndarray] | None = None

@@ -87,10 +87,14 @@ def _peer_closeness(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> n
 
 def _rack_room(view: View, idx: np.ndarray, need: int) -> np.ndarray:
     """How much of the job fits in each candidate's rack (the node itself when unracked)."""
+    return np.minimum(rack_free(view, idx) / max(need, 1), 1.0)
+
+
+def rack_free(view: View, idx: np.ndarray) -> np.ndarray:
+    """Free GPUs in each candidate's rack (the node's own when it has no rack label)."""
     table = view.table
     racks = np.where(table.rack != UNKNOWN, table.rack, len(table.rack_names) + np.arange(len(table.rack)))
-    room = np.bincount(racks, weights=view.free)[racks[idx]]
-    return np.minimum(room / max(need, 1), 1.0)
+    return np.bincount(racks, weights=view.free)[racks[idx]]
 
 
 def _data_closeness(needs: NetworkNeeds, view: View, idx: np.ndarray,

@@ -14,14 +14,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kubernetes.utils import parse_quantity
-
+from netsched.cluster.resources import Resources, quantities
 from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 
 GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
 FINENESS = {"node": 0, "rack": 1, "zone": 2}
-
-Resources = dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -42,20 +39,6 @@ class Fit:
     @property
     def fits(self) -> bool:
         return self.placeable >= self.needed
-
-
-def quantities(resources: dict | None) -> Resources:
-    return {k: float(parse_quantity(v)) for k, v in (resources or {}).items()}
-
-
-def pod_requests(spec: dict) -> Resources:
-    """Summed container requests (limits where a request is missing), as the scheduler counts them."""
-    total: Resources = defaultdict(float)
-    for c in spec.get("containers") or []:
-        res = c.get("resources") or {}
-        for name, value in {**quantities(res.get("limits")), **quantities(res.get("requests"))}.items():
-            total[name] += value
-    return dict(total)
 
 
 def node_room(node: dict) -> NodeRoom:

@@ -24,9 +24,10 @@ from kubernetes import client
 from netsched.cluster.connect import api_message
 from netsched.cluster.events import event
 from netsched.cluster.labels import JOB_LABEL
+from netsched.cluster.resources import Resources, pod_requests
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator import conditions as c
-from netsched.operator.capacity import Fit, NodeRoom, Resources, gang_fit, node_room, pod_requests
+from netsched.operator.capacity import Fit, NodeRoom, gang_fit, node_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry

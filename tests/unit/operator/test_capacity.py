@@ -1,7 +1,8 @@
 import pytest
 from gpujob_builders import CLUSTER, node
 
-from netsched.operator.capacity import gang_fit, node_room, pod_requests
+from netsched.cluster.resources import pod_requests
+from netsched.operator.capacity import gang_fit, node_room
 
 GPU = "nvidia.com/gpu"
 GI = 2**30
