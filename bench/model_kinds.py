@@ -26,6 +26,7 @@ from netsched.models.simulator import SimConfig, simulate
 from netsched.models.train import SERVABLE
 
 sys.path.insert(0, str(Path(__file__).parent))
+from extender_latency import measure_calls  # noqa: E402
 from report import publish  # noqa: E402
 
 SECTION = "## Model kinds"
@@ -33,14 +34,8 @@ ROWS = 5000
 
 
 def timings(call, batch: np.ndarray, calls: int) -> np.ndarray:
-    for _ in range(20):
-        call(batch)
-    out = np.empty(calls)
-    for i in range(calls):
-        t = time.perf_counter()
-        call(batch)
-        out[i] = time.perf_counter() - t
-    return out * 1000
+    """Milliseconds per call on `batch`, after 20 calls of warm-up."""
+    return measure_calls(lambda _: call(batch), calls, 20) * 1000
 
 
 def main() -> int:

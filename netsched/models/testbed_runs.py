@@ -49,7 +49,7 @@ from netsched.models.features import COMM_LEVELS, DATA_SCOPES, SCHEMA_VERSION, g
 from netsched.models.simulator import GPU_SPEED
 from netsched.models.testbed_worker import FLOOD_PORT, PROBE_PORT
 from netsched.telemetry.probe import measure_rtt
-from netsched.telemetry.testbed import Testbed, TestbedError, stop
+from netsched.telemetry.testbed import Testbed, TestbedError, run_checked, stop
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ class SharedNicTestbed(Testbed):
 
     def _share_egress(self, site: str) -> None:
         tc = ("ip", "netns", "exec", self.namespace(site), "tc")
-        _tc(*tc, "qdisc", "del", "dev", "eth0", "root")  # the Testbed's flat classes
-        _tc(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", f"{OTHER_CLASS:x}")
+        run_checked(*tc, "qdisc", "del", "dev", "eth0", "root")  # the Testbed's flat classes
+        run_checked(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+                    "default", f"{OTHER_CLASS:x}")
         _class(tc, "eth0", "1:", OTHER_CLASS, self.other_rate_mbps, self.other_rate_mbps)
         _class(tc, "eth0", "1:", NIC_CLASS, self.nic_mbps, self.nic_mbps)
         for j, other in enumerate(self.sites):
@@ -116,15 +117,16 @@ class SharedNicTestbed(Testbed):
 
     def _cap_ingress(self, veth: str) -> None:
         tc = ("tc",)
-        _tc(*tc, "qdisc", "add", "dev", veth, "root", "handle", "1:", "htb", "default", f"{0x10 + 1:x}")
+        run_checked(*tc, "qdisc", "add", "dev", veth, "root", "handle", "1:", "htb",
+                    "default", f"{0x10 + 1:x}")
         _class(tc, veth, "1:", 0x10, self.nic_mbps, self.nic_mbps)
         _split(tc, veth, 0x10, self.nic_mbps, ())
 
 
 def _class(tc: tuple[str, ...], dev: str, parent: str, classid: int, rate: float, ceil: float) -> None:
     """An HTB class; a small rate and a larger ceil makes it borrow, evenly with its siblings."""
-    _tc(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{classid:x}", "htb",
-        "rate", f"{rate}mbit", "ceil", f"{ceil}mbit")
+    run_checked(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{classid:x}", "htb",
+                "rate", f"{rate}mbit", "ceil", f"{ceil}mbit")
 
 
 def _split(tc: tuple[str, ...], dev: str, parent: int, ceil: float, match: tuple[str, ...]) -> None:
@@ -133,19 +135,14 @@ def _split(tc: tuple[str, ...], dev: str, parent: int, ceil: float, match: tuple
     jobs, background = parent + 1, parent + 2
     for child in (jobs, background):
         _class(tc, dev, f"1:{parent:x}", child, 1, ceil)
-        _tc(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{child:x}", "pfifo", "limit", str(QUEUE_PACKETS))
+        run_checked(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{child:x}", "pfifo",
+                    "limit", str(QUEUE_PACKETS))
     u32 = ("filter", "add", "dev", dev, "parent", "1:", "protocol", "ip")
     for port in ("sport", "dport"):
-        _tc(*tc, *u32, "prio", "1", "u32", *match, "match", "ip", port, str(FLOOD_PORT), "0xffff",
-            "flowid", f"1:{background:x}")
+        run_checked(*tc, *u32, "prio", "1", "u32", *match, "match", "ip", port, str(FLOOD_PORT), "0xffff",
+                    "flowid", f"1:{background:x}")
     if match:  # the ingress side sends all else to its default class, `jobs`
-        _tc(*tc, *u32, "prio", "2", "u32", *match, "flowid", f"1:{jobs:x}")
-
-
-def _tc(*argv: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise TestbedError(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
+        run_checked(*tc, *u32, "prio", "2", "u32", *match, "flowid", f"1:{jobs:x}")
 
 
 class Bed:

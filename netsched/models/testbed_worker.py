@@ -29,11 +29,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from netsched.telemetry.nic import read_counters
-from netsched.telemetry.probe import CHUNK, ProbeError, ProbeServer, measure_bandwidth, measure_rtt
+from netsched.telemetry.probe import (
+    ProbeError,
+    ProbeServer,
+    measure_bandwidth,
+    measure_rtt,
+    recv_exact,
+    send_zeros,
+)
 
 PROBE_PORT, SOURCE_PORT, FLOOD_PORT = 9102, 9103, 9104
 FOREVER = 1 << 60  # bytes: a sink transfer that never ends
-_ZEROS = memoryview(bytes(CHUNK))
 FIRST_PROBE_BYTES = 64 * 1024  # finds the rough rate that sizes the real probe
 PROBE_BYTES = (64 * 1024, 4 * 1024 * 1024)  # bounds of the sized probe
 
@@ -42,11 +48,8 @@ class _Source(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.settimeout(60)
-        (size,) = struct.unpack("!Q", _recv_exact(sock, 8))
-        while size > 0:
-            n = min(CHUNK, size)
-            sock.sendall(_ZEROS[:n])
-            size -= n
+        (size,) = struct.unpack("!Q", recv_exact(sock, 8))
+        send_zeros(sock, size)
 
 
 class SourceServer(socketserver.ThreadingTCPServer):
@@ -76,16 +79,6 @@ def push(host: str, size: int) -> float:
     t0 = time.perf_counter()
     measure_bandwidth(host, PROBE_PORT, size, timeout=60.0)
     return time.perf_counter() - t0
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        data = sock.recv(n - len(buf))
-        if not data:
-            raise ProbeError("connection closed before the request was complete")
-        buf += data
-    return buf
 
 
 def serve(ip: str) -> None:

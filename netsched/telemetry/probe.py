@@ -47,7 +47,7 @@ class _Handler(socketserver.BaseRequestHandler):
             while byte := sock.recv(1):
                 sock.sendall(byte)
         elif kind == SINK:
-            (size,) = struct.unpack("!Q", _recv_exact(sock, 8))
+            (size,) = struct.unpack("!Q", recv_exact(sock, 8))
             got, first, last = 0, None, None
             while got < size:
                 data = sock.recv(min(CHUNK, size - got))
@@ -103,12 +103,8 @@ def measure_bandwidth(host: str, port: int, size: int, timeout: float = 10.0) ->
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(SINK + struct.pack("!Q", size))
-            left = size
-            while left > 0:
-                n = min(CHUNK, left)
-                sock.sendall(_ZEROS[:n])
-                left -= n
-            got, seconds = REPLY.unpack(_recv_exact(sock, REPLY.size))
+            send_zeros(sock, size)
+            got, seconds = REPLY.unpack(recv_exact(sock, REPLY.size))
     except OSError as exc:
         raise ProbeError(f"bandwidth probe to {host}:{port} failed: {exc}") from exc
     if got != size or seconds <= 0:
@@ -117,7 +113,15 @@ def measure_bandwidth(host: str, port: int, size: int, timeout: float = 10.0) ->
     return Bandwidth(got * 8 / seconds / 1e6, size, seconds)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def send_zeros(sock: socket.socket, size: int) -> None:
+    """`size` bytes of payload, a chunk at a time."""
+    while size > 0:
+        n = min(CHUNK, size)
+        sock.sendall(_ZEROS[:n])
+        size -= n
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
         data = sock.recv(n - len(buf))

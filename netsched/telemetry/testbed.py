@@ -23,7 +23,7 @@ class TestbedError(RuntimeError):
     pass
 
 
-def _run(*argv: str) -> None:
+def run_checked(*argv: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise TestbedError(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
@@ -60,9 +60,9 @@ class Testbed:
     def up(self) -> Testbed:
         self.down()  # whatever an earlier, killed run left
         try:
-            _run("ip", "link", "add", self.bridge, "type", "bridge")
-            _run("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
-            _run("ip", "link", "set", self.bridge, "up")
+            run_checked("ip", "link", "add", self.bridge, "type", "bridge")
+            run_checked("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+            run_checked("ip", "link", "set", self.bridge, "up")
             for i, site in enumerate(self.sites):
                 self._add_site(i, site)
         except BaseException:
@@ -72,25 +72,25 @@ class Testbed:
 
     def _add_site(self, i: int, site: str) -> None:
         ns, veth = self.namespace(site), f"{self.prefix}{i}h"
-        _run("ip", "netns", "add", ns)
-        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _run("ip", "link", "set", veth, "master", self.bridge, "up")
+        run_checked("ip", "netns", "add", ns)
+        run_checked("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run_checked("ip", "link", "set", veth, "master", self.bridge, "up")
         inside = ("ip", "netns", "exec", ns)
-        _run(*inside, "ip", "addr", "add", f"{self.ip(site)}/24", "dev", "eth0")
-        _run(*inside, "ip", "link", "set", "eth0", "up")
-        _run(*inside, "ip", "link", "set", "lo", "up")
+        run_checked(*inside, "ip", "addr", "add", f"{self.ip(site)}/24", "dev", "eth0")
+        run_checked(*inside, "ip", "link", "set", "eth0", "up")
+        run_checked(*inside, "ip", "link", "set", "lo", "up")
         tc = (*inside, "tc")
-        _run(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "999")
-        _run(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:999", "htb",
-             "rate", f"{self.other_rate_mbps}mbit")
+        run_checked(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "999")
+        run_checked(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:999", "htb",
+                    "rate", f"{self.other_rate_mbps}mbit")
         for j, other in enumerate(self.sites):
             if other == site:
                 continue
             rate = f"{self.rate(site, other)}mbit"
-            _run(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{j + 1}", "htb",
-                 "rate", rate, "ceil", rate)
-            _run(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                 "match", "ip", "dst", f"{self.ip(other)}/32", "flowid", f"1:{j + 1}")
+            run_checked(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{j + 1}", "htb",
+                        "rate", rate, "ceil", rate)
+            run_checked(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1",
+                        "u32", "match", "ip", "dst", f"{self.ip(other)}/32", "flowid", f"1:{j + 1}")
 
     def start(self, site: str, argv: list[str], log: Path) -> subprocess.Popen:
         """Run argv inside the site's namespace; stopped by down()."""

@@ -57,14 +57,6 @@ def feature(ds, row: int, name: str) -> float:
     return ds.X[row, INDEX[name]]
 
 
-def test_each_job_is_one_candidate_set_with_a_real_duration_per_candidate(dataset):
-    assert len(dataset) == 6 and len(dataset.sets()) == 3
-    assert set(dataset.source) == {"testbed"}
-    for rows in dataset.sets():
-        assert dataset.chosen[rows].sum() == 1
-    assert (dataset.y > 0).all()
-
-
 def test_measured_bandwidth_is_the_shaped_rate_without_background(dataset):
     for i in range(len(dataset)):
         node = dataset.node[i]
