@@ -16,6 +16,7 @@ controller solve over.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from kubernetes import client
 
@@ -55,18 +56,26 @@ def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
 
 
 def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
-        return False
-    if spec.get("nodeName"):
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") and not _gone(pod["metadata"], pod.get("status") or {}):
         return spec["nodeName"] in nodes
-    if spec.get("schedulerName") != scheduler:
+    return waits_for_room(pod["metadata"], spec, pod.get("status") or {}, scheduler)
+
+
+def waits_for_room(meta: Mapping, spec: Mapping, status: Mapping, scheduler: str) -> bool:
+    """An unbound pod of the netsched scheduler, not finished or going, held only at the gang gate
+    or found Unschedulable: what the packer makes room for."""
+    if spec.get("nodeName") or spec.get("schedulerName") != scheduler or _gone(meta, status):
         return False
     gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
     if gates:
         return gates == [GANG_GATE]  # a gang waiting for room; other gates are someone else's
     return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
                for c in status.get("conditions") or ())
+
+
+def _gone(meta: Mapping, status: Mapping) -> bool:
+    return status.get("phase") in ("Succeeded", "Failed") or bool(meta.get("deletionTimestamp"))
 
 
 def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:

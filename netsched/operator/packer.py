@@ -18,7 +18,6 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -29,7 +28,7 @@ from netsched.cluster import plans
 from netsched.cluster.connect import api_message
 from netsched.cluster.events import event
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.operator.cluster_snapshot import cluster_state, snapshot_of
+from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.packing_plan import LivePod, Step, advance, end, plan_body
 from netsched.operator.replica_pods import GANG_GATE
@@ -128,7 +127,7 @@ class Packer:
     # ---- carrying out ----------------------------------------------------------------
     def step(self, plan: dict) -> Step:
         """One step of an active plan: read the pods, decide, act, write the status."""
-        raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods()}
+        raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods(plan)}
         pods = {k: LivePod.of(p) for k, p in raw.items()}
         pdbs = self._pdbs() if plans.phase(plan) == "Pending" else []
         now = datetime.now(UTC)
@@ -175,8 +174,13 @@ class Packer:
             if exc.status != 404:
                 raise
 
-    def _pods(self) -> list[dict]:
-        return self.api.sanitize_for_serialization(self.core.list_pod_for_all_namespaces())["items"]
+    def _pods(self, plan: dict) -> list[dict]:
+        """The pods of the namespaces the plan touches (its pods and their replacements live there)."""
+        spec = plan.get("spec") or {}
+        namespaces = {e["pod"].split("/", 1)[0] for part in ("evictions", "moves", "placements")
+                      for e in spec.get(part) or ()}
+        return [p for ns in sorted(namespaces)
+                for p in self.api.sanitize_for_serialization(self.core.list_namespaced_pod(ns))["items"]]
 
     def _pdbs(self) -> list[dict]:
         return self.api.sanitize_for_serialization(
@@ -187,7 +191,8 @@ class Packer:
         involved = {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND, "namespace": "",
                     "name": meta["name"], "uid": meta.get("uid", "")}
         try:
-            self.core.create_namespaced_event("default", event(involved, reason, message, COMPONENT, type_))
+            body = event(involved, reason, message, COMPONENT, type_)
+            self.core.create_namespaced_event(body["metadata"]["namespace"], body)
         except client.ApiException as exc:
             self.metrics.api_errors.labels("event").inc()
             log.warning("event on PackingPlan %s: %s", meta["name"], api_message(exc))
@@ -221,19 +226,10 @@ def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: f
     def carry_out(body, **_) -> None:
         packer.step(copy.deepcopy(dict(body)))
 
-    def waiting(spec, status, **_) -> bool:
-        return _waits(spec, status, packer.scheduler)
+    def waiting(meta, spec, status, **_) -> bool:
+        return waits_for_room(meta, spec, status, packer.scheduler)
 
     @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
     def pod_waits(**_) -> None:
         packer.request()
 
-
-def _waits(spec: Mapping, status: Mapping, scheduler: str) -> bool:
-    """A pod of the netsched scheduler held at the gang gate or found Unschedulable."""
-    if spec.get("nodeName") or spec.get("schedulerName") != scheduler:
-        return False
-    if any(g.get("name") == GANG_GATE for g in spec.get("schedulingGates") or ()):
-        return True
-    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-               for c in status.get("conditions") or ())

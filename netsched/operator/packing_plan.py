@@ -24,6 +24,7 @@ from datetime import datetime
 
 from netsched.cluster import plans
 from netsched.cluster.events import parse_rfc3339, rfc3339
+from netsched.cluster.topology import GPU_RESOURCE
 from netsched.operator.cluster_snapshot import selects
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.report import tier_gains
@@ -71,7 +72,7 @@ def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str,
 
     def entry(key: str, node: str) -> dict:
         return {"pod": key, "uid": by_key[key].uid, "node": node, "priority": info[key].priority,
-                "gpus": info[key].requests.get("nvidia.com/gpu", 0)}
+                "gpus": info[key].requests.get(GPU_RESOURCE, 0)}
 
     moves = [{**entry(k, a), "to": b, "owner": by_key[k].owner} for k, a, b in changes["moves"]]
     spec = {

@@ -1,8 +1,10 @@
 """A packer snapshot built from API objects: who may move, where pods may go, which PDB covers them."""
 
+import pytest
 from gpujob_builders import node
 
-from netsched.operator.cluster_snapshot import snapshot_of
+from netsched.operator.cluster_snapshot import snapshot_of, waits_for_room
+from netsched.operator.replica_pods import GANG_GATE
 
 TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
 
@@ -31,3 +33,22 @@ def test_pods_get_movability_allowed_nodes_and_pdbs():
     assert by["ml/web"].requests == {"cpu": 500, "memory": 2**30, "pods": 1}
     assert {p.pdb for p in snap.pods} == {"ml/all"}  # an empty selector covers every pod
     assert snap.budgets[0].allowed == 1
+
+
+UNSCHEDULABLE = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+NETSCHED = {"schedulerName": "netsched"}
+
+
+@pytest.mark.parametrize("meta, spec, status, waits", [
+    pytest.param({}, NETSCHED | {"schedulingGates": [{"name": GANG_GATE}]}, {}, True, id="gang-gated"),
+    pytest.param({}, NETSCHED | {"schedulingGates": [{"name": GANG_GATE}, {"name": "other"}]}, {}, False,
+                 id="someone-elses-gate-too"),
+    pytest.param({}, NETSCHED, UNSCHEDULABLE, True, id="unschedulable"),
+    pytest.param({}, {"schedulerName": "default-scheduler"}, UNSCHEDULABLE, False, id="other-scheduler"),
+    pytest.param({"deletionTimestamp": "2026-11-23T10:00:00Z"}, NETSCHED, UNSCHEDULABLE, False,
+                 id="being-deleted"),
+    pytest.param({}, NETSCHED | {"nodeName": "n1"}, {}, False, id="bound"),
+    pytest.param({}, NETSCHED, {}, False, id="not-tried-yet"),
+])
+def test_the_packer_wakes_for_exactly_the_pods_its_snapshot_makes_room_for(meta, spec, status, waits):
+    assert waits_for_room(meta, spec, status, "netsched") is waits
