@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import joblib
 
+from netsched.cluster.events import now_rfc3339
 from netsched.models.features import SchemaError
 
 MODEL_FILE, META_FILE, MANIFEST = "model.joblib", "meta.json", "current.json"
@@ -86,7 +86,7 @@ def load_bundle(directory: Path, meta: dict) -> dict:
 def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:
     """Point the manifest at `directory` (atomically) and log the decision."""
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    record = {"artifact": os.path.relpath(directory, manifest.parent), "promoted_at": now_iso(),
+    record = {"artifact": os.path.relpath(directory, manifest.parent), "promoted_at": now_rfc3339(),
               "schema_version": decision.get("schema_version")}
     tmp = manifest.with_name(manifest.name + ".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
@@ -97,10 +97,7 @@ def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:
 def append_log(log: Path, decision: dict) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as f:
-        f.write(json.dumps({"at": now_iso(), **decision}, sort_keys=True) + "\n")
+        f.write(json.dumps({"at": now_rfc3339(), **decision}, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -26,6 +26,7 @@ import numpy as np
 import sklearn
 
 from netsched import __version__
+from netsched.cluster.events import rfc3339
 from netsched.models.artifact import write_artifact
 from netsched.models.dataset import Dataset, data_sha256, read_datasets
 from netsched.models.estimators import MODEL_KINDS, fit_model, fit_screen
@@ -200,10 +201,10 @@ def _meta(bundle: dict, results: list[KindResult], pick: KindResult, data: Datas
             "files": [Path(p).name for p in paths], "sha256": digest, "rows": len(data),
             "candidate_sets": len(data.sets()), "sources": sorted(set(data.source)),
             "window": {"start_unix": float(data.start.min()), "end_unix": float(data.start.max()),
-                       "start": _iso(data.start.min()), "end": _iso(data.start.max())},
+                       "start": _utc(data.start.min()), "end": _utc(data.start.max())},
             "holdout_fraction": holdout,
         },
-        "seed": seed, "train_seconds": round(seconds, 1), "created": _iso(time.time()),
+        "seed": seed, "train_seconds": round(seconds, 1), "created": _utc(time.time()),
         "versions": {"netsched": __version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }
@@ -219,5 +220,5 @@ def _jsonable(v) -> bool:
     return v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v))
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _utc(t: float) -> str:
+    return rfc3339(datetime.fromtimestamp(float(t), UTC))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from netsched.cluster.events import now_rfc3339, parse_rfc3339
 from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.models.records import read_records
 from netsched.operator.conditions import find
 from netsched.operator.spec import JobSpec
 
@@ -61,15 +62,7 @@ def read_rows(path: Path) -> list[dict]:
     """Every complete row of a records file (none if it does not exist yet)."""
     if not path.exists():
         return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn write: skipped, never merged with a later row
-        if isinstance(row, dict) and "uid" in row:
-            out.append(row)
-    return out
+    return [row for _, row in read_records(path) if "uid" in row]  # torn writes are skipped
 
 
 class JobRecords:
