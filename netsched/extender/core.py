@@ -8,6 +8,11 @@ kube-scheduler: its own Score plugins then run on a few nodes instead of all, an
 scoring and prioritize altogether. Nodes narrowed away are feasible, just worse
 for the network, so they are not reported as failed. `shortlist=0` turns it off.
 
+Prioritize follows its pod's filter in the same scheduling cycle, on nodes filter passed:
+it answers with the scores filter computed (kept per pod for REUSE_SECONDS, used once)
+rather than scoring again, which halves the cost of a cycle when the scorer is the model.
+Nodes filter did not score, a changed node table or an older filter mean a fresh score.
+
 Fallback: when the cache is older than its bound (or not yet synced), filter
 answers with `Error` saying so. kube-scheduler then ignores the extender for that
 pod if it is `ignorable` (the dev-cluster default) or retries the pod later if not;
@@ -16,11 +21,12 @@ prioritize gives no scores. Stale data is never used silently.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.extender.cache import ClusterCache, Placement, View
+from netsched.extender.cache import ClusterCache, NodeTable, Placement, View
 from netsched.extender.explain import Candidate, Decision, DecisionLog
 from netsched.extender.metrics import Metrics
 from netsched.extender.needs import InvalidNeeds, NetworkNeeds, check, parse_needs
@@ -31,6 +37,8 @@ from netsched.telemetry.store import TelemetryStore
 TIER_TOLERANCE = 0.05  # network values this close to the best count as equally good
 EXPLAIN_TOP = 5
 REJECTED_EXAMPLES = 3
+REUSE_SECONDS = 2.0  # kube-scheduler calls prioritize milliseconds after filter, in the same cycle
+REUSE_PODS = 1024  # filters kept for their prioritize; the oldest go first
 
 
 class StaleCache(RuntimeError):
@@ -53,6 +61,27 @@ class FilterOutcome:
     unresolvable: dict[str, str]
 
 
+@dataclass
+class _Scores:
+    """One filter's integer scores for the candidates at table indices `idx`."""
+
+    at: float
+    table: NodeTable
+    idx: np.ndarray
+    scores: np.ndarray
+    names: list[str] | None  # the names of idx in order, when filter passed them all (no shortlist)
+
+    def usable(self, table: NodeTable, now: float) -> bool:
+        return table is self.table and now - self.at <= REUSE_SECONDS
+
+    def at_nodes(self, idx: np.ndarray) -> np.ndarray | None:
+        """The scores at table indices idx; None if filter did not score one of them."""
+        position = np.full(len(self.table.names), -1)
+        position[self.idx] = np.arange(len(self.idx))
+        at = position[idx]
+        return None if (at < 0).any() else self.scores[at]
+
+
 class Extender:
     def __init__(self, cache: ClusterCache, telemetry: TelemetryStore | None = None,
                  scorer: Scorer | None = None, shortlist: int = 1,
@@ -63,6 +92,7 @@ class Extender:
         self.shortlist = shortlist
         self.decisions = decisions if decisions is not None else DecisionLog()
         self.metrics = metrics or Metrics()
+        self._filtered: OrderedDict[str, _Scores] = OrderedDict()
 
     def filter(self, args: ExtenderArgs) -> FilterOutcome:
         pod, names = args.pod, args.node_names
@@ -86,26 +116,40 @@ class Extender:
         unknown_names = [names[pos] for pos in unknown]
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
         scored = self.scorer.score(pod, needs, view, ok_idx, self.telemetry)
-        order = _ranking(scored, ok_idx)
+        order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
         strict = bool(needs) or bool(view.pins and view.pins.pinned(pod))
         passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, strict)
         self._record(pod, view, ok_idx, scored, order, len(names), unresolvable)
+        self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, scored.scores(),
+                                    None if self.shortlist else passed[: len(ok_idx)]))
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
                                                  passed[0], pod.gpus))
         return FilterOutcome(passed, failed, unresolvable)
 
     def prioritize(self, args: ExtenderArgs) -> Priorities:
-        pod = args.pod
+        pod, names = args.pod, args.node_names
         view = self._view(pod)
+        kept = self._filtered.pop(pod.uid, None) if pod.uid else None
+        if kept is not None and not kept.usable(view.table, self.cache.clock()):
+            kept = None
+        if kept is not None and kept.names == names:  # the usual cycle: the very nodes filter passed
+            return self._prioritized("reused", names, kept.scores)
+        idx, known, _ = self._index(view, names)
+        hosts = names if len(known) == len(names) else [names[k] for k in known]
+        scores = kept.at_nodes(idx) if kept is not None else None
+        if scores is not None:
+            return self._prioritized("reused", hosts, scores)
         try:
             needs = parse_needs(pod.annotations)
         except InvalidNeeds:
             needs = NetworkNeeds()  # filter already told the user; score on topology alone
-        idx, _, _ = self._index(view, args.node_names)
         scored = self.scorer.score(pod, needs, view, idx, self.telemetry)  # filter recorded the why
-        names = view.table.names
-        return Priorities([names[i] for i in idx.tolist()], scored.scores().tolist())
+        return self._prioritized("fresh", hosts, scored.scores())
+
+    def _prioritized(self, source: str, hosts: list[str], scores: np.ndarray) -> Priorities:
+        self.metrics.prioritized.labels(source).inc()
+        return Priorities(hosts, scores.tolist())
 
     def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
         """Keep only the preemption candidates on nodes the pod's network needs and the active
@@ -150,18 +194,30 @@ class Extender:
 
     def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, order: list[int],
                 unknown: list[str], strict: bool) -> tuple[list[str], dict[str, str]]:
-        """The nodes to hand back, best first, and the unknown ones that fail (all of them when
-        the pod has network needs or a pin: a node missing from the cache cannot be checked)."""
+        """The nodes to hand back (a shortlist best first; without one, in the request's order, as
+        kube-scheduler ranks them itself) and the unknown ones that fail (all of them when the pod
+        has network needs or a pin: a node missing from the cache cannot be checked)."""
+        names = view.table.names
         if self.shortlist > 0 and len(order):
             best = scored.network[order[0]]
-            order = [o for o in order[: self.shortlist] if scored.network[o] >= best - TIER_TOLERANCE]
-        passed = [view.table.names[ok_idx[o]] for o in order]
+            passed = [names[ok_idx[o]] for o in order[: self.shortlist]
+                      if scored.network[o] >= best - TIER_TOLERANCE]
+        else:
+            passed = [names[i] for i in ok_idx.tolist()]
         if strict:
             return passed, {n: f"netsched: node {n} is not in the extender's cache yet; "
                                "it is considered once the node watch catches up" for n in unknown}
         if self.shortlist == 0 or not passed:
             passed += unknown
         return passed, {}
+
+    def _keep(self, uid: str, scores: _Scores) -> None:
+        if not uid:
+            return
+        self._filtered.pop(uid, None)
+        self._filtered[uid] = scores
+        while len(self._filtered) > REUSE_PODS:
+            self._filtered.popitem(last=False)
 
     def _count_rejections(self, reasons: dict[int, str], needs: NetworkNeeds) -> None:
         if reasons:
@@ -186,6 +242,12 @@ class Extender:
                                        candidates, examples, len(rejected), top))
 
 
-def _ranking(scored: Scored, idx: np.ndarray) -> list[int]:
-    """Positions best first: by value, then by name (table order) so equal inputs give equal answers."""
-    return np.lexsort((idx, -scored.value)).tolist()
+def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
+    """Positions best first: by value, then by name (table order) so equal inputs give equal answers.
+    With `top`, the first `top` of that order only, without sorting all the candidates."""
+    value = scored.value
+    if 0 < top < len(value):
+        cut = np.partition(value, len(value) - top)[len(value) - top]  # the top-th best value
+        best = np.flatnonzero(value >= cut)  # ties at the cut too: the order among them is by name
+        return best[np.lexsort((idx[best], -value[best]))][:top].tolist()
+    return np.lexsort((idx, -value)).tolist()

@@ -18,6 +18,9 @@ class Metrics:
                                 "(ok, bad_request, stale_cache, error).", ["verb", "outcome"], registry=r)
         self.filtered = Counter("netsched_extender_nodes_filtered", "Candidate nodes removed by the "
                                 "filter, by reason.", ["reason"], registry=r)
+        self.prioritized = Counter("netsched_extender_prioritized", "Prioritize requests by where the "
+                                   "scores came from: reused from the pod's filter or scored fresh.",
+                                   ["scores"], registry=r)
         self.candidates = Histogram("netsched_extender_candidates", "Candidate nodes per filter request.",
                                     buckets=(1, 10, 100, 1000, 5000, 10000), registry=r)
         self.cache_age = Gauge("netsched_extender_cache_age_seconds", "Time since the apiserver was last "

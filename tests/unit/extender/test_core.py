@@ -1,9 +1,10 @@
+import numpy as np
 import pytest
 from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
 
 from netsched.extender.cache import ClusterCache
-from netsched.extender.core import Extender, StaleCache
-from netsched.extender.scorers import TopologyScorer
+from netsched.extender.core import Extender, StaleCache, _ranking
+from netsched.extender.scorers import Scored, TopologyScorer
 
 
 def test_filter_hands_back_the_single_best_node_and_the_next_replica_follows_it():
@@ -92,3 +93,57 @@ def test_a_pod_filtered_again_does_not_count_its_own_earlier_assumption():
     # kube-scheduler did not bind it there (another plugin refused the node) and asks again
     ext.filter(args(p, NAMES))
     assert seen[1][node] == 8, "its own GPUs, assumed on that node, made the node look full"
+
+
+class Counting(TopologyScorer):
+    def __init__(self):
+        self.calls = 0
+
+    def score(self, pod, needs, view, idx, telemetry):
+        self.calls += 1
+        return super().score(pod, needs, view, idx, telemetry)
+
+
+def test_prioritize_answers_with_its_filters_scores_once():
+    now = [0.0]
+    cluster = cache_of(CLUSTER, [pod("r0", "a1-0", job="train")], clock=lambda: now[0])
+    scorer = Counting()
+    ext = Extender(cluster, scorer=scorer, shortlist=0)
+    r1 = pod("r1", job="train")
+    request = args(r1, ["b1-0", "a2-0", "a1-1"])
+    ext.filter(request)
+    reused = ext.prioritize(request).as_dict()
+    assert scorer.calls == 1
+    fresh = ext.prioritize(request).as_dict()  # used once: a second prioritize scores again
+    assert scorer.calls == 2 and reused == fresh and reused["a1-1"] > reused["a2-0"] > reused["b1-0"]
+    ext.filter(request)  # then kube-scheduler's own filters drop a node and the rest come in another order
+    subset = ext.prioritize(args(r1, ["a1-1", "b1-0"]))
+    assert scorer.calls == 3 and subset.as_dict() == {"a1-1": fresh["a1-1"], "b1-0": fresh["b1-0"]}
+    samples = {s.labels["scores"]: s.value for s in ext.metrics.prioritized.collect()[0].samples
+               if s.name.endswith("_total")}
+    assert samples == {"reused": 2.0, "fresh": 1.0}
+
+
+@pytest.mark.parametrize("later, names", [
+    (3.0, ["a1-1", "a2-0"]),  # the filter is older than REUSE_SECONDS
+    (0.5, ["a1-1", "b1-0"]),  # the filter rejected b1-0, so never scored it
+])
+def test_prioritize_scores_afresh_what_its_filter_did_not_score_or_long_ago(later, names):
+    now = [0.0]
+    cluster = cache_of(CLUSTER, [pod("r0", "a1-0", job="train")], clock=lambda: now[0])
+    scorer = Counting()
+    ext = Extender(cluster, scorer=scorer, shortlist=0)
+    p = pod("r1", job="train", annotations={"netsched.io/max-peer-distance": "zone"})
+    assert ext.filter(args(p, ["a1-1", "a2-0", "b1-0"])).passed == ["a1-1", "a2-0"]
+    now[0] = later
+    out = ext.prioritize(args(p, names))
+    assert scorer.calls == 2 and out.hosts == names
+
+
+@pytest.mark.parametrize("top", [1, 3, 7, 40])
+def test_the_top_of_the_ranking_is_the_top_of_the_full_ranking(top):
+    rng = np.random.default_rng(top)
+    value = rng.integers(0, 4, size=30) / 4  # many ties
+    scored = Scored(value, value)
+    idx = rng.permutation(100)[:30]
+    assert _ranking(scored, idx, top) == _ranking(scored, idx)[:top]
