@@ -12,7 +12,7 @@ from cluster_builders import args, cache_of, pod
 
 from netsched.cluster.topology import GPUNode
 from netsched.extender.core import Extender
-from netsched.extender.learned import ModelScorer, ModelSource, predicted_seconds
+from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
 from netsched.extender.model_features import feature_values
 from netsched.extender.needs import parse_needs
@@ -120,8 +120,9 @@ def test_a_corrupt_model_file_falls_back_to_the_heuristic_and_every_request_is_a
     extender = Extender(cache_of(NODES), scorer=scorer)
     heuristic = Extender(cache_of(NODES))
     request = args(pod("job", gpus=2, annotations=TRAINING), NAMES)
-    assert extender.filter(request).passed == heuristic.filter(request).passed != []
+    # prioritize first: after a filter it would answer with the filter's scores
     assert extender.prioritize(request).as_dict() == heuristic.prioritize(request).as_dict()
+    assert extender.filter(request).passed == heuristic.filter(request).passed != []
     assert sample(metrics, "netsched_extender_model_fallbacks_total", reason="no_model") == 2
 
 
@@ -151,14 +152,17 @@ def test_a_manifest_repointed_to_a_new_artifact_is_reloaded(artifact, tmp_path):
 
 
 def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeypatch):
-    monkeypatch.setattr("netsched.extender.learned.SCREEN_ROWS", 3)
+    monkeypatch.setattr("netsched.models.predictor.SCREEN_ROWS", 3)
     predictor = Predictor.load(artifact)
-    X = np.tile(feature_matrix(feature_values(
-        parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod, parse_needs({}),
-        cache_of(NODES).view("ml", None), np.arange(4), TelemetryStore()), 4), (3, 1))
-    X[:, INDEX["node_free_gpus"]] = np.arange(len(X)) % 9
-    seconds = predicted_seconds(predictor, X)
-    screened = np.argpartition(predictor.screen.predict(X), 2)[:3]
+    values = feature_values(parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod,
+                            parse_needs({}), cache_of(NODES).view("ml", None), np.arange(4), TelemetryStore())
+    values = {k: v if np.ndim(v) == 0 else np.tile(v, 3) for k, v in values.items()}  # 12 candidates
+    values["node_free_gpus"] = np.arange(12.0) % 9
+    X = feature_matrix(values, 12)
+    seconds = predictor.predict_candidates(values, 12)
+    screen = predictor.screen.predict_values(values, 12)
+    np.testing.assert_allclose(screen, predictor.screen.predict(X), rtol=1e-12)
+    screened = np.argpartition(screen, 2)[:3]
     assert np.allclose(seconds[screened], predictor.predict(X[screened]))  # the job part once = per row
     rest = np.setdiff1d(np.arange(len(X)), screened)
     assert seconds[rest].min() >= seconds[screened].max()
