@@ -32,7 +32,7 @@ from netsched.cluster.topology import GPU_RESOURCE, gpu_nodes
 from netsched.extender.cache import ClusterCache
 from netsched.extender.core import Extender
 from netsched.extender.protocol import parse_args
-from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_gc
+from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_runtime
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402
@@ -76,7 +76,7 @@ def build_cache(n: int, seed: int) -> tuple[ClusterCache, list[str]]:
     cache.replace("nodes", nodes)
     cache.replace("pods", pods)
     cache.replace("packingplans", [])
-    settle_gc()  # as `netsched extender` does after its first sync
+    settle_runtime()  # as `netsched extender` does after its first sync
     return cache, names
 
 

@@ -19,6 +19,7 @@ a 500 or a dropped connection.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import time
@@ -41,6 +42,9 @@ from netsched.extender.protocol import (
 log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024  # 5,000 full Node objects (nodeCacheCapable: false) fit with room
 JSON = b"application/json"
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)
+MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reused (glibc's maximum)
+TRIM_THRESHOLD = 256 * 1024 * 1024  # free memory kept at the top of the heap before returning any
 
 
 class TooLarge(Exception):
@@ -168,11 +172,23 @@ async def _raw(send: Callable, status: int, body: bytes, content_type: bytes) ->
     await send({"type": "http.response.body", "body": body})
 
 
-def settle_gc() -> None:
-    """Take what is alive after the first sync (modules, the cache) out of the collector's
-    view: otherwise each full collection walks it all, a pause inside whichever request it hits."""
+def settle_runtime() -> None:
+    """Tune the process for many short requests, once the first sync is done.
+
+    Take what is alive then (modules, the cache) out of the collector's view: otherwise each
+    full collection walks it all, a pause inside whichever request it hits. And let glibc keep
+    freed memory for the next request: a 5,000-node request allocates a few MB of numpy
+    temporaries, and handing them back to the kernel after each request made the next one
+    fault them in again (the model's linear screen: 0.78 ms, 0.28 ms with the memory kept).
+    """
     gc.collect()
     gc.freeze()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: its allocator keeps its own habits
+        return
+    libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_cache_age: float = 30.0,
@@ -202,7 +218,7 @@ def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_
     if not wait_synced(cache, sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)
-    settle_gc()
+    settle_runtime()
     telemetry = _telemetry(metrics, prometheus_url, telemetry_max_age)
     scorer = _scorer(metrics, model, model_reload_seconds)
     extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=shortlist, decisions=decisions,
