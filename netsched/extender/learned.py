@@ -11,8 +11,9 @@ always the artifact on disk or the heuristic, never a silently kept older model.
 A candidate's score falls one point (of 10) for every 5% its predicted completion time is
 above the fastest candidate's, to 0 at 50% slower: a ratio would give every candidate
 within 5% of the best the same rounded 10, and kube-scheduler could not tell them apart.
-Over many candidates the model runs on the `SCREEN_ROWS` the artifact's linear screen ranks
-fastest; the others keep the screen's estimate, never better than the slowest screened one.
+Over many candidates the model runs on the ones the artifact's linear screen ranks fastest
+(Predictor.predict_candidates); the others keep the screen's estimate, never better than
+the slowest screened one.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ from netsched.extender.needs import NetworkNeeds
 from netsched.extender.protocol import PodRef
 from netsched.extender.scorers import Scored, Scorer
 from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
-from netsched.models.features import feature_matrix
-from netsched.models.predictor import SCREEN_ROWS, Predictor
+from netsched.models.predictor import Predictor
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
@@ -118,9 +118,7 @@ class ModelScorer:
         if not len(idx):
             return Scored(np.empty(0), np.empty(0), scorer=self.name)
         try:
-            values = feature_values(pod, needs, view, idx, telemetry)
-            matrix = feature_matrix(values, len(idx), predictor.features)
-            seconds = predicted_seconds(predictor, matrix)
+            seconds = predictor.predict_candidates(feature_values(pod, needs, view, idx, telemetry), len(idx))
         except Exception:
             log.exception("model failed on pod %s; scoring it with the topology heuristic", pod.key)
             return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
@@ -134,15 +132,3 @@ class ModelScorer:
         self.metrics.model_fallbacks.labels(reason).inc()
         return self.fallback.score(*args)
 
-
-def predicted_seconds(predictor: Predictor, matrix: np.ndarray) -> np.ndarray:
-    """Seconds per row: the model's for the SCREEN_ROWS the screen ranks fastest, the screen's
-    (floored at the slowest of those) for the rest, so a screened-out row never outranks them."""
-    if len(matrix) <= SCREEN_ROWS:
-        return predictor.predict_one_job(matrix)
-    screen = np.exp(predictor.screen.predict(matrix))
-    rows = np.argpartition(screen, SCREEN_ROWS - 1)[:SCREEN_ROWS]
-    exact = predictor.predict_one_job(matrix[rows])
-    seconds = np.maximum(screen, exact.max())
-    seconds[rows] = exact
-    return seconds

@@ -78,14 +78,18 @@ def feature_matrix(values: Mapping[str, float | np.ndarray], rows: int,
 
     The extender builds its batch with this: job features as scalars, node and network
     features as arrays over the candidates; a missing name is an error, not a silent NaN."""
-    missing = [n for n in names if n not in values]
-    if missing:
-        raise SchemaError(f"feature values missing for {', '.join(missing)} (schema v{SCHEMA_VERSION}); "
-                          "pass NaN for an unknown value")
+    require(values, names)
     out = np.empty((rows, len(names)), dtype=np.float64)
     for j, name in enumerate(names):
         out[:, j] = values[name]
     return out
+
+
+def require(values: Mapping[str, object], names: tuple[str, ...]) -> None:
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise SchemaError(f"feature values missing for {', '.join(missing)} (schema v{SCHEMA_VERSION}); "
+                          "pass NaN for an unknown value")
 
 
 def kind_features(kind: str | None) -> dict[str, float]:

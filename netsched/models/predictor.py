@@ -3,11 +3,14 @@
     predictor = Predictor.load("models/current.json")   # or an artifact directory
     seconds = predictor.predict(matrix)                  # every row, the chosen model
     rows, seconds = predictor.fastest(matrix, k=1)       # the k rows predicted fastest, within budget
+    seconds = predictor.predict_candidates(values, n)    # one job's n candidates, as the extender asks
 
-`predict` runs the chosen model on every row. Tree ensembles cost about 3 us per row here
-(5,000 rows: ~15 ms), over the extender's budget, so `fastest` screens all rows with the
-artifact's linear model (fused into one numpy expression, ~0.2 ms at 5,000 rows) and runs the
-chosen model on the SCREEN_ROWS best only. Loading refuses an artifact whose schema version
+`predict` runs the chosen model on every row. Tree ensembles cost about 2 us per row here
+(5,000 rows: ~9 ms), over the extender's budget, so `fastest` and `predict_candidates` screen
+all rows with the artifact's linear model (fused into numpy expressions) and run the chosen
+model on the SCREEN_ROWS best only. `predict_candidates` takes the features by name, job
+features as scalars, and screens only the columns that vary between candidates: at 5,000
+candidates it never builds the 5,000-row matrix. Loading refuses an artifact whose schema version
 or feature list differs from this netsched's (netsched.models.features), or whose model
 file does not match the sha256 in its meta.json, with an ArtifactError naming the file and
 the fix: a mismatched model would silently score the wrong columns.
@@ -16,14 +19,15 @@ the fix: a mismatched model would silently score the wrong columns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from netsched.models.artifact import ArtifactError, artifact_dir, load_bundle, read_meta
-from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION
+from netsched.models.compiled import compiled
+from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
 
 SCREEN_ROWS = 128  # rows `fastest` hands the chosen model after the linear screen
 VARIANTS = {"learned": ("features", "estimator", "screen", FEATURE_NAMES),
@@ -35,22 +39,44 @@ class LinearScreen:
     """A fitted log1p -> median-impute (+ indicators) -> scale -> linear pipeline as one numpy expression:
     the same numbers as the pipeline's predict, without its per-step validation cost."""
 
-    def __init__(self, pipeline):
+    def __init__(self, pipeline, features: tuple[str, ...]):
         logs, imputer, scaler, linear = (step for _, step in pipeline.steps)
+        self.features = features
         self.heavy = list(logs.kw_args["columns"])
         self.fill = imputer.statistics_  # in log1p units for the heavy-tailed columns
         self.raw_fill = self.fill.copy()  # the same values before log1p: imputing first saves a copy
         self.raw_fill[self.heavy] = np.expm1(self.fill[self.heavy])
         self.flagged = [] if imputer.indicator_ is None else list(imputer.indicator_.features_)
-        self.weights = linear.coef_ / scaler.scale_
+        n = len(features)
+        self.weights = linear.coef_[:n] / scaler.scale_[:n]
+        self.missing_weights = np.zeros(n)  # the weight of a column's missing-value indicator, if any
+        self.missing_weights[self.flagged] = linear.coef_[n:] / scaler.scale_[n:]
         self.bias = float(linear.intercept_ - (linear.coef_ * scaler.mean_ / scaler.scale_).sum())
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         missing = np.isnan(X)
         Z = np.where(missing, self.raw_fill, X).astype(np.float64, copy=False)
         Z[:, self.heavy] = np.log1p(np.maximum(Z[:, self.heavy], 0))
-        n = Z.shape[1]
-        return self.bias + Z @ self.weights[:n] + missing[:, self.flagged] @ self.weights[n:]
+        return self.bias + Z @ self.weights + missing @ self.missing_weights
+
+    def predict_values(self, values: Mapping[str, float | np.ndarray], rows: int) -> np.ndarray:
+        """`predict` of the rows `feature_matrix(values, rows)` would build, without building them:
+        the scalar (job) columns add one number, the array columns are screened as rows of their own."""
+        scalar = [j for j, name in enumerate(self.features) if np.ndim(values[name]) == 0]
+        varying = [j for j, name in enumerate(self.features) if np.ndim(values[name]) != 0]
+        constant = self.bias + self._terms(scalar, [[values[self.features[j]]] for j in scalar])
+        return constant + self._terms(varying, [values[self.features[j]] for j in varying], rows)
+
+    def _terms(self, columns: list[int], data: list, rows: int = 1) -> np.ndarray:
+        """Weighted sum over `columns` (feature positions) of their values, one row per column."""
+        if not columns:
+            return np.zeros(rows)
+        A = np.array(data, dtype=np.float64).reshape(len(columns), -1)
+        missing = np.isnan(A)
+        Z = np.where(missing, self.raw_fill[columns, None], A)
+        heavy = [k for k, j in enumerate(columns) if j in self.heavy]
+        Z[heavy] = np.log1p(np.maximum(Z[heavy], 0))
+        return self.weights[columns] @ Z + self.missing_weights[columns] @ missing
 
 
 @dataclass(frozen=True)
@@ -60,6 +86,7 @@ class Predictor:
     screen: LinearScreen
     meta: dict
     path: Path
+    served: object  # the estimator as the serving path runs it (netsched.models.compiled)
 
     @classmethod
     def load(cls, path: Path | str, variant: str = "learned") -> Predictor:
@@ -71,7 +98,9 @@ class Predictor:
         _check(directory, meta.get("schema_version"), meta.get(features_key), expected)
         bundle = load_bundle(directory, meta)
         _check(directory, bundle.get("schema_version"), bundle.get(features_key), expected)
-        return cls(tuple(expected), bundle[estimator_key], LinearScreen(bundle[screen_key]), meta, directory)
+        features, estimator = tuple(expected), bundle[estimator_key]
+        return cls(features, estimator, LinearScreen(bundle[screen_key], features), meta, directory,
+                   compiled(estimator, len(features)))
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
         """Completion seconds per row of `matrix` (rows x len(self.features), schema order, NaN = unknown)."""
@@ -86,13 +115,29 @@ class Predictor:
         self._check_shape(matrix)
         if not len(matrix):
             return np.empty(0)
-        return np.exp(getattr(self.estimator, "predict_one_job", self.estimator.predict)(matrix))
+        return np.exp(getattr(self.served, "predict_one_job", self.served.predict)(matrix))
+
+    def predict_candidates(self, values: Mapping[str, float | np.ndarray], rows: int) -> np.ndarray:
+        """Seconds for each of one job's `rows` candidates, from features by name (job features
+        scalars, the others arrays of `rows`): the model's for the SCREEN_ROWS the screen ranks
+        fastest, the screen's (floored at the slowest of those) for the rest, so a screened-out
+        candidate never outranks a screened one."""
+        require(values, self.features)
+        if rows <= SCREEN_ROWS:
+            return self.predict_one_job(feature_matrix(values, rows, self.features))
+        screen = np.exp(self.screen.predict_values(values, rows))
+        kept = np.argpartition(screen, SCREEN_ROWS - 1)[:SCREEN_ROWS]
+        subset = {name: v if np.ndim(v) == 0 else v[kept] for name, v in values.items()}
+        exact = self.predict_one_job(feature_matrix(subset, SCREEN_ROWS, self.features))
+        seconds = np.maximum(screen, exact.max())
+        seconds[kept] = exact
+        return seconds
 
     def fastest(self, matrix: np.ndarray, k: int = 1, screen_rows: int = SCREEN_ROWS
                 ) -> tuple[np.ndarray, np.ndarray]:
         """Row indices of the k rows predicted fastest, fastest first, and their predicted seconds."""
         self._check_shape(matrix)
-        return fastest(matrix, k, self.screen.predict, self.estimator.predict, screen_rows)
+        return fastest(matrix, k, self.screen.predict, self.served.predict, screen_rows)
 
     def _check_shape(self, matrix: np.ndarray) -> None:
         if matrix.ndim != 2 or matrix.shape[1] != len(self.features):

@@ -179,7 +179,7 @@ def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, nam
 
 def _serving_ms(bundle: dict, X: np.ndarray) -> float:
     """The chosen model's serving path timed on this machine: recorded for information, not used."""
-    screen, estimator = LinearScreen(bundle["screen"]).predict, bundle["estimator"].predict
+    screen, estimator = LinearScreen(bundle["screen"], FEATURE_NAMES).predict, bundle["estimator"].predict
     return predict_ms(lambda rows: fastest(rows, 1, screen, estimator), X)
 
 
