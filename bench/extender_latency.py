@@ -329,7 +329,9 @@ def main() -> int:
         f"and all candidate names shuffled ({request_kib:.0f} KiB at {BIG:,} nodes). The cluster: 4 zones, "
         "nodes/40 racks, 8 GPUs a node, nodes/2 bound pods of 1-4 GPUs, half of them in 4-pod jobs. "
         f"{warmup} requests of warm-up. Each measured round is a filter then a prioritize on the "
-        "same names; *filter + prioritize* is their sum per round.",
+        "same names; *filter + prioritize* is their sum per round. Prioritize answers with the scores "
+        "its pod's filter computed: with shortlist 0 it gets the very nodes filter passed (a list "
+        "compare); with shortlist 1 every name is looked up again.",
         "",
         "With shortlist 1 (the default) filter answers one node and kube-scheduler skips prioritize, "
         "so **filter alone is the per-pod cost**; filter + prioritize on all names is the worst case. "

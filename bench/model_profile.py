@@ -1,11 +1,11 @@
-"""Where the extender's time goes when it scores by the model: prioritize at 5,000 nodes, profiled.
+"""Where the extender's time goes when it scores by the model: filter at 5,000 nodes, profiled.
 
     python bench/model_profile.py [--model models/current.json] [--calls 200]
 
-In-process (no HTTP), one OpenMP thread as `netsched extender --model` runs, on the cluster
-and requests of extender_latency.py with the workload hints of model_latency.py. Prints the
-mean time per prioritize and the parts: the linear screen, the tree calls of the model, the
-feature building. Writes nothing.
+In-process (no HTTP), as `netsched extender --model` runs, on the cluster and requests of
+extender_latency.py with the workload hints of model_latency.py. Filter is where the model
+runs (prioritize answers with its filter's scores). Prints the mean time per filter and the
+parts: the linear screen, the model's trees (ONNX Runtime), the feature building. Writes nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from extender_latency import BIG, build_cache, request_bodies  # noqa: E402
 from model_latency import ROOT, hinted  # noqa: E402
 
 PARTS = {  # label -> (file suffix, function name) in the profile
-    "linear screen": ("netsched/models/predictor.py", "predict"),
-    "tree calls": ("_hist_gradient_boosting/predictor.py", "predict"),
+    "linear screen": ("netsched/models/predictor.py", "predict_values"),
+    "trees (ONNX Runtime)": ("netsched/models/compiled.py", "predict"),
     "feature building": ("netsched/extender/model_features.py", "feature_values"),
 }
 
@@ -50,22 +50,22 @@ def main() -> int:
     extender = Extender(cache, scorer=ModelScorer(source, TopologyScorer(), metrics), shortlist=1)
     requests = [parse_args(orjson.loads(b)) for b in hinted(request_bodies(names, 1))]
     for r in requests:
-        extender.prioritize(r)
+        extender.filter(r)
     t0 = time.perf_counter()
     for i in range(args.calls):
-        extender.prioritize(requests[i % len(requests)])
-    print(f"prioritize at {BIG:,} nodes: {(time.perf_counter() - t0) / args.calls * 1000:.2f} ms per call")
+        extender.filter(requests[i % len(requests)])
+    print(f"filter at {BIG:,} nodes: {(time.perf_counter() - t0) / args.calls * 1000:.2f} ms per call")
     profile = cProfile.Profile()
     profile.enable()
     for i in range(args.calls):
-        extender.prioritize(requests[i % len(requests)])
+        extender.filter(requests[i % len(requests)])
     profile.disable()
     stats = pstats.Stats(profile).stats
     for label, (suffix, name) in PARTS.items():
         hits = [(v[1], v[3]) for (file, _, func), v in stats.items()
                 if file.endswith(suffix) and func == name]  # (calls, cumulative seconds)
         calls, seconds = sum(h[0] for h in hits), sum(h[1] for h in hits)
-        print(f"  {label}: {seconds / args.calls * 1000:.2f} ms per prioritize "
+        print(f"  {label}: {seconds / args.calls * 1000:.2f} ms per filter "
               f"({calls / args.calls:.0f} calls; timed under the profiler)")
     return 0
 

@@ -240,8 +240,9 @@ def _scorer(metrics, model: Path | None, reload_seconds: float):
 
     from netsched.extender.learned import ModelScorer, ModelSource
 
-    # One OpenMP thread for the trees: a request scores a few hundred rows, where a second thread
-    # costs more in hand-offs than it saves, and on a busy node its spin-waits took p50 from 5 to 17 ms.
+    # One OpenMP thread where scikit-learn serves the model (a kind ONNX Runtime does not take): a
+    # request scores a few hundred rows, where a second thread costs more in hand-offs than it
+    # saves, and on a busy node its spin-waits took p50 from 5 to 17 ms.
     threadpool_limits(1, user_api="openmp")
     return ModelScorer(ModelSource(model, metrics, reload_seconds).start(), TopologyScorer(), metrics)
 

@@ -28,6 +28,7 @@ import sklearn
 from netsched import __version__
 from netsched.cluster.events import rfc3339
 from netsched.models.artifact import write_artifact
+from netsched.models.compiled import compiled
 from netsched.models.dataset import Dataset, data_sha256, read_datasets
 from netsched.models.estimators import MODEL_KINDS, fit_model, fit_screen
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
@@ -179,7 +180,8 @@ def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, nam
 
 def _serving_ms(bundle: dict, X: np.ndarray) -> float:
     """The chosen model's serving path timed on this machine: recorded for information, not used."""
-    screen, estimator = LinearScreen(bundle["screen"], FEATURE_NAMES).predict, bundle["estimator"].predict
+    screen = LinearScreen(bundle["screen"], FEATURE_NAMES).predict
+    estimator = compiled(bundle["estimator"], len(FEATURE_NAMES)).predict
     return predict_ms(lambda rows: fastest(rows, 1, screen, estimator), X)
 
 
