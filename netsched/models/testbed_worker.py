@@ -36,6 +36,7 @@ from netsched.telemetry.probe import (
     measure_rtt,
     recv_exact,
     send_zeros,
+    sink,
 )
 
 PROBE_PORT, SOURCE_PORT, FLOOD_PORT = 9102, 9103, 9104
@@ -75,9 +76,12 @@ def pull(host: str, size: int, timeout: float = 60.0) -> float:
 
 
 def push(host: str, size: int) -> float:
-    """Send `size` bytes to host's sink; seconds until the receiver has them all."""
+    """Send `size` bytes to host's sink; seconds until the receiver has them all. (Not a rate
+    probe: a small exchange may arrive in one burst, too fast for the receiver to time.)"""
     t0 = time.perf_counter()
-    measure_bandwidth(host, PROBE_PORT, size, timeout=60.0)
+    got, _ = sink(host, PROBE_PORT, size, timeout=60.0)
+    if got != size:
+        raise ProbeError(f"push to {host}:{PROBE_PORT}: the receiver got {got} of {size} bytes")
     return time.perf_counter() - t0
 
 

@@ -100,17 +100,22 @@ def measure_rtt(host: str, port: int, samples: int = 5, timeout: float = 2.0) ->
 
 def measure_bandwidth(host: str, port: int, size: int, timeout: float = 10.0) -> Bandwidth:
     """Send `size` bytes and return the rate the receiver saw."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(SINK + struct.pack("!Q", size))
-            send_zeros(sock, size)
-            got, seconds = REPLY.unpack(recv_exact(sock, REPLY.size))
-    except OSError as exc:
-        raise ProbeError(f"bandwidth probe to {host}:{port} failed: {exc}") from exc
+    got, seconds = sink(host, port, size, timeout)
     if got != size or seconds <= 0:
         raise ProbeError(f"bandwidth probe to {host}:{port}: the receiver got {got} of {size} bytes "
                          f"in {seconds:.3f} s; probe too small to time")
     return Bandwidth(got * 8 / seconds / 1e6, size, seconds)
+
+
+def sink(host: str, port: int, size: int, timeout: float = 10.0) -> tuple[int, float]:
+    """Send `size` bytes to a sink: the bytes it received and the seconds from its first to last."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(SINK + struct.pack("!Q", size))
+            send_zeros(sock, size)
+            return REPLY.unpack(recv_exact(sock, REPLY.size))
+    except OSError as exc:
+        raise ProbeError(f"bandwidth probe to {host}:{port} failed: {exc}") from exc
 
 
 def send_zeros(sock: socket.socket, size: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 from netsched.telemetry.agent import Agent, ProbePlan, serve_http
 from netsched.telemetry.discovery import BadTarget, static_targets
 from netsched.telemetry.nic import NicMonitor
-from netsched.telemetry.probe import ProbeError, ProbeServer, measure_bandwidth, measure_rtt
+from netsched.telemetry.probe import ProbeError, ProbeServer, measure_bandwidth, measure_rtt, sink
 
 MIB = 1024 * 1024
 
@@ -108,3 +108,17 @@ def test_bad_targets_are_refused_with_the_flag_and_an_example(peers, data, messa
 def test_targets_name_peers_by_node_and_data_by_endpoint():
     assert static_targets(["b=10.0.0.2:9102"], ["10.0.0.9:9102"]) == {
         "b": ("10.0.0.2", 9102), "10.0.0.9:9102": ("10.0.0.9", 9102)}
+
+
+def test_a_transfer_too_small_to_time_is_delivered_not_an_error(server, monkeypatch):
+    from netsched.models import testbed_worker
+
+    got, seconds = sink("127.0.0.1", server.port, 100)
+    assert got == 100 and seconds < 0.01  # one segment, often timed at exactly 0: no rate in it
+    monkeypatch.setattr(testbed_worker, "PROBE_PORT", server.port)
+    assert testbed_worker.push("127.0.0.1", 100) > 0  # a job's exchange only needs the bytes there
+    monkeypatch.setattr(testbed_worker, "sink", lambda *_, **__: (100, 0.0))  # the case that failed a run
+    assert testbed_worker.push("127.0.0.1", 100) >= 0
+    monkeypatch.setattr(testbed_worker, "sink", lambda *_, **__: (60, 0.5))
+    with pytest.raises(ProbeError, match="the receiver got 60 of 100 bytes"):
+        testbed_worker.push("127.0.0.1", 100)
