@@ -244,8 +244,8 @@ class Extender:
 
 def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
     """Positions best first: by value, then by name (table order) so equal inputs give equal answers.
-    With `top`, the first `top` of that order only, without sorting all the candidates."""
-    value = scored.value
+    With `top`, the first `top` of that order only, without sorting all the candidates. NaN ranks last."""
+    value = np.nan_to_num(scored.value, nan=-np.inf)
     if 0 < top < len(value):
         cut = np.partition(value, len(value) - top)[len(value) - top]  # the top-th best value
         best = np.flatnonzero(value >= cut)  # ties at the cut too: the order among them is by name

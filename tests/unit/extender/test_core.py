@@ -144,6 +144,8 @@ def test_prioritize_scores_afresh_what_its_filter_did_not_score_or_long_ago(late
 def test_the_top_of_the_ranking_is_the_top_of_the_full_ranking(top):
     rng = np.random.default_rng(top)
     value = rng.integers(0, 4, size=30) / 4  # many ties
+    value[::7] = np.nan
     scored = Scored(value, value)
     idx = rng.permutation(100)[:30]
     assert _ranking(scored, idx, top) == _ranking(scored, idx)[:top]
+    assert set(_ranking(scored, idx)[-5:]) == set(range(0, 30, 7))  # NaN last
