@@ -167,15 +167,16 @@ class DevCluster:
         skip |= set() if self.run_operator else {OPERATOR}
         return tuple(c for c in COMPONENTS if c not in skip)
 
-    def restart(self, name: str) -> None:
-        """Start a recorded component again (after it died or was killed) and wait until it serves."""
+    def restart(self, name: str, extra_args: tuple[str, ...] = ()) -> None:
+        """Start a recorded component again (after it died or was killed) and wait until it serves;
+        `extra_args` are added to its recorded command line for this run only."""
         state = self._load()
         info = state.get("components", {}).get(name)
         if info is None:
             raise ClusterError(f"{name} is not a component of the dev-cluster in {self.directory}")
         processes.stop(info["pid"])
         with processes.signals_deferred():
-            proc = processes.start(name, info["argv"], self.log(name), cwd=self.directory)
+            proc = processes.start(name, [*info["argv"], *extra_args], self.log(name), cwd=self.directory)
             info["pid"] = proc.pid
             self._save(state)
         pki = pkilib.Pki(self.directory / "pki")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.request
 import uuid
 
 import pytest
 from builders import make_gpujob
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.cli import main
 from netsched.cluster import plans
@@ -97,6 +99,15 @@ def _check_plan_carried_out(custom, core, namespace: str, before: dict[str, str]
     return done
 
 
+def _no_gain_solves(dev_cluster) -> float:
+    """The operator's count of packer solves that found nothing better than the cluster as it is."""
+    port = json.loads((dev_cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "netsched_packer_solves_total" and sample.labels.get("result") == "no_gain")
+
+
 def _live_pods_per_job(core, namespace: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for p in core.list_namespaced_pod(namespace).items:
@@ -134,6 +145,7 @@ def test_a_plan_that_a_disruption_budget_forbids_is_never_carried_out(dev_cluste
     before = _fill(custom, core, namespace, priorities)
     poll(lambda: policy.read_namespaced_pod_disruption_budget("keep-low", namespace).status.current_healthy
          == nodes, 30, "the disruption controller to count the budget's pods")
+    looked = _no_gain_solves(dev_cluster)
     _urgent(custom, namespace, priorities)
 
     # the packer itself finds nothing it may do, and the dry run says so
@@ -155,7 +167,9 @@ def test_a_plan_that_a_disruption_budget_forbids_is_never_carried_out(dev_cluste
     refused = _plan_in(custom, plans.TERMINAL)
     assert plans.phase(refused) == "Failed" and refused["status"]["reason"] == "DisruptionBudget"
     assert "keep-low allows 0 disruption(s)" in refused["status"]["message"]
-    assert len(_plans(custom)) == 1  # and the packer made none of its own
+    # the operator's packer looked at the waiting gang too, found nothing it may do, and made no plan
+    poll(lambda: _no_gain_solves(dev_cluster) > looked, 60, "the packer to solve and find no gain")
+    assert len(_plans(custom)) == 1
     after = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
     assert all(after.get(name) == uid for name, uid in before.items())
     assert all(p.spec.scheduling_gates for p in core.list_namespaced_pod(

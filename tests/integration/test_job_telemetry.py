@@ -1,0 +1,111 @@
+"""A finished GPUJob's training record carries the links its replicas had, measured end to end:
+telemetry agents on a shaped network, a real Prometheus, and the dev-cluster's operator reading
+it (`--prometheus-url`) while the real kube-scheduler places the job on two KWOK nodes named
+like the agents. Needs root (ip netns, tc)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from builders import make_gpujob
+from kubernetes import client
+
+from netsched.cluster.devcluster import OPERATOR
+from netsched.cluster.processes import free_port
+from netsched.cluster.topology import RACK_LABEL
+from netsched.cluster.wait import poll
+from netsched.models.records import record_row
+from netsched.operator.records import read_rows
+from netsched.operator.spec import GROUP, PLURAL, VERSION
+from netsched.telemetry.prometheus import PrometheusFeed
+from netsched.telemetry.store import TelemetryStore
+from netsched.telemetry.testbed import Testbed, start_prometheus, stop
+
+SITES = ("x", "y", "data")
+RATES = {("x", "y"): 20, ("x", "data"): 80, ("y", "data"): 10}  # Mbit/s, both directions
+
+
+class Bed:
+    """Agents for two of the cluster's nodes and a data endpoint, and Prometheus scraping them."""
+
+    def __init__(self, tmp, nodes: dict[str, str]):  # site -> node name
+        self.nodes = nodes
+        self.net = Testbed(SITES, RATES, prefix="nsjt", subnet="10.77.12").up()
+        self.data = f"{self.net.ip('data')}:9102"
+        self.prometheus = None
+        try:
+            for site in SITES:
+                self._agent(site, tmp)
+            self.port = free_port()
+            targets = [f"{self.net.ip(s)}:9101" for s in SITES]
+            self.prometheus = start_prometheus(targets, tmp / "prometheus", self.port)
+        except BaseException:
+            self.close()
+            raise
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _agent(self, site: str, tmp) -> None:
+        name = self.nodes.get(site, site)
+        peers = [f"--peer={n}={self.net.ip(s)}:9102" for s, n in self.nodes.items() if s != site]
+        extra = [*peers, f"--data={self.data}"] if site in self.nodes else []
+        argv = [sys.executable, "-m", "netsched", "agent", f"--node-name={name}", "--port=9101",
+                "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912", *extra]
+        self.net.start(site, argv, tmp / f"agent-{site}.log")
+
+    def rate(self, node: str, other: str) -> float:
+        site = {n: s for s, n in self.nodes.items()}
+        a, b = site.get(node, "data"), site.get(other, "data")
+        return RATES.get((a, b)) or RATES[(b, a)]
+
+    def close(self) -> None:
+        if self.prometheus:
+            stop(self.prometheus)
+        self.net.down()
+
+
+@pytest.fixture(scope="module")
+def bed(dev_cluster, core, tmp_path_factory):
+    """The bed, and the dev-cluster's operator reading its Prometheus (back to plain after the module)."""
+    rack: dict[str, list[str]] = {}
+    for node in core.list_node().items:
+        rack.setdefault(node.metadata.labels[RACK_LABEL], []).append(node.metadata.name)
+    pair = sorted(next(names for names in rack.values() if len(names) >= 2))[:2]
+    b = Bed(tmp_path_factory.mktemp("job-telemetry"), dict(zip(("x", "y"), pair, strict=True)))
+    try:
+        store = TelemetryStore()
+        # every link probed three times (the first only sizes the next) and in Prometheus
+        poll(lambda: PrometheusFeed(b.url, store).refresh() >= 4 and all(
+            (link := store.link(src, dst)) is not None and link.bandwidth_mbps > 0
+            for src in pair for dst in (*pair, b.data) if dst != src), 90, "Prometheus to hold every link")
+        dev_cluster.restart(OPERATOR, (f"--prometheus-url={b.url}",))
+        yield b
+    finally:
+        b.close()
+        dev_cluster.restart(OPERATOR)
+
+
+def test_a_finished_jobs_record_holds_the_links_its_last_replica_had(dev_cluster, bed, namespace):
+    jobs = client.CustomObjectsApi(dev_cluster.api_client())
+    hosts = {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(bed.nodes.values())}]}
+    job = make_gpujob("linked", replicas=2, gpus=8, duration="6s",
+                      dataSources=[{"name": "shards", "kind": "endpoint", "endpoint": bed.data}])
+    job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [hosts]}}}
+    created = jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job)
+    uid = created["metadata"]["uid"]
+    record = poll(lambda: next((r for r in read_rows(dev_cluster.records_file) if r["uid"] == uid), None),
+                  90, "the job's record")
+    assert record["outcome"] == "Succeeded" and sorted(record["nodes"]) == sorted(bed.nodes.values())
+    telemetry = record["telemetry"]
+    assert telemetry, f"no telemetry in the record; the operator's log: {dev_cluster.log(OPERATOR)}"
+    last, other = record["nodes"][-1], record["nodes"][0]
+    # the shaped rates, as the agents measured them and the operator read them from Prometheus
+    assert telemetry["peer_bw_mbps"] == pytest.approx(bed.rate(last, other), rel=0.25), telemetry
+    assert telemetry["data_bw_mbps"] == pytest.approx(bed.rate(last, bed.data), rel=0.25), telemetry
+    assert 0 < telemetry["peer_rtt_ms"] < 50 and 0 < telemetry["data_rtt_ms"] < 50
+    assert 0 <= telemetry["nic_util"] <= 1
+    row = record_row(record)  # and the model's training row reads them as its network features
+    assert row["node"] == last and row["peer_bw_mbps"] == telemetry["peer_bw_mbps"]
+    assert row["data_bw_mbps"] == telemetry["data_bw_mbps"]
