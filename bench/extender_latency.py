@@ -331,7 +331,7 @@ def main() -> int:
         f"{warmup} requests of warm-up. Each measured round is a filter then a prioritize on the "
         "same names; *filter + prioritize* is their sum per round. Prioritize answers with the scores "
         "its pod's filter computed: with shortlist 0 it gets the very nodes filter passed (a list "
-        "compare); with shortlist 1 every name is looked up again.",
+        "compare); after a shortlist-1 filter nothing is kept and it scores afresh.",
         "",
         "With shortlist 1 (the default) filter answers one node and kube-scheduler skips prioritize, "
         "so **filter alone is the per-pod cost**; filter + prioritize on all names is the worst case. "

@@ -12,6 +12,8 @@ Prioritize follows its pod's filter in the same scheduling cycle, on nodes filte
 it answers with the scores filter computed (kept per pod for REUSE_SECONDS, used once)
 rather than scoring again, which halves the cost of a cycle when the scorer is the model.
 Nodes filter did not score, a changed node table or an older filter mean a fresh score.
+Scores are kept only when filter passed more than one node: with one, kube-scheduler
+binds without scoring, so a shortlist of 1 keeps nothing.
 
 Fallback: when the cache is older than its bound (or not yet synced), filter
 answers with `Error` saying so. kube-scheduler then ignores the extender for that
@@ -38,7 +40,7 @@ TIER_TOLERANCE = 0.05  # network values this close to the best count as equally 
 EXPLAIN_TOP = 5
 REJECTED_EXAMPLES = 3
 REUSE_SECONDS = 2.0  # kube-scheduler calls prioritize milliseconds after filter, in the same cycle
-REUSE_PODS = 1024  # filters kept for their prioritize; the oldest go first
+REUSE_PODS = 64  # filters kept for their prioritize (kube-scheduler runs one cycle at a time)
 
 
 class StaleCache(RuntimeError):
@@ -120,8 +122,10 @@ class Extender:
         strict = bool(needs) or bool(view.pins and view.pins.pinned(pod))
         passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, strict)
         self._record(pod, view, ok_idx, scored, order, len(names), unresolvable)
-        self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, scored.scores(),
-                                    None if self.shortlist else passed[: len(ok_idx)]))
+        self._filtered.pop(pod.uid, None)
+        if len(passed) > 1 and pod.uid:
+            self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, scored.scores(),
+                                        None if self.shortlist else passed[: len(ok_idx)]))
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
                                                  passed[0], pod.gpus))
@@ -212,9 +216,6 @@ class Extender:
         return passed, {}
 
     def _keep(self, uid: str, scores: _Scores) -> None:
-        if not uid:
-            return
-        self._filtered.pop(uid, None)
         self._filtered[uid] = scores
         while len(self._filtered) > REUSE_PODS:
             self._filtered.popitem(last=False)

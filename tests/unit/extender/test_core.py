@@ -124,6 +124,16 @@ def test_prioritize_answers_with_its_filters_scores_once():
     assert samples == {"reused": 2.0, "fresh": 1.0}
 
 
+def test_a_filter_that_passes_one_node_keeps_no_scores():
+    scorer = Counting()
+    ext = Extender(cache_of(CLUSTER), scorer=scorer, shortlist=1)
+    request = args(pod("r1", job="train"), NAMES)
+    assert len(ext.filter(request).passed) == 1  # kube-scheduler binds it without scoring
+    assert not ext._filtered
+    ext.prioritize(request)  # asked anyway: scored afresh
+    assert scorer.calls == 2
+
+
 @pytest.mark.parametrize("later, names", [
     (3.0, ["a1-1", "a2-0"]),  # the filter is older than REUSE_SECONDS
     (0.5, ["a1-1", "b1-0"]),  # the filter rejected b1-0, so never scored it
