@@ -24,6 +24,8 @@ from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
 from netsched.models.simulator import SimConfig, simulate
 from netsched.models.train import train
+from netsched.operator.placement_telemetry import placement_telemetry
+from netsched.operator.spec import job_spec
 from netsched.telemetry.store import TelemetryStore
 
 H100, V100 = "NVIDIA-H100-80GB-HBM3", "Tesla-V100-SXM2-32GB"
@@ -88,6 +90,30 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     values = feature_values(p, parse_needs(p.annotations), view, idx, store)
     nic = feature_matrix(values, 4)[:, INDEX["nic_util"]]
     assert nic[2] == 0.4 and np.isnan(nic[[0, 1, 3]]).all()
+
+
+def test_a_jobs_record_holds_the_network_features_the_extender_served_for_its_last_replica():
+    """Training rows (operator/placement_telemetry) and serving rows (model_features) apply one
+    rule: the weakest link to the peers' nodes, the link to the data, the node's NIC."""
+    endpoint = "10.0.0.5:9000"
+    store = TelemetryStore()
+    for src, dst, rtt, bw in (("h-1", "h-0", 4.0, 400), ("h-1", "v-0", 2.0, 900), ("h-1", endpoint, 7.5, 250),
+                              ("v-1", "h-0", 9.0, 50), ("v-1", endpoint, 1.0, 999)):
+        store.record(src, dst, rtt_ms=rtt, bandwidth_mbps=bw)
+    store.record_nic("h-1", 0.35)
+    cache = cache_of(NODES, [pod("r0", "h-0", job="train"), pod("r1", "v-0", job="train")])
+    notes = {"netsched.io/data-source": f"endpoint:{endpoint}"}
+    p = parse_args({"Pod": pod("r2", job="train", annotations=notes), "NodeNames": NAMES}).pod
+    view = cache.view(p.namespace, p.job)
+    served = feature_values(p, parse_needs(p.annotations), view, np.array([1]), store)  # h-1
+    job = job_spec({"metadata": {"namespace": "ml", "name": "train", "uid": "u"}, "spec": {
+        "replicas": 3, "gpusPerReplica": 2, "template": {"spec": {"containers": [{"name": "c"}]}},
+        "dataSources": [{"name": "d", "kind": "endpoint", "endpoint": endpoint}]}})
+    placed = {"placements": [{"replica": i, "node": n} for i, n in enumerate(("h-0", "v-0", "h-1"))]}
+    recorded = placement_telemetry(job, placed, store)
+    assert recorded == {"peer_bw_mbps": 400, "peer_rtt_ms": 4.0, "data_bw_mbps": 250, "data_rtt_ms": 7.5,
+                        "nic_util": 0.35}
+    assert {name: float(served[name][0]) for name in recorded} == recorded
 
 
 def test_the_model_prefers_the_faster_gpus_for_compute_heavy_work(artifact):
