@@ -18,6 +18,7 @@ RECORDED = "Recorded"  # the finished job is in the training dataset
 # reasons (also Event reasons)
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
 GANG_RELEASED = "GangReleased"
+RELEASED_BY_PLAN = "ReleasedByPackingPlan"  # the packer made room and lifted the gate itself
 NOT_GANG_SCHEDULED = "NotGangScheduled"
 WAITING_FOR_PODS = "WaitingForPods"
 PODS_RUNNING = "PodsRunning"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import kopf
 from kubernetes import client
 
+from netsched.cluster import plans
 from netsched.cluster.connect import api_message
 from netsched.cluster.events import event
 from netsched.cluster.labels import JOB_LABEL
@@ -48,6 +49,7 @@ class Indices:
     bound: Mapping  # node -> the requests of each live pod bound there
     pending: Mapping  # None -> the requests of each released, not yet bound pod
     job_pods: Mapping  # job key -> its PodViews
+    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlan placing it
 
     def used(self) -> dict[str, Resources]:
         used: dict[str, Resources] = {}
@@ -61,6 +63,13 @@ class Indices:
 
     def pods_of(self, key: tuple) -> list[PodView]:
         return list(self.job_pods.get(key, ()))
+
+    def plan_of(self, job: JobSpec) -> str | None:
+        """The active PackingPlan that places a pod of `job`, if one does."""
+        for pod in self.pods_of(job.key):
+            for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):
+                return plan
+        return None
 
 
 @dataclass
@@ -95,6 +104,10 @@ class Operator:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, _request(job))
 
     def _fit(self, job: JobSpec, nodes: list[NodeRoom], indices: Indices) -> Fit:
+        plan = indices.plan_of(job)
+        if plan:  # its room is being made: the plan lifts the gate when its victims are gone
+            return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
+                                             "the gate when it is ready")
         reserved = []
         for key, (expiry, req) in list(self._reserved.items()):
             # released pods the index still shows gated are in neither `used` nor `pending` yet
@@ -208,14 +221,21 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     def pending_requests(spec, **_):
         return {None: pod_requests(spec)}
 
+    @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
+    def planned_pods(body, **_):
+        plan = _plain(body)
+        if not plans.is_active(plan):
+            return {}
+        return {p["pod"]: plan["metadata"]["name"] for p in (plan.get("spec") or {}).get("placements") or ()}
+
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval, when=_unfinished,
                 registry=registry)
     def tick(body, meta, job_pods: kopf.Index, node_rooms: kopf.Index, bound_requests: kopf.Index,
-             pending_requests: kopf.Index, **_) -> None:
+             pending_requests: kopf.Index, planned_pods: kopf.Index, **_) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
         operator.tick(_plain(body), list(node_rooms.get(None, ())),
-                      Indices(bound_requests, pending_requests, job_pods))
+                      Indices(bound_requests, pending_requests, job_pods, planned_pods))
 
 
 def _pending_ungated(spec, status, meta, **_) -> bool:

@@ -27,6 +27,7 @@ from kubernetes import client
 from netsched.cluster import plans
 from netsched.cluster.connect import api_message
 from netsched.cluster.events import event
+from netsched.cluster.labels import RELEASED_BY
 from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
 from netsched.operator.metrics import OperatorMetrics
@@ -139,7 +140,7 @@ class Packer:
                            f"the API server refused to evict {key}: {refused}; no further pods are evicted")
                 break
         for key in step.ungate:
-            self._ungate(raw[key])
+            self._ungate(raw[key], plan["metadata"]["name"])
         if step.status != (plan.get("status") or {}):
             self.custom.patch_cluster_custom_object_status(plans.GROUP, plans.VERSION, plans.PLURAL,
                                                            plan["metadata"]["name"], {"status": step.status})
@@ -163,13 +164,18 @@ class Packer:
                 raise
         return None
 
-    def _ungate(self, pod: dict) -> None:
+    def _ungate(self, pod: dict, plan: str) -> None:
+        """Lift the gang gate of a planned pod, signed with the plan: the GPUJob's status names it."""
         meta = pod["metadata"]
         keep = [g for g in pod["spec"].get("schedulingGates") or () if g.get("name") != GANG_GATE]
-        patch = ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
-                 else {"op": "remove", "path": "/spec/schedulingGates"})
+        gate = ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
+                else {"op": "remove", "path": "/spec/schedulingGates"})
+        key = RELEASED_BY.replace("/", "~1")  # JSON pointer escaping
+        sign = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
+        if not meta.get("annotations"):
+            sign = {"op": "add", "path": "/metadata/annotations", "value": {RELEASED_BY: plan}}
         try:
-            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [patch])
+            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [sign, gate])
         except client.ApiException as exc:
             if exc.status != 404:
                 raise

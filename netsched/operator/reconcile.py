@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from netsched.cluster.events import parse_rfc3339, rfc3339
-from netsched.cluster.labels import ATTEMPT_LABEL, REPLICA_LABEL
+from netsched.cluster.labels import ATTEMPT_LABEL, RELEASED_BY, REPLICA_LABEL
 from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
 from netsched.operator import conditions as c
 from netsched.operator.capacity import Fit
@@ -36,6 +36,7 @@ class PodView:
     other_gates: tuple[str, ...] = ()  # scheduling gates that are not netsched's: kept when ungating
     started: str | None = None  # status.startTime: when the kubelet (KWOK) started it
     finished: str | None = None  # when its last container terminated
+    released_by: str | None = None  # the PackingPlan that lifted its gang gate, if one did
 
     @classmethod
     def of(cls, pod: dict) -> PodView:
@@ -45,7 +46,8 @@ class PodView:
         return cls(meta["name"], int(labels[REPLICA_LABEL]), int(labels.get(ATTEMPT_LABEL, 0)),
                    status.get("phase", "Pending"), spec.get("nodeName"), GANG_GATE in gates,
                    bool(meta.get("deletionTimestamp")), _pod_message(status),
-                   tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status))
+                   tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status),
+                   (meta.get("annotations") or {}).get(RELEASED_BY))
 
 
 @dataclass
@@ -92,9 +94,8 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
                         "gang scheduling is off: pods are scheduled one by one", job.generation)
     else:  # admitted earlier: lift any gate left behind (a failed patch, a restart between patches)
         out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in TERMINAL]
-        if not c.is_true(conds, c.ADMITTED):  # a restarted operator finds the gate already lifted
-            c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted",
-                            job.generation)
+        if not c.is_true(conds, c.ADMITTED):  # a PackingPlan, or a restart between our patches, lifted it
+            _admitted_elsewhere(out, job, conds, latest)
     _phase(out, job, new, latest, admitted, now)
     out.status = _summary(new, job, latest, node_labels)
     return out
@@ -161,6 +162,16 @@ def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], pod
     if created_first:
         gated = " behind the gang gate until the whole gang fits" if not admitted else ""
         out.event(c.PODS_CREATED, f"created {job.replicas} pod(s) of {job.gpus_per_replica} GPU(s){gated}")
+
+
+def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView]) -> None:
+    plan = next((p.released_by for p in latest.values() if p.released_by), None)
+    if plan is None:
+        c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted", job.generation)
+        return
+    message = f"PackingPlan {plan} made room and lifted the gang's gate"
+    c.set_condition(conds, c.ADMITTED, True, c.RELEASED_BY_PLAN, message, job.generation)
+    out.event(c.RELEASED_BY_PLAN, message)
 
 
 def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView],

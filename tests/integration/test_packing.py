@@ -99,6 +99,11 @@ def _check_plan_carried_out(custom, core, namespace: str, before: dict[str, str]
     return done
 
 
+def _admitted(custom, namespace: str, name: str) -> dict:
+    job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    return next(x for x in job["status"]["conditions"] if x["type"] == "Admitted")
+
+
 def _no_gain_solves(dev_cluster) -> float:
     """The operator's count of packer solves that found nothing better than the cluster as it is."""
     port = json.loads((dev_cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
@@ -127,6 +132,11 @@ def test_a_high_priority_gang_gets_room_through_a_plan_and_lands_where_it_says(
     events = core.list_namespaced_event("default",
                                         field_selector=f"involvedObject.name={done['metadata']['name']}")
     assert {"Planned", "Started", "Evicted", "AllPlaced"} <= {e.reason for e in events.items}
+    # the GPUJob says who let it in
+    admitted = _admitted(custom, namespace, "urgent")
+    assert admitted["reason"] == "ReleasedByPackingPlan" and done["metadata"]["name"] in admitted["message"]
+    job_events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=urgent").items
+    assert "ReleasedByPackingPlan" in {e.reason for e in job_events}
     # the evicted job's new pods wait: the room went to the pods the plan was for
     victims = {e["pod"].split("/")[1] for e in done["spec"]["evictions"]}
     again = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in victims]
@@ -181,11 +191,14 @@ def test_an_operator_killed_mid_plan_finishes_it_after_a_restart(dev_cluster, co
     # victims that take 10 s to stop hold the plan in Evicting while the operator is down
     before = _fill(custom, core, namespace, priorities, annotations={STOP_AFTER_ANNOTATION: "10s"})
     _urgent(custom, namespace, priorities)
-    _plan_in(custom, ("Evicting",))
+    plan = _plan_in(custom, ("Evicting",))["metadata"]["name"]
     os.kill(dev_cluster.status()["components"][OPERATOR]["pid"], signal.SIGKILL)
     try:
         poll(lambda: OPERATOR not in dev_cluster.running_components(), 10, "the operator to die")
         assert [plans.phase(p) for p in _plans(custom)] == ["Evicting"]
     finally:
         dev_cluster.restart(OPERATOR)
+    # while the plan makes room the operator leaves the gate to it, and the job says so
+    poll(lambda: f"PackingPlan {plan} is making room" in _admitted(custom, namespace, "urgent")["message"], 8,
+         "the urgent job to say its plan is making room")
     _check_plan_carried_out(custom, core, namespace, before)

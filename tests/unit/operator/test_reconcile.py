@@ -1,3 +1,4 @@
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -259,3 +260,14 @@ def test_pod_view_of_a_pod(raw, view):
 def test_an_admitted_gang_releases_a_pod_left_behind_the_gate(status):
     out = run(status=status, pods=[pod(0, phase="Running", node="a1-0"), pod(1, gated=True)])
     assert out.ungate == ["train-1"]
+
+
+def test_a_gang_a_packing_plan_released_says_so_in_its_condition_and_an_event():
+    released = replace(pod(0, node="a1-0"), released_by="pack-1234")
+    out = run(pods=[released, replace(pod(1), released_by="pack-1234")], fit=FitStub(0, 2, "nothing fits"))
+    assert out.ungate == []
+    admitted = cond(out, "Admitted")
+    message = "PackingPlan pack-1234 made room and lifted the gang's gate"
+    assert (admitted["status"], admitted["reason"], admitted["message"]) == \
+        ("True", "ReleasedByPackingPlan", message)
+    assert ("Normal", "ReleasedByPackingPlan", message) in out.events
