@@ -55,7 +55,6 @@ class Packer:
     config: PackerConfig = PackerConfig()
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     scheduler: str = SCHEDULER_NAME
-    _lock: threading.Lock = field(default_factory=threading.Lock)  # one solve at a time
     _asking: threading.Lock = field(default_factory=threading.Lock)
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
@@ -68,44 +67,37 @@ class Packer:
 
     # ---- planning ------------------------------------------------------------------
     def request(self, delay: float | None = None) -> None:
-        """Ask for a packing pass in `delay` seconds (default `wait`), or when the cooldown ends."""
+        """Ask for a packing pass in `delay` seconds (default `wait`), or when the cooldown ends.
+        One timer at a time, and a pass runs on its timer's thread: passes never overlap."""
         if not self.config.enabled:
             return
         delay = self.config.wait if delay is None else delay
         with self._asking:
             if self._due is not None and self._due.is_alive():
-                return  # a pass is coming; it packs every pod waiting by then
-            self._due = threading.Timer(max(delay, self._next - time.monotonic()), self.maybe_pack)
+                return  # a pass is coming (or running); it packs every pod waiting by then
+            self._due = threading.Timer(max(delay, self._next - time.monotonic()), self._pass)
             self._due.daemon = True
             self._due.start()
 
-    def maybe_pack(self) -> dict | None:
-        """Solve and create a plan if it is time to; the created plan, or None."""
-        if not self.config.enabled or not self._lock.acquire(blocking=False):
-            return None
+    def _pass(self) -> None:
+        self._next = time.monotonic() + self.config.cooldown
         try:
-            if time.monotonic() < self._next:
-                return None
-            self._next = time.monotonic() + self.config.cooldown
-            return self._pack()
+            self._pack()
         except client.ApiException as exc:
             self.metrics.api_errors.labels("pack").inc()
             log.warning("packer: %s", api_message(exc))
-            return None
-        finally:
-            self._lock.release()
 
-    def _pack(self) -> dict | None:
+    def _pack(self) -> None:
         listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
         if any(plans.is_active(p) for p in listed["items"]):
-            return None  # one plan at a time
+            return  # one plan at a time
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
         snapshot = only_lower_priority_moves(snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler))
         waiting = [p for p in snapshot.pods if not p.running]
         fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
         if not waiting or fingerprint == self._fruitless:
-            return None
+            return
         plan = solve(snapshot, self.config.budget)
         self.metrics.pack_seconds.observe(plan.seconds)
         changes = plan.changes(snapshot)
@@ -114,7 +106,7 @@ class Packer:
             self.metrics.pack_solves.labels("no_gain").inc()
             log.info("packer: %d pod(s) wait; evicting or moving lower-priority pods would not place more "
                      "(%s, %.2f s)", len(waiting), plan.source, plan.seconds)
-            return None
+            return
         body = plan_body(snapshot, plan, raw_pods, _reason(waiting), self.config.budget, self.config.deadline)
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
@@ -123,7 +115,6 @@ class Packer:
                                         f"{counts['moves']}, place {counts['placements']} "
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
-        return created
 
     # ---- carrying out ----------------------------------------------------------------
     def step(self, plan: dict) -> Step:
