@@ -25,17 +25,12 @@ from typing import Protocol
 
 import numpy as np
 
+from netsched.cluster.scoring import CLOSENESS, blend, combine, link_quality, rack_room, tightness
 from netsched.extender.cache import UNKNOWN, View
 from netsched.extender.locality import Place, closeness_levels
 from netsched.extender.needs import NetworkNeeds, data_place, measured
 from netsched.extender.protocol import MAX_SCORE, PodRef
 from netsched.telemetry.store import TelemetryStore
-
-CLOSENESS = np.array([0.0, 0.4, 0.8, 1.0])  # by level: elsewhere, zone, rack, node
-PACKING_WEIGHT = 0.1
-DATA_WEIGHT = 0.3
-MEASURED_WEIGHT = 0.5
-RTT_FLOOR_MS = 0.5
 
 
 @dataclass
@@ -66,13 +61,13 @@ class TopologyScorer:
         if view.peers:
             network = factors["peers"] = _peer_closeness(view, idx, telemetry)
         else:
-            network = factors["rack_room"] = _rack_room(view, idx, needs.job_gpus or pod.gpus)
+            network = factors["rack_room"] = rack_room(rack_free(view, idx), needs.job_gpus or pod.gpus)
         data = _data_closeness(needs, view, idx, telemetry)
         if data is not None:
             factors["data"] = data
-            network = (1 - DATA_WEIGHT) * network + DATA_WEIGHT * data
-        tight = factors["packing"] = _tightness(view, idx, pod.gpus)
-        return Scored((1 - PACKING_WEIGHT) * network + PACKING_WEIGHT * tight, network, factors)
+        tight = factors["packing"] = tightness(view.table.allocatable[idx], view.free[idx], pod.gpus)
+        value, network = combine(network, data, tight)
+        return Scored(value, network, factors)
 
 
 def _peer_closeness(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> np.ndarray:
@@ -83,11 +78,6 @@ def _peer_closeness(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> n
         value = CLOSENESS[closeness_levels(view.table, idx, place)]
         total += known.count(peer) * _blend_measured(value, view, idx, peer, telemetry)
     return total / max(len(known), 1)
-
-
-def _rack_room(view: View, idx: np.ndarray, need: int) -> np.ndarray:
-    """How much of the job fits in each candidate's rack (the node itself when unracked)."""
-    return np.minimum(rack_free(view, idx) / max(need, 1), 1.0)
 
 
 def rack_free(view: View, idx: np.ndarray) -> np.ndarray:
@@ -114,29 +104,11 @@ def _data_closeness(needs: NetworkNeeds, view: View, idx: np.ndarray,
 
 def _blend_measured(topo: np.ndarray, view: View, idx: np.ndarray, target: str,
                     telemetry: TelemetryStore) -> np.ndarray:
-    measured = _measured_quality(view, idx, target, telemetry)
-    if measured is None:
-        return topo
-    blended = (1 - MEASURED_WEIGHT) * topo + MEASURED_WEIGHT * measured
-    return np.where(np.isnan(measured), topo, blended)
+    return blend(topo, _measured_quality(view, idx, target, telemetry))
 
 
 def _measured_quality(view: View, idx: np.ndarray, target: str,
                       telemetry: TelemetryStore) -> np.ndarray | None:
     """0..1 per candidate from fresh measurements towards target; NaN where unmeasured."""
     links = measured(view, idx, target, telemetry)
-    if links is None or np.isnan(links[0]).all():
-        return None
-    bw, rtt = links
-    best = np.nanmax(bw)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        bw_q = bw / best if best > 0 else np.zeros(len(idx))
-        rtt_q = (np.nanmin(rtt) + RTT_FLOOR_MS) / (rtt + RTT_FLOOR_MS)
-    return 0.5 * bw_q + 0.5 * rtt_q
-
-
-def _tightness(view: View, idx: np.ndarray, gpus: int) -> np.ndarray:
-    """1 when the pod uses exactly the node's free GPUs, less as more would be left over."""
-    alloc = view.table.allocatable[idx]
-    left = np.maximum(view.free[idx] - gpus, 0)
-    return np.where(alloc > 0, 1 - left / np.maximum(alloc, 1), 0.0)
+    return None if links is None else link_quality(*links)
