@@ -4,7 +4,8 @@ Each tick reads the indices (no API reads), runs the pure `reconcile`, then
 carries out its actions with the Kubernetes client: create pods, lift gang gates,
 delete pods, write status, post Events, append the training record. Gang admission
 is serialised across jobs, and a released gang's room is reserved until its pods
-show up as pending in the indices, so two gangs never count on the same GPUs.
+show up as pending in the indices, so two gangs never count on the same GPUs. A gang
+that an active PackingPlan places waits for the plan to lift its gate.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Indices:
     bound: Mapping  # node -> the requests of each live pod bound there
     pending: Mapping  # None -> the requests of each released, not yet bound pod
     job_pods: Mapping  # job key -> its PodViews
-    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlan placing it
+    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlans placing it
 
     def used(self) -> dict[str, Resources]:
         used: dict[str, Resources] = {}
