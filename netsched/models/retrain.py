@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched.models.artifact import MANIFEST, ArtifactError, append_log, promote
-from netsched.models.dataset import Dataset, data_sha256, read_datasets
+from netsched.models.dataset import Dataset, read_datasets
 from netsched.models.evaluate import held_out, training_window
 from netsched.models.features import SCHEMA_VERSION
 from netsched.models.metrics import Scores, better, score
@@ -57,14 +57,15 @@ def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, 
     if not 0 < holdout < 1:
         raise ValueError(f"holdout {holdout} must be in (0, 1): retraining judges on held-out recent jobs")
     models_dir, paths = Path(models_dir), [Path(p) for p in data_paths]
-    _, recent = split_holdout(read_datasets(paths), holdout)
+    rows = read_datasets(paths)
+    _, recent = split_holdout(rows, holdout)
     challenger = Predictor.load(train(paths, models_dir, seed=seed, holdout=holdout,
-                                      name=_fresh_name(models_dir), log=log))
+                                      name=_fresh_name(models_dir), log=log, dataset=rows))
     current, problem = _current(models_dir / MANIFEST)
     judged = held_out(recent, float(training_window(current)["end_unix"])) if current else recent
     decision = _decide(challenger, current, problem, judged)
     record = {**decision.to_json(models_dir), "held_out": _describe(judged), "data": [str(p) for p in paths],
-              "data_sha256": data_sha256(paths)}
+              "data_sha256": challenger.meta["training_data"]["sha256"]}
     if decision.promoted:
         promote(models_dir / MANIFEST, challenger.path, models_dir / LOG_FILE, record)
     else:

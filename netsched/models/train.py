@@ -147,10 +147,11 @@ def select(results: list[KindResult]) -> KindResult:
 
 
 def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
-          log=print) -> Path:
-    """Train on `paths`, write the artifact under `out`, return its directory."""
+          log=print, dataset: Dataset | None = None) -> Path:
+    """Train on `paths` (`dataset`: their rows, when the caller has read them already), write the
+    artifact under `out`, return its directory."""
     started = time.perf_counter()
-    data, _ = split_holdout(read_datasets(paths), holdout)
+    data, _ = split_holdout(dataset if dataset is not None else read_datasets(paths), holdout)
     log(f"training on {len(data)} rows, {len(data.sets())} candidate sets; "
         f"cross-validating {len(MODEL_KINDS)} kinds")
     results = evaluate_kinds(data, seed)
