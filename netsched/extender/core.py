@@ -121,10 +121,11 @@ class Extender:
         order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
         strict = bool(needs) or bool(view.pins and view.pins.pinned(pod))
         passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, strict)
-        self._record(pod, view, ok_idx, scored, order, len(names), unresolvable)
+        ints = scored.scores()
+        self._record(pod, view, ok_idx, scored, ints, order, len(names), unresolvable)
         self._filtered.pop(pod.uid, None)
         if len(passed) > 1 and pod.uid:
-            self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, scored.scores(),
+            self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, ints,
                                         None if self.shortlist else passed[: len(ok_idx)]))
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
@@ -227,12 +228,11 @@ class Extender:
                 kind = "network_limits"
             self.metrics.filtered.labels(kind).inc(len(reasons))
 
-    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, order: list[int],
-                candidates: int, rejected: dict[str, str]) -> None:
+    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, ints: np.ndarray,
+                order: list[int], candidates: int, rejected: dict[str, str]) -> None:
         if not pod.uid:
             return
         names = view.table.names
-        ints = scored.scores()
         top = [
             Candidate(names[idx[o]], int(ints[o]),
                       {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
