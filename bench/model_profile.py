@@ -14,7 +14,6 @@ import argparse
 import cProfile
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -27,7 +26,7 @@ from netsched.extender.protocol import parse_args
 from netsched.extender.scorers import TopologyScorer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from extender_latency import BIG, build_cache, request_bodies  # noqa: E402
+from extender_latency import BIG, build_cache, measure_calls, request_bodies  # noqa: E402
 from model_latency import ROOT, hinted  # noqa: E402
 
 PARTS = {  # label -> (file suffix, function name) in the profile
@@ -49,12 +48,8 @@ def main() -> int:
     source.poll()
     extender = Extender(cache, scorer=ModelScorer(source, TopologyScorer(), metrics), shortlist=1)
     requests = [parse_args(orjson.loads(b)) for b in hinted(request_bodies(names, 1))]
-    for r in requests:
-        extender.filter(r)
-    t0 = time.perf_counter()
-    for i in range(args.calls):
-        extender.filter(requests[i % len(requests)])
-    print(f"filter at {BIG:,} nodes: {(time.perf_counter() - t0) / args.calls * 1000:.2f} ms per call")
+    seconds = measure_calls(lambda i: extender.filter(requests[i % len(requests)]), args.calls, len(requests))
+    print(f"filter at {BIG:,} nodes: {seconds.mean() * 1000:.2f} ms per call")
     profile = cProfile.Profile()
     profile.enable()
     for i in range(args.calls):
