@@ -35,7 +35,7 @@ from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.reconcile import TERMINAL, Actions, PodView, reconcile
 from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import replica_pod
+from netsched.operator.replica_pods import replica_pod, ungate_patch
 from netsched.operator.spec import GROUP, PLURAL, VERSION, JobSpec, job_spec
 from netsched.telemetry.store import TelemetryStore
 
@@ -129,10 +129,8 @@ class Operator:
             self._create(job, replica, attempt, gated, actions)
         others = {p.name: p.other_gates for p in pods}
         for name in actions.ungate:
-            keep = [{"name": g} for g in others.get(name, ())]
-            patch = {"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep else {
-                "op": "remove", "path": "/spec/schedulingGates"}
-            self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace, [patch])
+            self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
+                       [ungate_patch(others.get(name, ()))])
         for name in actions.delete:
             self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
         if actions.record:

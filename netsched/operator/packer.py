@@ -32,7 +32,7 @@ from netsched.cluster.scheduler_config import SCHEDULER_NAME
 from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.packing_plan import LivePod, Step, advance, end, plan_body
-from netsched.operator.replica_pods import GANG_GATE
+from netsched.operator.replica_pods import ungate_patch
 from netsched.packing.snapshot import Pod, Snapshot
 from netsched.packing.solver import solve
 
@@ -158,9 +158,7 @@ class Packer:
     def _ungate(self, pod: dict, plan: str) -> None:
         """Lift the gang gate of a planned pod, signed with the plan: the GPUJob's status names it."""
         meta = pod["metadata"]
-        keep = [g for g in pod["spec"].get("schedulingGates") or () if g.get("name") != GANG_GATE]
-        gate = ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
-                else {"op": "remove", "path": "/spec/schedulingGates"})
+        gate = ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])
         key = RELEASED_BY.replace("/", "~1")  # JSON pointer escaping
         sign = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
         if not meta.get("annotations"):

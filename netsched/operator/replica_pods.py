@@ -104,3 +104,11 @@ def _give_gpus(container: dict, gpus: int) -> None:
     resources = container.setdefault("resources", {})
     for kind in ("limits", "requests"):
         resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)
+
+
+def ungate_patch(gates) -> dict:
+    """The JSON patch op that lifts the gang gate of a pod whose scheduling gates are `gates`
+    (names), keeping the others: they are someone else's."""
+    keep = [{"name": g} for g in gates if g != GANG_GATE]
+    return ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
+            else {"op": "remove", "path": "/spec/schedulingGates"})

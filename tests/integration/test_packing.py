@@ -192,13 +192,15 @@ def test_an_operator_killed_mid_plan_finishes_it_after_a_restart(dev_cluster, co
     before = _fill(custom, core, namespace, priorities, annotations={STOP_AFTER_ANNOTATION: "10s"})
     _urgent(custom, namespace, priorities)
     plan = _plan_in(custom, ("Evicting",))["metadata"]["name"]
+    making_room = f"PackingPlan {plan} is making room"
+    poll(lambda: making_room in _admitted(custom, namespace, "urgent")["message"], 8,
+         "the urgent job to say its plan is making room")
     os.kill(dev_cluster.status()["components"][OPERATOR]["pid"], signal.SIGKILL)
     try:
         poll(lambda: OPERATOR not in dev_cluster.running_components(), 10, "the operator to die")
         assert [plans.phase(p) for p in _plans(custom)] == ["Evicting"]
     finally:
         dev_cluster.restart(OPERATOR)
-    # while the plan makes room the operator leaves the gate to it, and the job says so
-    poll(lambda: f"PackingPlan {plan} is making room" in _admitted(custom, namespace, "urgent")["message"], 8,
-         "the urgent job to say its plan is making room")
     _check_plan_carried_out(custom, core, namespace, before)
+    # the restarted operator, too, left the gate to the plan rather than admitting the gang itself
+    assert _admitted(custom, namespace, "urgent")["reason"] == "ReleasedByPackingPlan"

@@ -264,8 +264,9 @@ def test_an_admitted_gang_releases_a_pod_left_behind_the_gate(status):
 
 def test_a_gang_a_packing_plan_released_says_so_in_its_condition_and_an_event():
     released = replace(pod(0, node="a1-0"), released_by="pack-1234")
-    out = run(pods=[released, replace(pod(1), released_by="pack-1234")], fit=FitStub(0, 2, "nothing fits"))
-    assert out.ungate == []
+    fit = FitStub(0, 2, "nothing fits")
+    out = run(pods=[released, replace(pod(1), released_by="pack-1234")], fit=fit)
+    assert out.ungate == [] and fit.calls == 0  # released: room is not checked again
     admitted = cond(out, "Admitted")
     message = "PackingPlan pack-1234 made room and lifted the gang's gate"
     assert (admitted["status"], admitted["reason"], admitted["message"]) == \

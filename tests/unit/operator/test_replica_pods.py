@@ -3,7 +3,7 @@ import copy
 import pytest
 from gpujob_builders import job
 
-from netsched.operator.replica_pods import GANG_GATE, pod_name, replica_pod
+from netsched.operator.replica_pods import GANG_GATE, pod_name, replica_pod, ungate_patch
 
 TEMPLATE = {
     "metadata": {"labels": {"team": "vision"}, "annotations": {"owner": "ana"}},
@@ -121,3 +121,9 @@ def test_the_templates_own_scheduling_gates_are_kept_beside_the_gang_gate():
     template["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
     gates = replica_pod(job(template=template), 0, 0, gated=True)["spec"]["schedulingGates"]
     assert gates == [{"name": "example.com/quota"}, {"name": GANG_GATE}]
+
+
+def test_lifting_the_gang_gate_keeps_other_gates():
+    assert ungate_patch(["netsched.io/gang", "example.com/quota"]) == {
+        "op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "example.com/quota"}]}
+    assert ungate_patch(["netsched.io/gang"]) == {"op": "remove", "path": "/spec/schedulingGates"}
