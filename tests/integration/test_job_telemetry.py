@@ -55,8 +55,7 @@ class Bed:
 
     def rate(self, node: str, other: str) -> float:
         site = {n: s for s, n in self.nodes.items()}
-        a, b = site.get(node, "data"), site.get(other, "data")
-        return RATES.get((a, b)) or RATES[(b, a)]
+        return self.net.rate(site.get(node, "data"), site.get(other, "data"))
 
     def close(self) -> None:
         if self.prometheus:
