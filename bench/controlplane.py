@@ -17,9 +17,9 @@ from pathlib import Path
 
 from kubernetes import client
 
-from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.pods import gpu_pod
-from netsched.cluster.wait import poll
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402

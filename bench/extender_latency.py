@@ -27,8 +27,8 @@ import numpy as np
 import orjson
 import uvicorn
 
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.topology import GPU_RESOURCE, gpu_nodes
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.devcluster.topology import gpu_nodes
 from netsched.extender.cache import ClusterCache
 from netsched.extender.core import Extender
 from netsched.extender.protocol import parse_args

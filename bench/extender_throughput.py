@@ -38,14 +38,13 @@ import yaml
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
-from netsched.cluster import processes
-from netsched.cluster.binaries import ensure_binaries, read_versions
-from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.pods import gpu_pod
-from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
-from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
-from netsched.cluster.wait import poll
+from netsched.api.labels import JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.devcluster import processes
+from netsched.devcluster.binaries import ensure_binaries, read_versions
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
+from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402

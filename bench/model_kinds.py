@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from netsched.models.dataset import dataset_from_rows
-from netsched.models.estimators import MODEL_KINDS, fit_model, fit_screen
+from netsched.datagen.simulator import SimConfig, simulate
 from netsched.models.features import FEATURE_NAMES
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest
-from netsched.models.simulator import SimConfig, simulate
-from netsched.models.train import SERVABLE
+from netsched.training.dataset import dataset_from_rows
+from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
+from netsched.training.train import SERVABLE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_latency import measure_calls  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 from threadpoolctl import threadpool_limits
 
-from netsched.cluster.labels import (
+from netsched.api.labels import (
     COMMUNICATION,
     DATA_SOURCE,
     EXPECTED_SECONDS,

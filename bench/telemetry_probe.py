@@ -2,7 +2,7 @@
 
     sudo python bench/telemetry_probe.py [--minutes 3] [--interval 30]
 
-Four sites in network namespaces (netsched/telemetry/testbed.py) with every pair shaped by
+Four sites in network namespaces (netsched/datagen/testbed.py) with every pair shaped by
 `tc` htb to a different rate, an agent per site with default settings except --interval,
 and a real Prometheus scraping them. After --minutes it reports, per node, the bytes its
 bandwidth probes sent per minute (from netsched_probe_bytes_total) and the share of time
@@ -21,8 +21,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.telemetry.agent import ProbePlan
-from netsched.telemetry.testbed import Testbed, start_prometheus, stop
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402

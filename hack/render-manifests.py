@@ -6,7 +6,7 @@
 One file per chart source file (templates/x.yaml -> netsched/x.yaml, crds/y.yaml -> netsched/crds/y.yaml),
 plus the netsched-system Namespace that `helm install --create-namespace` would create. manifests/examples/
 is left alone and is not part of the kustomization. helm comes from $HELM, else from the control-plane
-binary cache (netsched.cluster.binaries).
+binary cache (netsched.devcluster.binaries).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def helm() -> str:
     if os.environ.get("HELM"):
         return os.environ["HELM"]
     sys.path.insert(0, str(ROOT))
-    from netsched.cluster.binaries import ensure_binaries
+    from netsched.devcluster.binaries import ensure_binaries
 
     return str(ensure_binaries(quiet=True) / "helm")
 

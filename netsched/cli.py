@@ -42,8 +42,8 @@ Subcommands:
 
 
 def _cluster(args: argparse.Namespace):
-    from netsched.cluster.devcluster import DevCluster
-    from netsched.cluster.scheduler_config import ExtenderSettings
+    from netsched.devcluster.devcluster import DevCluster
+    from netsched.devcluster.scheduler_config import ExtenderSettings
 
     kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone,
               "run_extender": not getattr(args, "no_extender", False),
@@ -108,7 +108,7 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 def cmd_extender(args: argparse.Namespace) -> int:
     import logging
 
-    from netsched.cluster.connect import api_client
+    from netsched.api.connect import api_client
     from netsched.extender.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -156,7 +156,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return 2
     found = None
     if args.discover_namespace:
-        from netsched.cluster.connect import api_client
+        from netsched.api.connect import api_client
 
         found = PodDiscovery(api_client(args.kubeconfig), args.discover_namespace, args.discover_selector,
                              args.probe_port, node)
@@ -178,7 +178,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         print("netsched: error: pack: give a snapshot file or --from-cluster (not both)", file=sys.stderr)
         return 2
     if args.from_cluster:
-        from netsched.cluster.connect import api_client
+        from netsched.api.connect import api_client
         from netsched.operator.cluster_snapshot import cluster_snapshot
 
         snapshot = cluster_snapshot(api_client(args.kubeconfig))
@@ -216,8 +216,8 @@ def _model_command(command: str, run: Callable[[], object]) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from netsched.models.dataset import write_dataset
-    from netsched.models.simulator import SimConfig, simulate
+    from netsched.datagen.simulator import SimConfig, simulate
+    from netsched.training.dataset import write_dataset
 
     try:
         cfg = SimConfig(nodes=args.nodes, jobs=args.jobs, candidates=args.candidates, seed=args.seed,
@@ -245,14 +245,14 @@ def _progress(rows, jobs: int):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from netsched.models.train import train
+    from netsched.training.train import train
 
     return _model_command("train", lambda: train(args.data, Path(args.out), seed=args.seed,
                                                  holdout=args.holdout, name=args.name))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from netsched.models.evaluate import evaluate, table, write_report
+    from netsched.training.evaluate import evaluate, table, write_report
 
     def run() -> None:
         result = evaluate(Path(args.model), args.data, seed=args.seed)
@@ -268,7 +268,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    from netsched.models.retrain import retrain
+    from netsched.training.retrain import retrain
 
     if args.holdout == 0:
         print("netsched: error: retrain: --holdout must be above 0: both models are judged on the held-out "
@@ -299,7 +299,7 @@ DATA_HELP = "dataset CSV or operator records (.jsonl) files"
 def _add_model_parsers(sub) -> None:
     sim = sub.add_parser(
         "simulate", help="write simulated training data (CSV)",
-        description="Simulate a GPU cluster and its jobs (netsched/models/simulator.py) and write every "
+        description="Simulate a GPU cluster and its jobs (netsched/datagen/simulator.py) and write every "
         "job's true completion time on each of its candidate nodes as a dataset CSV. Deterministic for "
         "given options.")
     sim.add_argument("--jobs", type=int, default=3000, help="jobs to simulate (default 3000)")
@@ -315,7 +315,7 @@ def _add_model_parsers(sub) -> None:
         "train", help="train and cross-validate a completion-time model",
         description="Train on dataset CSVs and/or operator records: hold out the most recent jobs, "
         "cross-validate every regressor by time and by site, pick one by SELECTION_RULE "
-        "(netsched/models/train.py) and write <out>/<name>/model.joblib and meta.json.")
+        "(netsched/training/train.py) and write <out>/<name>/model.joblib and meta.json.")
     tr.add_argument("data", nargs="+", type=Path, help=DATA_HELP)
     tr.add_argument("--out", default="models", help="directory to write the artifact under (default models)")
     tr.add_argument("--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
@@ -504,10 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from netsched.cluster.binaries import BuildError
-    from netsched.cluster.devcluster import ClusterError
-    from netsched.cluster.processes import ComponentFailed
-    from netsched.cluster.wait import Timeout
+    from netsched.devcluster.binaries import BuildError
+    from netsched.devcluster.devcluster import ClusterError
+    from netsched.devcluster.processes import ComponentFailed
+    from netsched.devcluster.wait import Timeout
 
     try:
         return args.func(args)

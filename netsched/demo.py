@@ -13,13 +13,13 @@ import time
 
 from kubernetes import client
 
-from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.pods import DURATION_ANNOTATION
-from netsched.cluster.wait import poll
-from netsched.operator import conditions as c
+from netsched.api import conditions as c
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import DURATION_ANNOTATION
+from netsched.devcluster.wait import poll
 from netsched.operator.reconcile import TERMINAL
 from netsched.operator.records import read_rows
-from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 NAMESPACE = "netsched-demo"
 

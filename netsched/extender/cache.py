@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.plans import is_active
-from netsched.cluster.resources import pod_requests, quantities
-from netsched.cluster.topology import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.plans import is_active
+from netsched.api.resources import pod_requests, quantities
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
 

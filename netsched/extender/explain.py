@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from netsched.cluster.events import event
+from netsched.api.events import event
 
 log = logging.getLogger(__name__)
 EVENT_REASON = "NetworkPlacement"

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from netsched.cluster.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
+from netsched.api.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
 from netsched.extender.cache import NodeTable, View
 from netsched.extender.locality import Place, closeness_levels
 from netsched.extender.needs import NetworkNeeds, data_place, measured

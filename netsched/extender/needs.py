@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.cluster.labels import (
+from netsched.api.labels import (
     DATA_SOURCE,
     JOB_GPUS,
     MAX_DATA_DISTANCE,

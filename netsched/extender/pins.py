@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netsched.cluster.plans import Arrival, is_active, outstanding
+from netsched.api.plans import Arrival, is_active, outstanding
 from netsched.extender.protocol import PodRef
 
 

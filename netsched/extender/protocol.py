@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.topology import GPU_RESOURCE
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 
 MAX_SCORE = 10  # MaxExtenderPriority
 

@@ -25,11 +25,11 @@ from typing import Protocol
 
 import numpy as np
 
-from netsched.cluster.scoring import CLOSENESS, blend, combine, link_quality, rack_room, tightness
 from netsched.extender.cache import UNKNOWN, View
 from netsched.extender.locality import Place, closeness_levels
 from netsched.extender.needs import NetworkNeeds, data_place, measured
 from netsched.extender.protocol import MAX_SCORE, PodRef
+from netsched.models.heuristic import CLOSENESS, blend, combine, link_quality, rack_room, tightness
 from netsched.telemetry.store import TelemetryStore
 
 

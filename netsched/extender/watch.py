@@ -19,7 +19,7 @@ import orjson
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
-from netsched.cluster import plans
+from netsched.api import plans
 from netsched.extender.cache import ClusterCache
 
 log = logging.getLogger(__name__)

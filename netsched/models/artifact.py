@@ -18,7 +18,7 @@ from pathlib import Path
 
 import joblib
 
-from netsched.cluster.events import now_rfc3339
+from netsched.api.events import now_rfc3339
 from netsched.models.features import SchemaError
 
 MODEL_FILE, META_FILE, MANIFEST = "model.joblib", "meta.json", "current.json"

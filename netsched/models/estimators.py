@@ -1,40 +1,16 @@
-"""The regressors `netsched train` compares, with fixed settings chosen for serving speed.
+"""The estimator classes a model artifact pickles, servable without training code.
+
+`netsched train` (netsched.training.fitting) fits these; the extender unpickles them. They
+stay at this import path because saved artifacts name it.
 
 Every kind learns log(completion seconds) in two parts (JobPlusCandidate): a job part, the
 mean over the job's candidate set, from the job features alone; and a candidate part, each
-row's offset from that mean, from all features. Only the candidate part ranks a job's
-nodes, and it no longer spends its capacity on the job-to-job spread (a job's own length
-varies far more than its candidates do): on simulator data this raised top-1 by 3.4 points
-over learning log seconds directly (docs/models.md, "Tuning runs"). The kinds differ in how
-they learn the candidate part; the job part is always a small gradient-boosted model. A
-record of one candidate (the operator's) has no set mean: its candidate target is its
-residual from the job part.
-
-Trees read NaN (unknown) natively; the linear and kNN models get log1p of heavy-tailed
-features, median imputation with missing-value indicators, and standard scaling. Settings
-are fixed, not searched. They were chosen when scikit-learn served the trees, at ~9 us per
-tree call whatever the rows: the candidate part has 100 trees of at most 31 leaves (150 at
-learning rate 0.1 scored 0.6 points better top-1 on three simulated clusters, within noise,
-for half again the serving time) and the job part 30 of at most 15. ONNX Runtime serves
-them now (netsched.models.compiled), where trees cost far less. The random forest predicts on one thread:
-with two, the thread pool's start-up cost more than the 128 rows it serves.
+row's offset from that mean, from all features. Only the candidate part ranks a job's nodes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import Ridge
-from sklearn.neighbors import KNeighborsRegressor
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import FunctionTransformer, StandardScaler
-
-from netsched.models.features import FEATURES
-
-MODEL_KINDS = ("hist_gradient_boosting", "random_forest", "ridge", "knn")
-JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
-KNN_MAX_ROWS = 10_000  # kNN keeps a random sample this big: its cost grows with every row it keeps
 
 
 class JobPlusCandidate:
@@ -57,63 +33,3 @@ def log1p_columns(X: np.ndarray, columns: list[int]) -> np.ndarray:
     out = np.array(X, dtype=np.float64, copy=True)
     out[:, columns] = np.log1p(np.maximum(out[:, columns], 0))
     return out
-
-
-def make_model(kind: str, features: tuple[str, ...], seed: int):
-    """An unfitted regressor of `kind` over `features` (a subset of the schema, in schema order)."""
-    if kind == "hist_gradient_boosting":
-        return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.15, max_leaf_nodes=31,
-                                             min_samples_leaf=20, early_stopping=False, random_state=seed)
-    if kind == "random_forest":
-        return RandomForestRegressor(n_estimators=40, max_depth=12, min_samples_leaf=3, max_features=0.5,
-                                     max_samples=0.5, random_state=seed)
-    if kind == "ridge":
-        return _scaled(features, Ridge(alpha=1.0))
-    if kind == "knn":
-        return _scaled(features, KNeighborsRegressor(n_neighbors=15, weights="distance"))
-    raise ValueError(f"unknown model kind {kind!r}; one of {', '.join(MODEL_KINDS)}")
-
-
-def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-              sets: np.ndarray, seed: int) -> JobPlusCandidate:
-    """A fitted JobPlusCandidate; `sets` names each row's candidate set."""
-    X = _no_empty_columns(X)
-    job_columns = [i for i, name in enumerate(features) if name in JOB_FEATURES]
-    _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
-    set_mean = (np.bincount(inverse, weights=log_seconds) / counts)[inverse]
-    job = HistGradientBoostingRegressor(max_iter=30, learning_rate=0.2, max_leaf_nodes=15,
-                                        min_samples_leaf=20, early_stopping=False, random_state=seed)
-    job.fit(X[:, job_columns], set_mean)
-    offset = log_seconds - set_mean
-    alone = counts[inverse] == 1
-    if alone.any():
-        offset[alone] = log_seconds[alone] - job.predict(X[alone][:, job_columns])
-    if kind == "knn" and len(X) > KNN_MAX_ROWS:
-        keep = np.random.default_rng(seed).choice(len(X), KNN_MAX_ROWS, replace=False)
-        X, offset = X[keep], offset[keep]
-    return JobPlusCandidate(job_columns, job, make_model(kind, features, seed).fit(X, offset))
-
-
-def _no_empty_columns(X: np.ndarray) -> np.ndarray:
-    """X with every column that holds no value at all (operator records without telemetry) set to 0:
-    gradient boosting cannot bin an all-NaN column, and a constant one is never split on, so what
-    such a feature holds when predicting makes no difference."""
-    empty = np.isnan(X).all(axis=0)
-    if not empty.any():
-        return X
-    out = X.copy()
-    out[:, empty] = 0.0
-    return out
-
-
-def fit_screen(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray) -> Pipeline:
-    """The linear screen (predictor.LinearScreen): ridge on log seconds directly, so its estimates
-    share the model's scale and can stand in for the rows it screens out."""
-    return make_model("ridge", features, 0).fit(X, log_seconds)
-
-
-def _scaled(features: tuple[str, ...], model) -> Pipeline:
-    heavy = [i for i, name in enumerate(features) if any(f.name == name and f.heavy_tailed for f in FEATURES)]
-    return make_pipeline(FunctionTransformer(log1p_columns, kw_args={"columns": heavy}),
-                         SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
-                         StandardScaler(), model)

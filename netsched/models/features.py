@@ -2,7 +2,7 @@
 
 One row describes one (job, candidate node) pair at placement time. The same ordered
 feature list is used by the simulator, the testbed runner, the operator's job records
-(through `netsched.models.records`), training and the extender's predictor, so a model
+(through `netsched.training.records`), training and the extender's predictor, so a model
 trained on one source scores rows from another. Any change to the names, their order
 or their meaning bumps SCHEMA_VERSION; artifacts and datasets of another version are
 refused, never silently reinterpreted.

@@ -14,8 +14,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from netsched.cluster.resources import Resources, quantities
-from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.resources import Resources, quantities
 
 GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
 FINENESS = {"node": 0, "rack": 1, "zone": 2}

@@ -20,9 +20,8 @@ from collections.abc import Mapping
 
 from kubernetes import client
 
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.resources import pod_requests
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
+from netsched.api.resources import pod_requests
 from netsched.operator.capacity import NodeRoom, label_expression, may_use, node_room
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 import kopf
 from kubernetes import client
 
-from netsched.cluster import plans
-from netsched.cluster.connect import api_message
-from netsched.cluster.events import event
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.resources import Resources, pod_requests
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.operator import conditions as c
+from netsched.api import conditions as c
+from netsched.api import plans
+from netsched.api.connect import api_message
+from netsched.api.events import event
+from netsched.api.gpujob import GROUP, PLURAL, VERSION, JobSpec, job_spec
+from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
+from netsched.api.resources import Resources, pod_requests
 from netsched.operator.capacity import Fit, NodeRoom, gang_fit, node_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
@@ -36,7 +36,6 @@ from netsched.operator.placement_telemetry import needs_snapshot, placement_tele
 from netsched.operator.reconcile import TERMINAL, Actions, PodView, reconcile
 from netsched.operator.records import JobRecords, job_record
 from netsched.operator.replica_pods import replica_pod, ungate_patch
-from netsched.operator.spec import GROUP, PLURAL, VERSION, JobSpec, job_spec
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)

@@ -24,11 +24,10 @@ from datetime import UTC, datetime
 import kopf
 from kubernetes import client
 
-from netsched.cluster import plans
-from netsched.cluster.connect import api_message
-from netsched.cluster.events import event
-from netsched.cluster.labels import RELEASED_BY
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.api import plans
+from netsched.api.connect import api_message
+from netsched.api.events import event
+from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
 from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.packing_plan import LivePod, Step, advance, end, plan_body

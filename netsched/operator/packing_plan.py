@@ -22,9 +22,9 @@ import copy
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from netsched.cluster import plans
-from netsched.cluster.events import parse_rfc3339, rfc3339
-from netsched.cluster.topology import GPU_RESOURCE
+from netsched.api import plans
+from netsched.api.events import parse_rfc3339, rfc3339
+from netsched.api.labels import GPU_RESOURCE
 from netsched.operator.cluster_snapshot import selects
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.report import tier_gains

@@ -12,7 +12,7 @@ left out (unknown), never guessed.
 
 from __future__ import annotations
 
-from netsched.operator.spec import JobSpec
+from netsched.api.gpujob import JobSpec
 from netsched.telemetry.store import TelemetryStore
 
 FIELD = "placementTelemetry"

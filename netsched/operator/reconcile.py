@@ -12,13 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from netsched.cluster.events import parse_rfc3339, rfc3339
-from netsched.cluster.labels import ATTEMPT_LABEL, RELEASED_BY, REPLICA_LABEL
-from netsched.cluster.topology import RACK_LABEL, ZONE_LABEL
-from netsched.operator import conditions as c
+from netsched.api import conditions as c
+from netsched.api.events import parse_rfc3339, rfc3339
+from netsched.api.gpujob import JobSpec
+from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.operator.capacity import Fit
 from netsched.operator.replica_pods import GANG_GATE
-from netsched.operator.spec import JobSpec
 
 TERMINAL = ("Succeeded", "Failed")
 

@@ -10,7 +10,8 @@ where its replicas ran, how far that was from its data) and what happened
   condition is set; rows are keyed by the job's uid and a uid already in the file
   is never written again, so a restart between the two steps cannot duplicate a job.
 - A torn last line (a crash mid-write) is skipped on reading and never glued to the next row.
-- Schema (version 1): see ROW_FIELDS; `telemetry` is null unless the operator reads Prometheus.
+- Schema (version 1): netsched.api.records.ROW_FIELDS; `telemetry` is null unless the operator
+  reads Prometheus.
 """
 
 from __future__ import annotations
@@ -20,38 +21,13 @@ import os
 import threading
 from pathlib import Path
 
-from netsched.cluster.events import now_rfc3339, parse_rfc3339
-from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
-from netsched.models.records import read_records
-from netsched.operator.conditions import find
-from netsched.operator.spec import JobSpec
+from netsched.api.conditions import find
+from netsched.api.events import now_rfc3339, parse_rfc3339
+from netsched.api.gpujob import JobSpec
+from netsched.api.labels import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.records import SCHEMA_VERSION, read_records
 
-SCHEMA_VERSION = 1
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
-ROW_FIELDS = {
-    "schema_version": "int, this file format's version",
-    "uid": "the GPUJob's metadata.uid (unique key)",
-    "namespace": "str", "name": "str",
-    "recorded_at": "RFC 3339 time the row was written",
-    "outcome": "Succeeded or Failed", "reason": "the terminal condition's reason",
-    "created": "RFC 3339", "start_time": "RFC 3339 or null (never ran)", "completion_time": "RFC 3339",
-    "duration_seconds": "completion - start: the label to learn (null if never started)",
-    "queue_seconds": "start - created (null if never started)",
-    "replicas": "int", "gpus_per_replica": "int", "gpus": "int", "min_available": "int",
-    "priority_class": "str or null", "failures": "pod failures during the run",
-    "workload_kind": "training, inference, etl or batch", "input_size_gb": "float or null",
-    "communication_intensity": "low, medium, high or null",
-    "expected_duration_seconds": "int or null", "expected_steps": "int or null",
-    "data_kind": "node, rack, zone, endpoint or null", "data_location": "str or null",
-    "data_size_gb": "float or null",
-    "data_distance": "finest level every replica shares with the data: node, rack, zone, far or null",
-    "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
-    "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
-    "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
-    "telemetry": "links of the last replica at job start (operator/placement_telemetry.py: model feature "
-                 "name -> value), or null without --prometheus-url",
-}
-
 
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"

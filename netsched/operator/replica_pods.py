@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import copy
 
-from netsched.cluster.labels import (
+from netsched.api.gpujob import JobSpec
+from netsched.api.labels import (
     ATTEMPT_LABEL,
     COMMUNICATION,
     DATA_SOURCE,
     EXPECTED_SECONDS,
+    GPU_RESOURCE,
     INPUT_SIZE_GB,
     JOB_GPUS,
     JOB_LABEL,
@@ -25,11 +27,9 @@ from netsched.cluster.labels import (
     MIN_PEER_BANDWIDTH_MBPS,
     REPLICA_LABEL,
     REPLICAS,
+    SCHEDULER_NAME,
     WORKLOAD_KIND,
 )
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.cluster.topology import GPU_RESOURCE
-from netsched.operator.spec import JobSpec
 
 GANG_GATE = "netsched.io/gang"
 NETWORK_ANNOTATIONS = {  # spec.network field -> the annotation the extender reads

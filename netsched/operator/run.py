@@ -9,8 +9,8 @@ from pathlib import Path
 import kopf
 from prometheus_client import start_http_server
 
-from netsched.cluster.connect import api_client
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
+from netsched.api.connect import api_client
+from netsched.api.labels import SCHEDULER_NAME
 from netsched.operator.handlers import Operator, register
 from netsched.operator.packer import Packer, PackerConfig, register_packer
 from netsched.operator.records import JobRecords

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from netsched.cluster.pods import DURATION_ANNOTATION
-from netsched.operator.spec import GROUP, VERSION
+from netsched.api.gpujob import GROUP, VERSION
+from netsched.devcluster.pods import DURATION_ANNOTATION
 
 
 def make_gpujob(name: str, replicas: int = 2, gpus: int = 2, duration: str | None = "3s", **spec) -> dict:

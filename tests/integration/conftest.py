@@ -11,8 +11,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.wait import poll
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.wait import poll
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from netsched.cli import build_parser
-from netsched.cluster import processes
-from netsched.cluster.binaries import ensure_binaries, read_versions
-from netsched.cluster.rbac import EXTENDER_RULES, OPERATOR_RULES
-from netsched.cluster.scheduler_config import ExtenderSettings
-from netsched.cluster.wait import poll
+from netsched.devcluster import processes
+from netsched.devcluster.binaries import ensure_binaries, read_versions
+from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
+from netsched.devcluster.scheduler_config import ExtenderSettings
+from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.operator.metrics import OperatorMetrics
 from netsched.telemetry.agent import AgentMetrics

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from netsched.cluster.binaries import ensure_binaries, read_versions
-from netsched.cluster.devcluster import COMPONENTS, DevCluster
-from netsched.cluster.processes import pid_alive
-from netsched.cluster.wait import poll
+from netsched.devcluster.binaries import ensure_binaries, read_versions
+from netsched.devcluster.devcluster import COMPONENTS, DevCluster
+from netsched.devcluster.processes import pid_alive
+from netsched.devcluster.wait import poll
 
 NETSCHED = [sys.executable, "-m", "netsched"]
 

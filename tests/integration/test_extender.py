@@ -9,10 +9,10 @@ import urllib.request
 
 from kubernetes import client
 
-from netsched.cluster.devcluster import EXTENDER
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.pods import gpu_pod
-from netsched.cluster.wait import poll
+from netsched.api.labels import JOB_LABEL
+from netsched.devcluster.devcluster import EXTENDER
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
 
 DATA_ZONE_B = {"netsched.io/data-source": "zone:zone-b"}
 

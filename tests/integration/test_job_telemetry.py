@@ -11,16 +11,16 @@ import pytest
 from builders import make_gpujob
 from kubernetes import client
 
-from netsched.cluster.devcluster import OPERATOR
-from netsched.cluster.processes import free_port
-from netsched.cluster.topology import RACK_LABEL
-from netsched.cluster.wait import poll
-from netsched.models.records import record_row
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import RACK_LABEL
+from netsched.datagen.testbed import Testbed, start_prometheus, stop
+from netsched.devcluster.devcluster import OPERATOR
+from netsched.devcluster.processes import free_port
+from netsched.devcluster.wait import poll
 from netsched.operator.records import read_rows
-from netsched.operator.spec import GROUP, PLURAL, VERSION
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
-from netsched.telemetry.testbed import Testbed, start_prometheus, stop
+from netsched.training.records import record_row
 
 SITES = ("x", "y", "data")
 RATES = {("x", "y"): 20, ("x", "data"): 80, ("y", "data"): 10}  # Mbit/s, both directions

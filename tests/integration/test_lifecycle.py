@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from netsched.cluster.pods import gpu_pod
-from netsched.cluster.wait import poll
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
 
 
 def test_deleting_an_owner_garbage_collects_its_pods(core, namespace):

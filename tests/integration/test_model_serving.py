@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from kubernetes import client
 
-from netsched.cluster.devcluster import DevCluster
-from netsched.cluster.pods import gpu_pod
-from netsched.cluster.topology import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
-from netsched.cluster.wait import poll
+from netsched.api.labels import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.datagen.simulator import SimConfig, simulate
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
 from netsched.models.artifact import MODEL_FILE
-from netsched.models.dataset import write_dataset
 from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, gpu_features, kind_features
 from netsched.models.predictor import Predictor
-from netsched.models.simulator import SimConfig, simulate
-from netsched.models.train import train
+from netsched.training.dataset import write_dataset
+from netsched.training.train import train
 
 # compute-heavy training with its (small) input in zone-b: the topology heuristic goes to the
 # data, a model that knows GPU speed should not

@@ -13,14 +13,14 @@ import pytest
 from builders import make_gpujob
 from kubernetes import client
 
-from netsched.cluster.binaries import ensure_binaries
-from netsched.cluster.devcluster import OPERATOR
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
-from netsched.cluster.wait import poll
-from netsched.operator.conditions import find
+from netsched.api.conditions import find
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import JOB_LABEL
+from netsched.devcluster.binaries import ensure_binaries
+from netsched.devcluster.devcluster import OPERATOR
+from netsched.devcluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
+from netsched.devcluster.wait import poll
 from netsched.operator.records import read_rows
-from netsched.operator.spec import GROUP, PLURAL, VERSION
 
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
 

@@ -14,13 +14,13 @@ from builders import make_gpujob
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from netsched.api import plans
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import JOB_LABEL
 from netsched.cli import main
-from netsched.cluster import plans
-from netsched.cluster.devcluster import OPERATOR
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.pods import STOP_AFTER_ANNOTATION
-from netsched.cluster.wait import poll
-from netsched.operator.spec import GROUP, PLURAL, VERSION
+from netsched.devcluster.devcluster import OPERATOR
+from netsched.devcluster.pods import STOP_AFTER_ANNOTATION
+from netsched.devcluster.wait import poll
 
 LOW, HIGH = 100, 100000
 

@@ -6,10 +6,9 @@ import random
 
 from kubernetes import client
 
-from netsched.cluster.pods import gpu_pod, scheduled_condition
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.cluster.topology import GPU_RESOURCE
-from netsched.cluster.wait import poll
+from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
+from netsched.devcluster.pods import gpu_pod, scheduled_condition
+from netsched.devcluster.wait import poll
 
 
 def _node_names(core: client.CoreV1Api) -> list[str]:

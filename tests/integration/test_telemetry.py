@@ -13,15 +13,14 @@ import urllib.request
 
 import pytest
 
-from netsched.cluster.labels import DATA_SOURCE, JOB_LABEL
-from netsched.cluster.topology import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
-from netsched.cluster.wait import poll
+from netsched.api.labels import DATA_SOURCE, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.datagen.testbed import Testbed, start_prometheus, stop
+from netsched.devcluster.wait import poll
 from netsched.extender.cache import ClusterCache
 from netsched.extender.core import Extender
 from netsched.extender.protocol import parse_args
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
-from netsched.telemetry.testbed import Testbed, start_prometheus, stop
 
 SITES = ("a", "b", "c", "data")
 RATES = {("a", "b"): 5, ("a", "c"): 20, ("b", "c"): 80,  # Mbit/s, both directions

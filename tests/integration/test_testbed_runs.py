@@ -10,18 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from netsched.models.dataset import read_dataset
+from netsched.datagen.testbed_runs import DATA, RATES, Background, Job, execute, measure, run, shaped_testbed
 from netsched.models.features import INDEX
-from netsched.models.testbed_runs import (
-    DATA,
-    RATES,
-    Background,
-    Job,
-    execute,
-    measure,
-    run,
-    shaped_testbed,
-)
+from netsched.training.dataset import read_dataset
 
 NET = {"prefix": "nswt", "subnet": "10.79.9"}  # not the runner's own: a real run may be going on
 # Data links: n5 5 Mbit/s, n2 80. A pull-dominated job: 2 MB takes ~3.2 s on n5, ~0.2 s on n2.

@@ -7,8 +7,8 @@ import itertools
 
 import orjson
 
-from netsched.cluster.labels import JOB_LABEL
-from netsched.cluster.topology import GPU_RESOURCE, GPUNode
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.devcluster.topology import GPUNode
 from netsched.extender.cache import ClusterCache
 from netsched.extender.protocol import ExtenderArgs, parse_args
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from cluster_builders import args, cache_of, pod
 
-from netsched.cluster.topology import GPUNode
+from netsched.api.gpujob import job_spec
+from netsched.datagen.simulator import SimConfig, simulate
+from netsched.devcluster.topology import GPUNode
 from netsched.extender.core import Extender
 from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
@@ -19,14 +21,12 @@ from netsched.extender.needs import parse_needs
 from netsched.extender.protocol import parse_args
 from netsched.extender.scorers import TopologyScorer
 from netsched.models.artifact import META_FILE, MODEL_FILE
-from netsched.models.dataset import write_dataset
 from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
-from netsched.models.simulator import SimConfig, simulate
-from netsched.models.train import train
 from netsched.operator.placement_telemetry import placement_telemetry
-from netsched.operator.spec import job_spec
 from netsched.telemetry.store import TelemetryStore
+from netsched.training.dataset import write_dataset
+from netsched.training.train import train
 
 H100, V100 = "NVIDIA-H100-80GB-HBM3", "Tesla-V100-SXM2-32GB"
 NODES = [GPUNode(name, zone, rack, gpu).manifest() for name, zone, rack, gpu in (

@@ -8,9 +8,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from netsched.models.dataset import write_dataset
-from netsched.models.simulator import SimConfig, simulate
-from netsched.models.train import train
+from netsched.datagen.simulator import SimConfig, simulate
+from netsched.training.dataset import write_dataset
+from netsched.training.train import train
 
 TINY = SimConfig(nodes=16, zones=2, racks_per_zone=2, jobs=150, seed=1)
 

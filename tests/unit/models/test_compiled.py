@@ -3,9 +3,9 @@ import numpy as np
 from model_builders import sim_rows
 
 from netsched.models.compiled import OnnxTrees, compiled
-from netsched.models.dataset import dataset_from_rows
-from netsched.models.estimators import fit_model
 from netsched.models.features import FEATURE_NAMES
+from netsched.training.dataset import dataset_from_rows
+from netsched.training.fitting import fit_model
 
 
 def fitted(kind: str, seed: int):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from model_builders import sim_rows
 
-from netsched.models.dataset import COLUMNS, TARGET, dataset_from_rows, read_dataset, write_dataset
 from netsched.models.features import FEATURE_NAMES, SchemaError
+from netsched.training.dataset import COLUMNS, TARGET, dataset_from_rows, read_dataset, write_dataset
 
 
 def write_csv(path, header, rows):

@@ -3,12 +3,13 @@ import math
 
 import pytest
 
-from netsched.cluster.topology import GPUNode
-from netsched.models.dataset import TARGET, read_dataset
+from netsched.api.gpujob import job_spec
+from netsched.api.records import ROW_FIELDS
+from netsched.devcluster.topology import GPUNode
 from netsched.models.features import FEATURE_NAMES, SchemaError
-from netsched.models.records import RECORD_VERSION, record_row
 from netsched.operator import records as operator_records
-from netsched.operator.spec import job_spec
+from netsched.training.dataset import TARGET, read_dataset
+from netsched.training.records import record_row
 
 # rack-a1 (a1-0, a1-1) and rack-a2 (a2-0) in zone-a; rack-b1 (b1-0) in zone-b
 NODES = [GPUNode("a1-0", "zone-a", "rack-a1", "NVIDIA-H100-80GB-HBM3", 8, "96", "1Ti"),
@@ -76,8 +77,7 @@ def test_a_real_operator_record_becomes_the_last_replicas_row():
 def test_every_field_read_is_one_the_operator_writes():
     record = Reads(operator_record(["a1-0", "b1-0"], {"name": "d", "kind": "node", "location": "a1-1"}))
     record_row(record)
-    assert record.read <= set(operator_records.ROW_FIELDS)
-    assert RECORD_VERSION == operator_records.SCHEMA_VERSION
+    assert record.read <= set(ROW_FIELDS)
 
 
 @pytest.mark.parametrize("kind, location, nodes, distance", [
@@ -148,7 +148,7 @@ def test_bad_records_name_the_line(tmp_path, change, message):
 def test_a_record_without_a_field_the_model_needs(tmp_path):
     bad = operator_record(["a1-0"])
     del bad["gpus_per_replica"]
-    with pytest.raises(SchemaError, match="line 1 .* no field 'gpus_per_replica'; see netsched.operator"):
+    with pytest.raises(SchemaError, match="line 1 .* no field 'gpus_per_replica'; see netsched.api.records"):
         read_dataset(write_records(tmp_path / "r.jsonl", [bad]))
 
 

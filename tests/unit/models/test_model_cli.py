@@ -4,7 +4,7 @@ import pytest
 from model_builders import copy_of, trained
 
 from netsched.cli import main
-from netsched.models.dataset import read_dataset
+from netsched.training.dataset import read_dataset
 
 
 def error_line(capsys) -> str:

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from netsched.models.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
+from netsched.training.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
 
 
 def test_scores_on_a_hand_made_example():

@@ -6,9 +6,9 @@ import pytest
 from model_builders import copy_of, sim_rows, trained
 
 from netsched.models.artifact import ArtifactError
-from netsched.models.dataset import dataset_from_rows
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND
 from netsched.models.predictor import Predictor
+from netsched.training.dataset import dataset_from_rows
 
 
 @pytest.fixture(scope="module")

@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 from model_builders import sim_rows
 
-from netsched.models.dataset import TARGET, write_dataset
 from netsched.models.features import SchemaError
-from netsched.models.retrain import retrain
-from netsched.models.train import train
+from netsched.training.dataset import TARGET, write_dataset
+from netsched.training.retrain import retrain
+from netsched.training.train import train
 
 
 @pytest.fixture(autouse=True)
 def two_kinds(monkeypatch):
     """The servable kinds only: the decisions under test, at half the training time."""
-    monkeypatch.setattr("netsched.models.train.MODEL_KINDS", ("hist_gradient_boosting", "ridge"))
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting", "ridge"))
 
 
 def quiet(*_):

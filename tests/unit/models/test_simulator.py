@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from model_builders import sim_rows
 
-from netsched.models.dataset import COLUMNS, TARGET
-from netsched.models.policies import least_allocated_balanced
-from netsched.models.simulator import SimConfig
+from netsched.datagen.simulator import SimConfig
+from netsched.training.dataset import COLUMNS, TARGET
+from netsched.training.policies import least_allocated_balanced
 
 
 def test_the_same_seed_gives_the_same_rows_and_another_seed_does_not():

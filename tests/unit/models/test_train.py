@@ -6,11 +6,11 @@ import pytest
 from model_builders import sim_rows, trained
 
 from netsched.models.artifact import file_sha256
-from netsched.models.dataset import data_sha256, dataset_from_rows
-from netsched.models.estimators import MODEL_KINDS, fit_model
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
-from netsched.models.metrics import REGRET_TIE, Scores
-from netsched.models.train import (
+from netsched.training.dataset import data_sha256, dataset_from_rows
+from netsched.training.fitting import MODEL_KINDS, fit_model
+from netsched.training.metrics import REGRET_TIE, Scores
+from netsched.training.train import (
     SELECTION_RULE,
     SERVABLE,
     KindResult,

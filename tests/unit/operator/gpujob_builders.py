@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from netsched.cluster.events import rfc3339
-from netsched.cluster.topology import GPUNode
+from netsched.api.events import rfc3339
+from netsched.api.gpujob import JobSpec, job_spec
+from netsched.devcluster.topology import GPUNode
 from netsched.operator.capacity import Fit
 from netsched.operator.reconcile import PodView
 from netsched.operator.replica_pods import pod_name
-from netsched.operator.spec import JobSpec, job_spec
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 

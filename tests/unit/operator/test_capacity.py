@@ -1,7 +1,7 @@
 import pytest
 from gpujob_builders import CLUSTER, node
 
-from netsched.cluster.resources import pod_requests
+from netsched.api.resources import pod_requests
 from netsched.operator.capacity import gang_fit, node_room
 
 GPU = "nvidia.com/gpu"

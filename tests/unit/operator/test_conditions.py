@@ -1,6 +1,6 @@
 import pytest
 
-from netsched.operator import conditions as c
+from netsched.api import conditions as c
 
 
 @pytest.fixture

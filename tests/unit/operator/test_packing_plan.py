@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from netsched.cluster.events import rfc3339
+from netsched.api.events import rfc3339
 from netsched.operator.packing_plan import LivePod, advance
 from netsched.packing.snapshot import Node, Pod, Snapshot
 from netsched.packing.solver import solve

@@ -4,10 +4,10 @@ import math
 
 from gpujob_builders import LABELS, job
 
-from netsched.models.records import record_row
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.records import job_record
 from netsched.telemetry.store import TelemetryStore
+from netsched.training.records import record_row
 
 
 class Clock:

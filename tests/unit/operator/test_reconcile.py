@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 from gpujob_builders import LABELS, NOW, FitStub, ago, job, pod, stamp
 
-from netsched.operator import conditions as c
+from netsched.api import conditions as c
 from netsched.operator.reconcile import PodView, reconcile
 
 GANG = job()  # 2 replicas of 4 GPUs, gang on

@@ -111,7 +111,7 @@ def test_targets_name_peers_by_node_and_data_by_endpoint():
 
 
 def test_a_transfer_too_small_to_time_is_delivered_not_an_error(server, monkeypatch):
-    from netsched.models import testbed_worker
+    from netsched.datagen import testbed_worker
 
     got, seconds = sink("127.0.0.1", server.port, 100)
     assert got == 100 and seconds < 0.01  # one segment, often timed at exactly 0: no rate in it

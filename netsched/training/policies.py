@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.cluster.scoring import CLOSENESS, blend, combine, link_quality, rack_room, tightness
-from netsched.models.dataset import Dataset
 from netsched.models.features import DATA_SCOPES, INDEX
+from netsched.models.heuristic import CLOSENESS, blend, combine, link_quality, rack_room, tightness
+from netsched.training.dataset import Dataset
 
 BY_DISTANCE = CLOSENESS[::-1]  # the rows' distance levels (0 same node .. 3 farther) are closeness reversed
 
@@ -43,7 +43,7 @@ def oracle_cost(ds: Dataset) -> np.ndarray:
 
 def heuristic_cost(ds: Dataset, sets: list[np.ndarray]) -> np.ndarray:
     """The extender's TopologyScorer ranking, recomputed from a row's features with its
-    formulas (netsched.cluster.scoring): peers (closeness by level, half from measured links),
+    formulas (netsched.models.heuristic): peers (closeness by level, half from measured links),
     else the room in the rack; 30% closeness to the data; 10% packing. Measured link quality is
     relative to the best candidate of the set, as the scorer's is relative to the request's
     candidates. The one approximation: with several peers the row has the weakest measured

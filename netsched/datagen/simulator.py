@@ -4,7 +4,7 @@ A real cluster runs a job once, on one node; evaluation needs the time it would 
 on each candidate. The simulator gives both, from a performance model the learned model
 never sees: it learns from the rows this module writes, like from any other source.
 
-Cluster: `nodes` nodes filling `zones` x `racks_per_zone` racks (netsched.cluster.topology
+Cluster: `nodes` nodes filling `zones` x `racks_per_zone` racks (netsched.devcluster.topology
 naming); each rack has one GPU model (relative speed GPU_SPEED) and NICs of NIC_MBPS; every
 link has a persistent quality factor (a node's own, lognormal(0, 0.2), times one per rack pair
 or rack-to-data-site path, lognormal(0, 0.15-0.2)), so two equally placed nodes differ and only
@@ -42,8 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.cluster.topology import gpu_nodes
-from netsched.models.dataset import TARGET
+from netsched.devcluster.topology import gpu_nodes
 from netsched.models.features import (
     COMM_LEVELS,
     DATA_SCOPES,
@@ -52,7 +51,8 @@ from netsched.models.features import (
     gpu_features,
     kind_features,
 )
-from netsched.models.policies import least_allocated_balanced
+from netsched.training.dataset import TARGET
+from netsched.training.policies import least_allocated_balanced
 
 GPU_SPEED = {"NVIDIA-H100-80GB-HBM3": 1.0, "NVIDIA-A100-SXM4-80GB": 0.6, "NVIDIA-L40S": 0.45,
              "Tesla-V100-SXM2-32GB": 0.3}
@@ -199,7 +199,7 @@ class Job:
 
 
 def simulate(cfg: SimConfig) -> Iterator[dict]:
-    """Dataset rows (netsched.models.dataset.COLUMNS), candidate set by candidate set, in time order."""
+    """Dataset rows (netsched.training.dataset.COLUMNS), candidate set by candidate set, in time order."""
     cluster_seq, jobs_seq = np.random.SeedSequence(cfg.seed).spawn(2)
     cluster = Cluster(cfg, np.random.default_rng(cluster_seq))
     rng = np.random.default_rng(jobs_seq)

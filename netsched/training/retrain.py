@@ -1,7 +1,7 @@
 """`netsched retrain`: train a challenger on fresh data, promote it only if it beats the model in service.
 
 Made for a CronJob over the operator's growing records: the most recent `holdout` share of
-jobs is held out, a challenger is trained (netsched.models.train) on the rest, and both it
+jobs is held out, a challenger is trained (netsched.training.train) on the rest, and both it
 and the current model (`<models>/current.json`) are scored on the held-out jobs that
 neither has trained on, by metrics.score; metrics.better decides (mean regret, or MAPE where
 candidate sets have one row, as the operator's do). The manifest is repointed only when
@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched.models.artifact import MANIFEST, ArtifactError, append_log, promote
-from netsched.models.dataset import Dataset, read_datasets
-from netsched.models.evaluate import held_out, training_window
 from netsched.models.features import SCHEMA_VERSION
-from netsched.models.metrics import Scores, better, score
 from netsched.models.predictor import Predictor
-from netsched.models.train import split_holdout, train
+from netsched.training.dataset import Dataset, read_datasets
+from netsched.training.evaluate import held_out, training_window
+from netsched.training.metrics import Scores, better, score
+from netsched.training.train import split_holdout, train
 
 LOG_FILE = "promotions.jsonl"
 

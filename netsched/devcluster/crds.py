@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from netsched.cluster.wait import poll
+from netsched.devcluster.wait import poll
 
 CRD_DIR = Path(__file__).parents[1] / "crds"
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsched.cluster.topology import GPU_RESOURCE
-
-SCHEDULER_NAME = "netsched"
+from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-REGION_LABEL = "topology.kubernetes.io/region"
-RACK_LABEL = "netsched.io/rack"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # as set by NVIDIA GPU feature discovery
-GPU_RESOURCE = "nvidia.com/gpu"
+from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, REGION_LABEL, ZONE_LABEL
+
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 # Alternate zones between two GPU generations so model-aware scoring has a signal.

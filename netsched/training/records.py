@@ -14,12 +14,12 @@ to the value seen when that last replica was placed, e.g. {"node_free_gpus": 4,
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime
 from pathlib import Path
 
-from netsched.models.dataset import TARGET, Dataset, dataset_from_rows
+from netsched.api.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
+from netsched.api.records import read_records
 from netsched.models.features import (
     COMM_LEVELS,
     DATA_SCOPES,
@@ -30,23 +30,9 @@ from netsched.models.features import (
     gpu_features,
     kind_features,
 )
+from netsched.training.dataset import TARGET, Dataset, dataset_from_rows
 
-RECORD_VERSION = 1  # netsched.operator.records.SCHEMA_VERSION, which this layer may not import
 LEVELS = ("node", "rack", "zone")
-
-
-def read_records(path: Path) -> list[tuple[int, dict]]:
-    """(line number, record) of every complete JSON object line of a records file. A torn line (a
-    crash mid-write) is skipped, as the operator does: its next row starts on a line of its own."""
-    out = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            out.append((number, row))
-    return out
 
 
 def record_row(record: dict) -> dict | None:
@@ -148,13 +134,14 @@ def dataset_from_records(path: Path) -> Dataset:
                           "records") from None
     for line, record in records:
         where = f"{path}: line {line} (uid {record.get('uid')!r})"
-        if record.get("schema_version") != RECORD_VERSION:
+        if record.get("schema_version") != RECORD_SCHEMA_VERSION:
             raise SchemaError(f"{where}: records schema_version {record.get('schema_version')!r}, this "
-                              f"netsched reads version {RECORD_VERSION}; convert the file or record it again")
+                              f"netsched reads version {RECORD_SCHEMA_VERSION}; "
+                              "convert the file or record it again")
         try:
             row = record_row(record)
         except KeyError as exc:
-            raise SchemaError(f"{where}: no field {exc}; see netsched.operator.records.ROW_FIELDS") from None
+            raise SchemaError(f"{where}: no field {exc}; see netsched.api.records.ROW_FIELDS") from None
         except (TypeError, ValueError) as exc:
             raise SchemaError(f"{where}: {exc}") from None
         if row is not None:

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from netsched.models.artifact import META_FILE, ArtifactError
-from netsched.models.dataset import Dataset, read_datasets
 from netsched.models.features import INDEX, SchemaError
-from netsched.models.metrics import Scores, score
-from netsched.models.policies import default_scheduler_cost, heuristic_cost, oracle_cost, random_cost
 from netsched.models.predictor import SCREEN_ROWS, Predictor, predict_ms
+from netsched.training.dataset import Dataset, read_datasets
+from netsched.training.metrics import Scores, score
+from netsched.training.policies import default_scheduler_cost, heuristic_cost, oracle_cost, random_cost
 
 POLICIES = ("learned", "network_blind", "heuristic", "default_scheduler", "random", "oracle")
 LABELS = {"learned": "learned model", "network_blind": "network-blind model",
@@ -114,6 +114,6 @@ def write_report(ev: Evaluation, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "evaluation.md").write_text(table(ev) + "\n")
     (out / "evaluation.json").write_text(json.dumps(ev.to_json(), indent=1) + "\n")
-    from netsched.models.plots import plot_all  # matplotlib only where plots are drawn
+    from netsched.training.plots import plot_all  # matplotlib only where plots are drawn
 
     return [out / "evaluation.md", out / "evaluation.json", *plot_all(ev, out, LABELS)]

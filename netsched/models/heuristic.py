@@ -1,7 +1,7 @@
 """The topology heuristic's constants and formulas, in one place.
 
 The extender's TopologyScorer scores candidate nodes with them, and `netsched evaluate`
-recomputes the same ranking from dataset rows (netsched.models.policies), which may not
+recomputes the same ranking from dataset rows (netsched.training.policies), which may not
 import the extender: both read this module, so the policy evaluated is the policy served.
 """
 

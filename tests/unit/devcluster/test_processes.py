@@ -2,8 +2,8 @@ import time
 
 import pytest
 
-from netsched.cluster import processes
-from netsched.cluster.wait import Timeout, poll
+from netsched.devcluster import processes
+from netsched.devcluster.wait import Timeout, poll
 
 
 def test_a_component_that_exits_is_named_with_its_log_tail(tmp_path):

@@ -1,6 +1,6 @@
-"""What the testbed runner (netsched.models.testbed_runs) executes inside one site's network namespace.
+"""What the testbed runner (netsched.datagen.testbed_runs) executes inside one site's network namespace.
 
-Run as `ip netns exec <ns> python -m netsched.models.testbed_worker <command> ...`:
+Run as `ip netns exec <ns> python -m netsched.datagen.testbed_worker <command> ...`:
 
   serve    answer probes (echo and sink, netsched.telemetry.probe) on PROBE_PORT, pulls on
            SOURCE_PORT and background floods on FLOOD_PORT (a sink too) until killed
@@ -137,7 +137,7 @@ def run(data: str, shard_bytes: int, peers: list[str], peer_bytes: int, compute_
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m netsched.models.testbed_worker")
+    p = argparse.ArgumentParser(prog="python -m netsched.datagen.testbed_worker")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("serve").add_argument("--ip", required=True, help="this site's address")
     m = sub.add_parser("measure")

@@ -6,7 +6,7 @@ are the candidate nodes of one placement decision, each with its true completion
 (simulated, or measured by the testbed runner); `chosen` = 1 marks the candidate the
 job really got in the run that produced the row (the operator's records are sets of one
 such row). A cell left empty is NaN: unknown. The simulator, the testbed runner and the
-operator's records (converted by `netsched.models.records`) all produce these rows;
+operator's records (converted by `netsched.training.records`) all produce these rows;
 `read_dataset` also reads the operator's JSON Lines file directly.
 """
 
@@ -120,7 +120,7 @@ def read_dataset(path: Path) -> Dataset:
     if not path.is_file():
         raise SchemaError(f"{path}: no such dataset file")
     if path.suffix == ".jsonl":
-        from netsched.models.records import dataset_from_records
+        from netsched.training.records import dataset_from_records
 
         return dataset_from_records(path)
     try:
@@ -163,7 +163,7 @@ def _check_header(path: Path, header: list[str]) -> None:
     if missing or extra or len(set(header)) != len(header):
         raise SchemaError(f"{path}: header does not match schema v{SCHEMA_VERSION}: "
                           f"missing {missing or 'none'}, unexpected {extra or 'none'} "
-                          f"(columns: netsched.models.dataset.COLUMNS)")
+                          f"(columns: netsched.training.dataset.COLUMNS)")
 
 
 def _arrays(path: Path, columns: dict[str, list[str]], lines: list[int]) -> Dataset:

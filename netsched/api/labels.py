@@ -6,6 +6,16 @@ netsched/extender/needs.py and README.md.
 """
 
 PREFIX = "netsched.io/"
+SCHEDULER_NAME = "netsched"  # the scheduler profile GPUJob pods name (the chart's scheduler.name)
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Node labels netsched reads: the well-known topology labels, its own rack label, and the GPU
+# product label NVIDIA GPU feature discovery sets.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+RACK_LABEL = PREFIX + "rack"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
 JOB_LABEL = PREFIX + "job"  # the GPUJob (or any group of pods) a pod belongs to
 REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
 ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement

@@ -1,6 +1,7 @@
 from pathlib import Path
 
-from netsched.cluster.scheduler_config import SCHEDULER_NAME, ExtenderSettings, scheduler_config
+from netsched.api.labels import SCHEDULER_NAME
+from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 
 
 def test_netsched_profile_scores_every_node_without_leader_election():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import yaml
 
-from netsched.cluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION, STOP_AFTER_ANNOTATION
+from netsched.devcluster.pods import DURATION_ANNOTATION, FAIL_AFTER_ANNOTATION, STOP_AFTER_ANNOTATION
 
 RUNNING_TEMPLATE = """\
 {{ $started := Now }}

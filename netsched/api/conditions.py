@@ -6,7 +6,7 @@ tells one story in its Conditions and its Events.
 
 from __future__ import annotations
 
-from netsched.cluster.events import now_rfc3339
+from netsched.api.events import now_rfc3339
 
 # condition types
 ADMITTED = "Admitted"  # the gang's gate is lifted: its pods may be scheduled

@@ -26,14 +26,14 @@ import numpy as np
 import sklearn
 
 from netsched import __version__
-from netsched.cluster.events import rfc3339
+from netsched.api.events import rfc3339
 from netsched.models.artifact import write_artifact
 from netsched.models.compiled import compiled
-from netsched.models.dataset import Dataset, data_sha256, read_datasets
-from netsched.models.estimators import MODEL_KINDS, fit_model, fit_screen
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
-from netsched.models.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
+from netsched.training.dataset import Dataset, data_sha256, read_datasets
+from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
+from netsched.training.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
 
 TIME_BLOCKS = 5
 SERVABLE = ("hist_gradient_boosting", "ridge")

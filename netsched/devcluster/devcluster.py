@@ -23,16 +23,16 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from netsched.cluster import pki as pkilib
-from netsched.cluster import processes
-from netsched.cluster.binaries import ensure_binaries
-from netsched.cluster.connect import api_client
-from netsched.cluster.crds import install_crds
-from netsched.cluster.kwok_stages import stages_yaml
-from netsched.cluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
-from netsched.cluster.scheduler_config import ExtenderSettings, scheduler_config
-from netsched.cluster.topology import gpu_nodes
-from netsched.cluster.wait import poll
+from netsched.api.connect import api_client
+from netsched.devcluster import pki as pkilib
+from netsched.devcluster import processes
+from netsched.devcluster.binaries import ensure_binaries
+from netsched.devcluster.crds import install_crds
+from netsched.devcluster.kwok_stages import stages_yaml
+from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
+from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
+from netsched.devcluster.topology import gpu_nodes
+from netsched.devcluster.wait import poll
 
 EXTENDER = "netsched-extender"
 OPERATOR = "netsched-operator"

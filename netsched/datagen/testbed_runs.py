@@ -1,7 +1,7 @@
 """Real training data from the telemetry testbed: network-intensive jobs run through shaped links.
 
 Five GPU "nodes" and a data site are network namespaces on one machine (the testbed of
-netsched.telemetry.testbed, needs root), with the node metadata of NODES and the link rates
+netsched.datagen.testbed, needs root), with the node metadata of NODES and the link rates
 of RATES (Mbit/s, both directions; slower across zones). Every site also has a NIC of
 NIC_MBPS per direction that all of its flows share, so traffic to other sites competes
 with a job's. A few background bulk flows between random site pairs are switched on and
@@ -19,11 +19,11 @@ data site and to the peers' nodes (netsched.telemetry.probe, as the agents do). 
 the job on each candidate in turn, in the same background state, and records the real
 wall-clock time from the first pulled byte to the last exchanged one as duration_seconds.
 
-Rows follow netsched.models.dataset: one candidate set per job, source "testbed". Node
+Rows follow netsched.training.dataset: one candidate set per job, source "testbed". Node
 CPU and memory load are unknown here (NaN); with unknown load kube-scheduler's default score
 ties on every candidate, so `chosen` is the first candidate (candidates are in random order).
 
-    python -m netsched.models.testbed_runs --jobs 100 --seed 0 --out data/testbed-runs.csv
+    python -m netsched.datagen.testbed_runs --jobs 100 --seed 0 --out data/testbed-runs.csv
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from netsched.cluster.wait import poll
-from netsched.models.dataset import TARGET, write_dataset
+from netsched.datagen.simulator import GPU_SPEED
+from netsched.datagen.testbed import Testbed, TestbedError, run_checked, stop
+from netsched.datagen.testbed_worker import FLOOD_PORT, PROBE_PORT
+from netsched.devcluster.wait import poll
 from netsched.models.features import (
     COMM_LEVELS,
     DATA_SCOPES,
@@ -53,10 +55,8 @@ from netsched.models.features import (
     gpu_features,
     kind_features,
 )
-from netsched.models.simulator import GPU_SPEED
-from netsched.models.testbed_worker import FLOOD_PORT, PROBE_PORT
 from netsched.telemetry.probe import measure_rtt
-from netsched.telemetry.testbed import Testbed, TestbedError, run_checked, stop
+from netsched.training.dataset import TARGET, write_dataset
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ class Bed:
 
 
 def _worker(*args: str) -> list[str]:
-    return [sys.executable, "-m", "netsched.models.testbed_worker", *args]
+    return [sys.executable, "-m", "netsched.datagen.testbed_worker", *args]
 
 
 @contextmanager
@@ -405,7 +405,7 @@ def run(jobs: Sequence[Job], out: Path, seed: int = 0, max_flows: int = 3,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m netsched.models.testbed_runs",
+    p = argparse.ArgumentParser(prog="python -m netsched.datagen.testbed_runs",
                                 description="Run jobs on the shaped testbed (root) and write dataset rows.")
     p.add_argument("--jobs", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)

@@ -1,13 +1,7 @@
 import pytest
 
-from netsched.cluster.topology import (
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
-    KWOK_ANNOTATION,
-    RACK_LABEL,
-    ZONE_LABEL,
-    gpu_nodes,
-)
+from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ import ipaddress
 import yaml
 from cryptography import x509
 
-from netsched.cluster.pki import USERS, read_tokens, write_kubeconfig, write_pki
+from netsched.devcluster.pki import USERS, read_tokens, write_kubeconfig, write_pki
 
 
 def test_apiserver_certificate_is_signed_by_the_ca_and_names_local_addresses(tmp_path):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from netsched.cluster.scheduler_config import SCHEDULER_NAME
-from netsched.cluster.topology import GPU_RESOURCE
+from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 
 # KWOK's pod-complete-after-duration stage (kwok-stages.yaml) finishes a Running
 # pod this many seconds after it started; a Go duration such as "30s" or "2m".

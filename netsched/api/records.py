@@ -1,0 +1,49 @@
+"""The finished-job record file the operator writes and training reads: JSON Lines, one row per job.
+
+The operator (netsched.operator.records) appends rows; `netsched train` turns them into
+dataset rows (netsched.training.records). Both agree on this version and this reader.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+ROW_FIELDS = {
+    "schema_version": "int, this file format's version",
+    "uid": "the GPUJob's metadata.uid (unique key)",
+    "namespace": "str", "name": "str",
+    "recorded_at": "RFC 3339 time the row was written",
+    "outcome": "Succeeded or Failed", "reason": "the terminal condition's reason",
+    "created": "RFC 3339", "start_time": "RFC 3339 or null (never ran)", "completion_time": "RFC 3339",
+    "duration_seconds": "completion - start: the label to learn (null if never started)",
+    "queue_seconds": "start - created (null if never started)",
+    "replicas": "int", "gpus_per_replica": "int", "gpus": "int", "min_available": "int",
+    "priority_class": "str or null", "failures": "pod failures during the run",
+    "workload_kind": "training, inference, etl or batch", "input_size_gb": "float or null",
+    "communication_intensity": "low, medium, high or null",
+    "expected_duration_seconds": "int or null", "expected_steps": "int or null",
+    "data_kind": "node, rack, zone, endpoint or null", "data_location": "str or null",
+    "data_size_gb": "float or null",
+    "data_distance": "finest level every replica shares with the data: node, rack, zone, far or null",
+    "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
+    "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
+    "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
+    "telemetry": "links of the last replica at job start (operator/placement_telemetry.py: model feature "
+                 "name -> value), or null without --prometheus-url",
+}
+
+
+def read_records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of every complete JSON object line of a records file. A torn line (a
+    crash mid-write) is skipped, as the operator does: its next row starts on a line of its own."""
+    out = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            out.append((number, row))
+    return out
