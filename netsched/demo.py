@@ -14,11 +14,10 @@ import time
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, Phase
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
-from netsched.operator.reconcile import TERMINAL
 from netsched.operator.records import read_rows
 
 NAMESPACE = "netsched-demo"
@@ -63,7 +62,7 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
             jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
         print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} "
               f"(kubectl -n {NAMESPACE} get gpujobs)")
-        poll(lambda: all(_phase(j) in ("Running", *TERMINAL) or _waiting(j) for j in _jobs(jobs)), 60,
+        poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs)), 60,
              "every job to run or to say why it waits")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
         _print_explanations(core)
@@ -127,7 +126,7 @@ def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
         zones = sorted({p["zone"] for p in placed})
         where = (f"{len(placed)} replicas on {len({p['node'] for p in placed})} node(s), "
                  f"rack(s) {', '.join(racks)} in {', '.join(zones)}") if placed else "-"
-        if _phase(job) == "Failed" or (_phase(job) == "Pending" and _waiting(job)):
+        if _phase(job) == Phase.FAILED or (_phase(job) == Phase.PENDING and _waiting(job)):
             cond = _condition(job, c.FAILED) or _condition(job, c.ADMITTED)
             where = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "

@@ -7,8 +7,21 @@ netsched/crds/gpujobs.netsched.io.yaml); this only reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "gpujobs", "GPUJob"
+
+
+class Phase(StrEnum):
+    """status.phase of a GPUJob; each value is the string the CRD's status shows."""
+    PENDING = "Pending"  # its gang waits at the gate for room
+    SCHEDULING = "Scheduling"  # released; fewer than minAvailable replicas run yet
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,24 @@ active, an outstanding arrival's GPUs on its node are reserved for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "packingplans", "PackingPlan"
-ACTIVE = ("Pending", "Evicting", "Placing")
-TERMINAL = ("Succeeded", "Failed", "TimedOut", "Abandoned")
+
+
+class Phase(StrEnum):
+    """status.phase of a PackingPlan (the CRD's enum); each value is the string it shows."""
+    PENDING = "Pending"  # made, nothing done yet
+    EVICTING = "Evicting"
+    PLACING = "Placing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"  # a budget forbade an eviction, the API server refused one, or a pod landed elsewhere
+    TIMED_OUT = "TimedOut"  # past spec.deadlineSeconds
+    ABANDONED = "Abandoned"  # the cluster changed before it started
+
+
+ACTIVE = (Phase.PENDING, Phase.EVICTING, Phase.PLACING)
+TERMINAL = (Phase.SUCCEEDED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED)
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,7 @@ class Arrival:
 
 
 def phase(plan: dict) -> str:
-    return (plan.get("status") or {}).get("phase") or "Pending"
+    return (plan.get("status") or {}).get("phase") or Phase.PENDING
 
 
 def is_active(plan: dict) -> bool:

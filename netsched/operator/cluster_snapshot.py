@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from kubernetes import client
 
 from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
+from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
 from netsched.operator.capacity import NodeRoom, label_expression, may_use, node_room
 from netsched.operator.replica_pods import GANG_GATE
@@ -74,7 +75,7 @@ def waits_for_room(meta: Mapping, spec: Mapping, status: Mapping, scheduler: str
 
 
 def _gone(meta: Mapping, status: Mapping) -> bool:
-    return status.get("phase") in ("Succeeded", "Failed") or bool(meta.get("deletionTimestamp"))
+    return status.get("phase") in DONE or bool(meta.get("deletionTimestamp"))
 
 
 def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:

@@ -26,14 +26,15 @@ from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.events import event
-from netsched.api.gpujob import GROUP, PLURAL, VERSION, JobSpec, job_spec
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
+from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
 from netsched.operator.capacity import Fit, NodeRoom, gang_fit, node_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
-from netsched.operator.reconcile import TERMINAL, Actions, PodView, reconcile
+from netsched.operator.reconcile import Actions, PodView, reconcile
 from netsched.operator.records import JobRecords, job_record
 from netsched.operator.replica_pods import replica_pod, ungate_patch
 from netsched.telemetry.store import TelemetryStore
@@ -111,7 +112,7 @@ class Operator:
         reserved = []
         for key, (expiry, req) in list(self._reserved.items()):
             # released pods the index still shows gated are in neither `used` nor `pending` yet
-            waiting = sum(p.gated and p.phase not in TERMINAL for p in indices.pods_of(key))
+            waiting = sum(p.gated and p.phase not in DONE for p in indices.pods_of(key))
             if not waiting or expiry < time.monotonic():
                 del self._reserved[key]
             elif key != job.key:
@@ -189,7 +190,7 @@ def _unfinished(status, **_) -> bool:
 
 
 def _live(status, meta, **_) -> bool:
-    return status.get("phase") not in TERMINAL and not meta.get("deletionTimestamp")
+    return status.get("phase") not in DONE and not meta.get("deletionTimestamp")
 
 
 def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
@@ -237,7 +238,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
 
 
 def _pending_ungated(spec, status, meta, **_) -> bool:
-    return (not spec.get("schedulingGates") and status.get("phase", "Pending") == "Pending"
+    return (not spec.get("schedulingGates") and status.get("phase", PodPhase.PENDING) == PodPhase.PENDING
             and not meta.get("deletionTimestamp"))
 
 

@@ -120,13 +120,13 @@ class Packer:
         """One step of an active plan: read the pods, decide, act, write the status."""
         raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods(plan)}
         pods = {k: LivePod.of(p) for k, p in raw.items()}
-        pdbs = self._pdbs() if plans.phase(plan) == "Pending" else []
+        pdbs = self._pdbs() if plans.phase(plan) == plans.Phase.PENDING else []
         now = datetime.now(UTC)
         step = advance(plan, pods, pdbs, now)
         for key in step.evict:
             refused = self._evict(key)
             if refused:
-                step = end(step, now, "Failed", "EvictionRefused",
+                step = end(step, now, plans.Phase.FAILED, "EvictionRefused",
                            f"the API server refused to evict {key}: {refused}; no further pods are evicted")
                 break
         for key in step.ungate:

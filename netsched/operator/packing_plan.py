@@ -25,6 +25,7 @@ from datetime import datetime
 from netsched.api import plans
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.labels import GPU_RESOURCE
+from netsched.api.plans import Phase
 from netsched.operator.cluster_snapshot import selects
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.report import tier_gains
@@ -105,27 +106,27 @@ def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetim
     created = parse_rfc3339(plan["metadata"]["creationTimestamp"])
     if (now - created).total_seconds() > spec.get("deadlineSeconds", 120):
         waiting = [a.key for a in plans.outstanding(plan)]
-        return end(step, now, "TimedOut", "DeadlineExceeded",
+        return end(step, now, Phase.TIMED_OUT, "DeadlineExceeded",
                     f"not done after {spec.get('deadlineSeconds', 120)} s (phase {phase}; still waiting for "
                     f"{', '.join(waiting) or 'evictions'}); pins and reservations released")
-    if phase == "Pending":
+    if phase == Phase.PENDING:
         problem = _changed(spec, victims, pods) or _over_budget(victims, pods, pdbs)
         if problem:
-            kind = ("Failed", "DisruptionBudget") if "PodDisruptionBudget" in problem else (
-                "Abandoned", "ClusterChanged")
+            kind = (Phase.FAILED, "DisruptionBudget") if "PodDisruptionBudget" in problem else (
+                Phase.ABANDONED, "ClusterChanged")
             return end(step, now, *kind, problem + "; nothing was evicted")
-        status.update(phase="Evicting", startTime=rfc3339(now), reason="Evicting",
+        status.update(phase=Phase.EVICTING, startTime=rfc3339(now), reason=Phase.EVICTING,
                       message=f"evicting {len(victims)} pod(s)")
         step.events.append(("Normal", "Started", f"carrying out: evict {len(victims)} pod(s), then place "
                                                  f"{len(plans.arrivals(plan))}"))
-    if status["phase"] == "Evicting":
+    if status["phase"] == Phase.EVICTING:
         left = [v for v in victims if v["pod"] in pods and pods[v["pod"]].uid == v["uid"]]
         if left:
             step.evict = [v["pod"] for v in left if not pods[v["pod"]].deleting]
             status["evicted"] = sorted({*status.get("evicted", ()), *(v["pod"] for v in victims
                                                                       if v not in left)})
             return step
-        status.update(phase="Placing", reason="Placing", evicted=sorted(v["pod"] for v in victims),
+        status.update(phase=Phase.PLACING, reason=Phase.PLACING, evicted=sorted(v["pod"] for v in victims),
                       message="evictions done; waiting for the planned pods to be bound")
         step.events.append(("Normal", "Evicted", f"{len(victims)} pod(s) evicted; placing"))
     return _place(plan, step, pods, created, now)
@@ -145,10 +146,11 @@ def _place(plan: dict, step: Step, pods: dict[str, LivePod], created: datetime, 
     arrived += _moved(spec.get("moves") or (), pods, created)
     status["arrived"] = sorted(arrived)
     if misplaced:
-        return end(step, now, "Failed", "Misplaced", "bound elsewhere than planned: " + ", ".join(misplaced))
+        return end(step, now, Phase.FAILED, "Misplaced",
+                   "bound elsewhere than planned: " + ", ".join(misplaced))
     total = len(plans.arrivals(plan))
     if len(arrived) == total:
-        return end(step, now, "Succeeded", "AllPlaced", f"all {total} planned pod(s) bound where planned")
+        return end(step, now, Phase.SUCCEEDED, "AllPlaced", f"all {total} planned pod(s) bound where planned")
     status["message"] = f"{len(arrived)} of {total} planned pod(s) bound where planned"
     return step
 
@@ -192,8 +194,8 @@ def _over_budget(victims: list[dict], pods: dict[str, LivePod], pdbs: list[dict]
     return None
 
 
-def end(step: Step, now: datetime, phase: str, reason: str, message: str) -> Step:
+def end(step: Step, now: datetime, phase: Phase, reason: str, message: str) -> Step:
     step.status.update(phase=phase, reason=reason, message=message, completionTime=rfc3339(now))
     step.evict, step.ungate = [], []
-    step.events.append(("Normal" if phase == "Succeeded" else "Warning", reason, message))
+    step.events.append(("Normal" if phase == Phase.SUCCEEDED else "Warning", reason, message))
     return step

@@ -14,12 +14,11 @@ from datetime import UTC, datetime
 
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import JobSpec
+from netsched.api.gpujob import TERMINAL, JobSpec, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
+from netsched.api.pods import DONE, PodPhase
 from netsched.operator.capacity import Fit
 from netsched.operator.replica_pods import GANG_GATE
-
-TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class PodView:
         labels = meta.get("labels") or {}
         gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
         return cls(meta["name"], int(labels[REPLICA_LABEL]), int(labels.get(ATTEMPT_LABEL, 0)),
-                   status.get("phase", "Pending"), spec.get("nodeName"), GANG_GATE in gates,
+                   status.get("phase", PodPhase.PENDING), spec.get("nodeName"), GANG_GATE in gates,
                    bool(meta.get("deletionTimestamp")), _pod_message(status),
                    tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status),
                    (meta.get("annotations") or {}).get(RELEASED_BY))
@@ -71,12 +70,12 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
     latest = _latest(pods)
     conds = new["conditions"]
     if new.get("phase") in TERMINAL:
-        out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
+        out.delete = [p.name for p in latest.values() if p.phase not in DONE and not p.deleting]
         out.record = not c.is_true(conds, c.RECORDED)
         out.status = _summary(new, job, latest, node_labels)
         return out
 
-    failures = sum(p.phase == "Failed" for p in pods)
+    failures = sum(p.phase == PodPhase.FAILED for p in pods)
     new["failures"] = failures
     ended = _ended(job, new, latest, failures, now)
     if ended:
@@ -84,7 +83,7 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
         return _finish(out, job, new, latest, node_labels, phase, reason, message, now)
 
     admitted = not job.gang or c.is_true(conds, c.ADMITTED) or any(
-        not p.gated for p in latest.values() if p.phase not in TERMINAL)
+        not p.gated for p in latest.values() if p.phase not in DONE)
     _replace_missing(out, job, latest, pods, admitted)
     if not admitted:
         admitted = _admit(out, job, conds, latest, fit)
@@ -92,7 +91,7 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
         c.set_condition(conds, c.ADMITTED, True, c.NOT_GANG_SCHEDULED,
                         "gang scheduling is off: pods are scheduled one by one", job.generation)
     else:  # admitted earlier: lift any gate left behind (a failed patch, a restart between patches)
-        out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in TERMINAL]
+        out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
         if not c.is_true(conds, c.ADMITTED):  # a PackingPlan, or a restart between our patches, lifted it
             _admitted_elsewhere(out, job, conds, latest)
     _phase(out, job, new, latest, admitted, now)
@@ -110,35 +109,36 @@ def _latest(pods: list[PodView]) -> dict[int, PodView]:
 
 
 def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int,
-           now: datetime) -> tuple[str, str, str] | None:
-    if len(latest) == job.replicas and all(latest[i].phase == "Succeeded" for i in range(job.replicas)):
-        return "Succeeded", c.ALL_SUCCEEDED, f"all {job.replicas} replicas succeeded"
+           now: datetime) -> tuple[Phase, str, str] | None:
+    if len(latest) == job.replicas and all(latest[i].phase == PodPhase.SUCCEEDED
+                                           for i in range(job.replicas)):
+        return Phase.SUCCEEDED, c.ALL_SUCCEEDED, f"all {job.replicas} replicas succeeded"
     if failures > job.backoff_limit:
-        return "Failed", c.BACKOFF_LIMIT_EXCEEDED, (
+        return Phase.FAILED, c.BACKOFF_LIMIT_EXCEEDED, (
             f"{failures} pod failures exceed spec.backoffLimit {job.backoff_limit}; "
             f"last: {_last_failure(latest)}")
     started = _time(status.get("startTime"))
     if job.max_runtime and started and (now - started).total_seconds() > job.max_runtime:
-        return "Failed", c.MAX_RUNTIME_EXCEEDED, (
+        return Phase.FAILED, c.MAX_RUNTIME_EXCEEDED, (
             f"ran {(now - started).total_seconds():.0f} s, longer than spec.maxRuntimeSeconds "
             f"{job.max_runtime}; its pods were stopped")
     created = _time(job.created)
     if (job.scheduling_timeout and not started and created
             and (now - created).total_seconds() > job.scheduling_timeout):
-        return "Failed", c.SCHEDULING_TIMEOUT, (
+        return Phase.FAILED, c.SCHEDULING_TIMEOUT, (
             f"not running {job.scheduling_timeout} s after creation (spec.gang.schedulingTimeoutSeconds); "
             f"{_waiting_reason(status)}")
     return None
 
 
 def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], node_labels: dict,
-            phase: str, reason: str, message: str, now: datetime) -> Actions:
+            phase: Phase, reason: str, message: str, now: datetime) -> Actions:
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
-    ends = [p.finished for p in latest.values() if p.finished] if phase == "Succeeded" else []
+    ends = [p.finished for p in latest.values() if p.finished] if phase == Phase.SUCCEEDED else []
     new.update(phase=phase, reason=reason, completionTime=max(ends) if ends else rfc3339(now))
-    out.delete = [p.name for p in latest.values() if p.phase not in TERMINAL and not p.deleting]
-    out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == "Failed")
+    out.delete = [p.name for p in latest.values() if p.phase not in DONE and not p.deleting]
+    out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == Phase.FAILED)
     out.record = True
     out.status = _summary(new, job, latest, node_labels)
     return out
@@ -154,7 +154,7 @@ def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], pod
             out.create.append((i, 0, not admitted))
             if not created_first:
                 out.event(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
-        elif p.phase == "Failed":
+        elif p.phase == PodPhase.FAILED:
             out.create.append((i, p.attempt + 1, not admitted))
             out.event(c.POD_FAILED, f"pod {p.name} (replica {i}) failed: {p.message or 'no message'}; "
                                     f"starting attempt {p.attempt + 1}", warning=True)
@@ -183,7 +183,7 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
         if c.set_condition(conds, c.ADMITTED, False, c.WAITING_FOR_CAPACITY, result.message, job.generation):
             out.event(c.WAITING_FOR_CAPACITY, result.message)
         return False
-    out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in TERMINAL]
+    out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
     message = f"released the gang: {result.message}"
     c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, message, job.generation)
     out.event(c.GANG_RELEASED, message)
@@ -193,15 +193,15 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
 def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], admitted: bool,
            now: datetime) -> None:
     conds = new["conditions"]
-    running = sum(p.phase == "Running" for p in latest.values())
-    done = sum(p.phase == "Succeeded" for p in latest.values())
+    running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
+    done = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())
     if not admitted:
-        phase, reason = "Pending", c.WAITING_FOR_CAPACITY
+        phase, reason = Phase.PENDING, c.WAITING_FOR_CAPACITY
     elif running and running + done >= job.min_available:
-        phase, reason = "Running", c.PODS_RUNNING
+        phase, reason = Phase.RUNNING, c.PODS_RUNNING
     else:
-        phase, reason = "Scheduling", c.WAITING_FOR_PODS
-    ready = phase == "Running"
+        phase, reason = Phase.SCHEDULING, c.WAITING_FOR_PODS
+    ready = phase == Phase.RUNNING
     message = (f"{running} of {job.replicas} replicas running" + (f", {done} succeeded" if done else "")
                + f" (minAvailable {job.min_available})")
     c.set_condition(conds, c.PODS_READY, ready, reason, message, job.generation)
@@ -209,15 +209,15 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
         out.event(phase, f"GPUJob is {phase}: {message}" if admitted else f"GPUJob is {phase}: "
                   f"{_waiting_reason(new)}")
     if ready and not new.get("startTime"):  # the gang runs once its last needed replica started
-        starts = sorted(p.started for p in latest.values() if p.started and p.phase == "Running")
+        starts = sorted(p.started for p in latest.values() if p.started and p.phase == PodPhase.RUNNING)
         new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else rfc3339(now)
     new.update(phase=phase, reason=reason)
 
 
 def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: dict[str, dict]) -> dict:
-    running = sum(p.phase == "Running" for p in latest.values())
+    running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
     new["replicasRunning"] = running
-    new["replicasSucceeded"] = sum(p.phase == "Succeeded" for p in latest.values())
+    new["replicasSucceeded"] = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())
     new["ready"] = f"{running}/{job.replicas}"
     placements = []
     for i, p in sorted(latest.items()):
@@ -256,7 +256,7 @@ def _waiting_reason(status: dict) -> str:
 
 
 def _last_failure(latest: dict[int, PodView]) -> str:
-    failed = [p for p in latest.values() if p.phase == "Failed"]
+    failed = [p for p in latest.values() if p.phase == PodPhase.FAILED]
     return f"{failed[-1].name}: {failed[-1].message or 'no message'}" if failed else "unknown"
 
 
