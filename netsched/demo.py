@@ -4,7 +4,7 @@ It submits GPUJobs to the operator, which runs each as a gang of pods for the
 `netsched` scheduler profile, whose extender places a job's replicas together and
 near its data. It prints each job's phase and where its replicas went, why (the
 extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
-and the training records of the finished jobs. It grows as the packer lands.
+and the training records of the finished jobs.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Cluster access: the local dev-cluster, node topology, pod builders."""
+"""The local dev-cluster: a real control plane, KWOK GPU nodes, pod builders."""

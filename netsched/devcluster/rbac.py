@@ -1,7 +1,7 @@
 """Least-privilege RBAC for netsched's own components, as API objects.
 
 The dev-cluster applies these for the identities it runs components as; the Helm
-chart (issue 8) grants the same rules to ServiceAccounts.
+chart (charts/netsched) grants the same rules to ServiceAccounts.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Completion-time model (scikit-learn). Lands with issue 6."""
+"""Completion-time model serving: feature schema, artifacts, predictor (no training code)."""

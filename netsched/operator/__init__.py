@@ -1,1 +1,1 @@
-"""GPUJob operator (kopf). Lands with issue 4."""
+"""GPUJob operator (kopf), with the packer controller."""

@@ -1,1 +1,1 @@
-"""Priority packer (OR-Tools CP-SAT). Lands with issue 7."""
+"""Priority packer (OR-Tools CP-SAT)."""

@@ -1,1 +1,1 @@
-"""Network telemetry agent and store. Lands with issue 5."""
+"""Network telemetry: the per-node agent, its probes, and the store the extender and operator read."""
