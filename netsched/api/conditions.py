@@ -1,7 +1,7 @@
-"""GPUJob condition types and reasons, and the one helper that sets a condition.
+"""GPUJob and PackingPlan condition types and reasons, and the one helper that sets a condition.
 
-Event reasons are the same strings as condition reasons, so `kubectl describe gpujob`
-tells one story in its Conditions and its Events.
+Event reasons are the same strings as condition reasons, so `kubectl describe` tells one
+story in an object's Conditions and its Events.
 """
 
 from __future__ import annotations
@@ -31,6 +31,20 @@ POD_CREATE_FAILED = "PodCreateFailed"
 POD_RECREATED = "PodRecreated"
 PODS_CREATED = "PodsCreated"
 RECORD_WRITTEN = "RecordWritten"
+
+# PackingPlan condition types (and SUCCEEDED or FAILED once it ends, whichever way it ends)
+PROGRESSING = "Progressing"  # True while the plan is carried out; False once it ended
+
+# PackingPlan reasons (also Event reasons)
+PLANNED = "Planned"  # the packer made the plan (an Event only: a new object has no status)
+STARTED = "Started"  # checked against the cluster and its budgets; evicting
+EVICTED = "Evicted"  # every victim is gone; placing
+ALL_PLACED = "AllPlaced"
+DISRUPTION_BUDGET = "DisruptionBudget"
+EVICTION_REFUSED = "EvictionRefused"
+MISPLACED = "Misplaced"
+CLUSTER_CHANGED = "ClusterChanged"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 MAX_MESSAGE = 1024
 

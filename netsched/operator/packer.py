@@ -24,13 +24,15 @@ from datetime import UTC, datetime
 import kopf
 from kubernetes import client
 
+from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.connect import api_message
+from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
 from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.packing_plan import LivePod, Step, advance, end, plan_body
+from netsched.operator.packing_plan import LivePod, Step, advance, fail, plan_body
 from netsched.operator.replica_pods import ungate_patch
 from netsched.packing.snapshot import Pod, Snapshot
 from netsched.packing.solver import solve
@@ -110,7 +112,7 @@ class Packer:
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
         counts = body["spec"]["counts"]
-        self._event(created, "Planned", f"{body['spec']['reason']}: evict {counts['evictions']}, move "
+        self._event(created, c.PLANNED, f"{body['spec']['reason']}: evict {counts['evictions']}, move "
                                         f"{counts['moves']}, place {counts['placements']} "
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
@@ -126,8 +128,8 @@ class Packer:
         for key in step.evict:
             refused = self._evict(key)
             if refused:
-                step = end(step, now, plans.Phase.FAILED, "EvictionRefused",
-                           f"the API server refused to evict {key}: {refused}; no further pods are evicted")
+                step = fail(step, now, EvictionRefused(
+                    f"the API server refused to evict {key}: {refused}; no further pods are evicted"))
                 break
         for key in step.ungate:
             self._ungate(raw[key], plan["metadata"]["name"])

@@ -7,8 +7,10 @@ A plan moves through
   Placing   the gangs it places are released; it waits until every planned pod is bound
             where the plan put it (the extender's filter pins them and reserves the room);
 and ends Succeeded, or Failed (a budget forbids an eviction, a pod landed elsewhere),
-TimedOut (past spec.deadlineSeconds) or Abandoned (the cluster changed before it started).
-Ending releases the pins and reservations. Evictions are not undone (the evicted pods'
+TimedOut (past spec.deadlineSeconds) or Abandoned (the cluster changed before it started):
+which one is decided by the type of the error that ended it (netsched.api.errors). Its
+Progressing condition follows the steps; Succeeded or Failed says how it ended. Ending
+releases the pins and reservations. Evictions are not undone (the evicted pods'
 controllers recreate them), so "rolled back" means the cluster is left to the normal
 scheduler again with nothing held for the plan.
 
@@ -22,7 +24,16 @@ import copy
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from netsched.api import conditions as c
 from netsched.api import plans
+from netsched.api.errors import (
+    ClusterChanged,
+    DeadlineExceeded,
+    DisruptionBudgetExceeded,
+    Misplaced,
+    NetschedError,
+    TemporaryError,
+)
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.labels import GPU_RESOURCE
 from netsched.api.plans import Phase
@@ -58,6 +69,7 @@ class LivePod:
 @dataclass
 class Step:
     status: dict
+    generation: int | None = None  # the plan's metadata.generation, for its conditions
     evict: list[str] = field(default_factory=list)  # namespace/name of pods to evict now
     ungate: list[str] = field(default_factory=list)  # namespace/name of planned pods to release
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -97,7 +109,7 @@ def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str,
 def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetime) -> Step:
     """The next step of `plan` given the pods (by namespace/name) and PodDisruptionBudgets now."""
     status = copy.deepcopy(plan.get("status") or {})
-    step = Step(status)
+    step = Step(status, plan["metadata"].get("generation"))
     phase = plans.phase(plan)
     if phase in plans.TERMINAL:
         return step
@@ -106,19 +118,17 @@ def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetim
     created = parse_rfc3339(plan["metadata"]["creationTimestamp"])
     if (now - created).total_seconds() > spec.get("deadlineSeconds", 120):
         waiting = [a.key for a in plans.outstanding(plan)]
-        return end(step, now, Phase.TIMED_OUT, "DeadlineExceeded",
-                    f"not done after {spec.get('deadlineSeconds', 120)} s (phase {phase}; still waiting for "
-                    f"{', '.join(waiting) or 'evictions'}); pins and reservations released")
+        return fail(step, now, DeadlineExceeded(
+            f"not done after {spec.get('deadlineSeconds', 120)} s (phase {phase}; still waiting for "
+            f"{', '.join(waiting) or 'evictions'}); pins and reservations released"))
     if phase == Phase.PENDING:
         problem = _changed(spec, victims, pods) or _over_budget(victims, pods, pdbs)
         if problem:
-            kind = (Phase.FAILED, "DisruptionBudget") if "PodDisruptionBudget" in problem else (
-                Phase.ABANDONED, "ClusterChanged")
-            return end(step, now, *kind, problem + "; nothing was evicted")
+            return fail(step, now, problem)
         status.update(phase=Phase.EVICTING, startTime=rfc3339(now), reason=Phase.EVICTING,
                       message=f"evicting {len(victims)} pod(s)")
-        step.events.append(("Normal", "Started", f"carrying out: evict {len(victims)} pod(s), then place "
-                                                 f"{len(plans.arrivals(plan))}"))
+        _progress(step, c.STARTED, f"carrying out: evict {len(victims)} pod(s), then place "
+                                   f"{len(plans.arrivals(plan))}")
     if status["phase"] == Phase.EVICTING:
         left = [v for v in victims if v["pod"] in pods and pods[v["pod"]].uid == v["uid"]]
         if left:
@@ -128,7 +138,7 @@ def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetim
             return step
         status.update(phase=Phase.PLACING, reason=Phase.PLACING, evicted=sorted(v["pod"] for v in victims),
                       message="evictions done; waiting for the planned pods to be bound")
-        step.events.append(("Normal", "Evicted", f"{len(victims)} pod(s) evicted; placing"))
+        _progress(step, c.EVICTED, f"{len(victims)} pod(s) evicted; placing")
     return _place(plan, step, pods, created, now)
 
 
@@ -146,11 +156,11 @@ def _place(plan: dict, step: Step, pods: dict[str, LivePod], created: datetime, 
     arrived += _moved(spec.get("moves") or (), pods, created)
     status["arrived"] = sorted(arrived)
     if misplaced:
-        return end(step, now, Phase.FAILED, "Misplaced",
-                   "bound elsewhere than planned: " + ", ".join(misplaced))
+        return fail(step, now, Misplaced("bound elsewhere than planned: " + ", ".join(misplaced)))
     total = len(plans.arrivals(plan))
     if len(arrived) == total:
-        return end(step, now, Phase.SUCCEEDED, "AllPlaced", f"all {total} planned pod(s) bound where planned")
+        return end(step, now, Phase.SUCCEEDED, c.ALL_PLACED,
+                   f"all {total} planned pod(s) bound where planned")
     status["message"] = f"{len(arrived)} of {total} planned pod(s) bound where planned"
     return step
 
@@ -170,32 +180,56 @@ def _moved(moves, pods: dict[str, LivePod], created: datetime) -> list[str]:
     return done
 
 
-def _changed(spec: dict, victims: list[dict], pods: dict[str, LivePod]) -> str | None:
+def _changed(spec: dict, victims: list[dict], pods: dict[str, LivePod]) -> ClusterChanged | None:
     for v in victims:
         live = pods.get(v["pod"])
         if live is None or live.uid != v["uid"] or live.node != v["node"]:
-            return f"pod {v['pod']} is no longer on {v['node']}"
+            return ClusterChanged(f"pod {v['pod']} is no longer on {v['node']}; nothing was evicted")
     for p in spec.get("placements") or ():
         live = pods.get(p["pod"])
         if live is None or live.node:
-            return f"pod {p['pod']} no longer waits for room"
+            return ClusterChanged(f"pod {p['pod']} no longer waits for room; nothing was evicted")
     return None
 
 
-def _over_budget(victims: list[dict], pods: dict[str, LivePod], pdbs: list[dict]) -> str | None:
+def _over_budget(victims: list[dict], pods: dict[str, LivePod],
+                 pdbs: list[dict]) -> DisruptionBudgetExceeded | None:
     for b in pdbs:
         ns = b["metadata"]["namespace"]
         hit = [v["pod"] for v in victims if v["pod"].startswith(ns + "/")
                and selects((b.get("spec") or {}).get("selector"), pods[v["pod"]].labels)]
         allowed = int((b.get("status") or {}).get("disruptionsAllowed") or 0)
         if len(hit) > allowed:
-            return (f"PodDisruptionBudget {ns}/{b['metadata']['name']} allows {allowed} disruption(s) now, "
-                    f"the plan needs {len(hit)} ({', '.join(hit)})")
+            return DisruptionBudgetExceeded(
+                f"PodDisruptionBudget {ns}/{b['metadata']['name']} allows {allowed} disruption(s) now, "
+                f"the plan needs {len(hit)} ({', '.join(hit)}); nothing was evicted")
     return None
+
+
+def _progress(step: Step, reason: str, message: str) -> None:
+    if c.set_condition(step.status.setdefault("conditions", []), c.PROGRESSING, True, reason, message,
+                       step.generation):
+        step.events.append(("Normal", reason, message))
+
+
+def fail(step: Step, now: datetime, error: NetschedError) -> Step:
+    """End the plan on `error`: a temporary one (the cluster moved on before anything was
+    evicted) abandons it, a missed deadline times it out, any other fails it."""
+    if isinstance(error, TemporaryError):
+        phase = Phase.ABANDONED
+    elif isinstance(error, DeadlineExceeded):
+        phase = Phase.TIMED_OUT
+    else:
+        phase = Phase.FAILED
+    return end(step, now, phase, error.reason, error.message)
 
 
 def end(step: Step, now: datetime, phase: Phase, reason: str, message: str) -> Step:
     step.status.update(phase=phase, reason=reason, message=message, completionTime=rfc3339(now))
     step.evict, step.ungate = [], []
-    step.events.append(("Normal" if phase == Phase.SUCCEEDED else "Warning", reason, message))
+    conds = step.status.setdefault("conditions", [])
+    c.set_condition(conds, c.PROGRESSING, False, reason, message, step.generation)
+    succeeded = phase == Phase.SUCCEEDED
+    if c.set_condition(conds, c.SUCCEEDED if succeeded else c.FAILED, True, reason, message, step.generation):
+        step.events.append(("Normal" if succeeded else "Warning", reason, message))
     return step

@@ -129,3 +129,17 @@ def test_the_packer_may_disrupt_only_pods_below_the_top_waiting_priority():
         Pod("ml/urgent", {"nvidia.com/gpu": 8}, 1000)))
     movable = {p.name: p.movable for p in only_lower_priority_moves(snap).pods}
     assert movable == {"ml/low": True, "ml/peer": False, "ml/urgent": True}
+
+
+def test_the_plan_conditions_tell_the_same_story_as_its_events():
+    started = advance(plan(), cluster(), [], T0)
+    evicted = advance({**plan(), "status": started.status}, cluster(**{"ml/low-0": None}), [], T0)
+    done = advance({**plan(), "status": evicted.status},
+                   cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0", "n1")}), [], T0)
+    conds = {x["type"]: (x["status"], x["reason"]) for x in done.status["conditions"]}
+    assert conds == {"Progressing": ("False", "AllPlaced"), "Succeeded": ("True", "AllPlaced")}
+    for step, reason in ((started, "Started"), (evicted, "Evicted"), (done, "AllPlaced")):
+        assert [e[1] for e in step.events] == [reason]
+    refused = advance(plan(), cluster(), [pdb(0)], T0)
+    assert {x["type"]: x["reason"] for x in refused.status["conditions"]} == {
+        "Progressing": "DisruptionBudget", "Failed": "DisruptionBudget"}
