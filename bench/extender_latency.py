@@ -30,7 +30,7 @@ import uvicorn
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.devcluster.topology import gpu_nodes
 from netsched.extender.cache import ClusterCache
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.protocol import parse_args
 from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_runtime
 

@@ -30,7 +30,7 @@ from netsched.api.labels import (
     REPLICAS,
     WORKLOAD_KIND,
 )
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
 from netsched.extender.scorers import TopologyScorer
@@ -77,12 +77,10 @@ def measured_everything(cache, names: list[str], seed: int) -> TelemetryStore:
     """Fresh links from every node to each node of the bench job's pods and to DATA, and NIC readings."""
     rng = np.random.default_rng(seed)
     store = TelemetryStore(max_age=3600.0)
-    for target in [*dict.fromkeys(cache.view("default", JOB).peers), DATA]:
-        for node in names:
-            store.record(node, target, rtt_ms=float(rng.uniform(0.05, 3)),
-                         bandwidth_mbps=float(rng.uniform(100, 25000)))
-    for node in names:
-        store.record_nic(node, float(rng.uniform(0, 1)))
+    targets = [*dict.fromkeys(cache.snapshot("default", JOB).peers), DATA]
+    store.record_many([(node, target, float(rng.uniform(0.05, 3)), float(rng.uniform(100, 25000)), None)
+                       for target in targets for node in names],
+                      [(node, float(rng.uniform(0, 1)), None) for node in names])
     return store
 
 

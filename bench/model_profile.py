@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 from threadpoolctl import threadpool_limits
 
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
 from netsched.extender.protocol import parse_args

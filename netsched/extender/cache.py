@@ -1,9 +1,8 @@
 """The extender's in-memory view of the cluster, kept fresh by watchers.
 
-Requests never do I/O: they read a `View` taken under a short lock. Node facts
-that rarely change (zone, rack, GPU model, allocatable GPUs) live in a `NodeTable`
-of numpy arrays so scoring 5,000 candidates is vector arithmetic; GPUs, CPU and memory
-requested per node and where each job's pods sit are updated in place from pod events.
+Requests never do I/O: they read a `Snapshot` (netsched.extender.snapshot) taken under a
+short lock. GPUs, CPU and memory requested per node and where each job's pods sit are
+updated in place from pod events; a snapshot copies what it needs.
 
 When the filter hands kube-scheduler exactly one node, the extender *assumes* the
 pod lands there (as kube-scheduler's own cache does) until the watch confirms the
@@ -13,7 +12,7 @@ milliseconds later, already sees its peer.
 Active PackingPlans are kept too, as the `Pins` the filter enforces.
 
 Age is the time since the apiserver was last heard from on the slowest of the
-watches; `View.stale` says it is past `max_age`, and the extender then answers with
+watches; `Snapshot.stale` says it is past `max_age`, and the extender then answers with
 its documented fallback instead of stale data.
 """
 
@@ -32,51 +31,9 @@ from netsched.api.plans import is_active
 from netsched.api.resources import pod_requests, quantities
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
+from netsched.extender.snapshot import NodeTable, Snapshot
 
-UNKNOWN = -1  # id of a missing zone or rack label
 WATCHED = ("nodes", "pods", "packingplans")
-
-
-@dataclass(frozen=True)
-class NodeTable:
-    """Static node facts as arrays indexed like `names`."""
-
-    names: list[str]
-    index: dict[str, int]
-    zone: np.ndarray  # int ids into zone_names, UNKNOWN when unlabelled
-    rack: np.ndarray
-    allocatable: np.ndarray
-    zone_names: list[str]
-    rack_names: list[str]
-    gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
-    cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
-    memory: np.ndarray
-
-    @classmethod
-    def build(cls, nodes: dict[str, dict]) -> NodeTable:
-        names = sorted(nodes)
-        zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
-        rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
-        zid = {z: i for i, z in enumerate(zone_names)}
-        rid = {r: i for i, r in enumerate(rack_names)}
-        return cls(
-            names=names,
-            index={n: i for i, n in enumerate(names)},
-            zone=np.array([zid.get(nodes[n]["zone"], UNKNOWN) for n in names], dtype=np.int32),
-            rack=np.array([rid.get(nodes[n]["rack"], UNKNOWN) for n in names], dtype=np.int32),
-            allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
-            zone_names=zone_names,
-            rack_names=rack_names,
-            gpu_product=[nodes[n]["gpu_product"] for n in names],
-            cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
-            memory=np.array([nodes[n]["memory"] for n in names], dtype=np.float64),
-        )
-
-    def zone_of(self, i: int) -> str | None:
-        return self.zone_names[self.zone[i]] if self.zone[i] != UNKNOWN else None
-
-    def rack_of(self, i: int) -> str | None:
-        return self.rack_names[self.rack[i]] if self.rack[i] != UNKNOWN else None
 
 
 @dataclass(frozen=True)
@@ -88,18 +45,6 @@ class Placement:
     gpus: int
     cpu: float = 0.0  # cores
     memory: float = 0.0  # bytes
-
-
-@dataclass(frozen=True)
-class View:
-    table: NodeTable
-    free: np.ndarray  # free GPUs per table index (a copy: safe to read after the lock)
-    peers: tuple[str, ...]  # nodes holding the asked-for job's pods, one entry per pod
-    age: float
-    stale: bool
-    synced: bool
-    pins: Pins = Pins()
-    requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
 
 
 class ClusterCache:
@@ -219,7 +164,7 @@ class ClusterCache:
                 del self._jobs[p.job]
 
     # ---- readers (requests) ----------------------------------------------------
-    def view(self, namespace: str = "", job: str | None = None) -> View:
+    def snapshot(self, namespace: str = "", job: str | None = None) -> Snapshot:
         now = self.clock()
         with self._lock:
             self._drop_expired(now)
@@ -233,7 +178,7 @@ class ClusterCache:
             pins = self._pins
         age = self.age(now)
         synced = self._synced >= set(WATCHED)
-        return View(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested)
+        return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested)
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now

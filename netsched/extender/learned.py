@@ -24,15 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from netsched.extender.cache import View
 from netsched.extender.metrics import Metrics
 from netsched.extender.model_features import feature_values
-from netsched.extender.needs import NetworkNeeds
-from netsched.extender.protocol import PodRef
-from netsched.extender.scorers import Scored, Scorer
+from netsched.extender.plugin import Request
+from netsched.extender.scorers import NodeScorer, Scored
 from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
 from netsched.models.predictor import Predictor
-from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
 SLOWDOWN_AT_ZERO = 0.5  # predicted 50% slower than the best candidate scores 0: a point per 5%
@@ -105,30 +102,29 @@ def _stamp(path: Path) -> tuple:
 class ModelScorer:
     name = "model"
 
-    def __init__(self, source: ModelSource, fallback: Scorer, metrics: Metrics):
+    def __init__(self, source: ModelSource, fallback: NodeScorer, metrics: Metrics):
         self.source = source
         self.fallback = fallback
         self.metrics = metrics
 
-    def score(self, pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
-              telemetry: TelemetryStore) -> Scored:
+    def score(self, req: Request, idx: np.ndarray) -> Scored:
         predictor = self.source.predictor
         if predictor is None:
-            return self._fall_back("no_model", pod, needs, view, idx, telemetry)
+            return self._fall_back("no_model", req, idx)
         if not len(idx):
             return Scored(np.empty(0), np.empty(0), scorer=self.name)
         try:
-            seconds = predictor.predict_candidates(feature_values(pod, needs, view, idx, telemetry), len(idx))
+            seconds = predictor.predict_candidates(feature_values(req, idx), len(idx))
         except Exception:
-            log.exception("model failed on pod %s; scoring it with the topology heuristic", pod.key)
-            return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
+            log.exception("model failed on pod %s; scoring it with the topology heuristic", req.pod.key)
+            return self._fall_back("predict_error", req, idx)
         if not np.isfinite(seconds).all() or (seconds <= 0).any():
-            return self._fall_back("predict_error", pod, needs, view, idx, telemetry)
+            return self._fall_back("predict_error", req, idx)
         slowdown = seconds / seconds.min() - 1
         value = np.clip(1 - slowdown / SLOWDOWN_AT_ZERO, 0, 1)
         return Scored(value, value, {"predicted_seconds": seconds}, scorer=self.name)
 
-    def _fall_back(self, reason: str, *args) -> Scored:
+    def _fall_back(self, reason: str, req: Request, idx: np.ndarray) -> Scored:
         self.metrics.model_fallbacks.labels(reason).inc()
-        return self.fallback.score(*args)
+        return self.fallback.score(req, idx)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.extender.cache import UNKNOWN, NodeTable
+from netsched.extender.snapshot import UNKNOWN, NodeTable
 
 LEVELS = {"node": 3, "rack": 2, "zone": 1, "any": 0}
 

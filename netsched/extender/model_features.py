@@ -14,23 +14,21 @@ import math
 import numpy as np
 
 from netsched.api.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
-from netsched.extender.cache import NodeTable, View
 from netsched.extender.locality import Place, closeness_levels
-from netsched.extender.needs import NetworkNeeds, data_place, measured
+from netsched.extender.needs import NetworkNeeds, data_place
+from netsched.extender.plugin import Request
 from netsched.extender.protocol import PodRef
-from netsched.extender.scorers import rack_free
-from netsched.models.features import COMM_LEVELS, DATA_SCOPES, gpu_features, kind_features
-from netsched.telemetry.store import TelemetryStore
+from netsched.extender.snapshot import Snapshot
+from netsched.models.features import COMM_LEVELS, DATA_SCOPES, kind_features
 
 NAN = math.nan
 
 
-def feature_values(pod: PodRef, needs: NetworkNeeds, view: View, idx: np.ndarray,
-                   telemetry: TelemetryStore) -> dict[str, float | np.ndarray]:
+def feature_values(req: Request, idx: np.ndarray) -> dict[str, float | np.ndarray]:
     """Feature name -> a scalar (job features) or an array over idx (node and network features)."""
-    nic = telemetry.nic_aligned(view.table.index, len(view.table.names))[idx] if telemetry else None
-    return {**_job(pod, needs), **_node(view, idx), **_data(needs, view, idx, telemetry),
-            **_peers(view, idx, telemetry), "nic_util": np.full(len(idx), NAN) if nic is None else nic}
+    snap = req.snapshot
+    return {**_job(req.pod, req.needs), **_node(snap, idx), **_data(req.needs, snap, idx),
+            **_peers(snap, idx), "nic_util": snap.nic(idx)}
 
 
 def _job(pod: PodRef, needs: NetworkNeeds) -> dict[str, float]:
@@ -57,50 +55,33 @@ def _number(value: str | None) -> float:
     return number if math.isfinite(number) and number >= 0 else NAN
 
 
-def _node(view: View, idx: np.ndarray) -> dict[str, np.ndarray]:
-    table = view.table
-    names, flags = _gpu_flags(table)
+def _node(snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
+    table = snap.table
+    names, flags = table.gpu_flags
     return {
         **{name: flags[idx, j] for j, name in enumerate(names)},
-        "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": view.free[idx].astype(float),
-        "rack_free_gpus": rack_free(view, idx),
-        "node_cpu_load": _load(view, 0, table.cpu, idx), "node_mem_load": _load(view, 1, table.memory, idx),
+        "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": snap.free[idx].astype(float),
+        "rack_free_gpus": snap.rack_free(idx),
+        "node_cpu_load": _load(snap, 0, table.cpu, idx), "node_mem_load": _load(snap, 1, table.memory, idx),
     }
 
 
-def _load(view: View, row: int, allocatable: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Requested over allocatable, 0..1; NaN where the node reports none (or the view has no requests)."""
-    if view.requested is None:
+def _load(snap: Snapshot, row: int, allocatable: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Requested over allocatable, 0..1; NaN where the node reports none (or the snapshot has no requests)."""
+    if snap.requested is None:
         return np.full(len(idx), NAN)
     alloc = allocatable[idx]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(alloc > 0, np.clip(view.requested[row, idx] / alloc, 0, 1), NAN)
+        return np.where(alloc > 0, np.clip(snap.requested[row, idx] / alloc, 0, 1), NAN)
 
 
-_last_flags: tuple[NodeTable, tuple[str, ...], np.ndarray] | None = None
-
-
-def _gpu_flags(table: NodeTable) -> tuple[tuple[str, ...], np.ndarray]:
-    """The GPU-family features of every node, computed once per node table (it changes only when
-    nodes do), so a 5,000-node request pays an index, not 5,000 label parses."""
-    global _last_flags
-    last = _last_flags
-    if last is None or last[0] is not table:
-        names = tuple(gpu_features(None))
-        rows = [gpu_features(p) for p in table.gpu_product]
-        matrix = np.array([[r[n] for n in names] for r in rows]).reshape(-1, len(names))
-        last = _last_flags = table, names, matrix
-    return last[1], last[2]
-
-
-def _data(needs: NetworkNeeds, view: View, idx: np.ndarray,
-          telemetry: TelemetryStore) -> dict[str, np.ndarray]:
+def _data(needs: NetworkNeeds, snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     unknown = np.full(len(idx), NAN)
-    place = data_place(needs, view)
-    distance = unknown if place is None else (3 - closeness_levels(view.table, idx, place)).astype(float)
+    place = data_place(needs, snap)
+    distance = unknown if place is None else (3 - closeness_levels(snap.table, idx, place)).astype(float)
     bw, rtt = unknown, unknown
-    if needs.data_kind in ("node", "endpoint"):  # a measurable target: an agent's node, or an endpoint
-        links = measured(view, idx, needs.data_name, telemetry)
+    if needs.data_kind in ("node", "endpoint") and needs.data_name:  # an agent's node, or an endpoint
+        links = snap.measured(idx, needs.data_name)
         if links is not None:
             bw, rtt = links
         if place is not None:  # data on the candidate itself crosses no link
@@ -109,9 +90,9 @@ def _data(needs: NetworkNeeds, view: View, idx: np.ndarray,
     return {"data_distance": distance, "data_bw_mbps": bw, "data_rtt_ms": rtt}
 
 
-def _peers(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> dict[str, float | np.ndarray]:
-    table = view.table
-    known = [p for p in view.peers if p in table.index]
+def _peers(snap: Snapshot, idx: np.ndarray) -> dict[str, float | np.ndarray]:
+    table = snap.table
+    known = [p for p in snap.peers if p in table.index]
     if not known:
         return {"peer_count": 0.0, "peer_frac_node": NAN, "peer_frac_rack": NAN, "peer_frac_zone": NAN,
                 "peer_bw_mbps": np.full(len(idx), NAN), "peer_rtt_ms": np.full(len(idx), NAN)}
@@ -122,7 +103,7 @@ def _peers(view: View, idx: np.ndarray, telemetry: TelemetryStore) -> dict[str, 
         at = table.index[peer]
         levels = closeness_levels(table, idx, Place.of_node(table, at))
         counts[levels, columns] += known.count(peer)  # one (level, candidate) cell per candidate
-        links = measured(view, idx, peer, telemetry)
+        links = snap.measured(idx, peer)
         if links is not None:
             remote = idx != at  # a peer on the candidate itself crosses no link
             bw = np.where(remote, np.fmin(bw, links[0]), bw)

@@ -1,4 +1,4 @@
-"""A pod's network needs, read from its annotations, and the hard checks the filter runs.
+"""A pod's network needs, read from its annotations (the filter plugins check them).
 
 The GPUJob operator writes these annotations from the job's spec; any pod may
 carry them by hand too.
@@ -12,18 +12,14 @@ carry them by hand too.
 - `netsched.io/max-data-rtt-ms`, `netsched.io/min-data-bandwidth-mbps`: the same towards the data
 - `netsched.io/job-gpus`: GPUs the whole job needs, so its first pod goes where the rest fits
 
-Measured limits need fresh telemetry: a link with no measurement younger than the
-store's bound fails the node, with a reason that says so. Nothing about a node's
-place in the network changes when pods are preempted, so every failure is
-reported as unresolvable.
+Nothing about a node's place in the network changes when pods are preempted, so every
+failure of these needs is reported as unresolvable.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from netsched.api.labels import (
     DATA_SOURCE,
@@ -35,9 +31,8 @@ from netsched.api.labels import (
     MIN_DATA_BANDWIDTH_MBPS,
     MIN_PEER_BANDWIDTH_MBPS,
 )
-from netsched.extender.cache import View
-from netsched.extender.locality import LEVELS, Place, closeness_levels, place_of
-from netsched.telemetry.store import TelemetryStore
+from netsched.extender.locality import Place, place_of
+from netsched.extender.snapshot import Snapshot
 
 LIMITS = {  # annotation -> (towards, measure, bound)
     MAX_PEER_RTT_MS: ("peer", "rtt_ms", "max"),
@@ -127,84 +122,7 @@ def _limit(annotations: dict[str, str], key: str) -> Limit:
     return Limit(key, *LIMITS[key], value)
 
 
-def data_place(needs: NetworkNeeds, view: View) -> Place | None:
-    if needs.data_kind in (None, "endpoint"):
+def data_place(needs: NetworkNeeds, snap: Snapshot) -> Place | None:
+    if needs.data_kind in (None, "endpoint") or needs.data_name is None:
         return None
-    return place_of(view.table, needs.data_kind, needs.data_name)
-
-
-def check(needs: NetworkNeeds, view: View, idx: np.ndarray, job: str | None,
-          telemetry: TelemetryStore) -> dict[int, str]:
-    """Reasons, by position in idx, for every candidate that fails a hard need."""
-    reasons: dict[int, str] = {}
-    names = view.table.names
-    if needs.max_peer_distance and view.peers:
-        _check_peer_distance(needs.max_peer_distance, view, idx, job, reasons)
-    if needs.max_data_distance:
-        place = data_place(needs, view)
-        if place is None:
-            msg = (f"netsched: data source {needs.data_kind} {needs.data_name!r} ({DATA_SOURCE}) "
-                   "is not in this cluster's topology; fix the annotation")
-            return dict.fromkeys(range(len(idx)), msg)
-        far = closeness_levels(view.table, idx, place) < LEVELS[needs.max_data_distance]
-        for pos in np.flatnonzero(far):
-            reasons.setdefault(int(pos), f"netsched: {names[idx[pos]]} is not within the "
-                               f"{needs.max_data_distance} of the input data ({place.label}; "
-                               f"{MAX_DATA_DISTANCE}={needs.max_data_distance})")
-    for limit in needs.limits:
-        targets = sorted(set(view.peers)) if limit.towards == "peer" else [needs.data_name]
-        for target in targets:  # the first target a node fails is the one its reason names
-            _check_limit(limit, target, view, idx, measured(view, idx, target, telemetry), reasons)
-    return reasons
-
-
-def measured(view: View, idx: np.ndarray, target: str,
-             telemetry: TelemetryStore) -> tuple[np.ndarray, np.ndarray] | None:
-    """Fresh bandwidth (Mbit/s) and RTT (ms) from each candidate to target, NaN where unmeasured;
-    None when no node has a fresh measurement towards target."""
-    if not telemetry:
-        return None
-    bw, rtt = telemetry.aligned(target, view.table.index, len(view.table.names))
-    if np.isnan(bw).all():
-        return None
-    return bw[idx], rtt[idx]
-
-
-def _check_limit(limit: Limit, target: str, view: View, idx: np.ndarray,
-                 links: tuple[np.ndarray, np.ndarray] | None, reasons: dict[int, str]) -> None:
-    names = view.table.names
-    got = np.full(len(idx), np.nan) if links is None else links[0 if limit.measure == "bandwidth_mbps" else 1]
-    with np.errstate(invalid="ignore"):
-        bad = (got > limit.value) if limit.bound == "max" else (got < limit.value)
-    unit = "ms RTT" if limit.measure == "rtt_ms" else "Mbit/s"
-    for pos in np.flatnonzero(np.isnan(got) | bad):
-        node = names[idx[pos]]
-        if pos in reasons or node == target:  # a pod next to its peer on one node needs no network
-            continue
-        if np.isnan(got[pos]):
-            reasons[int(pos)] = (f"netsched: no fresh measurement from {node} to {limit.towards} {target} "
-                                 f"({limit.annotation}={limit.value:g} cannot be checked)")
-        else:
-            reasons[int(pos)] = (f"netsched: {node} to {limit.towards} {target} measures {got[pos]:g} "
-                                 f"{unit}, {limit.bound} allowed {limit.value:g} ({limit.annotation})")
-
-
-def _check_peer_distance(distance: str, view: View, idx: np.ndarray, job: str | None,
-                         reasons: dict[int, str]) -> None:
-    table, need = view.table, LEVELS[distance]
-    ok = np.ones(len(idx), dtype=bool)
-    for peer in sorted(set(view.peers)):
-        if peer in table.index:
-            ok &= closeness_levels(table, idx, Place.of_node(table, table.index[peer])) >= need
-    where = sorted({_where(view, p, distance) for p in view.peers})
-    for pos in np.flatnonzero(~ok):
-        reasons[int(pos)] = (f"netsched: {table.names[idx[pos]]} is not in the same {distance} as job "
-                             f"{job}'s pods ({', '.join(where)}; {MAX_PEER_DISTANCE}={distance})")
-
-
-def _where(view: View, node: str, distance: str) -> str:
-    i = view.table.index.get(node)
-    if distance == "node" or i is None:
-        return node
-    found = view.table.rack_of(i) if distance == "rack" else view.table.zone_of(i)
-    return found or f"{node} (no {distance} label)"
+    return place_of(snap.table, needs.data_kind, needs.data_name)

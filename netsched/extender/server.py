@@ -28,7 +28,7 @@ from pathlib import Path
 
 import orjson
 
-from netsched.extender.core import Extender, StaleCache
+from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.needs import InvalidNeeds
 from netsched.extender.protocol import (
     BadRequest,
@@ -128,11 +128,11 @@ async def _get(extender: Extender, path: str, send: Callable) -> None:
     if path == "/healthz":
         return await _reply(send, 200, {"status": "ok"})
     if path == "/readyz":
-        view = extender.cache.view()
-        ready = not view.stale
+        snap = extender.cache.snapshot()
+        ready = not snap.stale
         return await _reply(send, 200 if ready else 503, {
-            "ready": ready, "cache_age_seconds": None if view.age == float("inf") else round(view.age, 3),
-            "nodes": len(view.table.names)})
+            "ready": ready, "cache_age_seconds": None if snap.age == float("inf") else round(snap.age, 3),
+            "nodes": len(snap.table.names)})
     if path == "/metrics":
         return await _raw(send, 200, extender.metrics.exposition(), b"text/plain; version=0.0.4")
     if path == "/debug/decisions":

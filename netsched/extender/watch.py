@@ -108,7 +108,7 @@ def start_watches(api: client.ApiClient, cache: ClusterCache,
 def wait_synced(cache: ClusterCache, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not cache.view().stale:
+        if not cache.snapshot().stale:
             return True
         time.sleep(0.05)
     return False

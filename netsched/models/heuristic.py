@@ -12,6 +12,7 @@ import numpy as np
 CLOSENESS = np.array([0.0, 0.4, 0.8, 1.0])  # by closeness level: elsewhere, same zone, same rack, same node
 PACKING_WEIGHT = 0.1  # of a score: using a node's free GPUs exactly
 DATA_WEIGHT = 0.3  # of the network value: closeness to the job's data
+PEER_WEIGHT = 1 - DATA_WEIGHT  # of the network value: closeness to the job's peers (or room for it)
 MEASURED_WEIGHT = 0.5  # of a closeness: taken from the measured link when there is one
 RTT_FLOOR_MS = 0.5  # added to RTTs so sub-millisecond jitter between near nodes counts for nothing
 
@@ -47,8 +48,22 @@ def tightness(allocatable: np.ndarray, free: np.ndarray, gpus: float | np.ndarra
     return np.where(allocatable > 0, 1 - left / np.maximum(allocatable, 1), 0.0)
 
 
+def network_value(parts: list[tuple[float, np.ndarray]]) -> np.ndarray:
+    """The weighted mean of the network parts that apply (weight, value per candidate); one part alone
+    is the value itself."""
+    if len(parts) == 1:
+        return parts[0][1]
+    total = sum(weight for weight, _ in parts)
+    return sum(weight * value for weight, value in parts) / total
+
+
+def with_packing(network: np.ndarray, tight: np.ndarray) -> np.ndarray:
+    """The score: the network value, with packing's share as the tie-break."""
+    return (1 - PACKING_WEIGHT) * network + PACKING_WEIGHT * tight
+
+
 def combine(network: np.ndarray, data: np.ndarray | None, tight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(score, network value): the data's share folded into the network value, then packing's."""
-    if data is not None:
-        network = (1 - DATA_WEIGHT) * network + DATA_WEIGHT * data
-    return (1 - PACKING_WEIGHT) * network + PACKING_WEIGHT * tight, network
+    """(score, network value) from the peer (or rack room) part, the data part if any, and packing."""
+    parts = [(PEER_WEIGHT, network)] + ([] if data is None else [(DATA_WEIGHT, data)])
+    network = network_value(parts)
+    return with_packing(network, tight), network

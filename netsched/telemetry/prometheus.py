@@ -59,18 +59,14 @@ class PrometheusFeed:
             self.last_error = f"Prometheus at {self.url} could not be read: {exc}"
             log.warning("%s; telemetry entries age out after %g s", self.last_error, self.store.max_age)
             return 0
-        recorded = 0
         now_wall, now_mono = self.wall(), self.store.clock()
-        for link, measured in series["measured"].items():
-            if link in series["bandwidth"] and link in series["rtt"]:
-                observed = now_mono - max(0.0, now_wall - measured)
-                self.store.record(link[0], link[1], series["rtt"][link] * 1000,
-                                  series["bandwidth"][link] * 8 / 1e6, observed_at=observed)
-                recorded += 1
-        for node, utilisation in nics.items():
-            self.store.record_nic(node, utilisation, observed_at=now_mono)
+        links = [(link[0], link[1], series["rtt"][link] * 1000, series["bandwidth"][link] * 8 / 1e6,
+                  now_mono - max(0.0, now_wall - measured))
+                 for link, measured in series["measured"].items()
+                 if link in series["bandwidth"] and link in series["rtt"]]
+        self.store.record_many(links, [(node, utilisation, now_mono) for node, utilisation in nics.items()])
         self.last_error, self.last_success = None, now_mono
-        return recorded
+        return len(links)
 
     def _query(self, promql: str, keys: tuple[str, ...] = ("src", "dst")) -> dict[tuple[str, ...], float]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"

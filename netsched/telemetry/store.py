@@ -3,21 +3,25 @@
 A link is (source node, destination) where the destination is another node or a
 data endpoint. Rules, in one place so the extender and its docs agree:
 
-- an entry older than `max_age` seconds is stale and `link()` returns None for it;
-- a link never measured also returns None;
-- callers treat None as "unknown": scorers fall back to topology, and hard
+- an entry older than `max_age` seconds is stale and reads as unknown;
+- a link never measured also reads as unknown;
+- callers treat unknown as such: scorers fall back to topology, and hard
   constraints (max RTT, min bandwidth) fail the node with a reason saying so.
 
-Writers (the Prometheus reader or agents, issue 5) call `record()`; readers never block
-on I/O.
+Writers (the Prometheus feed) record a whole round at once with `record_many()`;
+readers take a `TelemetrySnapshot`: the store's tables as they were at one instant,
+aged against one clock reading. Writes never change a table a snapshot holds (a write
+replaces the rows it touches and then the table, under the lock), so a request that
+reads several links sees one consistent state and never blocks on a writer for longer
+than a reference swap.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,92 +33,146 @@ class LinkStats:
     observed_at: float  # monotonic seconds
 
 
+Links = Mapping[str, Mapping[str, LinkStats]]  # destination -> source -> stats
+Nics = Mapping[str, tuple[float, float]]  # node -> (NIC utilisation, observed_at)
+LinkRecord = tuple[str, str, float, float, float | None]  # src, dst, rtt ms, bandwidth Mbit/s, observed_at
+
+
 class TelemetryStore:
     def __init__(self, max_age: float = 120.0, clock: Callable[[], float] = time.monotonic):
         self.max_age = max_age
         self.clock = clock
-        self._links: dict[str, dict[str, LinkStats]] = {}  # destination -> source -> stats
         self._lock = threading.Lock()
-        self._version = 0  # bumped by every record(): aligned arrays older than it are rebuilt
-        self._aligned: dict[tuple[str, int], tuple[int, Mapping, tuple[np.ndarray, ...]]] = {}
-        self._nics: dict[str, tuple[float, float]] = {}  # node -> (NIC utilisation, observed_at)
-        self._nic_version = 0
-        self._nic_cache: tuple | None = None
+        self._links: Links = {}
+        self._nics: Nics = {}
+        # Arrays aligned to a node table, kept across requests: keyed by the row object they were
+        # built from, which a write replaces, so an entry is valid exactly while its row is current.
+        self._aligned: dict[tuple[str, str, int], tuple[object, Mapping, tuple[np.ndarray, ...]]] = {}
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
-        stats = LinkStats(rtt_ms, bandwidth_mbps, self.clock() if observed_at is None else observed_at)
-        with self._lock:
-            self._links.setdefault(dst, {})[src] = stats
-            self._version += 1
-
-    def aligned(self, dst: str, index: Mapping[str, int], size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Bandwidth (Mbit/s) and RTT (ms) from every source towards dst, at the positions `index`
-        gives the sources (NaN: never measured, or older than max_age). The arrays are rebuilt only
-        after new measurements, so a request costs a vector comparison, not a pass over the row."""
-        key = (dst, id(index))
-        with self._lock:
-            hit = self._aligned.get(key)
-            if hit is None or hit[0] != self._version or hit[1] is not index:
-                if len(self._aligned) > 1024:  # tables come and go as nodes change
-                    self._aligned.clear()
-                arrays = _arrays(self._links.get(dst, {}), index, size)
-                hit = self._aligned[key] = (self._version, index, arrays)
-        bw, rtt, seen = hit[2]
-        stale = self.clock() - seen > self.max_age  # NaN (never measured) compares False: stays NaN
-        return np.where(stale, np.nan, bw), np.where(stale, np.nan, rtt)
+        self.record_many([(src, dst, rtt_ms, bandwidth_mbps, observed_at)])
 
     def record_nic(self, node: str, utilisation: float, observed_at: float | None = None) -> None:
         """A node's NIC utilisation (busiest interface and direction, 0..1)."""
+        self.record_many((), [(node, utilisation, observed_at)])
+
+    def record_many(self, links: Iterable[LinkRecord],
+                    nics: Iterable[tuple[str, float, float | None]] = ()) -> None:
+        """A round of measurements, published at once: readers see all of it or none."""
+        now = self.clock()
+        rows: dict[str, dict[str, LinkStats]] = {}
         with self._lock:
-            self._nics[node] = (utilisation, self.clock() if observed_at is None else observed_at)
-            self._nic_version += 1
+            for src, dst, rtt_ms, bandwidth_mbps, observed_at in links:
+                row = rows.get(dst)
+                if row is None:
+                    row = rows[dst] = dict(self._links.get(dst, {}))
+                row[src] = LinkStats(rtt_ms, bandwidth_mbps, now if observed_at is None else observed_at)
+            if rows:
+                self._links = {**self._links, **rows}
+            new_nics = {node: (value, now if at is None else at) for node, value, at in nics}
+            if new_nics:
+                self._nics = {**self._nics, **new_nics}
+
+    def snapshot(self, now: float | None = None) -> TelemetrySnapshot:
+        """The store as it is now, aged at `now` (the caller's clock reading, else the store's)."""
+        with self._lock:
+            links, nics = self._links, self._nics
+        return TelemetrySnapshot(self, links, nics, self.clock() if now is None else now, self.max_age)
+
+    def _arrays(self, dst: str, row: Mapping, index: Mapping[str, int], size: int,
+                nic: bool = False) -> tuple[np.ndarray, ...]:
+        """Per index position: bandwidth, RTT and observation time of one destination's row, or
+        (nic=True) utilisation and observation time of the NIC readings."""
+        key = ("nic" if nic else "link", dst, id(index))
+        with self._lock:
+            hit = self._aligned.get(key)
+        if hit is not None and hit[0] is row and hit[1] is index:
+            return hit[2]
+        arrays: tuple[np.ndarray, ...]
+        if nic:
+            util, at = np.full(size, np.nan), np.full(size, np.nan)
+            for node, (value, observed) in row.items():
+                j = index.get(node)
+                if j is not None:
+                    util[j], at[j] = value, observed
+            arrays = (util, at)
+        else:
+            bw, rtt, seen = (np.full(size, np.nan) for _ in range(3))
+            for src, s in row.items():
+                j = index.get(src)
+                if j is not None:
+                    bw[j], rtt[j], seen[j] = s.bandwidth_mbps, s.rtt_ms, s.observed_at
+            arrays = (bw, rtt, seen)
+        with self._lock:
+            if len(self._aligned) > 1024:  # tables come and go as nodes change
+                self._aligned.clear()
+            self._aligned[key] = (row, index, arrays)
+        return arrays
+
+    # Reads of the current state, for callers that want one value (the operator, metrics, tests).
+    def link(self, src: str, dst: str) -> LinkStats | None:
+        return self.snapshot().link(src, dst)
 
     def nic(self, node: str) -> float | None:
-        found = self._nics.get(node)
-        return None if found is None or self.clock() - found[1] > self.max_age else found[0]
-
-    def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:
-        """NIC utilisation at the positions `index` gives the nodes (NaN: unknown or stale),
-        rebuilt only after new readings, like `aligned`."""
-        with self._lock:
-            hit = self._nic_cache
-            if hit is None or hit[0] != self._nic_version or hit[1] is not index:
-                util, seen = np.full(size, np.nan), np.full(size, np.nan)
-                for node, (value, at) in self._nics.items():
-                    j = index.get(node)
-                    if j is not None:
-                        util[j], seen[j] = value, at
-                hit = self._nic_cache = (self._nic_version, index, util, seen)
-        return np.where(self.clock() - hit[3] > self.max_age, np.nan, hit[2])
-
-    def link(self, src: str, dst: str) -> LinkStats | None:
-        stats = self._links.get(dst, {}).get(src)
-        if stats is None or self.clock() - stats.observed_at > self.max_age:
-            return None
-        return stats
+        return self.snapshot().nic(node)
 
     def fresh_links_to(self, dst: str) -> dict[str, LinkStats]:
-        """Every source with a fresh measurement towards dst."""
-        now = self.clock()
-        with self._lock:
-            row = dict(self._links.get(dst, {}))
-        return {src: s for src, s in row.items() if now - s.observed_at <= self.max_age}
+        return self.snapshot().fresh_links_to(dst)
 
     def fresh_count(self) -> int:
-        now = self.clock()
-        with self._lock:
-            ages = [now - s.observed_at for row in self._links.values() for s in row.values()]
-        return sum(age <= self.max_age for age in ages)
+        return self.snapshot().fresh_count()
+
+    def aligned(self, dst: str, index: Mapping[str, int], size: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.snapshot().aligned(dst, index, size)
+
+    def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:
+        return self.snapshot().nic_aligned(index, size)
 
     def __bool__(self) -> bool:
         return bool(self._links or self._nics)
 
 
-def _arrays(row: dict[str, LinkStats], index: Mapping[str, int], size: int) -> tuple[np.ndarray, ...]:
-    bw, rtt, seen = (np.full(size, np.nan) for _ in range(3))
-    for src, s in row.items():
-        j = index.get(src)
-        if j is not None:
-            bw[j], rtt[j], seen[j] = s.bandwidth_mbps, s.rtt_ms, s.observed_at
-    return bw, rtt, seen
+@dataclass(frozen=True)
+class TelemetrySnapshot:
+    """The store's links and NIC readings at one instant, each aged against `now`."""
+
+    store: TelemetryStore = field(repr=False)
+    links: Links
+    nics: Nics
+    now: float
+    max_age: float
+
+    def fresh(self, observed_at: float) -> bool:
+        return self.now - observed_at <= self.max_age
+
+    def link(self, src: str, dst: str) -> LinkStats | None:
+        stats = self.links.get(dst, {}).get(src)
+        return stats if stats is not None and self.fresh(stats.observed_at) else None
+
+    def nic(self, node: str) -> float | None:
+        found = self.nics.get(node)
+        return found[0] if found is not None and self.fresh(found[1]) else None
+
+    def fresh_links_to(self, dst: str) -> dict[str, LinkStats]:
+        """Every source with a fresh measurement towards dst."""
+        return {src: s for src, s in self.links.get(dst, {}).items() if self.fresh(s.observed_at)}
+
+    def fresh_count(self) -> int:
+        return sum(self.fresh(s.observed_at) for row in self.links.values() for s in row.values())
+
+    def aligned(self, dst: str, index: Mapping[str, int], size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bandwidth (Mbit/s) and RTT (ms) from every source towards dst, at the positions `index`
+        gives the sources (NaN: never measured, or older than max_age). The position arrays are
+        rebuilt only after new measurements towards dst, so a request costs a vector comparison."""
+        bw, rtt, seen = self.store._arrays(dst, self.links.get(dst, {}), index, size)
+        stale = self.now - seen > self.max_age  # NaN (never measured) compares False: stays NaN
+        return np.where(stale, np.nan, bw), np.where(stale, np.nan, rtt)
+
+    def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:
+        """NIC utilisation at the positions `index` gives the nodes (NaN: unknown or stale)."""
+        util, seen = self.store._arrays("", self.nics, index, size, nic=True)
+        return np.where(self.now - seen > self.max_age, np.nan, util)
+
+    def __bool__(self) -> bool:
+        return bool(self.links or self.nics)

@@ -17,7 +17,7 @@ from netsched.api.labels import DATA_SOURCE, GPU_RESOURCE, JOB_LABEL, RACK_LABEL
 from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.devcluster.wait import poll
 from netsched.extender.cache import ClusterCache
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.protocol import parse_args
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore

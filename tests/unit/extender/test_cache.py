@@ -12,7 +12,7 @@ class Clock:
 
 
 def free(cache, name, ns="", job=None):
-    view = cache.view(ns, job)
+    view = cache.snapshot(ns, job)
     return int(view.free[view.table.index[name]])
 
 
@@ -30,8 +30,8 @@ def test_bound_pods_hold_gpus_until_they_finish_or_go():
 def test_job_peers_come_from_bound_pods_of_the_same_namespace_and_job():
     cache = cache_of(CLUSTER, [pod("r0", "a1-0", job="train"), pod("r1", "a2-0", job="train"),
                                pod("x", "b1-0", job="train", ns="other")])
-    assert cache.view("ml", "train").peers == ("a1-0", "a2-0")
-    assert cache.view("ml", None).peers == ()
+    assert cache.snapshot("ml", "train").peers == ("a1-0", "a2-0")
+    assert cache.snapshot("ml", None).peers == ()
 
 
 def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
@@ -39,7 +39,7 @@ def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
     cache = cache_of(CLUSTER, clock=clock, assume_ttl=30)
     p = pod("r0", job="train", gpus=2)
     cache.assume(p["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
-    assert cache.view("ml", "train").peers == ("a1-1",) and free(cache, "a1-1") == 6
+    assert cache.snapshot("ml", "train").peers == ("a1-1",) and free(cache, "a1-1") == 6
     cache.apply("pods", "MODIFIED", p)  # still unbound on the watch: the assumption stays
     assert free(cache, "a1-1") == 6
     cache.apply("pods", "MODIFIED", p | {"spec": p["spec"] | {"nodeName": "a1-0"}})  # the watch wins
@@ -47,38 +47,38 @@ def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
     other = pod("r1", job="train")
     cache.assume(other["metadata"]["uid"], Placement("ml/train", "b1-0", 2))
     clock.now += 31
-    assert cache.view("ml", "train").peers == ("a1-0",)
+    assert cache.snapshot("ml", "train").peers == ("a1-0",)
 
 
 def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
     cache = cache_of(CLUSTER, [pod("a", "a1-0", gpus=3)])
     cache.apply("nodes", "ADDED", node("c1-0", "zone-c", "rack-c1", gpus=4))
     cache.apply("nodes", "MODIFIED", node("a1-0", rack="rack-a9"))
-    view = cache.view()
+    view = cache.snapshot()
     i = view.table.index["a1-0"]
     assert view.table.rack_of(i) == "rack-a9" and view.free[i] == 5
     assert view.free[view.table.index["c1-0"]] == 4
     cache.apply("nodes", "DELETED", node("c1-0"))
-    assert "c1-0" not in cache.view().table.index
+    assert "c1-0" not in cache.snapshot().table.index
 
 
 def test_a_cache_is_stale_until_every_watch_syncs_and_again_when_one_is_not_heard_from():
     clock = Clock()
     cache = ClusterCache(max_age=30, clock=clock)
-    assert cache.view().stale and not cache.view().synced
+    assert cache.snapshot().stale and not cache.snapshot().synced
     cache.replace("nodes", CLUSTER)
     cache.replace("pods", [])
-    assert cache.view().stale  # PackingPlans not listed yet: their reservations would be missed
+    assert cache.snapshot().stale  # PackingPlans not listed yet: their reservations would be missed
     cache.replace("packingplans", [])
-    assert not cache.view().stale
+    assert not cache.snapshot().stale
     clock.now += 20
     cache.heard("nodes")
     cache.heard("packingplans")
     clock.now += 15
-    view = cache.view()
+    view = cache.snapshot()
     assert view.stale and view.age == 35  # the pod watch has been silent for 35 s
     cache.heard("pods")
-    assert not cache.view().stale
+    assert not cache.snapshot().stale
 
 
 def test_a_malformed_node_quantity_means_no_gpus_not_a_crash():

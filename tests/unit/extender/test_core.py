@@ -3,7 +3,7 @@ import pytest
 from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
 
 from netsched.extender.cache import ClusterCache
-from netsched.extender.core import Extender, StaleCache, _ranking
+from netsched.extender.engine import Extender, StaleCache, _ranking
 from netsched.extender.scorers import Scored, TopologyScorer
 
 
@@ -83,9 +83,9 @@ def test_a_pod_filtered_again_does_not_count_its_own_earlier_assumption():
     seen = []
 
     class Spy(TopologyScorer):
-        def score(self, pod, needs, view, idx, telemetry):
-            seen.append(dict(zip(view.table.names, view.free.tolist(), strict=True)))
-            return super().score(pod, needs, view, idx, telemetry)
+        def score(self, req, idx):
+            seen.append(dict(zip(req.snapshot.table.names, req.snapshot.free.tolist(), strict=True)))
+            return super().score(req, idx)
 
     ext = Extender(cache_of(CLUSTER), scorer=Spy(), shortlist=1)
     p = pod("r0", gpus=8)
@@ -97,11 +97,12 @@ def test_a_pod_filtered_again_does_not_count_its_own_earlier_assumption():
 
 class Counting(TopologyScorer):
     def __init__(self):
+        super().__init__()
         self.calls = 0
 
-    def score(self, pod, needs, view, idx, telemetry):
+    def score(self, req, idx):
         self.calls += 1
-        return super().score(pod, needs, view, idx, telemetry)
+        return super().score(req, idx)
 
 
 def test_prioritize_answers_with_its_filters_scores_once():

@@ -13,11 +13,12 @@ from cluster_builders import args, cache_of, pod
 from netsched.api.gpujob import job_spec
 from netsched.datagen.simulator import SimConfig, simulate
 from netsched.devcluster.topology import GPUNode
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
 from netsched.extender.model_features import feature_values
 from netsched.extender.needs import parse_needs
+from netsched.extender.plugin import Request
 from netsched.extender.protocol import parse_args
 from netsched.extender.scorers import TopologyScorer
 from netsched.models.artifact import META_FILE, MODEL_FILE
@@ -35,6 +36,11 @@ NODES = [GPUNode(name, zone, rack, gpu).manifest() for name, zone, rack, gpu in 
 NAMES = ["h-0", "h-1", "v-0", "v-1"]
 TRAINING = {"netsched.io/workload-kind": "training", "netsched.io/replicas": "1",
             "netsched.io/expected-duration-seconds": "3000", "netsched.io/input-size-gb": "1"}
+
+
+def features(pod, needs, snapshot, idx, store):
+    """The model's feature values for candidates idx, as the extender computes them for a request."""
+    return feature_values(Request(pod, needs, snapshot.with_telemetry(store.snapshot())), idx)
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +75,9 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     p = parse_args({"Pod": pod("next", gpus=2, job="train", annotations={
         **TRAINING, "netsched.io/data-source": "zone:zone-b", "netsched.io/communication-intensity": "high"}),
         "NodeNames": NAMES}).pod
-    view = cache.view(p.namespace, p.job)
+    view = cache.snapshot(p.namespace, p.job)
     idx = np.arange(4)
-    values = feature_values(p, parse_needs(p.annotations), view, idx, TelemetryStore())
+    values = features(p, parse_needs(p.annotations), view, idx, TelemetryStore())
     X = feature_matrix(values, 4)
     col = {name: X[:, INDEX[name]] for name in FEATURE_NAMES}
     assert col["gpu_h100"].tolist() == [1, 1, 0, 0] and col["gpu_v100"].tolist() == [0, 0, 1, 1]
@@ -87,7 +93,7 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     assert all(math.isnan(v) for v in col["nic_util"])  # no telemetry: unknown
     store = TelemetryStore()
     store.record_nic("v-0", 0.4)
-    values = feature_values(p, parse_needs(p.annotations), view, idx, store)
+    values = features(p, parse_needs(p.annotations), view, idx, store)
     nic = feature_matrix(values, 4)[:, INDEX["nic_util"]]
     assert nic[2] == 0.4 and np.isnan(nic[[0, 1, 3]]).all()
 
@@ -104,8 +110,8 @@ def test_a_jobs_record_holds_the_network_features_the_extender_served_for_its_la
     cache = cache_of(NODES, [pod("r0", "h-0", job="train"), pod("r1", "v-0", job="train")])
     notes = {"netsched.io/data-source": f"endpoint:{endpoint}"}
     p = parse_args({"Pod": pod("r2", job="train", annotations=notes), "NodeNames": NAMES}).pod
-    view = cache.view(p.namespace, p.job)
-    served = feature_values(p, parse_needs(p.annotations), view, np.array([1]), store)  # h-1
+    view = cache.snapshot(p.namespace, p.job)
+    served = features(p, parse_needs(p.annotations), view, np.array([1]), store)  # h-1
     job = job_spec({"metadata": {"namespace": "ml", "name": "train", "uid": "u"}, "spec": {
         "replicas": 3, "gpusPerReplica": 2, "template": {"spec": {"containers": [{"name": "c"}]}},
         "dataSources": [{"name": "d", "kind": "endpoint", "endpoint": endpoint}]}})
@@ -130,8 +136,8 @@ def test_filter_hands_back_the_node_the_model_predicts_fastest(artifact):
     p = pod("job", gpus=2, annotations=TRAINING)
     passed = extender.filter(args(p, NAMES)).passed
     ref = parse_args({"Pod": p, "NodeNames": NAMES}).pod
-    view = extender.cache.view(ref.namespace, None)
-    values = feature_values(ref, parse_needs(ref.annotations), view, np.arange(4), TelemetryStore())
+    view = extender.cache.snapshot(ref.namespace, None)
+    values = features(ref, parse_needs(ref.annotations), view, np.arange(4), TelemetryStore())
     X = feature_matrix(values, 4)
     assert passed == [NAMES[int(np.argmin(source.predictor.predict(X)))]]
     assert extender.decisions.find("ml", "job").scorer == "model"
@@ -180,8 +186,8 @@ def test_a_manifest_repointed_to_a_new_artifact_is_reloaded(artifact, tmp_path):
 def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeypatch):
     monkeypatch.setattr("netsched.models.predictor.SCREEN_ROWS", 3)
     predictor = Predictor.load(artifact)
-    values = feature_values(parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod,
-                            parse_needs({}), cache_of(NODES).view("ml", None), np.arange(4), TelemetryStore())
+    values = features(parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod,
+                      parse_needs({}), cache_of(NODES).snapshot("ml", None), np.arange(4), TelemetryStore())
     values = {k: v if np.ndim(v) == 0 else np.tile(v, 3) for k, v in values.items()}  # 12 candidates
     values["node_free_gpus"] = np.arange(12.0) % 9
     X = feature_matrix(values, 12)

@@ -2,7 +2,11 @@ import numpy as np
 import pytest
 from cluster_builders import CLUSTER, cache_of, node, pod
 
-from netsched.extender.needs import InvalidNeeds, check, parse_needs
+from netsched.extender.engine import run_filters
+from netsched.extender.needs import InvalidNeeds, parse_needs
+from netsched.extender.plugin import Request
+from netsched.extender.plugins import FILTERS
+from netsched.extender.protocol import PodRef
 from netsched.telemetry.store import TelemetryStore
 
 
@@ -23,9 +27,10 @@ def test_bad_annotations_name_the_annotation_and_the_fix(annotations, message):
 
 def reasons(annotations, pods=(), telemetry=None, nodes=CLUSTER):
     cache = cache_of(nodes, list(pods))
-    view = cache.view("ml", "train")
-    idx = np.array([view.table.index[n["metadata"]["name"]] for n in nodes])
-    found = check(parse_needs(annotations), view, idx, "train", telemetry or TelemetryStore())
+    snap = cache.snapshot("ml", "train").with_telemetry((telemetry or TelemetryStore()).snapshot())
+    idx = np.array([snap.table.index[n["metadata"]["name"]] for n in nodes])
+    req = Request(PodRef("ml", "p", "", 1, "train"), parse_needs(annotations), snap)
+    found = run_filters(FILTERS, req, idx)
     return {nodes[pos]["metadata"]["name"]: why for pos, why in found.items()}
 
 

@@ -2,7 +2,7 @@
 
 from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
 
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 
 
 def plan(phase: str = "Placing", placements=(), moves=(), arrived=()) -> dict:

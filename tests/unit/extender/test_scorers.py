@@ -3,7 +3,7 @@ import random
 import numpy as np
 from cluster_builders import CLUSTER, NAMES, args, cache_of, node, pod
 
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.protocol import MAX_SCORE
 from netsched.telemetry.store import TelemetryStore
 

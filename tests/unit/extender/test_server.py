@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netsched.extender.cache import ClusterCache
-from netsched.extender.core import Extender
+from netsched.extender.engine import Extender
 from netsched.extender.server import make_app
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"

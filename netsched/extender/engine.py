@@ -1,7 +1,9 @@
 """What the extender decides for filter, prioritize and preempt, independent of HTTP.
 
-Filter removes nodes that fail a pod's network needs or an active PackingPlan's pins
-and reservations (each with a reason in FailedAndUnresolvableNodes) and then, by
+Every verb takes one snapshot of the cluster and its telemetry when it starts and runs the
+plugin registry (netsched.extender.plugins) over it. Filter removes nodes that a filter plugin
+rejects (each with its reason in FailedAndUnresolvableNodes, counted under the plugin's
+name) and then, by
 default, narrows the rest to a shortlist: the best-scoring nodes of the best network
 tier, at most `shortlist` of them. Narrowing is what keeps the extender cheap for
 kube-scheduler: its own Score plugins then run on a few nodes instead of all, and with one node left it skips
@@ -24,16 +26,20 @@ prioritize gives no scores. Stale data is never used silently.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.extender.cache import ClusterCache, NodeTable, Placement, View
+from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.explain import Candidate, Decision, DecisionLog
 from netsched.extender.metrics import Metrics
-from netsched.extender.needs import InvalidNeeds, NetworkNeeds, check, parse_needs
+from netsched.extender.needs import InvalidNeeds, NetworkNeeds, parse_needs
+from netsched.extender.plugin import Filter, Refused, Request
+from netsched.extender.plugins import FILTERS
 from netsched.extender.protocol import ExtenderArgs, PodRef
-from netsched.extender.scorers import Scored, Scorer, TopologyScorer
+from netsched.extender.scorers import NodeScorer, Scored, TopologyScorer
+from netsched.extender.snapshot import NodeTable, Snapshot
 from netsched.telemetry.store import TelemetryStore
 
 TIER_TOLERANCE = 0.05  # network values this close to the best count as equally good
@@ -86,11 +92,13 @@ class _Scores:
 
 class Extender:
     def __init__(self, cache: ClusterCache, telemetry: TelemetryStore | None = None,
-                 scorer: Scorer | None = None, shortlist: int = 1,
-                 decisions: DecisionLog | None = None, metrics: Metrics | None = None):
+                 scorer: NodeScorer | None = None, shortlist: int = 1,
+                 decisions: DecisionLog | None = None, metrics: Metrics | None = None,
+                 filters: Sequence[Filter] = FILTERS):
         self.cache = cache
         self.telemetry = telemetry if telemetry is not None else TelemetryStore()
         self.scorer = scorer or TopologyScorer()
+        self.filters = filters
         self.shortlist = shortlist
         self.decisions = decisions if decisions is not None else DecisionLog()
         self.metrics = metrics or Metrics()
@@ -101,31 +109,27 @@ class Extender:
         self.metrics.candidates.observe(len(names))
         if pod.uid:
             self.cache.unassume(pod.uid)
-        view = self._view(pod)
+        snap = self._snapshot(pod)
         try:
             needs = parse_needs(pod.annotations)
         except InvalidNeeds as exc:
             self.metrics.filtered.labels("invalid_annotation").inc(len(names))
             return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
-        idx, known, unknown = self._index(view, names)
-        reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
-        self._count_rejections(reasons, needs)
-        if view.pins:
-            pinned = view.pins.check(pod, view.table.names, view.table.index, idx, view.free)
-            self.metrics.filtered.labels("packing_plan").inc(len(pinned.keys() - reasons.keys()))
-            reasons = {**pinned, **reasons}
+        req = Request(pod, needs, snap)
+        idx, known, unknown = self._index(snap, names)
+        reasons = self._reject(req, idx, count=True)
         unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
         unknown_names = [names[pos] for pos in unknown]
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
-        scored = self.scorer.score(pod, needs, view, ok_idx, self.telemetry)
+        scored = self.scorer.score(req, ok_idx)
         order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
-        strict = bool(needs) or bool(view.pins and view.pins.pinned(pod))
-        passed, failed = self._narrow(view, ok_idx, scored, order, unknown_names, strict)
+        strict = bool(needs) or bool(snap.pins and snap.pins.pinned(pod))
+        passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
         ints = scored.scores()
-        self._record(pod, view, ok_idx, scored, ints, order, len(names), unresolvable)
+        self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable)
         self._filtered.pop(pod.uid, None)
         if len(passed) > 1 and pod.uid:
-            self._keep(pod.uid, _Scores(self.cache.clock(), view.table, ok_idx, ints,
+            self._keep(pod.uid, _Scores(self.cache.clock(), snap.table, ok_idx, ints,
                                         None if self.shortlist else passed[: len(ok_idx)]))
         if len(passed) == 1 and pod.uid:
             self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
@@ -134,13 +138,13 @@ class Extender:
 
     def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod, names = args.pod, args.node_names
-        view = self._view(pod)
+        snap = self._snapshot(pod)
         kept = self._filtered.pop(pod.uid, None) if pod.uid else None
-        if kept is not None and not kept.usable(view.table, self.cache.clock()):
+        if kept is not None and not kept.usable(snap.table, self.cache.clock()):
             kept = None
         if kept is not None and kept.names == names:  # the usual cycle: the very nodes filter passed
             return self._prioritized("reused", names, kept.scores)
-        idx, known, _ = self._index(view, names)
+        idx, known, _ = self._index(snap, names)
         hosts = names if len(known) == len(names) else [names[k] for k in known]
         scores = kept.at_nodes(idx) if kept is not None else None
         if scores is not None:
@@ -149,7 +153,7 @@ class Extender:
             needs = parse_needs(pod.annotations)
         except InvalidNeeds:
             needs = NetworkNeeds()  # filter already told the user; score on topology alone
-        scored = self.scorer.score(pod, needs, view, idx, self.telemetry)  # filter recorded the why
+        scored = self.scorer.score(Request(pod, needs, snap), idx)  # filter recorded the why
         return self._prioritized("fresh", hosts, scored.scores())
 
     def _prioritized(self, source: str, hosts: list[str], scores: np.ndarray) -> Priorities:
@@ -162,47 +166,50 @@ class Extender:
         useful, and a planned pod must not evict its way onto a node its plan did not choose.
         On a stale cache it has no opinion and keeps every candidate."""
         try:
-            view = self._view(pod)
+            snap = self._snapshot(pod)
         except StaleCache:
             return victims
         needs = parse_needs(pod.annotations)
         names = list(victims)
-        idx, known, unknown = self._index(view, names)
-        reasons = check(needs, view, idx, pod.job, self.telemetry) if needs else {}
-        pinned = bool(view.pins and view.pins.pinned(pod))
-        if pinned:
-            reasons |= view.pins.check(pod, view.table.names, view.table.index, idx, view.free)
+        idx, known, unknown = self._index(snap, names)
+        reasons = self._reject(Request(pod, needs, snap, preempting=True), idx)
         keep = {names[k] for pos, k in enumerate(known) if pos not in reasons}
-        if not needs and not pinned:
+        if not needs and not (snap.pins and snap.pins.pinned(pod)):
             keep.update(names[k] for k in unknown)
         return {n: v for n, v in victims.items() if n in keep}
 
     # ---- steps -------------------------------------------------------------------
-    def _view(self, pod: PodRef) -> View:
-        view = self.cache.view(pod.namespace, pod.job)
-        self.metrics.cache_age.set(min(view.age, 1e9))
-        if view.stale:
-            state = (f"{view.age:.0f} s old (bound {self.cache.max_age:g} s)" if view.synced
+    def _snapshot(self, pod: PodRef) -> Snapshot:
+        """The one snapshot this request reads: the cluster as the cache holds it, with the pod's job's
+        peers, and the telemetry store as it is now."""
+        snap = self.cache.snapshot(pod.namespace, pod.job)
+        self.metrics.cache_age.set(min(snap.age, 1e9))
+        if snap.stale:
+            state = (f"{snap.age:.0f} s old (bound {self.cache.max_age:g} s)" if snap.synced
                      else "not synced with the apiserver yet")
             raise StaleCache(f"netsched: cluster cache is {state}; not filtering on stale data")
-        return view
+        return snap.with_telemetry(self.telemetry.snapshot())
+
+    def _reject(self, req: Request, idx: np.ndarray, count: bool = False) -> dict[int, str]:
+        counted = self.metrics.filtered.labels if count else None
+        return run_filters(self.filters, req, idx, lambda name, n: counted and counted(name).inc(n))
 
     @staticmethod
-    def _index(view: View, names: list[str]) -> tuple[np.ndarray, list[int], list[int]]:
+    def _index(snap: Snapshot, names: list[str]) -> tuple[np.ndarray, list[int], list[int]]:
         """Table indices of the names netsched knows, with positions of known and unknown names."""
-        found = list(map(view.table.index.get, names))
+        found = list(map(snap.table.index.get, names))
         if None not in found:  # the usual case: one C-speed pass, no per-name Python
             return np.fromiter(found, dtype=np.int64, count=len(found)), range(len(found)), []
         known = [pos for pos, i in enumerate(found) if i is not None]
         unknown = [pos for pos, i in enumerate(found) if i is None]
         return np.array([found[pos] for pos in known], dtype=np.int64), known, unknown
 
-    def _narrow(self, view: View, ok_idx: np.ndarray, scored: Scored, order: list[int],
+    def _narrow(self, snap: Snapshot, ok_idx: np.ndarray, scored: Scored, order: list[int],
                 unknown: list[str], strict: bool) -> tuple[list[str], dict[str, str]]:
         """The nodes to hand back (a shortlist best first; without one, in the request's order, as
         kube-scheduler ranks them itself) and the unknown ones that fail (all of them when the pod
         has network needs or a pin: a node missing from the cache cannot be checked)."""
-        names = view.table.names
+        names = snap.table.names
         if self.shortlist > 0 and len(order):
             best = scored.network[order[0]]
             passed = [names[ok_idx[o]] for o in order[: self.shortlist]
@@ -221,18 +228,11 @@ class Extender:
         while len(self._filtered) > REUSE_PODS:
             self._filtered.popitem(last=False)
 
-    def _count_rejections(self, reasons: dict[int, str], needs: NetworkNeeds) -> None:
-        if reasons:
-            kind = "peer_distance" if needs.max_peer_distance else "data_distance"
-            if needs.limits:
-                kind = "network_limits"
-            self.metrics.filtered.labels(kind).inc(len(reasons))
-
-    def _record(self, pod: PodRef, view: View, idx: np.ndarray, scored: Scored, ints: np.ndarray,
+    def _record(self, pod: PodRef, snap: Snapshot, idx: np.ndarray, scored: Scored, ints: np.ndarray,
                 order: list[int], candidates: int, rejected: dict[str, str]) -> None:
         if not pod.uid:
             return
-        names = view.table.names
+        names = snap.table.names
         top = [
             Candidate(names[idx[o]], int(ints[o]),
                       {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
@@ -241,6 +241,25 @@ class Extender:
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
         self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
                                        candidates, examples, len(rejected), top))
+
+
+def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
+                on_reject: Callable[[str, int], object] = lambda name, n: None) -> dict[int, str]:
+    """Reasons by position in idx, in candidate order: the first filter to reject a node names it.
+    `on_reject(filter name, nodes)` hears how many nodes each filter was first to reject."""
+    reasons: dict[int, str] = {}
+    for f in filters:
+        try:
+            found = f.reject(req, idx)
+        except Refused as refused:
+            on_reject(f.name, len(idx))
+            return dict.fromkeys(range(len(idx)), str(refused))
+        new = found.keys() - reasons.keys()
+        if new:
+            on_reject(f.name, len(new))
+        for pos in new:
+            reasons[pos] = found[pos]
+    return dict(sorted(reasons.items()))
 
 
 def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:

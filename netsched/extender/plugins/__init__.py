@@ -1,0 +1,23 @@
+"""The extender's filters and scorers: one object per file, registered here in the order they run.
+
+Adding a signal is adding its file and one line below. Filters run for filter and preempt,
+in this order (the first reason a node gets is the one reported); network scorers make up
+the topology heuristic's network value, weighted by their `weight` where they apply; the
+tie-break adds packing's share (netsched.models.heuristic).
+"""
+
+from __future__ import annotations
+
+from netsched.extender.plugin import Filter, Scorer
+from netsched.extender.plugins.data import DataCloseness
+from netsched.extender.plugins.data_distance import DataDistance
+from netsched.extender.plugins.network_limits import NetworkLimits
+from netsched.extender.plugins.packing import Packing
+from netsched.extender.plugins.packing_plan import PackingPlanPins
+from netsched.extender.plugins.peer_distance import PeerDistance
+from netsched.extender.plugins.peers import PeerCloseness
+from netsched.extender.plugins.rack_room import RackRoom
+
+FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PackingPlanPins())
+SCORERS: tuple[Scorer, ...] = (PeerCloseness(), RackRoom(), DataCloseness())
+TIE_BREAK = Packing()

@@ -1,0 +1,42 @@
+"""Filter: measured RTT and bandwidth limits towards the job's peers and its data
+(`netsched.io/max-peer-rtt-ms`, `min-peer-bandwidth-mbps`, `max-data-rtt-ms`,
+`min-data-bandwidth-mbps`). A link with no fresh measurement fails the node, with a reason
+that says so; a pod next to its peer on one node crosses no link and passes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsched.extender.needs import Limit
+from netsched.extender.plugin import Request
+
+
+class NetworkLimits:
+    name = "network_limits"
+
+    def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
+        needs, snap = req.needs, req.snapshot
+        reasons: dict[int, str] = {}
+        for limit in needs.limits:
+            targets = sorted(set(snap.peers)) if limit.towards == "peer" else [needs.data_name or ""]
+            for target in targets:  # the first target a node fails is the one its reason names
+                _check(limit, target, snap.table.names, idx, snap.measured(idx, target), reasons)
+        return reasons
+
+
+def _check(limit: Limit, target: str, names: list[str], idx: np.ndarray,
+           links: tuple[np.ndarray, np.ndarray] | None, reasons: dict[int, str]) -> None:
+    got = np.full(len(idx), np.nan) if links is None else links[0 if limit.measure == "bandwidth_mbps" else 1]
+    with np.errstate(invalid="ignore"):
+        bad = (got > limit.value) if limit.bound == "max" else (got < limit.value)
+    unit = "ms RTT" if limit.measure == "rtt_ms" else "Mbit/s"
+    for pos in np.flatnonzero(np.isnan(got) | bad):
+        node = names[idx[pos]]
+        if pos in reasons or node == target:
+            continue
+        if np.isnan(got[pos]):
+            reasons[int(pos)] = (f"netsched: no fresh measurement from {node} to {limit.towards} {target} "
+                                 f"({limit.annotation}={limit.value:g} cannot be checked)")
+        else:
+            reasons[int(pos)] = (f"netsched: {node} to {limit.towards} {target} measures {got[pos]:g} "
+                                 f"{unit}, {limit.bound} allowed {limit.value:g} ({limit.annotation})")

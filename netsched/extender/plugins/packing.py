@@ -1,0 +1,18 @@
+"""Tie-break: using a node's free GPUs exactly, which keeps whole nodes free for large pods. It
+weighs PACKING_WEIGHT of the score, outside the network value, so it never outweighs a step of
+proximity."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsched.extender.plugin import Request
+from netsched.models.heuristic import tightness
+
+
+class Packing:
+    name = "packing"
+
+    def score(self, req: Request, idx: np.ndarray) -> np.ndarray:
+        snap = req.snapshot
+        return tightness(snap.table.allocatable[idx], snap.free[idx], req.pod.gpus)

@@ -1,0 +1,37 @@
+"""Filter: every pod of a job within `netsched.io/max-peer-distance` (node, rack or zone) of the
+job's pods already placed. Before the first pod is placed, anywhere goes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsched.api.labels import MAX_PEER_DISTANCE
+from netsched.extender.locality import LEVELS, Place, closeness_levels
+from netsched.extender.plugin import Request
+from netsched.extender.snapshot import Snapshot
+
+
+class PeerDistance:
+    name = "peer_distance"
+
+    def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
+        distance, snap = req.needs.max_peer_distance, req.snapshot
+        if not distance or not snap.peers:
+            return {}
+        table, need = snap.table, LEVELS[distance]
+        ok = np.ones(len(idx), dtype=bool)
+        for peer in sorted(set(snap.peers)):
+            if peer in table.index:
+                ok &= closeness_levels(table, idx, Place.of_node(table, table.index[peer])) >= need
+        where = sorted({_where(snap, p, distance) for p in snap.peers})
+        return {int(pos): (f"netsched: {table.names[idx[pos]]} is not in the same {distance} as job "
+                           f"{req.pod.job}'s pods ({', '.join(where)}; {MAX_PEER_DISTANCE}={distance})")
+                for pos in np.flatnonzero(~ok)}
+
+
+def _where(snap: Snapshot, node: str, distance: str) -> str:
+    i = snap.table.index.get(node)
+    if distance == "node" or i is None:
+        return node
+    found = snap.table.rack_of(i) if distance == "rack" else snap.table.zone_of(i)
+    return found or f"{node} (no {distance} label)"

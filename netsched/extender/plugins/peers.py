@@ -1,0 +1,36 @@
+"""Scorer: closeness to each node already holding a pod of the job (same node 1.0, same rack 0.8,
+same zone 0.4, elsewhere 0), averaged over the pods. Where telemetry has a fresh measurement of
+the link, half of that pair's value comes from the measurement instead: bandwidth relative to the
+best candidate's and RTT relative to the lowest (netsched.models.heuristic)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsched.extender.locality import Place, closeness_levels
+from netsched.extender.plugin import Request
+from netsched.models.heuristic import CLOSENESS, PEER_WEIGHT, blend, link_quality
+
+
+class PeerCloseness:
+    name = "peers"
+    weight = PEER_WEIGHT
+
+    def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
+        snap = req.snapshot
+        if not snap.peers:
+            return None
+        total = np.zeros(len(idx))
+        known = [p for p in snap.peers if p in snap.table.index]
+        for peer in sorted(set(known)):
+            place = Place.of_node(snap.table, snap.table.index[peer])
+            value = CLOSENESS[closeness_levels(snap.table, idx, place)]
+            total += known.count(peer) * blend(value, measured_quality(req, idx, peer))
+        return total / max(len(known), 1)
+
+
+def measured_quality(req: Request, idx: np.ndarray, target: str) -> np.ndarray | None:
+    """0..1 per candidate from fresh measurements towards target; NaN where unmeasured, None when
+    nothing is."""
+    links = req.snapshot.measured(idx, target)
+    return None if links is None else link_quality(*links)

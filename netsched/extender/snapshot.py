@@ -1,0 +1,121 @@
+"""What one extender request reads: an immutable snapshot of the cluster and its telemetry.
+
+A request takes one `Snapshot` when it starts and reads nothing else: the node table,
+free GPUs and requested CPU/memory per node, where the asked-for job's pods sit, the
+active PackingPlans' pins, and the telemetry store as it was at that instant. Nothing
+in it changes while the request runs, so the filters and scorers of one request agree.
+
+Node facts that rarely change (zone, rack, GPU model, allocatable GPUs) live in a
+`NodeTable` of numpy arrays, so scoring 5,000 candidates is vector arithmetic; what is
+derived from the table alone (GPU-model features) is computed once per table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from netsched.extender.pins import Pins
+from netsched.models.features import gpu_features
+from netsched.telemetry.store import TelemetrySnapshot
+
+UNKNOWN = -1  # id of a missing zone or rack label
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    """Static node facts as arrays indexed like `names`."""
+
+    names: list[str]
+    index: dict[str, int]
+    zone: np.ndarray  # int ids into zone_names, UNKNOWN when unlabelled
+    rack: np.ndarray
+    allocatable: np.ndarray
+    zone_names: list[str]
+    rack_names: list[str]
+    gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
+    cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
+    memory: np.ndarray
+
+    @classmethod
+    def build(cls, nodes: dict[str, dict]) -> NodeTable:
+        names = sorted(nodes)
+        zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
+        rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
+        zid = {z: i for i, z in enumerate(zone_names)}
+        rid = {r: i for i, r in enumerate(rack_names)}
+        return cls(
+            names=names,
+            index={n: i for i, n in enumerate(names)},
+            zone=np.array([zid.get(nodes[n]["zone"], UNKNOWN) for n in names], dtype=np.int32),
+            rack=np.array([rid.get(nodes[n]["rack"], UNKNOWN) for n in names], dtype=np.int32),
+            allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
+            zone_names=zone_names,
+            rack_names=rack_names,
+            gpu_product=[nodes[n]["gpu_product"] for n in names],
+            cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
+            memory=np.array([nodes[n]["memory"] for n in names], dtype=np.float64),
+        )
+
+    def zone_of(self, i: int) -> str | None:
+        return self.zone_names[self.zone[i]] if self.zone[i] != UNKNOWN else None
+
+    def rack_of(self, i: int) -> str | None:
+        return self.rack_names[self.rack[i]] if self.rack[i] != UNKNOWN else None
+
+    @cached_property
+    def gpu_flags(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """The GPU-family features of every node (names, rows by table index): computed once per
+        table, which changes only when nodes do, so a request pays an index, not label parses."""
+        names = tuple(gpu_features(None))
+        rows = [gpu_features(p) for p in self.gpu_product]
+        return names, np.array([[r[n] for n in names] for r in rows]).reshape(-1, len(names))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    table: NodeTable
+    free: np.ndarray  # free GPUs per table index (a copy: safe to read after the lock)
+    peers: tuple[str, ...]  # nodes holding the asked-for job's pods, one entry per pod
+    age: float
+    stale: bool
+    synced: bool
+    pins: Pins = Pins()
+    requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
+    telemetry: TelemetrySnapshot | None = None  # None: no telemetry store at all
+    _links: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
+
+    def with_telemetry(self, telemetry: TelemetrySnapshot | None) -> Snapshot:
+        return Snapshot(self.table, self.free, self.peers, self.age, self.stale, self.synced, self.pins,
+                        self.requested, telemetry)
+
+    def links(self, target: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Fresh bandwidth (Mbit/s) and RTT (ms) from every node (by table index) to target, NaN where
+        unmeasured; None when no node has a fresh measurement towards target. Read once per target."""
+        if target not in self._links:
+            found = None
+            if self.telemetry:
+                bw, rtt = self.telemetry.aligned(target, self.table.index, len(self.table.names))
+                found = None if np.isnan(bw).all() else (bw, rtt)
+            self._links[target] = found
+        return self._links[target]
+
+    def measured(self, idx: np.ndarray, target: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """`links(target)` at the candidates idx."""
+        links = self.links(target)
+        return None if links is None else (links[0][idx], links[1][idx])
+
+    def nic(self, idx: np.ndarray) -> np.ndarray:
+        """NIC utilisation of the candidates idx, NaN where unknown or stale."""
+        if not self.telemetry:
+            return np.full(len(idx), np.nan)
+        return self.telemetry.nic_aligned(self.table.index, len(self.table.names))[idx]
+
+    def rack_free(self, idx: np.ndarray) -> np.ndarray:
+        """Free GPUs in each candidate's rack (the node's own when it has no rack label)."""
+        table = self.table
+        alone = len(table.rack_names) + np.arange(len(table.rack))  # an unlabelled node is its own rack
+        racks = np.where(table.rack != UNKNOWN, table.rack, alone)
+        return np.bincount(racks, weights=self.free)[racks[idx]]
