@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched import __version__
+from netsched.api.settings import add_flags, from_args
+from netsched.extender.config import ExtenderConfig
+from netsched.operator.config import OperatorConfig
 
 DESCRIPTION = """\
 netsched: network-aware GPU job scheduling for Kubernetes.
@@ -112,27 +115,18 @@ def cmd_extender(args: argparse.Namespace) -> int:
     from netsched.extender.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(api_client(args.kubeconfig), host=args.host, port=args.port, shortlist=args.shortlist,
-          max_cache_age=args.max_cache_age, explain_events=not args.no_explain_events,
-          prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age,
-          model=Path(args.model) if args.model else None, model_reload_seconds=args.model_reload_seconds)
+    settings = from_args(ExtenderConfig, args)
+    serve(api_client(settings.kubeconfig), settings)
     return 0
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
     import logging
 
-    from netsched.operator.packer import PackerConfig
-    from netsched.operator.records import default_path
     from netsched.operator.run import run_operator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    packer = PackerConfig(not args.no_packer, args.pack_budget, args.pack_after, args.pack_cooldown,
-                          args.plan_deadline)
-    run_operator(args.kubeconfig, Path(args.records) if args.records else default_path(), host=args.host,
-                 health_port=args.health_port, metrics_port=args.metrics_port, interval=args.interval,
-                 peering=args.peering, scheduler=args.scheduler_name, packer=packer,
-                 prometheus_url=args.prometheus_url, telemetry_max_age=args.telemetry_max_age)
+    run_operator(from_args(OperatorConfig, args))
     return 0
 
 
@@ -395,61 +389,14 @@ def build_parser() -> argparse.ArgumentParser:
     ext = sub.add_parser("extender", help="run the scheduler extender (HTTP)",
                          description="Serve the kube-scheduler extender v1 verbs filter, prioritize and "
                          "preempt, answering from a watch-fed cache of Nodes and Pods.")
-    ext.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
-    ext.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    ext.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
-    ext.add_argument("--shortlist", type=int, default=1, metavar="N",
-                     help="filter hands back at most the N best nodes of the best network tier "
-                     "(default 1: one scheduling round trip; 0 returns every feasible node)")
-    ext.add_argument("--max-cache-age", type=float, default=30.0, metavar="SECONDS",
-                     help="oldest cache the extender answers from; older means filter returns Error "
-                     "and kube-scheduler decides alone if the extender is ignorable (default 30)")
-    ext.add_argument("--prometheus-url", help="read link telemetry (the agents' metrics) from this "
-                     "Prometheus, e.g. http://prometheus:9090 (default: none; topology only)")
-    ext.add_argument("--telemetry-max-age", type=float, default=120.0, metavar="SECONDS",
-                     help="a link measured longer ago than this is unknown, never used (default 120)")
-    ext.add_argument("--model", metavar="PATH",
-                     help="score by this completion-time model: an artifact directory or a current.json "
-                     "manifest from `netsched train`/`retrain` (default: none; the topology heuristic). "
-                     "Re-read when its files change; a bad artifact falls back to the heuristic")
-    ext.add_argument("--model-reload-seconds", type=float, default=5.0, metavar="SECONDS",
-                     help="how often the model's files are checked for a new artifact (default 5)")
-    ext.add_argument("--no-explain-events", action="store_true",
-                     help="do not write a NetworkPlacement event on each placed pod")
+    add_flags(ext, ExtenderConfig)
     ext.set_defaults(func=cmd_extender)
 
     op = sub.add_parser("operator", help="run the GPUJob operator (kopf)",
                         description="Run GPUJobs: create their pods behind a gang gate, release the gang "
                         "when it fits, keep status, conditions and events true, and append one training "
                         "record per finished job.")
-    op.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
-    op.add_argument("--records", help="job records file, JSON Lines (default: "
-                    "$XDG_STATE_HOME/netsched/job-records.jsonl; in a cluster, a path on a PVC)")
-    op.add_argument("--host", default="0.0.0.0", help="address for the health and metrics endpoints")
-    op.add_argument("--health-port", type=int, default=8080, help="GET /healthz (default 8080)")
-    op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics (default 9090)")
-    op.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                    help="how often each unfinished GPUJob is reconciled (default 1)")
-    op.add_argument("--scheduler-name", default="netsched",
-                    help="schedulerName of the pods it creates, unless a job's template sets one (default "
-                    "netsched: the scheduler profile that calls the extender)")
-    op.add_argument("--peering", metavar="NAME", help="kopf ClusterKopfPeering to join, so that of several "
-                    "replicas only one acts (default: run standalone)")
-    op.add_argument("--prometheus-url", help="Prometheus scraping the agents: each job's links at start go "
-                    "into its training record (default: none; records without links)")
-    op.add_argument("--telemetry-max-age", type=float, default=120.0, metavar="SECONDS",
-                    help="a link measured longer ago than this is not recorded (default 120)")
-    op.add_argument("--no-packer", action="store_true",
-                    help="never evict or move pods to make room (no PackingPlans)")
-    op.add_argument("--pack-budget", type=float, default=1.0, metavar="SECONDS",
-                    help="wall-clock budget of each packer solve, never overrun (default 1)")
-    op.add_argument("--pack-after", type=float, default=5.0, metavar="SECONDS",
-                    help="how long a pod must wait (Unschedulable, or a gang at its gate) before the packer "
-                    "looks for room (default 5)")
-    op.add_argument("--pack-cooldown", type=float, default=10.0, metavar="SECONDS",
-                    help="least time between two packer solves (default 10)")
-    op.add_argument("--plan-deadline", type=int, default=120, metavar="SECONDS",
-                    help="a PackingPlan not done by then is abandoned and its pins released (default 120)")
+    add_flags(op, OperatorConfig)
     op.set_defaults(func=cmd_operator)
 
     ag = sub.add_parser("agent", help="run the telemetry agent of one node",

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import orjson
 
+from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.needs import InvalidNeeds
 from netsched.extender.protocol import (
@@ -191,21 +192,20 @@ def settle_runtime() -> None:
     libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
-def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_cache_age: float = 30.0,
-          explain_events: bool = True, sync_timeout: float = 60.0, prometheus_url: str | None = None,
-          telemetry_max_age: float = 120.0, model: Path | None = None,
-          model_reload_seconds: float = 5.0) -> None:
+def serve(api, settings: ExtenderConfig, sync_timeout: float = 60.0) -> None:
     """Run the extender until SIGINT/SIGTERM: watches first, then the HTTP server."""
     import uvicorn
 
+    from netsched.api.settings import summary
     from netsched.extender.cache import ClusterCache
     from netsched.extender.explain import DecisionLog, EventWriter
     from netsched.extender.metrics import Metrics
     from netsched.extender.watch import start_watches, wait_synced
 
-    metrics, cache, decisions = Metrics(), ClusterCache(max_age=max_cache_age), DecisionLog()
+    log.info("netsched extender settings: %s", summary(settings))
+    metrics, cache, decisions = Metrics(), ClusterCache(max_age=settings.max_cache_age), DecisionLog()
     count = metrics.events.labels
-    writer = EventWriter(api, lambda outcome: count(outcome).inc()) if explain_events else None
+    writer = EventWriter(api, lambda outcome: count(outcome).inc()) if settings.explain_events else None
 
     def on_pod_event(kind: str, pod: dict) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -219,13 +219,13 @@ def serve(api, host: str = "0.0.0.0", port: int = 8888, shortlist: int = 1, max_
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)
     settle_runtime()
-    telemetry = _telemetry(metrics, prometheus_url, telemetry_max_age)
-    scorer = _scorer(metrics, model, model_reload_seconds)
-    extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=shortlist, decisions=decisions,
-                        metrics=metrics)
+    telemetry = _telemetry(metrics, settings.prometheus_url, settings.telemetry_max_age)
+    scorer = _scorer(metrics, settings.model, settings.model_reload_seconds)
+    extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=settings.shortlist,
+                        decisions=decisions, metrics=metrics)
     log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
-             host, port, shortlist, max_cache_age, scorer.name)
-    uvicorn.run(make_app(extender), host=host, port=port, loop="uvloop", http="httptools",
+             settings.host, settings.port, settings.shortlist, settings.max_cache_age, scorer.name)
+    uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
 
 

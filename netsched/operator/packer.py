@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 from kubernetes import client
@@ -31,6 +32,7 @@ from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
 from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
+from netsched.operator.config import PackerConfig
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.packing_plan import LivePod, Step, advance, fail, plan_body
 from netsched.operator.replica_pods import ungate_patch
@@ -39,15 +41,6 @@ from netsched.packing.solver import solve
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-packer"
-
-
-@dataclass(frozen=True)
-class PackerConfig:
-    enabled: bool = True
-    budget: float = 1.0  # seconds of wall time per solve, never overrun
-    wait: float = 5.0  # how long pods must have waited before the packer steps in
-    cooldown: float = 10.0  # seconds between solves
-    deadline: int = 120  # seconds a plan may take before it is abandoned
 
 
 @dataclass
@@ -161,7 +154,7 @@ class Packer:
         meta = pod["metadata"]
         gate = ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])
         key = RELEASED_BY.replace("/", "~1")  # JSON pointer escaping
-        sign = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
+        sign: dict[str, Any] = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
         if not meta.get("annotations"):
             sign = {"op": "add", "path": "/metadata/annotations", "value": {RELEASED_BY: plan}}
         try:

@@ -43,3 +43,24 @@ def test_pack_prints_the_example_plan_and_refuses_a_bad_snapshot(tmp_path, capsy
 def test_agent_refuses_a_malformed_peer(capsys):
     assert main(["agent", "--node-name", "a", "--peer", "b"]) == 2
     assert "expected NODE=HOST:PORT" in capsys.readouterr().err
+
+
+def test_extender_flags_reach_serve_as_one_settings_object(monkeypatch):
+    from netsched.extender.config import ExtenderConfig
+
+    served = []
+    monkeypatch.setattr("netsched.api.connect.api_client", lambda kubeconfig: f"api({kubeconfig})")
+    monkeypatch.setattr("netsched.extender.server.serve", lambda *call: served.append(call))
+    assert main(["extender", "--kubeconfig=k", "--shortlist=0", "--no-explain-events", "--model=m"]) == 0
+    assert served == [("api(k)", ExtenderConfig(kubeconfig="k", shortlist=0, explain_events=False,
+                                                 model=Path("m")))]
+
+
+def test_operator_flags_reach_run_operator_as_one_settings_object(monkeypatch):
+    from netsched.operator.config import OperatorConfig, PackerConfig
+
+    ran = []
+    monkeypatch.setattr("netsched.operator.run.run_operator", ran.append)
+    assert main(["operator", "--interval=2", "--no-packer", "--plan-deadline=30", "--records=r.jsonl"]) == 0
+    assert ran == [OperatorConfig(interval=2.0, records=Path("r.jsonl"),
+                                  packer=PackerConfig(enabled=False, deadline=30))]

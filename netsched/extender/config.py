@@ -1,0 +1,48 @@
+"""Settings of `netsched extender`: its flags, defaults and Helm values, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from netsched.api.settings import setting
+
+IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
+CHART_PORT = "the chart's Service and probes are bound to it"
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    kubeconfig: str | None = setting(
+        flag="--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)",
+        fixed=IN_CLUSTER)
+    host: str = setting("0.0.0.0", flag="--host", help="address to listen on (default 0.0.0.0)",
+                        fixed=CHART_PORT)
+    port: int = setting(8888, flag="--port", help="port to listen on (default 8888)", fixed=CHART_PORT)
+    shortlist: int = setting(
+        1, flag="--shortlist", metavar="N", helm="extender.shortlist",
+        help="filter hands back at most the N best nodes of the best network tier "
+        "(default 1: one scheduling round trip; 0 returns every feasible node)")
+    max_cache_age: float = setting(
+        30.0, flag="--max-cache-age", metavar="SECONDS", helm="extender.maxCacheAge",
+        help="oldest cache the extender answers from; older means filter returns Error "
+        "and kube-scheduler decides alone if the extender is ignorable (default 30)")
+    prometheus_url: str | None = setting(
+        flag="--prometheus-url", helm="extender.telemetry.prometheusUrl",
+        help="read link telemetry (the agents' metrics) from this "
+        "Prometheus, e.g. http://prometheus:9090 (default: none; topology only)")
+    telemetry_max_age: float = setting(
+        120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        help="a link measured longer ago than this is unknown, never used (default 120)")
+    # The chart derives the path from extender.model.source too (the image's model, a claim, or none).
+    model: Path | None = setting(
+        flag="--model", metavar="PATH", helm="extender.model.path",
+        help="score by this completion-time model: an artifact directory or a current.json "
+        "manifest from `netsched train`/`retrain` (default: none; the topology heuristic). "
+        "Re-read when its files change; a bad artifact falls back to the heuristic")
+    model_reload_seconds: float = setting(
+        5.0, flag="--model-reload-seconds", metavar="SECONDS", helm="extender.model.reloadSeconds",
+        help="how often the model's files are checked for a new artifact (default 5)")
+    explain_events: bool = setting(
+        True, flag="--no-explain-events", helm="extender.explainEvents",
+        help="do not write a NetworkPlacement event on each placed pod")

@@ -1,0 +1,68 @@
+"""Settings of `netsched operator` and its packer: their flags, defaults and Helm values, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.settings import setting
+
+CHART_PORTS = "the chart's probes and Service are bound to it"
+
+
+@dataclass(frozen=True)
+class PackerConfig:
+    enabled: bool = setting(
+        True, flag="--no-packer", helm="operator.packer.enabled",
+        help="never evict or move pods to make room (no PackingPlans)")
+    budget: float = setting(
+        1.0, flag="--pack-budget", metavar="SECONDS", helm="operator.packer.budgetSeconds",
+        help="wall-clock budget of each packer solve, never overrun (default 1)")
+    wait: float = setting(
+        5.0, flag="--pack-after", metavar="SECONDS", helm="operator.packer.waitSeconds",
+        help="how long a pod must wait (Unschedulable, or a gang at its gate) before the packer "
+        "looks for room (default 5)")
+    cooldown: float = setting(
+        10.0, flag="--pack-cooldown", metavar="SECONDS", helm="operator.packer.cooldownSeconds",
+        help="least time between two packer solves (default 10)")
+    deadline: int = setting(
+        120, flag="--plan-deadline", metavar="SECONDS", helm="operator.packer.planDeadlineSeconds",
+        help="a PackingPlan not done by then is abandoned and its pins released (default 120)")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    kubeconfig: str | None = setting(
+        flag="--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)",
+        fixed="in a cluster the pod's ServiceAccount is used")
+    records: Path | None = setting(
+        flag="--records", fixed="the chart mounts the records volume at /var/lib/netsched",
+        help="job records file, JSON Lines (default: "
+        "$XDG_STATE_HOME/netsched/job-records.jsonl; in a cluster, a path on a PVC)")
+    host: str = setting("0.0.0.0", flag="--host", fixed=CHART_PORTS,
+                        help="address for the health and metrics endpoints")
+    health_port: int = setting(8080, flag="--health-port", fixed=CHART_PORTS,
+                               help="GET /healthz (default 8080)")
+    metrics_port: int = setting(9090, flag="--metrics-port", fixed=CHART_PORTS,
+                                help="Prometheus /metrics (default 9090)")
+    interval: float = setting(
+        1.0, flag="--interval", metavar="SECONDS", helm="operator.intervalSeconds",
+        help="how often each unfinished GPUJob is reconciled (default 1)")
+    scheduler_name: str = setting(
+        SCHEDULER_NAME, flag="--scheduler-name", helm="scheduler.name",
+        help="schedulerName of the pods it creates, unless a job's template sets one (default "
+        "netsched: the scheduler profile that calls the extender)")
+    peering: str | None = setting(
+        flag="--peering", metavar="NAME",
+        fixed="the chart joins a peering named after the release when operator.replicas is above 1",
+        help="kopf ClusterKopfPeering to join, so that of several replicas only one acts (default: run "
+        "standalone)")
+    prometheus_url: str | None = setting(
+        flag="--prometheus-url", helm="extender.telemetry.prometheusUrl",
+        help="Prometheus scraping the agents: each job's links at start go "
+        "into its training record (default: none; records without links)")
+    telemetry_max_age: float = setting(
+        120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        help="a link measured longer ago than this is not recorded (default 120)")
+    packer: PackerConfig = field(default_factory=PackerConfig)
