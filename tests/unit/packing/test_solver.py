@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import time
+from types import SimpleNamespace
 
 import pytest
 
+from netsched.packing import solver
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.scenarios import failing, scenario
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
-from netsched.packing.solver import score, solve
+from netsched.packing.solver import MAX_VARS, VARS_PER_SECOND, model_size, score, solve
 
 GPU = "nvidia.com/gpu"
 
@@ -65,18 +66,31 @@ def test_network_preference_breaks_ties_last():
     assert solve(snap, budget=2.0).placement["p"] == "n2"
 
 
-@pytest.mark.parametrize("nodes, budget", [
-    pytest.param(16, 0.3, id="one-model"),
-    pytest.param(50, 0.1, id="in-pieces"),  # 20,000 variables: too many to build in 0.1 s
+@pytest.mark.parametrize("nodes, budget, whole", [
+    pytest.param(16, 0.3, True, id="one-model"),
+    pytest.param(50, 0.1, False, id="in-pieces"),  # 20,000 variables: too many to build in 0.1 s
 ])
-def test_the_budget_holds_and_the_plan_is_feasible(nodes, budget):
+def test_the_plan_is_feasible_whichever_way_the_budget_sends_the_solve(nodes, budget, whole):
+    """How long a solve takes is measured by bench/packing_bench.py, not here."""
     snap = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.05, seed)))
-    t0 = time.monotonic()
+    assert (model_size(snap) <= min(MAX_VARS, VARS_PER_SECOND * budget)) == whole
     plan = solve(snap, budget=budget)
-    assert time.monotonic() - t0 <= budget
     assert plan.score == score(snap, plan.placement)
     free = free_room(snap.nodes, snap.pods, plan.placement)
     assert all(v >= 0 for room in free.values() for v in room.values())
+
+
+def test_a_spent_budget_starts_no_solver_stage_and_keeps_a_valid_answer(monkeypatch):
+    """The solver's clock, not this machine's speed, decides: past the deadline nothing starts."""
+    readings = iter([0.0])  # the start; every later reading is long past the deadline
+    monkeypatch.setattr(solver, "time", SimpleNamespace(monotonic=lambda: next(readings, 100.0)))
+    snap = Snapshot((node("n1"), node("n2")),
+                    (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
+    plan = solve(snap, budget=2.0)
+    assert plan.source in ("current", "greedy") and plan.stages
+    assert all(s["status"] == "skipped: budget spent" for s in plan.stages)
+    assert plan.placement["low-a"] == "n1" and plan.placement["low-b"] == "n2"
+    assert plan.score == score(snap, plan.placement)
 
 
 def test_a_running_pod_outside_its_allowed_nodes_may_stay_and_is_not_moved_for_free():

@@ -114,7 +114,7 @@ def test_a_transfer_too_small_to_time_is_delivered_not_an_error(server, monkeypa
     from netsched.datagen import testbed_worker
 
     got, seconds = sink("127.0.0.1", server.port, 100)
-    assert got == 100 and seconds < 0.01  # one segment, often timed at exactly 0: no rate in it
+    assert got == 100 and seconds >= 0  # one segment, often timed at exactly 0: no rate in it
     monkeypatch.setattr(testbed_worker, "PROBE_PORT", server.port)
     assert testbed_worker.push("127.0.0.1", 100) > 0  # a job's exchange only needs the bytes there
     monkeypatch.setattr(testbed_worker, "sink", lambda *_, **__: (100, 0.0))  # the case that failed a run
