@@ -99,9 +99,9 @@ def test_defaults_render_the_documented_components(bin_dir):
     operator = container(docs, "Deployment", "netsched-operator")
     assert operator["image"] == "netsched:0.1.0"
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
-                                "--records=/var/lib/netsched/job-records.jsonl", "--scheduler-name=netsched",
-                                "--pack-budget=1", "--pack-after=5", "--pack-cooldown=10",
-                                "--plan-deadline=120"]
+                                "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
+                                "--telemetry-max-age=120", "--scheduler-name=netsched", "--pack-budget=1",
+                                "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
     assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"
@@ -114,7 +114,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert extender["spec"]["replicas"] == 2
     ext = container(docs, "Deployment", "netsched-extender")
     assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30",
-                           "--model=/opt/netsched/models/current.json", "--model-reload-seconds=30"]
+                           "--telemetry-max-age=120", "--model=/opt/netsched/models/current.json",
+                           "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
@@ -164,9 +165,10 @@ def test_custom_values_reach_the_components(bin_dir):
 
     assert find(docs, "Deployment", "netsched-extender")["spec"]["replicas"] == 3
     ext = container(docs, "Deployment", "netsched-extender")
-    assert ext["args"][-5:] == [
+    assert ext["args"][-6:] == [
         "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090",
-        "--model=/var/lib/netsched-models/current.json", "--model-reload-seconds=30"]
+        "--telemetry-max-age=120", "--model=/var/lib/netsched-models/current.json",
+        "--model-reload-seconds=30"]
     mount = {"name": "models", "mountPath": "/var/lib/netsched-models", "readOnly": True}
     assert mount in ext["volumeMounts"]
     volumes = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
@@ -200,7 +202,7 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
         parsed["retrain"] = build_parser().parse_args(cron["containers"][0]["args"])
         assert (parsed["retrain"].data, parsed["retrain"].models, parsed["retrain"].holdout) == (
             [Path("/var/lib/netsched/job-records.jsonl")], "/var/lib/netsched-models", 0.25)
-    assert parsed["operator"].records == "/var/lib/netsched/job-records.jsonl"
+    assert parsed["operator"].records == Path("/var/lib/netsched/job-records.jsonl")
     assert parsed["operator"].peering == ("netsched" if values else None)
     expected_url = values["extender"]["telemetry"]["prometheusUrl"] if values else None
     assert parsed["extender"].prometheus_url == expected_url
