@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.api.distance import DISTANCES
 from netsched.devcluster.topology import gpu_nodes
 from netsched.models.features import (
     COMM_LEVELS,
@@ -50,6 +51,8 @@ from netsched.models.features import (
     WORKLOAD_KINDS,
     gpu_features,
     kind_features,
+    peer_features,
+    weakest_link,
 )
 from netsched.training.dataset import TARGET
 from netsched.training.policies import least_allocated_balanced
@@ -167,14 +170,23 @@ class Cluster:
     def _cross_zone(self, i: int, zone: int, q: float) -> tuple[float, float]:
         return self.zone_bw[self.zone[i], zone] * q, self.zone_rtt[self.zone[i], zone] / math.sqrt(q)
 
+    def distance(self, i: int, j: int) -> int:
+        """Distance level (netsched.api.distance) between nodes i and j."""
+        if i == j:
+            return DISTANCES["node"]
+        if self.rack[i] == self.rack[j]:
+            return DISTANCES["rack"]
+        return DISTANCES["zone"] if self.zone[i] == self.zone[j] else DISTANCES["far"]
+
     def data_distance(self, i: int, scope: str, where: int) -> float:
         if scope == "endpoint":
             return math.nan
         if scope == "node" and i == where:
-            return 0.0
+            return float(DISTANCES["node"])
         rack = where if scope == "rack" else self.rack[where] if scope == "node" else -1
         zone = where if scope == "zone" else self.rack_zone[rack]
-        return 1.0 if self.rack[i] == rack else 2.0 if self.zone[i] == zone else 3.0
+        level = "rack" if self.rack[i] == rack else "zone" if self.zone[i] == zone else "far"
+        return float(DISTANCES[level])
 
 
 def _symmetric(m: np.ndarray) -> np.ndarray:
@@ -313,17 +325,8 @@ def _exchange(cluster: Cluster, job: Job, i: int, c: float) -> tuple[float, tupl
     volume = COMM_GB_PER_HOUR[job.comm] * job.work_s / 3600
     seconds = 2 * (r - 1) / r * volume * 8000 / bw + job.work_s / STEP_S[job.comm] * 2 * (r - 1) * rtt / 1000
     remote = [link for link, p in zip(links, job.peers, strict=True) if p != i]
-    weakest = (min(b for b, _ in remote), max(t for _, t in remote)) if remote else (math.nan, math.nan)
-    return seconds, weakest
+    return seconds, weakest_link([b for b, _ in remote], [t for _, t in remote])
 
 
 def _peer_shares(cluster: Cluster, job: Job, i: int) -> dict:
-    if not job.peers:
-        return {"peer_count": 0.0, "peer_frac_node": math.nan, "peer_frac_rack": math.nan,
-                "peer_frac_zone": math.nan}
-    same_node = np.array([p == i for p in job.peers])
-    same_rack = np.array([cluster.rack[p] == cluster.rack[i] for p in job.peers]) & ~same_node
-    same_zone = np.array([cluster.zone[p] == cluster.zone[i] for p in job.peers]) & ~same_node & ~same_rack
-    k = len(job.peers)
-    return {"peer_count": float(k), "peer_frac_node": same_node.sum() / k,
-            "peer_frac_rack": same_rack.sum() / k, "peer_frac_zone": same_zone.sum() / k}
+    return peer_features(np.array([cluster.distance(i, p) for p in job.peers]))

@@ -54,6 +54,8 @@ from netsched.models.features import (
     SCHEMA_VERSION,
     gpu_features,
     kind_features,
+    peer_features,
+    weakest_link,
 )
 from netsched.telemetry.probe import measure_rtt
 from netsched.training.dataset import TARGET, write_dataset
@@ -356,9 +358,10 @@ def features(job: Job, node: str, seen: dict) -> dict:
         "node_cpu_load": math.nan, "node_mem_load": math.nan,  # nothing else runs on these nodes
         "data_distance": DISTANCES["zone"] if here.zone == DATA_ZONE else DISTANCES["far"],
         "data_bw_mbps": _value(data["bw_mbps"]), "data_rtt_ms": _value(data["rtt_ms"]),
-        **_peer_shares(job, node),
-        "peer_bw_mbps": min((_value(link["bw_mbps"]) for link in remote), default=math.nan),
-        "peer_rtt_ms": max((_value(link["rtt_ms"]) for link in remote), default=math.nan),
+        **peer_features(np.array([_distance(node, p) for p in job.peers])),
+        **dict(zip(("peer_bw_mbps", "peer_rtt_ms"), weakest_link(
+            [_value(link["bw_mbps"]) for link in remote], [_value(link["rtt_ms"]) for link in remote]),
+            strict=True)),
         "nic_util": min(max(seen["nic_rx_mbps"], seen["nic_tx_mbps"]) / NIC_MBPS, 1.0),
     }
 
@@ -372,17 +375,14 @@ def _free_gpus(job: Job, nodes: Sequence[str]) -> int:
     return sum(GPUS_PER_NODE - job.gpus_per_replica * job.peers.count(n) for n in nodes)
 
 
-def _peer_shares(job: Job, node: str) -> dict:
-    k = len(job.peers)
-    if k == 0:
-        return {"peer_count": 0.0, "peer_frac_node": math.nan, "peer_frac_rack": math.nan,
-                "peer_frac_zone": math.nan}
-    here = NODES[node]
-    same_node = sum(p == node for p in job.peers)
-    same_rack = sum(p != node and NODES[p].rack == here.rack for p in job.peers)
-    same_zone = sum(NODES[p].rack != here.rack and NODES[p].zone == here.zone for p in job.peers)
-    return {"peer_count": float(k), "peer_frac_node": same_node / k, "peer_frac_rack": same_rack / k,
-            "peer_frac_zone": same_zone / k}
+def _distance(node: str, peer: str) -> int:
+    """Distance level (netsched.api.distance) between two testbed nodes."""
+    here, there = NODES[node], NODES[peer]
+    if node == peer:
+        return DISTANCES["node"]
+    if here.rack == there.rack:
+        return DISTANCES["rack"]
+    return DISTANCES["zone"] if here.zone == there.zone else DISTANCES["far"]
 
 
 def run(jobs: Sequence[Job], out: Path, seed: int = 0, max_flows: int = 3,

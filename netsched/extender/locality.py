@@ -1,7 +1,7 @@
-"""How close candidate nodes are to a place: a peer's node, a data source's rack or zone.
+"""How far candidate nodes are from a place: a peer's node, a data source's rack or zone.
 
-Closeness levels: 3 same node, 2 same rack, 1 same zone, 0 elsewhere. Computed for
-all candidates at once from the node table's arrays.
+Distance levels (netsched.api.distance): 0 same node, 1 same rack, 2 same zone, 3 farther.
+Computed for all candidates at once from the node table's arrays.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.api.distance import DISTANCES, FAR
 from netsched.extender.snapshot import UNKNOWN, NodeTable
-
-LEVELS = {"node": 3, "rack": 2, "zone": 1, "any": 0}
 
 
 @dataclass(frozen=True)
@@ -28,18 +27,21 @@ class Place:
 
     @property
     def finest(self) -> int:
-        """The closest level this place can be matched at."""
-        return 3 if self.node != UNKNOWN else 2 if self.rack != UNKNOWN else 1 if self.zone != UNKNOWN else 0
+        """The shortest distance a node can be from this place."""
+        for level, known in (("node", self.node), ("rack", self.rack), ("zone", self.zone)):
+            if known != UNKNOWN:
+                return DISTANCES[level]
+        return FAR
 
 
-def closeness_levels(table: NodeTable, idx: np.ndarray, place: Place) -> np.ndarray:
-    levels = np.zeros(len(idx), dtype=np.int8)
+def distance_levels(table: NodeTable, idx: np.ndarray, place: Place) -> np.ndarray:
+    levels = np.full(len(idx), FAR, dtype=np.int8)
     if place.zone != UNKNOWN:
-        levels[table.zone[idx] == place.zone] = 1
+        levels[table.zone[idx] == place.zone] = DISTANCES["zone"]
     if place.rack != UNKNOWN:
-        levels[table.rack[idx] == place.rack] = 2
+        levels[table.rack[idx] == place.rack] = DISTANCES["rack"]
     if place.node != UNKNOWN:
-        levels[idx == place.node] = 3
+        levels[idx == place.node] = DISTANCES["node"]
     return levels
 
 

@@ -4,7 +4,7 @@ Built from what the extender already holds: the pod's annotations (job size and 
 operator's workload hints), the node table and free GPUs, where the job's other pods sit,
 and fresh link measurements from the telemetry store. What the extender does not track
 stays NaN (unknown), as the schema allows: CPU and memory load of a node and NIC
-utilisation. Distance levels follow the schema: 0 same node, 1 same rack, 2 same zone, 3 farther.
+utilisation. Distance levels follow netsched.api.distance: 0 same node, 1 same rack, 2 same zone, 3 farther.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import math
 import numpy as np
 
 from netsched.api.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
-from netsched.extender.locality import Place, closeness_levels
+from netsched.extender.locality import Place, distance_levels
 from netsched.extender.needs import NetworkNeeds, data_place
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
-from netsched.models.features import COMM_LEVELS, DATA_SCOPES, kind_features
+from netsched.models.features import COMM_LEVELS, DATA_SCOPES, kind_features, peer_features, weakest_link
 
 NAN = math.nan
 
@@ -78,7 +78,7 @@ def _load(snap: Snapshot, row: int, allocatable: np.ndarray, idx: np.ndarray) ->
 def _data(needs: NetworkNeeds, snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     unknown = np.full(len(idx), NAN)
     place = data_place(needs, snap)
-    distance = unknown if place is None else (3 - closeness_levels(snap.table, idx, place)).astype(float)
+    distance = unknown if place is None else distance_levels(snap.table, idx, place).astype(float)
     bw, rtt = unknown, unknown
     if needs.data_kind in ("node", "endpoint") and needs.data_name:  # an agent's node, or an endpoint
         links = snap.measured(idx, needs.data_name)
@@ -93,22 +93,15 @@ def _data(needs: NetworkNeeds, snap: Snapshot, idx: np.ndarray) -> dict[str, np.
 def _peers(snap: Snapshot, idx: np.ndarray) -> dict[str, float | np.ndarray]:
     table = snap.table
     known = [p for p in snap.peers if p in table.index]
-    if not known:
-        return {"peer_count": 0.0, "peer_frac_node": NAN, "peer_frac_rack": NAN, "peer_frac_zone": NAN,
-                "peer_bw_mbps": np.full(len(idx), NAN), "peer_rtt_ms": np.full(len(idx), NAN)}
-    counts = np.zeros((4, len(idx)))  # pods at closeness level 0 elsewhere .. 3 same node
-    columns = np.arange(len(idx))
-    bw, rtt = np.full(len(idx), np.inf), np.full(len(idx), -np.inf)
+    unknown = np.full(len(idx), NAN)
+    distances, bandwidths, rtts = [], [], []
     for peer in sorted(set(known)):
         at = table.index[peer]
-        levels = closeness_levels(table, idx, Place.of_node(table, at))
-        counts[levels, columns] += known.count(peer)  # one (level, candidate) cell per candidate
+        distances += [distance_levels(table, idx, Place.of_node(table, at))] * known.count(peer)
         links = snap.measured(idx, peer)
         if links is not None:
             remote = idx != at  # a peer on the candidate itself crosses no link
-            bw = np.where(remote, np.fmin(bw, links[0]), bw)
-            rtt = np.where(remote, np.fmax(rtt, links[1]), rtt)
-    share = counts / len(known)
-    return {"peer_count": float(len(known)), "peer_frac_node": share[3], "peer_frac_rack": share[2],
-            "peer_frac_zone": share[1], "peer_bw_mbps": np.where(np.isinf(bw), NAN, bw),
-            "peer_rtt_ms": np.where(np.isinf(rtt), NAN, rtt)}
+            bandwidths.append(np.where(remote, links[0], NAN))
+            rtts.append(np.where(remote, links[1], NAN))
+    bw, rtt = weakest_link(bandwidths, rtts) if bandwidths else (unknown, unknown)
+    return {**peer_features(np.array(distances)), "peer_bw_mbps": bw, "peer_rtt_ms": rtt}

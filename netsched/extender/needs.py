@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from netsched.api.distance import LIMITS as DISTANCES
 from netsched.api.labels import (
     DATA_SOURCE,
     JOB_GPUS,
@@ -41,7 +42,6 @@ LIMITS = {  # annotation -> (towards, measure, bound)
     MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
 }
 DATA_KINDS = ("node", "rack", "zone", "endpoint")
-DISTANCES = ("node", "rack", "zone")
 
 
 class InvalidNeeds(ValueError):

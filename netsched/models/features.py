@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.api.distance import DISTANCES as DISTANCE_LEVELS
+
 SCHEMA_VERSION = 1
 
 WORKLOAD_KINDS = ("training", "inference", "etl", "batch")
 COMM_LEVELS = {"low": 1.0, "medium": 2.0, "high": 3.0}
 DATA_SCOPES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "endpoint": 3.0}
-DISTANCES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "far": 3.0}
+DISTANCES = {name: float(level) for name, level in DISTANCE_LEVELS.items()}
 GPU_FAMILIES = ("H100", "A100", "L40S", "V100")  # matched in the GPU product label; others are all 0
 
 
@@ -99,3 +101,33 @@ def kind_features(kind: str | None) -> dict[str, float]:
 def gpu_features(product: str | None) -> dict[str, float]:
     product = (product or "").upper()
     return {f"gpu_{f.lower()}": float(f in product) for f in GPU_FAMILIES}
+
+
+def peer_features(distances: np.ndarray) -> dict[str, float | np.ndarray]:
+    """peer_count and the peer_frac_* shares from the distance level of each of the job's placed pods
+    to the candidate (rows: pods, one per pod; columns: candidates, or a vector for one candidate)."""
+    k = len(distances)
+    if k == 0:
+        return {"peer_count": 0.0, "peer_frac_node": np.nan, "peer_frac_rack": np.nan,
+                "peer_frac_zone": np.nan}
+    d = np.asarray(distances)
+
+    def share(level: str) -> float | np.ndarray:
+        out = (d == DISTANCE_LEVELS[level]).sum(axis=0) / k
+        return out if np.ndim(out) else float(out)
+
+    return {"peer_count": float(k), "peer_frac_node": share("node"), "peer_frac_rack": share("rack"),
+            "peer_frac_zone": share("zone")}
+
+
+def weakest_link(bandwidths: list, rtts: list) -> tuple[float | np.ndarray, float | np.ndarray]:
+    """peer_bw_mbps and peer_rtt_ms: the lowest bandwidth and the highest RTT over the links a pod's
+    exchange with its peers crosses (one entry per peer's node, scalars or arrays over candidates),
+    ignoring unknown (NaN) entries; NaN where no link is known. A peer on the candidate itself
+    crosses no link: callers leave it out or pass NaN."""
+    if not bandwidths:
+        return np.nan, np.nan
+    with np.errstate(all="ignore"):
+        bw = np.fmin.reduce(np.asarray(bandwidths, dtype=float), axis=0)
+        rtt = np.fmax.reduce(np.asarray(rtts, dtype=float), axis=0)
+    return (bw if np.ndim(bw) else float(bw)), (rtt if np.ndim(rtt) else float(rtt))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-CLOSENESS = np.array([0.0, 0.4, 0.8, 1.0])  # by closeness level: elsewhere, same zone, same rack, same node
+CLOSENESS = np.array([1.0, 0.8, 0.4, 0.0])  # by distance level: same node, rack, zone, farther
 PACKING_WEIGHT = 0.1  # of a score: using a node's free GPUs exactly
 DATA_WEIGHT = 0.3  # of the network value: closeness to the job's data
 PEER_WEIGHT = 1 - DATA_WEIGHT  # of the network value: closeness to the job's peers (or room for it)

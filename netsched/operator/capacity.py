@@ -14,11 +14,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from netsched.api.distance import DISTANCES
 from netsched.api.labels import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.api.resources import Resources, quantities
 
 GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
-FINENESS = {"node": 0, "rack": 1, "zone": 2}
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def may_use(node: NodeRoom, spec: dict) -> bool:
 
 
 def label_expression(e: dict, labels: dict[str, str]) -> bool:
-    key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+    key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
     return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
             "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
 
@@ -109,7 +109,7 @@ def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str
     if not may_use(node, template_spec):
         return False
     level = network.get("maxDataDistance")
-    if level and data and data[0] in FINENESS:
+    if level and data and data[0] in DISTANCES:
         return _near(node, level, data, nodes)
     return True
 
@@ -117,7 +117,7 @@ def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str
 def _near(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom]) -> bool:
     """Is `node` within `level` of the data at (kind, location)?"""
     kind, location = data
-    if FINENESS[kind] > FINENESS[level]:
+    if DISTANCES[kind] > DISTANCES[level]:
         return False  # data known only to a zone cannot be within a rack of anything
     label = GROUP_LABEL[level]
     holders = [n for n in nodes if n.labels.get(GROUP_LABEL[kind], n.name) == location]

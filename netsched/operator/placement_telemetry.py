@@ -13,6 +13,7 @@ left out (unknown), never guessed.
 from __future__ import annotations
 
 from netsched.api.gpujob import JobSpec
+from netsched.models.features import weakest_link
 from netsched.telemetry.store import TelemetryStore
 
 FIELD = "placementTelemetry"
@@ -27,8 +28,8 @@ def placement_telemetry(job: JobSpec, status: dict, store: TelemetryStore) -> di
     peers = sorted({p["node"] for p in placements[:-1]} - {last})
     links = [s for s in (store.link(last, peer) for peer in peers) if s is not None]
     if links:
-        out["peer_bw_mbps"] = min(s.bandwidth_mbps for s in links)
-        out["peer_rtt_ms"] = max(s.rtt_ms for s in links)
+        out["peer_bw_mbps"], out["peer_rtt_ms"] = weakest_link([s.bandwidth_mbps for s in links],
+                                                               [s.rtt_ms for s in links])
     nic = store.nic(last)
     if nic is not None:
         out["nic_util"] = nic

@@ -14,8 +14,6 @@ from netsched.models.features import DATA_SCOPES, INDEX
 from netsched.models.heuristic import CLOSENESS, blend, combine, link_quality, rack_room, tightness
 from netsched.training.dataset import Dataset
 
-BY_DISTANCE = CLOSENESS[::-1]  # the rows' distance levels (0 same node .. 3 farther) are closeness reversed
-
 
 def least_allocated_balanced(cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
     """kube-scheduler's default score: NodeResourcesFit LeastAllocated plus BalancedAllocation, over
@@ -59,8 +57,8 @@ def _topology_score(X: np.ndarray) -> np.ndarray:
         return X[:, INDEX[name]]
 
     if (col("peer_count") > 0).any():
-        topo = (BY_DISTANCE[0] * col("peer_frac_node") + BY_DISTANCE[1] * col("peer_frac_rack")
-                + BY_DISTANCE[2] * col("peer_frac_zone"))
+        topo = (CLOSENESS[0] * col("peer_frac_node") + CLOSENESS[1] * col("peer_frac_rack")
+                + CLOSENESS[2] * col("peer_frac_zone"))
         network = blend(np.nan_to_num(topo), link_quality(col("peer_bw_mbps"), col("peer_rtt_ms")))
     else:
         network = rack_room(np.nan_to_num(col("rack_free_gpus")), col("job_gpus"))
@@ -77,5 +75,5 @@ def _data_closeness(X: np.ndarray, col) -> np.ndarray | None:
         return None if quality is None else np.nan_to_num(quality, nan=0.0)
     distance = col("data_distance")
     level = np.where(np.isnan(distance), 3, distance).astype(int)
-    value = BY_DISTANCE[level] / BY_DISTANCE[int(scope)]  # relative to the best the data's place allows
+    value = CLOSENESS[level] / CLOSENESS[int(scope)]  # relative to the best the data's place allows
     return blend(value, quality) if scope == DATA_SCOPES["node"] else value

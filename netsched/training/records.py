@@ -18,6 +18,7 @@ import math
 from datetime import datetime
 from pathlib import Path
 
+from netsched.api.distance import LIMITS as DISTANCE_LIMITS
 from netsched.api.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from netsched.api.records import read_records
 from netsched.models.features import (
@@ -31,8 +32,6 @@ from netsched.models.features import (
     kind_features,
 )
 from netsched.training.dataset import TARGET, Dataset, dataset_from_rows
-
-LEVELS = ("node", "rack", "zone")
 
 
 def record_row(record: dict) -> dict | None:
@@ -84,7 +83,7 @@ def _data_distance(record: dict, last: int) -> float:
     up: known from the record's location, from a replica sitting with the data, or from that bound.
     NaN where the record leaves it open (and for an endpoint or no data)."""
     kind, location = record.get("data_kind"), record.get("data_location")
-    if kind not in LEVELS or not location:
+    if kind not in DISTANCE_LIMITS or not location:
         return math.nan
     recorded = DISTANCES.get(record.get("data_distance"), math.nan)
     if last == 0:
@@ -92,7 +91,7 @@ def _data_distance(record: dict, last: int) -> float:
     bound = math.inf if math.isnan(recorded) else recorded
     places = {"node": record["nodes"], "rack": record.get("racks") or [], "zone": record.get("zones") or []}
     with_data = [i for i, place in enumerate(places[kind]) if place == location]
-    for level in LEVELS[LEVELS.index(kind):]:
+    for level in DISTANCE_LIMITS[DISTANCE_LIMITS.index(kind):]:
         where = location if level == kind else next((places[level][i] for i in with_data
                                                      if i < len(places[level]) and places[level][i]), None)
         mine = places[level][last] if last < len(places[level]) else ""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.locality import closeness_levels
+from netsched.api.distance import DISTANCES
+from netsched.extender.locality import distance_levels
 from netsched.extender.needs import data_place
 from netsched.extender.plugin import Request
 from netsched.extender.plugins.peers import measured_quality
@@ -25,7 +26,8 @@ class DataCloseness:
         place = data_place(needs, snap)
         if place is None:
             return None
-        value = CLOSENESS[closeness_levels(snap.table, idx, place)] / CLOSENESS[max(place.finest, 1)]
+        best = min(place.finest, DISTANCES["zone"])  # data nowhere in particular: zone-level is the best
+        value = CLOSENESS[distance_levels(snap.table, idx, place)] / CLOSENESS[best]
         if needs.data_kind != "node" or needs.data_name is None:
             return value
         return blend(value, measured_quality(req, idx, needs.data_name))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsched.api.distance import DISTANCES
 from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE
-from netsched.extender.locality import LEVELS, closeness_levels
+from netsched.extender.locality import distance_levels
 from netsched.extender.needs import data_place
 from netsched.extender.plugin import Refused, Request
 
@@ -23,7 +24,7 @@ class DataDistance:
         if place is None:
             raise Refused(f"netsched: data source {needs.data_kind} {needs.data_name!r} ({DATA_SOURCE}) "
                           "is not in this cluster's topology; fix the annotation")
-        far = closeness_levels(snap.table, idx, place) < LEVELS[needs.max_data_distance]
+        far = distance_levels(snap.table, idx, place) > DISTANCES[needs.max_data_distance]
         return {int(pos): (f"netsched: {snap.table.names[idx[pos]]} is not within the "
                            f"{needs.max_data_distance} of the input data ({place.label}; "
                            f"{MAX_DATA_DISTANCE}={needs.max_data_distance})")

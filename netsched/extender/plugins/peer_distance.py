@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsched.api.distance import DISTANCES
 from netsched.api.labels import MAX_PEER_DISTANCE
-from netsched.extender.locality import LEVELS, Place, closeness_levels
+from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
 from netsched.extender.snapshot import Snapshot
 
@@ -18,11 +19,11 @@ class PeerDistance:
         distance, snap = req.needs.max_peer_distance, req.snapshot
         if not distance or not snap.peers:
             return {}
-        table, need = snap.table, LEVELS[distance]
+        table, limit = snap.table, DISTANCES[distance]
         ok = np.ones(len(idx), dtype=bool)
         for peer in sorted(set(snap.peers)):
             if peer in table.index:
-                ok &= closeness_levels(table, idx, Place.of_node(table, table.index[peer])) >= need
+                ok &= distance_levels(table, idx, Place.of_node(table, table.index[peer])) <= limit
         where = sorted({_where(snap, p, distance) for p in snap.peers})
         return {int(pos): (f"netsched: {table.names[idx[pos]]} is not in the same {distance} as job "
                            f"{req.pod.job}'s pods ({', '.join(where)}; {MAX_PEER_DISTANCE}={distance})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.locality import Place, closeness_levels
+from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
 from netsched.models.heuristic import CLOSENESS, PEER_WEIGHT, blend, link_quality
 
@@ -24,7 +24,7 @@ class PeerCloseness:
         known = [p for p in snap.peers if p in snap.table.index]
         for peer in sorted(set(known)):
             place = Place.of_node(snap.table, snap.table.index[peer])
-            value = CLOSENESS[closeness_levels(snap.table, idx, place)]
+            value = CLOSENESS[distance_levels(snap.table, idx, place)]
             total += known.count(peer) * blend(value, measured_quality(req, idx, peer))
         return total / max(len(known), 1)
 
