@@ -27,8 +27,9 @@ demo: install controlplane
 	$(BIN)/netsched demo
 
 lint: install
-	$(BIN)/ruff check netsched tests bench
+	$(BIN)/ruff check netsched tests bench hack
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 unit: install
 	$(BIN)/pytest tests/unit

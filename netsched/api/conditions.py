@@ -6,6 +6,8 @@ story in an object's Conditions and its Events.
 
 from __future__ import annotations
 
+from typing import Any
+
 from netsched.api.events import now_rfc3339
 
 # condition types
@@ -49,16 +51,16 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 MAX_MESSAGE = 1024
 
 
-def find(conditions: list[dict], type_: str) -> dict | None:
+def find(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def is_true(conditions: list[dict], type_: str) -> bool:
+def is_true(conditions: list[dict[str, Any]], type_: str) -> bool:
     cond = find(conditions, type_)
     return cond is not None and cond.get("status") == "True"
 
 
-def set_condition(conditions: list[dict], type_: str, status: bool, reason: str, message: str,
+def set_condition(conditions: list[dict[str, Any]], type_: str, status: bool, reason: str, message: str,
                   generation: int | None) -> bool:
     """Set one condition in place; returns True if its status or reason changed.
 

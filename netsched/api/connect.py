@@ -21,6 +21,7 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
 def api_message(exc: client.ApiException) -> str:
     """The API server's own message for a failed call (its Status body), else the HTTP status."""
     try:
-        return json.loads(exc.body)["message"]
+        message: str = json.loads(exc.body)["message"]
+        return message
     except (TypeError, ValueError, KeyError):
         return f"{exc.status} {exc.reason}"

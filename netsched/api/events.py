@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from datetime import UTC, datetime
+from typing import Any
 
 INSTANCE = socket.gethostname()
 
@@ -21,7 +22,8 @@ def now_rfc3339() -> str:
     return rfc3339(datetime.now(UTC))
 
 
-def event(involved: dict, reason: str, message: str, component: str, type_: str = "Normal") -> dict:
+def event(involved: dict[str, Any], reason: str, message: str, component: str,
+          type_: str = "Normal") -> dict[str, Any]:
     """An Event about `involved` ({apiVersion, kind, namespace, name, uid}); messages are cut at 1 KiB.
     A cluster-scoped object's events live in the default namespace, as client-go records them."""
     now = now_rfc3339()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "gpujobs", "GPUJob"
 
@@ -41,7 +42,7 @@ class JobSpec:
     created: str  # metadata.creationTimestamp
     replicas: int
     gpus_per_replica: int
-    template: dict
+    template: dict[str, Any]
     priority_class: str | None = None
     gang: bool = True
     min_available: int = 0
@@ -49,8 +50,8 @@ class JobSpec:
     max_runtime: int | None = None
     backoff_limit: int = 3
     data_sources: tuple[DataSource, ...] = ()
-    network: dict = field(default_factory=dict)
-    workload: dict = field(default_factory=dict)
+    network: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -61,17 +62,17 @@ class JobSpec:
         """How the operator's pod index finds this job's pods (a re-created job has a new uid)."""
         return self.namespace, self.name, self.uid
 
-    def owner_reference(self) -> dict:
+    def owner_reference(self) -> dict[str, Any]:
         return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": self.name, "uid": self.uid,
                 "controller": True, "blockOwnerDeletion": True}
 
-    def involved(self) -> dict:
+    def involved(self) -> dict[str, Any]:
         """This job as an Event's involvedObject."""
         return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "namespace": self.namespace,
                 "name": self.name, "uid": self.uid}
 
 
-def job_spec(body: dict) -> JobSpec:
+def job_spec(body: dict[str, Any]) -> JobSpec:
     meta, spec = body["metadata"], body["spec"]
     gang = spec.get("gang") or {}
     sources = tuple(

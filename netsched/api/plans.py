@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "packingplans", "PackingPlan"
 
@@ -40,15 +41,16 @@ class Arrival:
     owner: str | None = None  # set for a move: its replacement is any new pod of this controller
 
 
-def phase(plan: dict) -> str:
-    return (plan.get("status") or {}).get("phase") or Phase.PENDING
+def phase(plan: dict[str, Any]) -> str:
+    value: str = (plan.get("status") or {}).get("phase") or Phase.PENDING
+    return value
 
 
-def is_active(plan: dict) -> bool:
+def is_active(plan: dict[str, Any]) -> bool:
     return phase(plan) in ACTIVE and not plan["metadata"].get("deletionTimestamp")
 
 
-def arrivals(plan: dict) -> list[Arrival]:
+def arrivals(plan: dict[str, Any]) -> list[Arrival]:
     name, spec = plan["metadata"]["name"], plan.get("spec") or {}
     out = [Arrival(name, p["pod"], p["pod"].split("/")[0], p["node"], int(p.get("gpus") or 0))
            for p in spec.get("placements") or ()]
@@ -57,6 +59,6 @@ def arrivals(plan: dict) -> list[Arrival]:
     return out
 
 
-def outstanding(plan: dict) -> list[Arrival]:
+def outstanding(plan: dict[str, Any]) -> list[Arrival]:
     done = set((plan.get("status") or {}).get("arrived") or ())
     return [a for a in arrivals(plan) if a.key not in done]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 SCHEMA_VERSION = 1
 ROW_FIELDS = {
@@ -35,7 +36,7 @@ ROW_FIELDS = {
 }
 
 
-def read_records(path: Path) -> list[tuple[int, dict]]:
+def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of every complete JSON object line of a records file. A torn line (a
     crash mid-write) is skipped, as the operator does: its next row starts on a line of its own."""
     out = []

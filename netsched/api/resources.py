@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from kubernetes.utils import parse_quantity
 
 Resources = dict[str, float]
 
 
-def quantities(resources: dict | None) -> Resources:
+def quantities(resources: dict[str, Any] | None) -> Resources:
     return {k: float(parse_quantity(v)) for k, v in (resources or {}).items()}
 
 
-def pod_requests(spec: dict) -> Resources:
+def pod_requests(spec: dict[str, Any]) -> Resources:
     """Summed container requests (limits where a request is missing), as the scheduler counts them."""
     total: Resources = defaultdict(float)
     for c in spec.get("containers") or []:

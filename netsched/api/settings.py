@@ -33,11 +33,11 @@ def setting(default: Any = None, *, flag: str, help: str, helm: str | None = Non
     return dataclasses.field(default=default, metadata={_KEY: Flag(flag, help, helm, fixed, metavar)})
 
 
-def flag_of(field: dataclasses.Field) -> Flag | None:
+def flag_of(field: dataclasses.Field[Any]) -> Flag | None:
     return field.metadata.get(_KEY)
 
 
-def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field, type]]:
+def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any], type]]:
     """(dotted name, field, value type) of every flag-carrying field, nested settings classes flattened."""
     hints = typing.get_type_hints(cls)
     out = []
@@ -45,7 +45,7 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
         kind = hints[f.name]
         if isinstance(kind, types.UnionType):  # `X | None`
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
-        if dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             out += settings_fields(kind, f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, f, kind))
@@ -70,7 +70,7 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
     values, hints = {}, typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
-        if dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
             values[f.name] = getattr(args, prefix + f.name)

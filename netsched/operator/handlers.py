@@ -227,8 +227,9 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
             return {}
         return {p["pod"]: plan["metadata"]["name"] for p in (plan.get("spec") or {}).get("placements") or ()}
 
-    @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval, when=_unfinished,
-                registry=registry)
+    # kopf passes the indices by their ids; its TimerFn protocol does not list them
+    @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]
+                when=_unfinished, registry=registry)
     def tick(body, meta, job_pods: kopf.Index, node_rooms: kopf.Index, bound_requests: kopf.Index,
              pending_requests: kopf.Index, planned_pods: kopf.Index, **_) -> None:
         if meta.get("deletionTimestamp"):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from netsched.packing.snapshot import Snapshot
 from netsched.packing.solver import Plan, current, score, tiers
 
 
-def plan_json(snapshot: Snapshot, plan: Plan) -> dict:
+def plan_json(snapshot: Snapshot, plan: Plan) -> dict[str, Any]:
     changes = plan.changes(snapshot)
     return {
         "source": plan.source, "proven_optimal": plan.proven_optimal, "seconds": round(plan.seconds, 3),
@@ -17,7 +19,7 @@ def plan_json(snapshot: Snapshot, plan: Plan) -> dict:
     }
 
 
-def tier_gains(snapshot: Snapshot, plan: Plan) -> list[dict]:
+def tier_gains(snapshot: Snapshot, plan: Plan) -> list[dict[str, Any]]:
     before, after = score(snapshot, current(snapshot)), plan.score
     return [{"priority_at_least": t, "placed_before": before[2 * k], "placed_after": after[2 * k],
              "disruption": -after[2 * k + 1]} for k, t in enumerate(tiers(snapshot))]

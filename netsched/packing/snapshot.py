@@ -8,6 +8,7 @@ their smallest unit (CPU millicores, memory bytes, GPUs, any extended resource).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,12 @@ class Snapshot:
     pods: tuple[Pod, ...]
     budgets: tuple[Budget, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"nodes": [asdict(n) for n in self.nodes], "pods": [asdict(p) for p in self.pods],
                 "budgets": [asdict(b) for b in self.budgets]}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Snapshot:
+    def from_json(cls, doc: dict[str, Any]) -> Snapshot:
         """Read a snapshot; a missing or mistyped field raises ValueError naming it."""
         try:
             nodes = tuple(Node(n["name"], _resources(n["capacity"], f"node {n['name']}"),
@@ -70,7 +71,7 @@ class Snapshot:
         return cls(nodes, pods, budgets)
 
 
-def _resources(value: dict, where: str) -> dict[str, int]:
+def _resources(value: dict[str, Any], where: str) -> dict[str, int]:
     if not isinstance(value, dict):
         raise ValueError(f"snapshot: {where}: resources must be an object of integers")
     try:
@@ -79,7 +80,7 @@ def _resources(value: dict, where: str) -> dict[str, int]:
         raise ValueError(f"snapshot: {where}: resources must be integers ({exc})") from exc
 
 
-def _pod(p: dict) -> Pod:
+def _pod(p: dict[str, Any]) -> Pod:
     allowed = p.get("allowed")
     return Pod(p["name"], _resources(p["requests"], f"pod {p['name']}"), int(p.get("priority", 0)),
                p.get("node"), bool(p.get("movable", True)), p.get("gang"), p.get("pdb"),

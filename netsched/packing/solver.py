@@ -22,16 +22,24 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from ortools.sat.python import cp_model
 
 from netsched.packing.default_scheduler import fits, free_room, schedule
-from netsched.packing.snapshot import Pod, Snapshot
+from netsched.packing.snapshot import Node, Pod, Snapshot
 
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 VARS_PER_SECOND = 10000
 MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
+Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
+
+
+class Changes(TypedDict):
+    moves: list[tuple[str, str, str]]  # pod, from, to
+    evictions: list[tuple[str, str]]  # pod, from
+    placements: list[tuple[str, str]]  # pod, to
 
 
 @dataclass
@@ -41,19 +49,20 @@ class Plan:
     source: str  # "solver", "greedy" (free room only) or "current" (nothing better found)
     proven_optimal: bool
     seconds: float
-    stages: list[dict] = field(default_factory=list)  # per stage: name, status, value, seconds
+    stages: list[dict[str, Any]] = field(default_factory=list)  # per stage: name, status, value, seconds
 
-    def changes(self, snapshot: Snapshot) -> dict[str, list]:
-        moves, evictions, placements = [], [], []
+    def changes(self, snapshot: Snapshot) -> Changes:
+        changes = Changes(moves=[], evictions=[], placements=[])
+        moves, evictions, placements = changes["moves"], changes["evictions"], changes["placements"]
         for p in snapshot.pods:
             after = self.placement.get(p.name)
             if p.node and after is None:
                 evictions.append((p.name, p.node))
-            elif p.node and after != p.node:
+            elif p.node and after is not None and after != p.node:
                 moves.append((p.name, p.node, after))
             elif not p.node and after:
                 placements.append((p.name, after))
-        return {"moves": moves, "evictions": evictions, "placements": placements}
+        return changes
 
 
 def tiers(snapshot: Snapshot) -> list[int]:
@@ -126,13 +135,13 @@ def model_size(snapshot: Snapshot) -> int:
 
 
 def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadline: float, workers: int,
-                   max_vars: int) -> tuple[list[dict], dict[str, str | None]]:
+                   max_vars: int) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
     """Large snapshots, piece by piece: take the highest-priority pending pods, the nodes where
     room could be made for them (free room plus lower-priority movable pods), solve that piece
     exactly, keep it if it is better, and go on with the next pending pods until time is up."""
     working = dict(placement)
     tried: set[str] = set()
-    stages: list[dict] = []
+    stages: list[dict[str, Any]] = []
     build = 0.0  # how long the last piece took to build: do not start one that cannot finish
     while deadline - time.monotonic() > max(0.05, 3 * build):
         pending = sorted((p for p in snapshot.pods if working[p.name] is None and p.name not in tried),
@@ -154,7 +163,7 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
         _, answer, _ = model.run(piece_deadline, workers)
         better = answer is not None and score(piece, answer) > score(piece, current(piece))
-        if better:
+        if better and answer is not None:
             working.update(answer)
         stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
                        "status": "improved" if better else "unchanged" if answer else "no solution in time",
@@ -168,7 +177,8 @@ def _with_gangs(pods: list[Pod], snapshot: Snapshot) -> list[Pod]:
     return pods + extra
 
 
-def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Pod], max_vars: int) -> list:
+def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Pod],
+              max_vars: int) -> list[Node]:
     """The nodes with the most room the seeds could get: free, or held by lower-priority movable pods."""
     top = max(p.priority for p in seeds)
     room = {n.name: dict(n.capacity) for n in snapshot.nodes}
@@ -181,10 +191,11 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
                 for r, v in p.requests.items():
                     room[node][r] = room[node].get(r, 0) - v
     want = seeds[0].requests
-    def fit_count(n) -> float:
+    def fit_count(n: Node) -> float:
         return min((room[n.name].get(r, 0) / v for r, v in want.items() if v > 0), default=0.0)
     ranked = sorted((n for n in snapshot.nodes if fit_count(n) >= 1), key=fit_count, reverse=True)
-    chosen, pods, room_for = [], len(seeds), 0.0
+    chosen: list[Node] = []
+    pods, room_for = len(seeds), 0.0
     for n in ranked:  # enough nodes to hold the seeds one and a half times over, within the size
         if chosen and ((pods + per_node[n.name]) * (len(chosen) + 1) > max_vars
                        or room_for >= 1.5 * len(seeds)):
@@ -196,11 +207,12 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
 
 
 class _Model:
-    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None]):
+    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None]) -> None:
         self.snapshot = snapshot
         m = self.m = cp_model.CpModel()
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
-        self.placed, self.cost = [], []
+        self.placed: list[cp_model.IntVar] = []
+        self.cost: list[Expr] = []
         for i, p in enumerate(snapshot.pods):
             here = []
             for n in self._candidates(p):
@@ -209,7 +221,7 @@ class _Model:
             placed = m.new_bool_var(f"placed{i}")
             m.add(sum(here) == placed)
             self.placed.append(placed)
-            if p.running and not p.movable:
+            if p.node is not None and not p.movable:  # running where it must stay
                 m.add(self.x[i, p.node] == 1)
             self.cost.append(self._cost_expr(i, p, placed))
         self._capacity()
@@ -220,19 +232,19 @@ class _Model:
     def _candidates(self, p: Pod) -> list[str]:
         """Nodes that could hold the pod alone and that it may use; a running pod may always stay
         (node affinity is IgnoredDuringExecution)."""
-        if p.running and not p.movable:
+        if p.node is not None and not p.movable:
             return [p.node]
         return [n.name for n in self.snapshot.nodes if n.name == p.node or (
             (p.allowed is None or n.name in p.allowed) and fits(n.capacity, p))]
 
-    def _cost_expr(self, i: int, p: Pod, placed):
-        if not p.running or (i, p.node) not in self.x:
+    def _cost_expr(self, i: int, p: Pod, placed: cp_model.IntVar) -> Expr:
+        if p.node is None or (i, p.node) not in self.x:
             return EVICT * (1 - placed) if p.running else 0
         stay = self.x[i, p.node]
         return placed - 2 * stay + 1  # stay 0, evict 1, move 2
 
     def _capacity(self) -> None:
-        on_node = defaultdict(list)
+        on_node: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
         for (i, n), var in self.x.items():
             on_node[n].append((i, var))
         for node in self.snapshot.nodes:
@@ -253,9 +265,9 @@ class _Model:
 
     def _budgets(self) -> None:
         allowed = {b.name: b.allowed for b in self.snapshot.budgets}
-        disrupted = defaultdict(list)
+        disrupted: dict[str, list[Expr]] = defaultdict(list)
         for i, p in enumerate(self.snapshot.pods):
-            if p.pdb in allowed and p.running:
+            if p.pdb in allowed and p.node is not None:
                 stay = self.x.get((i, p.node))
                 disrupted[p.pdb].append(1 - stay if stay is not None else 1)
         for name, terms in disrupted.items():
@@ -266,10 +278,10 @@ class _Model:
         for (i, n), var in self.x.items():
             self.m.add_hint(var, placement.get(self.snapshot.pods[i].name) == n)
 
-    def _objectives(self) -> list[tuple[str, object]]:
+    def _objectives(self) -> list[tuple[str, Expr]]:
         """One stage per tier: placed x W - disruption, W above any disruption, so placing comes
         first and disruption second, exactly the lexicographic pair; then preferences."""
-        out = []
+        out: list[tuple[str, Expr]] = []
         for t in tiers(self.snapshot):
             idx = [i for i, p in enumerate(self.snapshot.pods) if p.priority >= t]
             weight = MOVE * len(idx) + 1
@@ -281,17 +293,20 @@ class _Model:
             out.append(("network preference", sum(prefs)))
         return out
 
-    def _tiebreak(self):
+    def _tiebreak(self) -> tuple[Expr, int]:
         """Added (below every stage's own objective) so that a stage stopped by the clock still
         prefers answers that place more and disrupt less of everyone: never gratuitous evictions."""
         n = len(self.snapshot.pods)
         expr = (MOVE * n + 1) * sum(self.placed) - sum(self.cost)
         return expr, (MOVE * n + 1) * n + MOVE * n + 1  # the expression and a bound on its range
 
-    def run(self, deadline: float, workers: int) -> tuple[list[dict], dict | None, bool]:
+    def run(self, deadline: float,
+            workers: int) -> tuple[list[dict[str, Any]], dict[str, str | None] | None, bool]:
         objectives = self._objectives()
         tiebreak, scale = self._tiebreak()
-        stages, answer, proven = [], None, True
+        stages: list[dict[str, Any]] = []
+        answer: dict[str, str | None] | None = None
+        proven = True
         for k, (name, expr) in enumerate(objectives):
             left = deadline - time.monotonic()
             if left <= 0.005:
@@ -308,7 +323,7 @@ class _Model:
             solver.parameters.relative_gap_limit = 0.0
             t0 = time.monotonic()
             status = solver.solve(self.m)
-            stage = {"stage": name, "status": solver.status_name(status),
+            stage: dict[str, Any] = {"stage": name, "status": solver.status_name(status),
                      "seconds": round(time.monotonic() - t0, 3)}
             stages.append(stage)
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
