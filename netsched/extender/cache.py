@@ -21,17 +21,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
 from netsched.api.resources import pod_requests, quantities
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
-from netsched.extender.snapshot import NodeTable, Snapshot
+from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 
 WATCHED = ("nodes", "pods", "packingplans")
 
@@ -54,14 +55,14 @@ class ClusterCache:
         self.assume_ttl = assume_ttl
         self.clock = clock
         self._lock = threading.Lock()
-        self._nodes: dict[str, dict] = {}
+        self._nodes: dict[str, NodeFacts] = {}
         self._table: NodeTable | None = None
         self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs held per table index
         self._requested = np.zeros((2, 0))  # CPU cores and memory bytes requested per table index
         self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
         self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
-        self._jobs: dict[str, Counter] = {}  # job -> nodes holding its pods, with counts
-        self._plans: dict[str, dict] = {}  # active PackingPlans by name
+        self._jobs: dict[str, Counter[str]] = {}  # job -> nodes holding its pods, with counts
+        self._plans: dict[str, KubeObject] = {}  # active PackingPlans by name
         self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
         self._synced: set[str] = set()
@@ -70,7 +71,7 @@ class ClusterCache:
     def heard(self, kind: str) -> None:
         self._heard[kind] = self.clock()
 
-    def replace(self, kind: str, objects: list[dict]) -> None:
+    def replace(self, kind: str, objects: list[KubeObject]) -> None:
         """A fresh LIST of nodes or pods: replaces everything known of that kind."""
         with self._lock:
             if kind == "nodes":
@@ -87,7 +88,7 @@ class ClusterCache:
             self._synced.add(kind)
         self.heard(kind)
 
-    def apply(self, kind: str, event_type: str, obj: dict) -> None:
+    def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
         with self._lock:
             if kind == "nodes":
                 self._apply_node(event_type, obj)
@@ -112,7 +113,7 @@ class ClusterCache:
             if uid in self._expiry:
                 self._forget(uid)
 
-    def _apply_node(self, event_type: str, obj: dict) -> None:
+    def _apply_node(self, event_type: str, obj: KubeObject) -> None:
         name = obj["metadata"]["name"]
         if event_type == "DELETED":
             self._nodes.pop(name, None)
@@ -123,7 +124,7 @@ class ClusterCache:
             self._nodes[name] = facts
             self._table = None
 
-    def _apply_plan(self, event_type: str, obj: dict) -> None:
+    def _apply_plan(self, event_type: str, obj: KubeObject) -> None:
         name = obj["metadata"]["name"]
         if event_type != "DELETED" and is_active(obj):
             self._plans[name] = obj
@@ -131,7 +132,7 @@ class ClusterCache:
             return
         self._pins = None
 
-    def _apply_pod(self, event_type: str, obj: dict) -> None:
+    def _apply_pod(self, event_type: str, obj: KubeObject) -> None:
         uid = obj["metadata"].get("uid", "")
         placement = None if event_type == "DELETED" else _placement(obj)
         if placement is None and event_type != "DELETED" and uid in self._expiry:
@@ -203,7 +204,7 @@ class ClusterCache:
             self._forget(uid)
 
 
-def _node_facts(obj: dict) -> dict:
+def _node_facts(obj: KubeObject) -> NodeFacts:
     labels = obj["metadata"].get("labels") or {}
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     try:
@@ -221,18 +222,18 @@ def _node_facts(obj: dict) -> dict:
     }
 
 
-def _allocatable(allocatable: dict) -> tuple[float, float]:
+def _allocatable(allocatable: dict[str, str]) -> tuple[float, float]:
     try:
         return _cpu_memory(quantities({k: v for k, v in allocatable.items() if k in ("cpu", "memory")}))
     except (ValueError, TypeError):
         return 0.0, 0.0  # a malformed quantity: the node's load stays unknown
 
 
-def _cpu_memory(resources: dict) -> tuple[float, float]:
+def _cpu_memory(resources: Mapping[str, float]) -> tuple[float, float]:
     return resources.get("cpu", 0.0), resources.get("memory", 0.0)
 
 
-def _requests(spec: dict) -> tuple[float, float]:
+def _requests(spec: KubeObject) -> tuple[float, float]:
     """CPU cores and memory bytes the pod requests; none for quantities the apiserver would refuse."""
     try:
         return _cpu_memory(pod_requests(spec))
@@ -240,7 +241,7 @@ def _requests(spec: dict) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def _placement(pod: dict) -> Placement | None:
+def _placement(pod: KubeObject) -> Placement | None:
     """What a bound, unfinished pod holds; None for anything else."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")

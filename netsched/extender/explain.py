@@ -13,12 +13,15 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client
 
 from netsched.api.events import event
+from netsched.api.objects import KubeObject
 
 log = logging.getLogger(__name__)
 EVENT_REASON = "NetworkPlacement"
@@ -59,7 +62,7 @@ class Decision:
             parts.append(f"{self.rejected_count} rejected, e.g. {next(iter(self.rejected.values()))}")
         return "; ".join(parts)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -104,7 +107,8 @@ class DecisionLog:
 class EventWriter:
     """Writes explanation events from a queue on its own thread; drops them when the queue is full."""
 
-    def __init__(self, api: client.ApiClient, on_outcome=lambda outcome: None, capacity: int = 10_000):
+    def __init__(self, api: client.ApiClient, on_outcome: Callable[[str], object] = lambda outcome: None,
+                 capacity: int = 10_000):
         self.core = client.CoreV1Api(api)
         self.on_outcome = on_outcome
         self.queue: queue.Queue[Decision] = queue.Queue(capacity)
@@ -128,6 +132,6 @@ class EventWriter:
                 self.on_outcome("failed")
 
     @staticmethod
-    def _event(d: Decision) -> dict:
+    def _event(d: Decision) -> KubeObject:
         pod = {"apiVersion": "v1", "kind": "Pod", "namespace": d.namespace, "name": d.pod, "uid": d.uid}
         return event(pod, EVENT_REASON, d.summary(), COMPONENT)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netsched.api.objects import KubeObject
 from netsched.api.plans import Arrival, is_active, outstanding
 from netsched.extender.protocol import PodRef
 
@@ -31,7 +32,7 @@ class Pins:
     reserved: dict[str, tuple[int, list[str]]] = field(default_factory=dict)  # node -> (GPUs, plans)
 
     @classmethod
-    def of(cls, plans: Iterable[dict]) -> Pins:
+    def of(cls, plans: Iterable[KubeObject]) -> Pins:
         by_pod: dict[str, Arrival] = {}
         by_owner: dict[tuple[str, str], list[Arrival]] = defaultdict(list)
         gpus: dict[str, int] = defaultdict(int)

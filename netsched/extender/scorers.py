@@ -29,7 +29,8 @@ class Scored:
 
     def scores(self) -> np.ndarray:
         """0..MAX_SCORE integers, as kube-scheduler wants them."""
-        return np.rint(np.clip(self.value, 0, 1) * MAX_SCORE).astype(np.int64)
+        scores: np.ndarray = np.rint(np.clip(self.value, 0, 1) * MAX_SCORE).astype(np.int64)
+        return scores
 
 
 class NodeScorer(Protocol):

@@ -25,11 +25,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
+from kubernetes.client import ApiClient
 
+from netsched.api.objects import KubeObject
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
+from netsched.extender.metrics import Metrics
 from netsched.extender.needs import InvalidNeeds
 from netsched.extender.protocol import (
     BadRequest,
@@ -39,6 +43,8 @@ from netsched.extender.protocol import (
     parse_preemption,
     preemption_result,
 )
+from netsched.extender.scorers import NodeScorer, TopologyScorer
+from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024  # 5,000 full Node objects (nodeCacheCapable: false) fit with room
@@ -48,18 +54,24 @@ MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reuse
 TRIM_THRESHOLD = 256 * 1024 * 1024  # free memory kept at the top of the heap before returning any
 
 
+Message = dict[str, Any]  # an ASGI event or scope
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Message, Receive, Send], Awaitable[None]]
+
+
 class TooLarge(Exception):
     pass
 
 
-def make_app(extender: Extender, max_body: int = MAX_BODY) -> Callable:
+def make_app(extender: Extender, max_body: int = MAX_BODY) -> App:
     verbs = {
         "/filter": _filter,
         "/prioritize": _prioritize,
         "/preempt": _preempt,
     }
 
-    async def app(scope: dict, receive: Callable[[], Awaitable[dict]], send: Callable) -> None:
+    async def app(scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
@@ -81,7 +93,8 @@ def make_app(extender: Extender, max_body: int = MAX_BODY) -> Callable:
     return app
 
 
-def _answer(extender: Extender, verb: str, handler: Callable, body: bytes) -> tuple[int, object]:
+def _answer(extender: Extender, verb: str, handler: Callable[[Extender, object], object],
+            body: bytes) -> tuple[int, object]:
     started = time.perf_counter()
     outcome = "ok"
     try:
@@ -109,23 +122,23 @@ def _error(verb: str, message: str, stale: bool = False) -> tuple[int, object]:
     return 400, {"Error": message}
 
 
-def _filter(extender: Extender, doc: object) -> dict:
+def _filter(extender: Extender, doc: object) -> dict[str, Any]:
     args = parse_args(doc)
     out = extender.filter(args)
     return filter_result(out.passed, out.failed, out.unresolvable, nodes=args.nodes)
 
 
-def _prioritize(extender: Extender, doc: object) -> list:
+def _prioritize(extender: Extender, doc: object) -> list[dict[str, Any]]:
     answer = extender.prioritize(parse_args(doc))
     return host_priority_list(answer.hosts, answer.scores)
 
 
-def _preempt(extender: Extender, doc: object) -> dict:
+def _preempt(extender: Extender, doc: object) -> dict[str, Any]:
     pod, victims = parse_preemption(doc)
     return preemption_result(extender.preempt(pod, victims))
 
 
-async def _get(extender: Extender, path: str, send: Callable) -> None:
+async def _get(extender: Extender, path: str, send: Send) -> None:
     if path == "/healthz":
         return await _reply(send, 200, {"status": "ok"})
     if path == "/readyz":
@@ -150,7 +163,7 @@ async def _get(extender: Extender, path: str, send: Callable) -> None:
                                       "/debug/decisions"})
 
 
-async def _read_body(receive: Callable, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes:
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -163,11 +176,11 @@ async def _read_body(receive: Callable, limit: int) -> bytes:
             return b"".join(chunks)
 
 
-async def _reply(send: Callable, status: int, doc: object) -> None:
+async def _reply(send: Send, status: int, doc: object) -> None:
     await _raw(send, status, orjson.dumps(doc), JSON)
 
 
-async def _raw(send: Callable, status: int, body: bytes, content_type: bytes) -> None:
+async def _raw(send: Send, status: int, body: bytes, content_type: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -192,14 +205,13 @@ def settle_runtime() -> None:
     libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
-def serve(api, settings: ExtenderConfig, sync_timeout: float = 60.0) -> None:
+def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) -> None:
     """Run the extender until SIGINT/SIGTERM: watches first, then the HTTP server."""
     import uvicorn
 
     from netsched.api.settings import summary
     from netsched.extender.cache import ClusterCache
     from netsched.extender.explain import DecisionLog, EventWriter
-    from netsched.extender.metrics import Metrics
     from netsched.extender.watch import start_watches, wait_synced
 
     log.info("netsched extender settings: %s", summary(settings))
@@ -207,7 +219,7 @@ def serve(api, settings: ExtenderConfig, sync_timeout: float = 60.0) -> None:
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc()) if settings.explain_events else None
 
-    def on_pod_event(kind: str, pod: dict) -> None:
+    def on_pod_event(kind: str, pod: KubeObject) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
         if writer and node and kind != "DELETED":
             decision = decisions.bound(pod["metadata"].get("uid", ""), node)
@@ -229,9 +241,8 @@ def serve(api, settings: ExtenderConfig, sync_timeout: float = 60.0) -> None:
                 lifespan="off", access_log=False, log_level="warning")
 
 
-def _scorer(metrics, model: Path | None, reload_seconds: float):
+def _scorer(metrics: Metrics, model: Path | None, reload_seconds: float) -> NodeScorer:
     """The completion-time model with the topology heuristic as its fallback, or the heuristic alone."""
-    from netsched.extender.scorers import TopologyScorer
 
     if model is None:
         metrics.model_loaded.set(0)
@@ -247,11 +258,10 @@ def _scorer(metrics, model: Path | None, reload_seconds: float):
     return ModelScorer(ModelSource(model, metrics, reload_seconds).start(), TopologyScorer(), metrics)
 
 
-def _telemetry(metrics, prometheus_url: str | None, max_age: float):
+def _telemetry(metrics: Metrics, prometheus_url: str | None, max_age: float) -> TelemetryStore:
     """The telemetry store, fed from Prometheus when a URL is given (else it stays empty and
     scoring uses topology alone)."""
     from netsched.telemetry.prometheus import PrometheusFeed
-    from netsched.telemetry.store import TelemetryStore
 
     store = TelemetryStore(max_age=max_age)
     metrics.telemetry_links.set_function(store.fresh_count)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from netsched.models.features import gpu_features
 from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # id of a missing zone or rack label
+NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, cpu, memory of one node (cache._node_facts)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class NodeTable:
     memory: np.ndarray
 
     @classmethod
-    def build(cls, nodes: dict[str, dict]) -> NodeTable:
+    def build(cls, nodes: dict[str, NodeFacts]) -> NodeTable:
         names = sorted(nodes)
         zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
         rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
@@ -111,11 +113,13 @@ class Snapshot:
         """NIC utilisation of the candidates idx, NaN where unknown or stale."""
         if not self.telemetry:
             return np.full(len(idx), np.nan)
-        return self.telemetry.nic_aligned(self.table.index, len(self.table.names))[idx]
+        nic: np.ndarray = self.telemetry.nic_aligned(self.table.index, len(self.table.names))[idx]
+        return nic
 
     def rack_free(self, idx: np.ndarray) -> np.ndarray:
         """Free GPUs in each candidate's rack (the node's own when it has no rack label)."""
         table = self.table
         alone = len(table.rack_names) + np.arange(len(table.rack))  # an unlabelled node is its own rack
         racks = np.where(table.rack != UNKNOWN, table.rack, alone)
-        return np.bincount(racks, weights=self.free)[racks[idx]]
+        free: np.ndarray = np.bincount(racks, weights=self.free)[racks[idx]]
+        return free

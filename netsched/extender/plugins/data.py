@@ -27,7 +27,7 @@ class DataCloseness:
         if place is None:
             return None
         best = min(place.finest, DISTANCES["zone"])  # data nowhere in particular: zone-level is the best
-        value = CLOSENESS[distance_levels(snap.table, idx, place)] / CLOSENESS[best]
+        value: np.ndarray = CLOSENESS[distance_levels(snap.table, idx, place)] / CLOSENESS[best]
         if needs.data_kind != "node" or needs.data_name is None:
             return value
         return blend(value, measured_quality(req, idx, needs.data_name))
