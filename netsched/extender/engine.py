@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsched.api.objects import KubeObject
 from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.explain import Candidate, Decision, DecisionLog
 from netsched.extender.metrics import Metrics
@@ -160,7 +161,7 @@ class Extender:
         self.metrics.prioritized.labels(source).inc()
         return Priorities(hosts, scores.tolist())
 
-    def preempt(self, pod: PodRef, victims: dict[str, dict]) -> dict[str, dict]:
+    def preempt(self, pod: PodRef, victims: dict[str, KubeObject]) -> dict[str, KubeObject]:
         """Keep only the preemption candidates on nodes the pod's network needs and the active
         PackingPlans allow: evicting pods from a node the filter would reject frees nothing
         useful, and a planned pod must not evict its way onto a node its plan did not choose.
@@ -191,11 +192,12 @@ class Extender:
         return snap.with_telemetry(self.telemetry.snapshot())
 
     def _reject(self, req: Request, idx: np.ndarray, count: bool = False) -> dict[int, str]:
-        counted = self.metrics.filtered.labels if count else None
-        return run_filters(self.filters, req, idx, lambda name, n: counted and counted(name).inc(n))
+        if not count:
+            return run_filters(self.filters, req, idx)
+        return run_filters(self.filters, req, idx, lambda name, n: self.metrics.filtered.labels(name).inc(n))
 
     @staticmethod
-    def _index(snap: Snapshot, names: list[str]) -> tuple[np.ndarray, list[int], list[int]]:
+    def _index(snap: Snapshot, names: list[str]) -> tuple[np.ndarray, Sequence[int], list[int]]:
         """Table indices of the names netsched knows, with positions of known and unknown names."""
         found = list(map(snap.table.index.get, names))
         if None not in found:  # the usual case: one C-speed pass, no per-name Python
@@ -269,5 +271,7 @@ def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
     if 0 < top < len(value):
         cut = np.partition(value, len(value) - top)[len(value) - top]  # the top-th best value
         best = np.flatnonzero(value >= cut)  # ties at the cut too: the order among them is by name
-        return best[np.lexsort((idx[best], -value[best]))][:top].tolist()
-    return np.lexsort((idx, -value)).tolist()
+        order: list[int] = best[np.lexsort((idx[best], -value[best]))][:top].tolist()
+        return order
+    order = np.lexsort((idx, -value)).tolist()
+    return order

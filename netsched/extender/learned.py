@@ -32,6 +32,7 @@ from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
 from netsched.models.predictor import Predictor
 
 log = logging.getLogger(__name__)
+Stamp = tuple[tuple[str, int | None, int | None], ...]  # (file, mtime ns, size) of each file served
 SLOWDOWN_AT_ZERO = 0.5  # predicted 50% slower than the best candidate scores 0: a point per 5%
 
 
@@ -43,7 +44,7 @@ class ModelSource:
         self.metrics = metrics
         self.reload_seconds = reload_seconds
         self.predictor: Predictor | None = None
-        self._stamp: tuple | None = None
+        self._stamp: Stamp | None = None
         self._stop = threading.Event()
 
     def poll(self) -> None:
@@ -81,7 +82,7 @@ class ModelSource:
             self.poll()
 
 
-def _stamp(path: Path) -> tuple:
+def _stamp(path: Path) -> Stamp:
     """What changes when the manifest is repointed or an artifact's files are rewritten."""
     files = [path]
     try:
@@ -89,13 +90,13 @@ def _stamp(path: Path) -> tuple:
         files += [directory / META_FILE, directory / MODEL_FILE]
     except Exception:  # noqa: BLE001 - an unreadable manifest is itself the state to record
         pass
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for f in files:
         try:
             st = f.stat()
             out.append((str(f), st.st_mtime_ns, st.st_size))
         except OSError:
-            out.append((str(f), None))
+            out.append((str(f), None, None))
     return tuple(out)
 
 

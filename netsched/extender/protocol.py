@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.api.objects import KubeObject
 
 MAX_SCORE = 10  # MaxExtenderPriority
 
@@ -41,7 +42,7 @@ class PodRef:
 class ExtenderArgs:
     pod: PodRef
     node_names: list[str]
-    nodes: list[dict] | None = None  # the full Node objects when nodeCacheCapable is false
+    nodes: list[KubeObject] | None = None  # the full Node objects when nodeCacheCapable is false
 
 
 def parse_args(doc: Any) -> ExtenderArgs:
@@ -62,7 +63,7 @@ def _parse_pod(pod: Any) -> PodRef:
         raise BadRequest("field Pod.metadata.name is missing: the pod must have a name")
     labels = _str_map(meta.get("labels"), "Pod.metadata.labels")
     annotations = _str_map(meta.get("annotations"), "Pod.metadata.annotations")
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec: KubeObject = pod["spec"] if isinstance(pod.get("spec"), dict) else {}
     return PodRef(
         namespace=str(meta.get("namespace") or "default"),
         name=meta["name"],
@@ -78,7 +79,7 @@ def _parse_pod(pod: Any) -> PodRef:
 def _controller(refs: Any) -> str | None:
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") is True and isinstance(ref.get("uid"), str):
-            return ref["uid"]
+            return str(ref["uid"])
     return None
 
 
@@ -92,7 +93,7 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     return value
 
 
-def pod_gpus(spec: dict) -> int:
+def pod_gpus(spec: KubeObject) -> int:
     """GPUs the pod requests: the sum over containers (limits when requests omit it)."""
     total = 0
     containers = spec.get("containers")
@@ -114,7 +115,7 @@ def pod_gpus(spec: dict) -> int:
     return total
 
 
-def _node_names(doc: dict) -> list[str]:
+def _node_names(doc: KubeObject) -> list[str]:
     """NodeNames (nodeCacheCapable: true) or the names inside Nodes (false)."""
     names = doc.get("NodeNames")
     if names is None:
@@ -134,11 +135,11 @@ def filter_result(
     failed: dict[str, str] | None = None,
     unresolvable: dict[str, str] | None = None,
     error: str = "",
-    nodes: list[dict] | None = None,
-) -> dict:
+    nodes: list[KubeObject] | None = None,
+) -> KubeObject:
     """ExtenderFilterResult. Returned nodes must be a subset of the request's: as names
     (nodeCacheCapable) or, when the request carried full Node objects, as those objects."""
-    result = {"Nodes": None, "NodeNames": passed}
+    result: KubeObject = {"Nodes": None, "NodeNames": passed}
     if nodes is not None:
         keep = set(passed)
         result = {"Nodes": {"metadata": {}, "items": [n for n in nodes if n["metadata"]["name"] in keep]},
@@ -150,12 +151,12 @@ def filter_result(
     }
 
 
-def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict]:
+def host_priority_list(hosts: list[str], scores: list[int]) -> list[KubeObject]:
     """HostPriorityList. Hosts left out score 0, so zero scores are not sent."""
     return [{"Host": host, "Score": score} for host, score in zip(hosts, scores, strict=True) if score > 0]
 
 
-def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, dict]]:
+def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, KubeObject]]:
     """ExtenderPreemptionArgs -> the pod and its candidates as node -> MetaVictims."""
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object (ExtenderPreemptionArgs)")
@@ -171,7 +172,7 @@ def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, dict]]:
     return pod, meta
 
 
-def _meta_victims(node: str, victims: Any) -> dict:
+def _meta_victims(node: str, victims: Any) -> KubeObject:
     if not isinstance(victims, dict):
         raise BadRequest(f"NodeNameToVictims[{node!r}] must be an object with a list of Pods")
     pods = victims.get("Pods")
@@ -185,5 +186,5 @@ def _meta_victims(node: str, victims: Any) -> dict:
     return {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": violations}
 
 
-def preemption_result(victims: dict[str, dict]) -> dict:
+def preemption_result(victims: dict[str, KubeObject]) -> KubeObject:
     return {"NodeNameToMetaVictims": victims}

@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from netsched.api import plans
+from netsched.api.objects import KubeObject
 from netsched.extender.cache import ClusterCache
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 class Reflector:
     def __init__(self, api: client.ApiClient, cache: ClusterCache, kind: str,
-                 on_event: Callable[[str, dict], None] = lambda t, o: None):
+                 on_event: Callable[[str, KubeObject], None] = lambda t, o: None):
         core = client.CoreV1Api(api)
         self.list_call, self.kwargs = {
             "nodes": (core.list_node, {}),
@@ -50,10 +51,10 @@ class Reflector:
         backoff = 0.5
         while not self.stopped.is_set():
             try:
-                version = self._list()
+                resume: str | None = self._list()
                 backoff = 0.5
-                while not self.stopped.is_set() and version:
-                    version = self._watch(version)
+                while not self.stopped.is_set() and resume:
+                    resume = self._watch(resume)
             except Exception as exc:  # any failure: log, back off, list again
                 log.warning("%s watch failed (%s); listing again in %.1f s", self.kind, _why(exc), backoff)
                 self.stopped.wait(backoff)
@@ -63,7 +64,7 @@ class Reflector:
         resp = self.list_call(_preload_content=False, _request_timeout=(5, READ_TIMEOUT), **self.kwargs)
         doc = orjson.loads(resp.data)
         self.cache.replace(self.kind, doc.get("items") or [])
-        return doc["metadata"]["resourceVersion"]
+        return str(doc["metadata"]["resourceVersion"])
 
     def _watch(self, version: str) -> str | None:
         """Follow one watch from version; returns where to resume, or None to list again."""
@@ -100,7 +101,7 @@ def _why(exc: Exception) -> str:
 
 
 def start_watches(api: client.ApiClient, cache: ClusterCache,
-                  on_pod_event: Callable[[str, dict], None]) -> list[Reflector]:
+                  on_pod_event: Callable[[str, KubeObject], None]) -> list[Reflector]:
     return [Reflector(api, cache, "nodes").start(), Reflector(api, cache, "pods", on_pod_event).start(),
             Reflector(api, cache, "packingplans").start()]
 

@@ -14,8 +14,10 @@ zone, 3 farther; bandwidth is Mbit/s, RTT ms, loads and utilisation 0..1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, overload
 
 import numpy as np
 
@@ -120,13 +122,18 @@ def peer_features(distances: np.ndarray) -> dict[str, float | np.ndarray]:
             "peer_frac_zone": share("zone")}
 
 
-def weakest_link(bandwidths: list, rtts: list) -> tuple[float | np.ndarray, float | np.ndarray]:
+@overload
+def weakest_link(bandwidths: Sequence[float], rtts: Sequence[float]) -> tuple[float, float]: ...
+@overload
+def weakest_link(bandwidths: Sequence[np.ndarray],
+                 rtts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]: ...
+def weakest_link(bandwidths: Sequence[Any], rtts: Sequence[Any]) -> tuple[Any, Any]:
     """peer_bw_mbps and peer_rtt_ms: the lowest bandwidth and the highest RTT over the links a pod's
-    exchange with its peers crosses (one entry per peer's node, scalars or arrays over candidates),
+    exchange with its peers crosses (one entry per peer's node: floats, or arrays over candidates),
     ignoring unknown (NaN) entries; NaN where no link is known. A peer on the candidate itself
     crosses no link: callers leave it out or pass NaN."""
     if not bandwidths:
-        return np.nan, np.nan
+        return math.nan, math.nan
     with np.errstate(all="ignore"):
         bw = np.fmin.reduce(np.asarray(bandwidths, dtype=float), axis=0)
         rtt = np.fmax.reduce(np.asarray(rtts, dtype=float), axis=0)

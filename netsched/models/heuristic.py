@@ -7,6 +7,8 @@ import the extender: both read this module, so the policy evaluated is the polic
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 CLOSENESS = np.array([1.0, 0.8, 0.4, 0.0])  # by distance level: same node, rack, zone, farther
@@ -54,7 +56,7 @@ def network_value(parts: list[tuple[float, np.ndarray]]) -> np.ndarray:
     if len(parts) == 1:
         return parts[0][1]
     total = sum(weight for weight, _ in parts)
-    return sum(weight * value for weight, value in parts) / total
+    return cast(np.ndarray, sum(weight * value for weight, value in parts) / total)
 
 
 def with_packing(network: np.ndarray, tight: np.ndarray) -> np.ndarray:
