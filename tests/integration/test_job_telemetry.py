@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-from builders import make_gpujob
 from kubernetes import client
 
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
@@ -20,6 +19,7 @@ from netsched.devcluster.wait import poll
 from netsched.operator.records import read_rows
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
+from netsched.testing.builders import make_gpujob
 from netsched.training.records import record_row
 
 SITES = ("x", "y", "data")
@@ -88,7 +88,7 @@ def test_a_finished_jobs_record_holds_the_links_its_last_replica_had(dev_cluster
     jobs = client.CustomObjectsApi(dev_cluster.api_client())
     hosts = {"matchExpressions": [
         {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(bed.nodes.values())}]}
-    job = make_gpujob("linked", replicas=2, gpus=8, duration="6s",
+    job = make_gpujob("linked", replicas=2, gpus=8, duration="6s", manifest=True,
                       dataSources=[{"name": "shards", "kind": "endpoint", "endpoint": bed.data}])
     job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [hosts]}}}

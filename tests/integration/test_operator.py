@@ -10,7 +10,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from builders import make_gpujob
 from kubernetes import client
 
 from netsched.api.conditions import find
@@ -21,6 +20,7 @@ from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.operator.records import read_rows
+from netsched.testing.builders import make_gpujob
 
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
 
@@ -57,7 +57,8 @@ def _condition(job: dict, type_: str) -> dict:
 def test_a_gpujob_runs_then_succeeds_with_true_status_events_and_one_record(dev_cluster, core, jobs,
                                                                               namespace):
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "train", replicas=2, gpus=4, duration="4s", workload={"kind": "training", "inputSizeGB": 10}))
+        "train", replicas=2, gpus=4, duration="4s", manifest=True,
+        workload={"kind": "training", "inputSizeGB": 10}))
     running = _phase(jobs, namespace, "train", "Running")
     assert running["status"]["ready"] == "2/2" and running["status"]["gpus"] == 8
     assert {p["pod"] for p in running["status"]["placements"]} == {"train-0", "train-1"}
@@ -93,7 +94,7 @@ def test_a_gang_that_cannot_fit_waits_gated_and_starts_when_capacity_frees(core,
         blocker["spec"]["nodeName"] = node
         core.create_namespaced_pod(namespace, blocker)
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                         make_gpujob("big", replicas=2, gpus=8))
+                                         make_gpujob("big", replicas=2, gpus=8, duration="3s", manifest=True))
     waiting = poll(lambda: (j := _get(jobs, namespace, "big")).get("status", {}).get("conditions")
                    and _condition(j, "Admitted")["status"] == "False" and j, 30, "the gang to wait")
     assert waiting["status"]["phase"] == "Pending"
@@ -117,7 +118,7 @@ def test_a_gang_that_cannot_fit_waits_gated_and_starts_when_capacity_frees(core,
 ])
 def test_an_invalid_gpujob_is_rejected_with_a_message_that_says_what_to_fix(jobs, namespace, change,
                                                                             message):
-    body = make_gpujob("bad", replicas=2)
+    body = make_gpujob("bad", replicas=2, gpus=2, duration="3s", manifest=True)
     body["spec"].update(change)
     with pytest.raises(client.ApiException) as err:
         jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
@@ -125,12 +126,13 @@ def test_an_invalid_gpujob_is_rejected_with_a_message_that_says_what_to_fix(jobs
 
 
 def test_gpus_in_the_template_and_changing_replicas_are_refused(jobs, namespace):
-    body = make_gpujob("gpus-twice")
+    body = make_gpujob("gpus-twice", gpus=2, duration="3s", manifest=True)
     body["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 2}}
     with pytest.raises(client.ApiException) as err:
         jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
     assert "the operator sets it from spec.gpusPerReplica" in json.loads(err.value.body)["message"]
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob("fixed"))
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                         make_gpujob("fixed", gpus=2, duration="3s", manifest=True))
     with pytest.raises(client.ApiException) as err:
         jobs.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "fixed",
                                             {"spec": {"replicas": 3}})
@@ -140,7 +142,8 @@ def test_gpus_in_the_template_and_changing_replicas_are_refused(jobs, namespace)
 def test_failed_pods_are_retried_up_to_the_backoff_limit_then_the_job_fails(dev_cluster, core, jobs,
                                                                              namespace):
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "flaky", replicas=1, duration=None, backoffLimit=1, annotations={FAIL_AFTER_ANNOTATION: "1s"}))
+        "flaky", replicas=1, gpus=2, duration=None, manifest=True, backoffLimit=1,
+        annotations={FAIL_AFTER_ANNOTATION: "1s"}))
     failed = _phase(jobs, namespace, "flaky", "Failed", timeout=60)
     assert _condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"
     assert failed["status"]["failures"] == 2
@@ -153,7 +156,7 @@ def test_failed_pods_are_retried_up_to_the_backoff_limit_then_the_job_fails(dev_
 
 def test_a_job_over_its_max_runtime_is_stopped(core, jobs, namespace):
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "slow", replicas=2, duration="600s", maxRuntimeSeconds=3))
+        "slow", replicas=2, gpus=2, duration="600s", manifest=True, maxRuntimeSeconds=3))
     failed = _phase(jobs, namespace, "slow", "Failed", timeout=60)
     assert _condition(failed, "Failed")["reason"] == "MaxRuntimeExceeded"
     poll(lambda: not core.list_namespaced_pod(namespace).items, 30, "the job's pods to be stopped")
@@ -161,8 +164,8 @@ def test_a_job_over_its_max_runtime_is_stopped(core, jobs, namespace):
 
 def test_an_operator_killed_mid_gang_finishes_the_job_without_duplicate_pods(dev_cluster, core, jobs,
                                                                               namespace):
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                         make_gpujob("steady", replicas=3, gpus=2, duration="8s"))
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "steady", replicas=3, gpus=2, duration="8s", manifest=True))
     poll(lambda: len(core.list_namespaced_pod(namespace).items) == 3, 30, "three pods")
     os.kill(dev_cluster.status()["components"][OPERATOR]["pid"], signal.SIGKILL)
     poll(lambda: OPERATOR not in dev_cluster.running_components(), 10, "the operator to die")

@@ -10,7 +10,6 @@ import urllib.request
 import uuid
 
 import pytest
-from builders import make_gpujob
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,6 +20,7 @@ from netsched.cli import main
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import STOP_AFTER_ANNOTATION
 from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
 
 LOW, HIGH = 100, 100000
 
@@ -55,7 +55,8 @@ def _fill(custom, core, namespace: str, priorities: dict, **template) -> dict[st
     nodes = len(core.list_node().items)
     for i in range(nodes // 2):
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-            f"low-{i}", replicas=2, gpus=8, duration="600s", priorityClassName=priorities["low"], **template))
+            f"low-{i}", replicas=2, gpus=8, duration="600s", manifest=True,
+            priorityClassName=priorities["low"], **template))
     pods = poll(lambda: (ps := core.list_namespaced_pod(namespace).items)
                 and sum(p.status.phase == "Running" for p in ps) == nodes and ps, 60,
                 "the low-priority jobs to fill every node")
@@ -64,7 +65,7 @@ def _fill(custom, core, namespace: str, priorities: dict, **template) -> dict[st
 
 def _urgent(custom, namespace: str, priorities: dict) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "urgent", replicas=2, gpus=8, duration="600s", priorityClassName=priorities["high"]))
+        "urgent", replicas=2, gpus=8, duration="600s", manifest=True, priorityClassName=priorities["high"]))
 
 
 def _plan_in(custom, phases: tuple[str, ...], timeout: float = 60) -> dict:

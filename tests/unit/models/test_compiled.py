@@ -1,9 +1,9 @@
 import joblib
 import numpy as np
-from model_builders import sim_rows
 
 from netsched.models.compiled import OnnxTrees, compiled
 from netsched.models.features import FEATURE_NAMES
+from netsched.testing.models import sim_rows
 from netsched.training.dataset import dataset_from_rows
 from netsched.training.fitting import fit_model
 

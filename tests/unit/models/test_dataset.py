@@ -2,9 +2,9 @@ import math
 
 import numpy as np
 import pytest
-from model_builders import sim_rows
 
 from netsched.models.features import FEATURE_NAMES, SchemaError
+from netsched.testing.models import sim_rows
 from netsched.training.dataset import COLUMNS, TARGET, dataset_from_rows, read_dataset, write_dataset
 
 

@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from model_builders import copy_of, trained
 
 from netsched.cli import main
+from netsched.testing.models import copy_of, trained
 from netsched.training.dataset import read_dataset
 
 

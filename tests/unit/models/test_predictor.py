@@ -3,11 +3,11 @@ import json
 import joblib
 import numpy as np
 import pytest
-from model_builders import copy_of, sim_rows, trained
 
 from netsched.models.artifact import ArtifactError
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND
 from netsched.models.predictor import Predictor
+from netsched.testing.models import copy_of, sim_rows, trained
 from netsched.training.dataset import dataset_from_rows
 
 

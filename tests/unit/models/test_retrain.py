@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 import pytest
-from model_builders import sim_rows
 
 from netsched.models.features import SchemaError
+from netsched.testing.models import sim_rows
 from netsched.training.dataset import TARGET, write_dataset
 from netsched.training.retrain import retrain
 from netsched.training.train import train

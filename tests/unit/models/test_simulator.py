@@ -3,9 +3,9 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from model_builders import sim_rows
 
 from netsched.datagen.simulator import SimConfig
+from netsched.testing.models import sim_rows
 from netsched.training.dataset import COLUMNS, TARGET
 from netsched.training.policies import least_allocated_balanced
 

@@ -3,10 +3,10 @@ import math
 
 import numpy as np
 import pytest
-from model_builders import sim_rows, trained
 
 from netsched.models.artifact import file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
+from netsched.testing.models import sim_rows, trained
 from netsched.training.dataset import data_sha256, dataset_from_rows
 from netsched.training.fitting import MODEL_KINDS, fit_model
 from netsched.training.metrics import REGRET_TIE, Scores

@@ -1,8 +1,8 @@
 import pytest
-from gpujob_builders import CLUSTER, node
 
 from netsched.api.resources import pod_requests
 from netsched.operator.capacity import gang_fit, node_room
+from netsched.testing.builders import CLUSTER, make_node
 
 GPU = "nvidia.com/gpu"
 GI = 2**30
@@ -32,9 +32,9 @@ def test_pod_requests(containers, expected):
 
 
 @pytest.mark.parametrize("manifest, schedulable", [
-    pytest.param(node("n"), True, id="ready"),
-    pytest.param(node("n", ready=False), False, id="not-ready"),
-    pytest.param(node("n", unschedulable=True), False, id="cordoned"),
+    pytest.param(make_node("n"), True, id="ready"),
+    pytest.param(make_node("n", ready=False), False, id="not-ready"),
+    pytest.param(make_node("n", unschedulable=True), False, id="cordoned"),
     pytest.param({"metadata": {"name": "n"}, "status": {"allocatable": {GPU: "8"}}}, False,
                  id="no-conditions"),
 ])
@@ -45,7 +45,7 @@ def test_node_room_schedulable(manifest, schedulable):
 def test_node_room_parses_quantities_and_keeps_only_hard_taints():
     taints = [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "PreferNoSchedule"},
               {"key": "c", "effect": "NoExecute"}]
-    room = node_room(node("n", cpu="95500m", memory="64Gi", taints=taints))
+    room = node_room(make_node("n", cpu="95500m", memory="64Gi", taints=taints))
     assert room.allocatable == {"cpu": 95.5, "memory": 64 * GI, "pods": 110, GPU: 8}
     assert [t["key"] for t in room.taints] == ["a", "c"]
     assert room.labels["netsched.io/rack"] == "rack-a1"
@@ -79,7 +79,7 @@ def test_the_message_says_what_is_needed_and_what_fits():
     pytest.param([{GPU: 16}], 3, id="fits-nowhere-is-ignored"),
 ])
 def test_released_but_unbound_pods_take_their_room_first(pending, placeable):
-    nodes = [node_room(node("big")), node_room(node("small", gpus=4))]
+    nodes = [node_room(make_node("big")), node_room(make_node("small", gpus=4))]
     assert fit(nodes=nodes, pending=pending, needed=1).placeable == placeable
 
 
@@ -115,8 +115,8 @@ def test_max_data_distance_keeps_only_nodes_near_the_data(level, data, nodes):
 
 
 def test_data_held_by_an_unschedulable_node_still_locates_its_rack():
-    nodes = [node_room(node("a1-0", unschedulable=True)), node_room(node("a1-1")),
-             node_room(node("a2-0", rack="rack-a2"))]
+    nodes = [node_room(make_node("a1-0", unschedulable=True)), node_room(make_node("a1-1")),
+             node_room(make_node("a2-0", rack="rack-a2"))]
     result = fit(nodes=nodes, request={GPU: 8}, needed=1, network={"maxDataDistance": "rack"},
                  data=("node", "a1-0"))
     assert result.placeable == 1 and eligible(result) == 1
@@ -158,14 +158,14 @@ TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
     pytest.param(TAINT | {"effect": "PreferNoSchedule"}, [], 2, id="prefer-no-schedule-ignored"),
 ])
 def test_taints_and_tolerations(taint, tolerations, placeable):
-    nodes = [node_room(node("tainted", taints=[taint])), node_room(node("plain"))]
+    nodes = [node_room(make_node("tainted", taints=[taint])), node_room(make_node("plain"))]
     result = fit(nodes=nodes, request={GPU: 8}, needed=1, template={"tolerations": tolerations})
     assert result.placeable == placeable
 
 
 def test_unschedulable_and_not_ready_nodes_are_not_counted():
-    nodes = [node_room(node("ok")), node_room(node("cordoned", unschedulable=True)),
-             node_room(node("down", ready=False))]
+    nodes = [node_room(make_node("ok")), node_room(make_node("cordoned", unschedulable=True)),
+             node_room(make_node("down", ready=False))]
     result = fit(nodes=nodes, request={GPU: 8}, needed=2, used={"cordoned": {GPU: 0}})
     assert (result.placeable, result.fits) == (1, False)
     assert result.message.endswith("(8 free GPUs on 1 eligible of 3 nodes)")

@@ -1,10 +1,10 @@
 """A packer snapshot built from API objects: who may move, where pods may go, which PDB covers them."""
 
 import pytest
-from gpujob_builders import node
 
 from netsched.operator.cluster_snapshot import snapshot_of, waits_for_room
 from netsched.operator.replica_pods import GANG_GATE
+from netsched.testing.builders import make_node
 
 TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
 
@@ -22,7 +22,7 @@ def raw_pod(name: str, node_name: str | None = None, owner: str | None = "Replic
 
 
 def test_pods_get_movability_allowed_nodes_and_pdbs():
-    nodes = [node("a1-0"), node("a1-1", taints=[TAINT])]
+    nodes = [make_node("a1-0"), make_node("a1-1", taints=[TAINT])]
     pods = [raw_pod("kept", "a1-0", owner=None), raw_pod("web", "a1-0"), raw_pod("waiting")]
     pdbs = [{"metadata": {"name": "all", "namespace": "ml"}, "spec": {"selector": {}},
              "status": {"disruptionsAllowed": 1}}]

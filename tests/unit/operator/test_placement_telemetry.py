@@ -2,11 +2,10 @@
 
 import math
 
-from gpujob_builders import LABELS, job
-
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.records import job_record
 from netsched.telemetry.store import TelemetryStore
+from netsched.testing.builders import LABELS, job
 from netsched.training.records import record_row
 
 
@@ -32,7 +31,7 @@ def store() -> TelemetryStore:
 
 
 def test_the_last_replicas_weakest_peer_link_and_its_data_link_are_taken():
-    j = job(replicas=4, data=[{"name": "s3", "kind": "endpoint", "endpoint": "10.0.0.5:9000"}])
+    j = job(replicas=4, dataSources=[{"name": "s3", "kind": "endpoint", "endpoint": "10.0.0.5:9000"}])
     got = placement_telemetry(j, placed("a1-0", "a1-1", "a1-1", "b1-0"), store())
     assert got == {"peer_bw_mbps": 400, "peer_rtt_ms": 4.0, "data_bw_mbps": 250, "data_rtt_ms": 7.5,
                    "nic_util": 0.35}
@@ -42,7 +41,7 @@ def test_unmeasured_stale_or_local_links_are_left_out():
     s = store()
     s.clock.now += 61  # every measurement is now older than the bound
     assert placement_telemetry(job(replicas=2), placed("a1-0", "b1-0"), s) == {}
-    on_data = job(replicas=1, data=[{"name": "d", "kind": "node", "location": "b1-0"}])
+    on_data = job(replicas=1, dataSources=[{"name": "d", "kind": "node", "location": "b1-0"}])
     assert placement_telemetry(on_data, placed("b1-0"), store()) == {"nic_util": 0.35}  # data on its node
     assert placement_telemetry(job(replicas=2), placed("c1-0", "c1-0"), store()) == {}  # peer on the node
 

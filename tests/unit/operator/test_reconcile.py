@@ -2,10 +2,11 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from gpujob_builders import LABELS, NOW, FitStub, ago, job, pod, stamp
 
 from netsched.api import conditions as c
 from netsched.operator.reconcile import PodView, reconcile
+from netsched.testing.builders import LABELS, NOW, FitStub, ago, job, stamp
+from netsched.testing.builders import pod_view as pod
 
 GANG = job()  # 2 replicas of 4 GPUs, gang on
 ADMITTED = {"phase": "Scheduling",
@@ -131,7 +132,8 @@ def test_all_replicas_succeeded():
 
 
 def test_a_failed_pod_is_replaced_by_its_next_attempt():
-    pods = [pod(0, phase="Running", node="a1-0"), pod(1, phase="Failed", node="a1-1", message="OOMKilled")]
+    pods = [pod(0, phase="Running", node="a1-0"),
+            pod(1, phase="Failed", node="a1-1", message="OOMKilled")]
     out = run(status=STARTED, pods=pods)
     assert out.create == [(1, 1, False)]
     failed = "pod train-1 (replica 1) failed: OOMKilled; starting attempt 1"
@@ -140,8 +142,8 @@ def test_a_failed_pod_is_replaced_by_its_next_attempt():
 
 
 def test_only_the_newest_attempt_counts():
-    pods = [pod(0, phase="Running", node="a1-0"), pod(1, 0, phase="Failed"), pod(1, 2, phase="Failed"),
-            pod(1, 1, phase="Failed")]
+    pods = [pod(0, phase="Running", node="a1-0"), pod(1, 0, phase="Failed"),
+            pod(1, 2, phase="Failed"), pod(1, 1, phase="Failed")]
     out = run(status=STARTED, pods=pods)
     assert out.create == [(1, 3, False)] and out.status["failures"] == 3  # backoffLimit 3 is not exceeded
 
@@ -149,7 +151,7 @@ def test_only_the_newest_attempt_counts():
 def test_more_failures_than_the_backoff_limit_fail_the_job_and_stop_its_pods():
     pods = [pod(0, phase="Failed"), pod(0, 1, phase="Failed", message="exit 1"), pod(1, phase="Running"),
             pod(2, phase="Pending", deleting=True)]
-    out = run(job(replicas=3, backoff=1), STARTED, pods)
+    out = run(job(replicas=3, backoffLimit=1), STARTED, pods)
     assert (out.status["phase"], out.status["reason"]) == ("Failed", "BackoffLimitExceeded")
     assert out.delete == ["train-1"] and out.create == [] and out.record is True
     assert out.events == [("Warning", "BackoffLimitExceeded", "GPUJob failed: 2 pod failures exceed "
@@ -157,7 +159,7 @@ def test_more_failures_than_the_backoff_limit_fail_the_job_and_stop_its_pods():
 
 
 def test_failures_equal_to_the_backoff_limit_are_still_retried():
-    out = run(job(backoff=1), STARTED, [pod(0, phase="Failed"), pod(1, phase="Running")])
+    out = run(job(backoffLimit=1), STARTED, [pod(0, phase="Failed"), pod(1, phase="Running")])
     assert out.status["phase"] != "Failed" and out.create == [(0, 1, False)]
 
 
@@ -167,7 +169,7 @@ def test_failures_equal_to_the_backoff_limit_are_still_retried():
 ])
 def test_max_runtime(ran, failed):
     pods = [pod(0, phase="Running", node="a1-0"), pod(1, phase="Succeeded", node="a1-1")]
-    out = run(job(max_runtime=600), STARTED | {"startTime": ago(ran)}, pods)
+    out = run(job(maxRuntimeSeconds=600), STARTED | {"startTime": ago(ran)}, pods)
     assert (out.status["phase"] == "Failed") is failed
     if failed:
         assert out.status["reason"] == "MaxRuntimeExceeded" and out.delete == ["train-0"] and out.record

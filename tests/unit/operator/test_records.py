@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from gpujob_builders import LABELS, job
 
 from netsched.operator.records import JobRecords, default_path, job_record
+from netsched.testing.builders import LABELS, job
 
 
 def lines(path) -> list[str]:
@@ -64,9 +64,9 @@ def finished(nodes: list[str], phase="Succeeded", reason="AllReplicasSucceeded",
 
 
 def test_job_record_row():
-    j = job(replicas=3, gpus=4, created="2025-01-01T10:00:00Z", priority="high",
+    j = job(replicas=3, gpus=4, created="2025-01-01T10:00:00Z", priorityClassName="high",
             workload={"kind": "training", "inputSizeGB": 120, "communicationIntensity": "high"},
-            data=[{"name": "imagenet", "kind": "rack", "location": "rack-a1", "sizeGB": 150}])
+            dataSources=[{"name": "imagenet", "kind": "rack", "location": "rack-a1", "sizeGB": 150}])
     row = job_record(j, finished(["a1-0", "a2-0", "a1-0"]), LABELS)
     assert json.loads(json.dumps(row)) == row
     expected = {
@@ -119,7 +119,7 @@ def test_a_job_that_never_started_has_no_durations():
 ])
 def test_data_distance(kind, location, nodes, distance):
     source = {"name": "d", "kind": kind, ("endpoint" if kind == "endpoint" else "location"): location}
-    assert job_record(job(data=[source]), finished(nodes), LABELS)["data_distance"] == distance
+    assert job_record(job(dataSources=[source]), finished(nodes), LABELS)["data_distance"] == distance
 
 
 def test_no_data_source_no_distance():

@@ -1,9 +1,9 @@
 import copy
 
 import pytest
-from gpujob_builders import job
 
 from netsched.operator.replica_pods import GANG_GATE, pod_name, replica_pod, ungate_patch
+from netsched.testing.builders import job
 
 TEMPLATE = {
     "metadata": {"labels": {"team": "vision"}, "annotations": {"owner": "ana"}},
@@ -53,7 +53,7 @@ def test_gpus_go_on_the_first_container_only_and_template_resources_stay():
 def test_network_and_data_annotations_join_the_template_ones():
     j = job(replicas=3, gpus=4, template=TEMPLATE,
             network={"maxPeerDistance": "rack", "maxDataDistance": "zone", "maxPeerRttMs": 0.5},
-            data=[{"name": "imagenet", "kind": "zone", "location": "zone-b"},
+            dataSources=[{"name": "imagenet", "kind": "zone", "location": "zone-b"},
                   {"name": "other", "kind": "rack", "location": "rack-a1"}])
     assert replica_pod(j, 0, 0, gated=True)["metadata"]["annotations"] == {
         "owner": "ana", "netsched.io/job-gpus": "12", "netsched.io/data-source": "zone:zone-b",
@@ -68,7 +68,7 @@ def test_without_network_data_or_workload_only_the_job_size_is_annotated():
 
 def test_workload_hints_are_annotated_for_the_model_with_the_data_size_as_input_size():
     j = job(workload={"kind": "etl", "communicationIntensity": "low", "expectedDurationSeconds": 600},
-            data=[{"name": "logs", "kind": "zone", "location": "zone-a", "sizeGB": 250}])
+            dataSources=[{"name": "logs", "kind": "zone", "location": "zone-a", "sizeGB": 250}])
     notes = replica_pod(j, 0, 0, gated=False)["metadata"]["annotations"]
     hints = {k: v for k, v in notes.items() if k not in ("netsched.io/job-gpus", "netsched.io/data-source")}
     assert hints == {
@@ -77,7 +77,7 @@ def test_workload_hints_are_annotated_for_the_model_with_the_data_size_as_input_
 
 
 def test_an_endpoint_data_source_is_annotated_with_its_host_and_port():
-    j = job(data=[{"name": "s3", "kind": "endpoint", "endpoint": "minio.data:9000"}])
+    j = job(dataSources=[{"name": "s3", "kind": "endpoint", "endpoint": "minio.data:9000"}])
     assert replica_pod(j, 0, 0, False)["metadata"]["annotations"]["netsched.io/data-source"] == \
         "endpoint:minio.data:9000"
 
@@ -97,7 +97,7 @@ def test_scheduler_name(template_spec, operator_flag, scheduler):
 
 
 def test_priority_class_is_set_from_the_spec():
-    assert replica_pod(job(priority="high"), 0, 0, False)["spec"]["priorityClassName"] == "high"
+    assert replica_pod(job(priorityClassName="high"), 0, 0, False)["spec"]["priorityClassName"] == "high"
     assert "priorityClassName" not in replica_pod(job(), 0, 0, False)["spec"]
 
 

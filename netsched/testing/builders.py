@@ -1,0 +1,114 @@
+"""Kubernetes objects as plain dicts, as the API server hands them out, and the operator's views of them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from netsched.api.events import rfc3339
+from netsched.api.gpujob import GROUP, VERSION, JobSpec, job_spec
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
+from netsched.devcluster.pods import DURATION_ANNOTATION
+from netsched.devcluster.topology import GPUNode
+from netsched.operator.capacity import Fit
+from netsched.operator.reconcile import PodView
+from netsched.operator.replica_pods import pod_name
+
+NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+stamp = rfc3339
+
+
+def ago(seconds: float) -> str:
+    return stamp(NOW - timedelta(seconds=seconds))
+
+
+def make_gpujob(name: str = "train", replicas: int = 2, gpus: int = 4, *, manifest: bool = False,
+                namespace: str = "ml", uid: str = "uid-1", generation: int = 3, created: str | None = None,
+                template: dict | None = None, duration: str | None = None, annotations: dict | None = None,
+                **spec) -> dict:
+    """A GPUJob as the API server hands it to the operator (in `namespace`, with `uid`,
+    `generation` and `creationTimestamp`, by default 30 s before NOW), or with `manifest=True`
+    the body a user creates: none of those, the create call's URL names the namespace.
+
+    `spec` takes the CRD's own field names (gang, dataSources, network, workload,
+    maxRuntimeSeconds, backoffLimit, priorityClassName); `duration` and `annotations` go on the
+    default template's pod annotations (the dev cluster finishes a pod after its duration)."""
+    pod_annotations = ({DURATION_ANNOTATION: duration} if duration else {}) | (annotations or {})
+    if template is None:
+        template = {"spec": {"containers": [{"name": "main", "image": "trainer:1"}]}}
+        if pod_annotations:
+            template["metadata"] = {"annotations": pod_annotations}
+    elif pod_annotations:
+        raise ValueError("pass duration and annotations in the template you give")
+    metadata = {"name": name} if manifest else {
+        "name": name, "namespace": namespace, "uid": uid, "generation": generation,
+        "creationTimestamp": created or ago(30)}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GPUJob", "metadata": metadata,
+            "spec": {"replicas": replicas, "gpusPerReplica": gpus, "template": template,
+                     **{k: v for k, v in spec.items() if v is not None}}}
+
+
+def job(**kwargs) -> JobSpec:
+    """The operator's parsed view of `make_gpujob(**kwargs)`."""
+    return job_spec(make_gpujob(**kwargs))
+
+
+def make_node(name: str, zone: str = "zone-a", rack: str = "rack-a1", gpus: int = 8, *, cpu: str = "96",
+              memory: str = "1024Gi", gpu_model: str = H100, ready: bool = True, unschedulable: bool = False,
+              taints: list | None = None, labels: dict | None = None) -> dict:
+    """A GPU Node as the dev cluster registers it (zone, rack and GPU labels), Ready by default."""
+    manifest = GPUNode(name, zone, rack, gpu_model, gpus, cpu, memory).manifest()
+    manifest["metadata"]["labels"].update(labels or {})
+    manifest["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    manifest["spec"] = {"unschedulable": unschedulable, "taints": taints or []}
+    return manifest
+
+
+def make_pod(name: str = "p", node: str | None = None, *, namespace: str = "ml", gpus: int = 2,
+             requests: dict | None = None, job: str | None = None, labels: dict | None = None,
+             annotations: dict | None = None, phase: str | None = None, owner: str | None = None,
+             priority: int | None = None, scheduler: str = SCHEDULER_NAME, uid: str | None = None,
+             **spec) -> dict:
+    """A Pod of one container asking for `gpus` GPUs (a limit; `requests` adds requests), bound to
+    `node` if given, Running there or Pending without it unless `phase` says otherwise. `owner`
+    names a controller kind; `job` sets the netsched job label; `spec` adds spec fields."""
+    resources: dict = {"limits": {GPU_RESOURCE: str(gpus)}} if gpus else {}
+    if requests:
+        resources["requests"] = requests
+    body: dict = {"schedulerName": scheduler, "containers": [{"name": "c", "resources": resources}]}
+    if node:
+        body["nodeName"] = node
+    if priority is not None:
+        body["priority"] = priority
+    meta: dict = {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}",
+                  "labels": ({JOB_LABEL: job} if job else {}) | (labels or {}),
+                  "annotations": annotations or {}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": f"{name}-owner", "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body | spec,
+            "status": {"phase": phase or ("Running" if node else "Pending")}}
+
+
+def pod_view(replica: int, attempt: int = 0, phase: str = "Pending", node: str | None = None,
+             gated: bool = False, deleting: bool = False, message: str = "", job: str = "train") -> PodView:
+    """The operator's view of one replica's pod."""
+    return PodView(pod_name(job, replica, attempt), replica, attempt, phase, node, gated, deleting, message)
+
+
+class FitStub:
+    """The `fit` callback: a fixed answer, and how often it was asked."""
+
+    def __init__(self, placeable: int = 2, needed: int = 2, message: str = "2 of 2 fit"):
+        self.result = Fit(placeable, needed, message)
+        self.calls = 0
+
+    def __call__(self) -> Fit:
+        self.calls += 1
+        return self.result
+
+
+# rack-a1 (a1-0, a1-1) and rack-a2 (a2-0) in zone-a; rack-b1 (b1-0) in zone-b
+CLUSTER = [make_node("a1-0"), make_node("a1-1"), make_node("a2-0", rack="rack-a2"),
+           make_node("b1-0", "zone-b", "rack-b1")]
+LABELS = {n["metadata"]["name"]: n["metadata"]["labels"] for n in CLUSTER}
