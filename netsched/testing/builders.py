@@ -69,10 +69,11 @@ def make_pod(name: str = "p", node: str | None = None, *, namespace: str = "ml",
              requests: dict | None = None, job: str | None = None, labels: dict | None = None,
              annotations: dict | None = None, phase: str | None = None, owner: str | None = None,
              priority: int | None = None, scheduler: str = SCHEDULER_NAME, uid: str | None = None,
-             **spec) -> dict:
+             unschedulable: bool = False, **spec) -> dict:
     """A Pod of one container asking for `gpus` GPUs (a limit; `requests` adds requests), bound to
-    `node` if given, Running there or Pending without it unless `phase` says otherwise. `owner`
-    names a controller kind; `job` sets the netsched job label; `spec` adds spec fields."""
+    `node` if given, Running there or Pending without it unless `phase` says otherwise;
+    `unschedulable` adds the condition kube-scheduler sets when no node fits. `owner` names a
+    controller kind; `job` sets the netsched job label; `spec` adds spec fields."""
     resources: dict = {"limits": {GPU_RESOURCE: str(gpus)}} if gpus else {}
     if requests:
         resources["requests"] = requests
@@ -85,9 +86,12 @@ def make_pod(name: str = "p", node: str | None = None, *, namespace: str = "ml",
                   "labels": ({JOB_LABEL: job} if job else {}) | (labels or {}),
                   "annotations": annotations or {}}
     if owner:
-        meta["ownerReferences"] = [{"kind": owner, "name": f"{name}-owner", "controller": True}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body | spec,
-            "status": {"phase": phase or ("Running" if node else "Pending")}}
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner",
+                                    "uid": f"uid-{name}-owner", "controller": True}]
+    status: dict = {"phase": phase or ("Running" if node else "Pending")}
+    if unschedulable:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body | spec, "status": status}
 
 
 def pod_view(replica: int, attempt: int = 0, phase: str = "Pending", node: str | None = None,
