@@ -36,8 +36,8 @@ def tick(operator: Operator, kube: FakeKube) -> dict:
 
 
 def errors(operator: Operator, action: str) -> float:
-    sample = operator.metrics.registry.get_sample_value("netsched_operator_api_errors_total", {"action": action})
-    return sample or 0
+    registry = operator.metrics.registry
+    return registry.get_sample_value("netsched_operator_api_errors_total", {"action": action}) or 0
 
 
 def condition(job: dict, type_: str) -> dict:

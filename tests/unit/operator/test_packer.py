@@ -33,7 +33,8 @@ def test_a_waiting_pod_that_only_an_eviction_places_gets_a_plan_and_an_event():
     assert [e["pod"] for e in plan["spec"]["evictions"]] == ["ml/low"]
     [event] = kube.list("events", "default")  # a cluster-scoped object's events live there
     assert event["reason"] == "Planned" and event["involvedObject"]["name"] == plan["metadata"]["name"]
-    assert event["message"].startswith("1 pod(s) wait for room, 1 at priority 1000 (ml/urgent): evict 1, move 0")
+    assert event["message"].startswith(
+        "1 pod(s) wait for room, 1 at priority 1000 (ml/urgent): evict 1, move 0, place 1 (solver, ")
     assert solves(packer, "plan") == 1 and kube.get("pods", "ml", "low") is not None  # planned, not evicted
 
 
