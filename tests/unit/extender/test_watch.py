@@ -1,0 +1,87 @@
+"""The extender's list-and-watch (Reflector) against a fake API server."""
+
+from __future__ import annotations
+
+import logging
+
+from netsched.api import plans
+from netsched.extender.watch import POD_SELECTOR, WATCH_SECONDS, Reflector
+from netsched.testing.builders import make_node, make_pod
+from netsched.testing.kube import FakeKube
+
+
+class CacheSpy:
+    """What the Reflector tells the cache, in order."""
+
+    def __init__(self):
+        self.log: list[tuple] = []
+
+    def replace(self, kind, objects):
+        self.log.append(("replace", kind, [o["metadata"]["name"] for o in objects]))
+
+    def apply(self, kind, event_type, obj):
+        self.log.append((event_type, kind, obj["metadata"]["name"]))
+
+    def heard(self, kind):
+        self.log.append(("heard", kind))
+
+
+def test_a_list_fills_the_cache_and_the_watch_from_its_version_applies_each_change_once():
+    kube = FakeKube([make_node("a1-0"), make_node("a1-1")])
+    cache, seen = CacheSpy(), []
+    reflector = Reflector(kube, cache, "nodes", lambda t, o: seen.append((t, o["metadata"]["name"])))
+    version = reflector._list()
+    assert cache.log == [("replace", "nodes", ["a1-0", "a1-1"])]
+    kube.add(make_node("b1-0", "zone-b", "rack-b1"))
+    kube.delete("nodes", None, "a1-0")
+    latest = reflector._watch(version)
+    assert cache.log[1:] == [("heard", "nodes"), ("ADDED", "nodes", "b1-0"), ("DELETED", "nodes", "a1-0"),
+                             ("heard", "nodes")]
+    assert seen == [("ADDED", "b1-0"), ("DELETED", "a1-0")]
+    watch = kube.made("watch")[0]
+    assert watch.query["resourceVersion"] == version and watch.query["allowWatchBookmarks"] == "true"
+    assert watch.query["timeoutSeconds"] == str(WATCH_SECONDS)
+    assert reflector._watch(latest) == latest and seen == [("ADDED", "b1-0"), ("DELETED", "a1-0")]
+
+
+def test_finished_pods_stay_out_of_the_pod_watch():
+    kube = FakeKube([make_pod("running", "a1-0"), make_pod("done", "a1-0", phase="Succeeded"),
+                     make_pod("waiting")])
+    cache = CacheSpy()
+    Reflector(kube, cache, "pods")._list()
+    assert cache.log == [("replace", "pods", ["running", "waiting"])]
+    assert kube.made("list")[0].query["fieldSelector"] == POD_SELECTOR
+
+
+def test_a_bookmark_is_heard_and_moves_the_version_without_touching_the_cache():
+    kube = FakeKube([make_node("a1-0")])
+    cache = CacheSpy()
+    reflector = Reflector(kube, cache, "nodes")
+    version = reflector._list()
+    kube.bookmark("nodes")
+    assert reflector._watch(version) == version
+    assert cache.log[1:] == [("heard", "nodes"), ("heard", "nodes"), ("heard", "nodes")]
+
+
+def test_a_version_too_old_to_watch_from_lists_again():
+    kube = FakeKube([make_node("a1-0")])
+    reflector = Reflector(kube, CacheSpy(), "nodes")
+    version = reflector._list()
+    kube.add(make_node("a1-1"))
+    kube.compact()
+    assert reflector._watch(version) is None
+
+
+def test_a_missing_crd_is_named_and_the_list_is_retried(caplog):
+    kube = FakeKube([{"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND,
+                      "metadata": {"name": "pack-1"}, "status": {"phase": "Evicting"}}])
+    kube.fail("list", plans.PLURAL, 404, "the server could not find the requested resource")
+    cache = CacheSpy()
+    reflector = Reflector(kube, cache, "packingplans")
+    kube.on_call = lambda call: call.verb == "watch" and reflector.stopped.set()
+    with caplog.at_level(logging.WARNING, "netsched.extender.watch"):
+        reflector.run()  # returns once the watch after the second list is made
+    assert [c.verb for c in kube.calls] == ["list", "list", "watch"]
+    assert cache.log[0] == ("replace", "packingplans", ["pack-1"])
+    why = "packingplans watch failed (HTTP 404 Not Found: is its CRD installed? (netsched/crds/))"
+    assert why in caplog.text
