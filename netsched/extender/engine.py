@@ -247,7 +247,8 @@ class Extender:
 
 def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
                 on_reject: Callable[[str, int], object] = lambda name, n: None) -> dict[int, str]:
-    """Reasons by position in idx, in candidate order: the first filter to reject a node names it.
+    """Reasons by position in idx, by filter in registry order: the first filter to reject a node names it
+    (and its rejections come first among the examples an explanation shows).
     `on_reject(filter name, nodes)` hears how many nodes each filter was first to reject."""
     reasons: dict[int, str] = {}
     for f in filters:
@@ -256,12 +257,12 @@ def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
         except Refused as refused:
             on_reject(f.name, len(idx))
             return dict.fromkeys(range(len(idx)), str(refused))
-        new = found.keys() - reasons.keys()
-        if new:
-            on_reject(f.name, len(new))
-        for pos in new:
-            reasons[pos] = found[pos]
-    return dict(sorted(reasons.items()))
+        before = len(reasons)
+        for pos, why in found.items():
+            reasons.setdefault(pos, why)
+        if len(reasons) > before:
+            on_reject(f.name, len(reasons) - before)
+    return reasons
 
 
 def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
