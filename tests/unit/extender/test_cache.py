@@ -1,6 +1,5 @@
-from cluster_builders import CLUSTER, cache_of, node, pod
-
 from netsched.extender.cache import ClusterCache, Placement
+from netsched.testing.extender import CLUSTER, cache_of, node, pod
 
 
 class Clock:

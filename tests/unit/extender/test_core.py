@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
 
 from netsched.extender.cache import ClusterCache
 from netsched.extender.engine import Extender, StaleCache, _ranking
 from netsched.extender.scorers import Scored, TopologyScorer
+from netsched.testing.extender import CLUSTER, NAMES, args, cache_of, pod
 
 
 def test_filter_hands_back_the_single_best_node_and_the_next_replica_follows_it():

@@ -8,7 +8,6 @@ import shutil
 
 import numpy as np
 import pytest
-from cluster_builders import args, cache_of, pod
 
 from netsched.api.gpujob import job_spec
 from netsched.datagen.simulator import SimConfig, simulate
@@ -26,6 +25,7 @@ from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
 from netsched.operator.placement_telemetry import placement_telemetry
 from netsched.telemetry.store import TelemetryStore
+from netsched.testing.extender import args, cache_of, pod
 from netsched.training.dataset import write_dataset
 from netsched.training.train import train
 

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from cluster_builders import CLUSTER, cache_of, node, pod
 
 from netsched.extender.engine import run_filters
 from netsched.extender.needs import InvalidNeeds, parse_needs
@@ -8,6 +7,7 @@ from netsched.extender.plugin import Request
 from netsched.extender.plugins import FILTERS
 from netsched.extender.protocol import PodRef
 from netsched.telemetry.store import TelemetryStore
+from netsched.testing.extender import CLUSTER, cache_of, node, pod
 
 
 @pytest.mark.parametrize("annotations, message", [

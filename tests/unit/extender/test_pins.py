@@ -1,8 +1,7 @@
 """PackingPlan pins and reservations in the filter."""
 
-from cluster_builders import CLUSTER, NAMES, args, cache_of, pod
-
 from netsched.extender.engine import Extender
+from netsched.testing.extender import CLUSTER, NAMES, args, cache_of, pod
 
 
 def plan(phase: str = "Placing", placements=(), moves=(), arrived=()) -> dict:

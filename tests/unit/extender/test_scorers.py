@@ -1,11 +1,11 @@
 import random
 
 import numpy as np
-from cluster_builders import CLUSTER, NAMES, args, cache_of, node, pod
 
 from netsched.extender.engine import Extender
 from netsched.extender.protocol import MAX_SCORE
 from netsched.telemetry.store import TelemetryStore
+from netsched.testing.extender import CLUSTER, NAMES, args, cache_of, node, pod
 
 
 def scores(cache, p, names=NAMES, telemetry=None):

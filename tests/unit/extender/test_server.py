@@ -4,13 +4,13 @@ import json
 from pathlib import Path
 
 import orjson
-from cluster_builders import CLUSTER, cache_of, call, node
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netsched.extender.cache import ClusterCache
 from netsched.extender.engine import Extender
 from netsched.extender.server import make_app
+from netsched.testing.extender import CLUSTER, cache_of, call, node
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"
 # the captured requests name kwok-gpu-0..2

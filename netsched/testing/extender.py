@@ -1,0 +1,60 @@
+"""Extender test tools: caches and requests built from the builders' nodes and pods, and one
+request through the ASGI app as uvicorn would make it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from netsched.extender.cache import ClusterCache
+from netsched.extender.protocol import ExtenderArgs, parse_args
+from netsched.testing.builders import CLUSTER, make_node, make_pod
+
+__all__ = ["CLUSTER", "NAMES", "args", "cache_of", "call", "node", "pod"]
+
+NAMES = [n["metadata"]["name"] for n in CLUSTER]
+node = make_node
+_uids = itertools.count()
+
+
+def pod(name: str = "p", node_name: str | None = None, gpus: int = 2, job: str | None = None,
+        ns: str = "ml", annotations: dict | None = None, phase: str = "Pending") -> dict:
+    """A pod as the watch delivers it, with a uid of its own even where a test reuses a name."""
+    return make_pod(name, node_name, namespace=ns, gpus=gpus, job=job, annotations=annotations, phase=phase,
+                    uid=f"uid-{name}-{next(_uids)}")
+
+
+def cache_of(nodes: list[dict], pods: Sequence[dict] = (), clock: Callable[[], float] | None = None,
+             plans: Sequence[dict] = (), **kwargs: Any) -> ClusterCache:
+    cache = ClusterCache(clock=clock, **kwargs) if clock else ClusterCache(**kwargs)
+    cache.replace("nodes", nodes)
+    cache.replace("pods", list(pods))
+    cache.replace("packingplans", list(plans))
+    return cache
+
+
+def args(p: dict, names: list[str]) -> ExtenderArgs:
+    return parse_args({"Pod": p, "Nodes": None, "NodeNames": names})
+
+
+def call(app: Callable, method: str, path: str, body: bytes = b"") -> tuple[int, object]:
+    """One request through an ASGI app, as uvicorn would make it; returns status and decoded body."""
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(app({"type": "http", "method": method, "path": path}, receive, send))
+    status = sent[0]["status"]
+    raw = sent[1]["body"]
+    try:
+        return status, orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return status, raw.decode()
