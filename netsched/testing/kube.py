@@ -33,6 +33,7 @@ request, so a test can act between, say, a list and the watch that follows it.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import io
 import itertools
@@ -124,7 +125,8 @@ class FakeKube(client.ApiClient):
         """The next `times` requests of `verb` on `plural` fail with `status` and `message`."""
         self._faults.append(_Fault(verb, plural, status, message, times))
 
-    def made(self, verb: str, plural: str | None = None, subresource: str | None = None) -> list[Call]:
+    def made(self, verb: str, plural: str | None = None,
+             subresource: str | None = None) -> builtins.list[Call]:
         """The calls of `verb` (on `plural`, with `subresource`) made so far."""
         return [c for c in self.calls if c.verb == verb and plural in (None, c.plural)
                 and (subresource is None or c.subresource == subresource)]
@@ -138,7 +140,8 @@ class FakeKube(client.ApiClient):
         namespace = None
         if len(rest_) >= 3 and rest_[0] == "namespaces":
             namespace, rest_ = rest_[1], rest_[2:]
-        plural, name, sub = (rest_ + [None, None])[:3]
+        plural = rest_[0] if rest_ else ""
+        name, sub = (rest_[1:] + [None, None])[:2]
         watch = query.get("watch") == "true"
         verb = {"GET": "watch" if watch else ("get" if name else "list"), "POST": "create",
                 "PATCH": "patch", "DELETE": "delete"}[method]
