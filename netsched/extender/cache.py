@@ -29,6 +29,7 @@ import numpy as np
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
+from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests, quantities
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import BadRequest, pod_gpus
@@ -245,7 +246,7 @@ def _placement(pod: KubeObject) -> Placement | None:
     """What a bound, unfinished pod holds; None for anything else."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
-    if not node or status.get("phase") in ("Succeeded", "Failed"):
+    if not node or status.get("phase") in DONE:
         return None
     meta = pod["metadata"]
     job = (meta.get("labels") or {}).get(JOB_LABEL)

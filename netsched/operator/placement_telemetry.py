@@ -12,7 +12,7 @@ left out (unknown), never guessed.
 
 from __future__ import annotations
 
-from netsched.api.gpujob import JobSpec
+from netsched.api.gpujob import JobSpec, Phase
 from netsched.models.features import weakest_link
 from netsched.telemetry.store import TelemetryStore
 
@@ -43,5 +43,5 @@ def placement_telemetry(job: JobSpec, status: dict, store: TelemetryStore) -> di
 
 def needs_snapshot(job: JobSpec, status: dict) -> bool:
     """Running with every replica placed, and not taken yet."""
-    return (status.get("phase") == "Running" and FIELD not in status
+    return (status.get("phase") == Phase.RUNNING and FIELD not in status
             and len(status.get("placements") or []) == job.replicas)

@@ -7,6 +7,8 @@ import time
 
 from kubernetes import client
 
+from netsched.api.pods import PodPhase
+
 log = logging.getLogger(__name__)
 
 
@@ -55,7 +57,7 @@ class PodDiscovery:
                 log.warning("peer discovery failed (%s %s); keeping %d known peers", exc.status, exc.reason,
                             len(self._peers))
                 return self._peers
-            running = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip]
+            running = [p for p in pods if p.status.phase == PodPhase.RUNNING and p.status.pod_ip]
             self._peers = {p.spec.node_name: (p.status.pod_ip, self.probe_port) for p in running
                            if p.spec.node_name != self.node}
             self._listed = time.monotonic()

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from netsched.api.distance import LIMITS as DISTANCE_LIMITS
+from netsched.api.gpujob import Phase
 from netsched.api.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from netsched.api.records import read_records
 from netsched.models.features import (
@@ -38,7 +39,7 @@ def record_row(record: dict) -> dict | None:
     """The dataset row of one finished-job record, or None if the job never gave a usable duration."""
     nodes = record.get("nodes") or []
     duration = record.get("duration_seconds")
-    if record.get("outcome") != "Succeeded" or not nodes or not duration or duration <= 0:
+    if record.get("outcome") != Phase.SUCCEEDED or not nodes or not duration or duration <= 0:
         return None
     last = len(nodes) - 1
     row = {
