@@ -2,7 +2,10 @@
 
 meta.json carries the schema version, the feature lists, the training data's sha256 and
 window, per-model cross-validation metrics, the chosen model, library versions and the
-sha256 of model.joblib, which loading checks before unpickling. The manifest names the
+sha256 of model.joblib, which loading checks before unpickling. Beside them, the serving
+files (`serving.json` with the linear screen's parameters, and the trees as ONNX graphs),
+listed with their sha256 under meta.json's `serving`: what the extender loads, ready to run,
+without unpickling anything. The manifest names the
 artifact directory in service (relative to the manifest), so promotion is one atomic file
 replace, no symlinks. Every promotion decision is appended to a JSON Lines log.
 
@@ -22,6 +25,7 @@ from netsched.api.events import now_rfc3339
 from netsched.models.features import SchemaError
 
 MODEL_FILE, META_FILE, MANIFEST = "model.joblib", "meta.json", "current.json"
+SERVING, SERVING_SPEC = "serving", "serving.json"  # meta.json's key for the serving files; their index
 
 
 class ArtifactError(SchemaError):
@@ -32,10 +36,16 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def write_artifact(directory: Path, bundle: dict, meta: dict) -> Path:
+def write_artifact(directory: Path, bundle: dict, meta: dict,
+                   serving: dict[str, bytes] | None = None) -> Path:
+    """The bundle, its meta and (when the model can be served without its pickle) the serving files."""
     directory.mkdir(parents=True, exist_ok=True)
     joblib.dump(bundle, directory / MODEL_FILE, compress=3)
     meta = {**meta, "artifact_sha256": file_sha256(directory / MODEL_FILE)}
+    if serving:
+        for name, content in serving.items():
+            (directory / name).write_bytes(content)
+        meta[SERVING] = {name: hashlib.sha256(content).hexdigest() for name, content in serving.items()}
     (directory / META_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return directory
 
@@ -81,6 +91,24 @@ def load_bundle(directory: Path, meta: dict) -> dict:
     if not isinstance(bundle, dict) or "estimator" not in bundle:
         raise ArtifactError(f"{path}: not a netsched model bundle; retrain the model")
     return bundle
+
+
+def read_serving(directory: Path, meta: dict) -> dict[str, bytes]:
+    """The serving files meta.json lists, each checked against its sha256."""
+    out = {}
+    for name, digest in meta[SERVING].items():
+        path = directory / name
+        if not path.is_file():
+            raise ArtifactError(f"{path}: missing (listed in {META_FILE}'s {SERVING}); retrain the model")
+        content = path.read_bytes()
+        if hashlib.sha256(content).hexdigest() != digest:
+            raise ArtifactError(f"{path}: sha256 differs from {META_FILE}'s {SERVING}: the file is corrupt "
+                                "or was replaced; retrain or restore the artifact")
+        out[name] = content
+    if SERVING_SPEC not in out:
+        raise ArtifactError(f"{directory}: {META_FILE}'s {SERVING} lists no {SERVING_SPEC}; "
+                            "retrain the model")
+    return out
 
 
 def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:

@@ -1,4 +1,4 @@
-"""A two-part boosted-tree model compiled for serving by ONNX Runtime (skl2onnx converts it).
+"""A two-part boosted-tree model served by ONNX Runtime, from graphs written with the artifact.
 
 sklearn's HistGradientBoostingRegressor.predict makes one Python-level call per tree, about
 5 us each whatever the rows: the 130 trees of a default artifact cost ~1 ms before a single
@@ -6,8 +6,11 @@ row is scored. ONNX Runtime walks the whole ensemble in one native call: one row
 128 rows in ~0.3 ms (bench/model_profile.py). Its tree operator reads float32, which moves
 a prediction by about 1e-7 in log seconds; the test checks the ranking is sklearn's.
 
-Compiled at load from the artifact's own estimator, so artifacts stay what `netsched train`
-wrote. A model of another kind (or a conversion that fails) is served by sklearn as before.
+`netsched train` converts the trees when it writes the artifact (`onnx_graph`, skl2onnx) and
+stores the graphs beside it, so serving needs ONNX Runtime only: no conversion and no
+scikit-learn when a model loads. An artifact written without the graphs (an older netsched,
+or a model of another kind) is served from its pickled estimator, converted at load when
+skl2onnx is installed (`compiled`), else by scikit-learn as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import logging
 import warnings
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor
 
 from netsched.models.estimators import JobPlusCandidate
 
@@ -24,37 +26,51 @@ log = logging.getLogger(__name__)
 
 
 class OnnxTrees:
-    """`predict` of a fitted HistGradientBoostingRegressor, in one ONNX Runtime call, on one thread."""
+    """`predict` of a tree ensemble converted to ONNX (`onnx_graph`), in one ONNX Runtime call, on one
+    thread."""
 
-    def __init__(self, model: HistGradientBoostingRegressor, n_features: int):
+    def __init__(self, graph: bytes):
         import onnxruntime
-        from skl2onnx import to_onnx
-        from skl2onnx.common.data_types import FloatTensorType
 
-        with warnings.catch_warnings():  # skl2onnx writes booleans where onnx wants ints; harmless so far
-            warnings.simplefilter("ignore", DeprecationWarning)
-            graph = to_onnx(model, initial_types=[("X", FloatTensorType([None, n_features]))],
-                            target_opset={"": 18, "ai.onnx.ml": 3})
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1  # a request is a few hundred rows
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(graph.SerializeToString(), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         out = self.session.run(None, {"X": np.asarray(X, dtype=np.float32)})[0]
-        return out.ravel().astype(np.float64)
+        return np.asarray(out).ravel().astype(np.float64)
+
+
+def onnx_graph(model: object, n_features: int) -> bytes:
+    """A fitted HistGradientBoostingRegressor as a serialized ONNX graph (needs skl2onnx)."""
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType
+
+    with warnings.catch_warnings():  # skl2onnx writes booleans where onnx wants ints; harmless so far
+        warnings.simplefilter("ignore", DeprecationWarning)
+        graph = to_onnx(model, initial_types=[("X", FloatTensorType([None, n_features]))],
+                        target_opset={"": 18, "ai.onnx.ml": 3})
+    return bytes(graph.SerializeToString())
+
+
+def is_trees(model: object) -> bool:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return isinstance(model, HistGradientBoostingRegressor)
 
 
 def compiled(estimator: object, n_features: int) -> object:
-    """`estimator` with its boosted trees run by ONNX Runtime, or `estimator` itself where it cannot be."""
-    if not isinstance(estimator, JobPlusCandidate) or not all(
-            isinstance(part, HistGradientBoostingRegressor) for part in (estimator.job, estimator.candidate)):
+    """`estimator` with its boosted trees run by ONNX Runtime, converted now, or `estimator` itself
+    where it cannot be (another kind, or skl2onnx missing)."""
+    if not isinstance(estimator, JobPlusCandidate):
+        return estimator
+    if not (is_trees(estimator.job) and is_trees(estimator.candidate)):
         return estimator
     try:
         return JobPlusCandidate(estimator.job_columns,
-                                OnnxTrees(estimator.job, len(estimator.job_columns)),
-                                OnnxTrees(estimator.candidate, n_features))
+                                OnnxTrees(onnx_graph(estimator.job, len(estimator.job_columns))),
+                                OnnxTrees(onnx_graph(estimator.candidate, n_features)))
     except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
         log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s", exc)
         return estimator

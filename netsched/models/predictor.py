@@ -18,15 +18,26 @@ the fix: a mismatched model would silently score the wrong columns.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from netsched.models.artifact import ArtifactError, artifact_dir, load_bundle, read_meta
-from netsched.models.compiled import compiled
+from netsched.models.artifact import (
+    SERVING,
+    SERVING_SPEC,
+    ArtifactError,
+    artifact_dir,
+    load_bundle,
+    read_meta,
+    read_serving,
+)
+from netsched.models.compiled import OnnxTrees, compiled
+from netsched.models.estimators import JobPlusCandidate
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
 
 SCREEN_ROWS = 128  # rows `fastest` hands the chosen model after the linear screen
@@ -39,19 +50,39 @@ class LinearScreen:
     """A fitted log1p -> median-impute (+ indicators) -> scale -> linear pipeline as one numpy expression:
     the same numbers as the pipeline's predict, without its per-step validation cost."""
 
-    def __init__(self, pipeline, features: tuple[str, ...]):
+    def __init__(self, pipeline: Any, features: tuple[str, ...]):
         logs, imputer, scaler, linear = (step for _, step in pipeline.steps)
         self.features = features
         self.heavy = list(logs.kw_args["columns"])
-        self.fill = imputer.statistics_  # in log1p units for the heavy-tailed columns
-        self.raw_fill = self.fill.copy()  # the same values before log1p: imputing first saves a copy
-        self.raw_fill[self.heavy] = np.expm1(self.fill[self.heavy])
-        self.flagged = [] if imputer.indicator_ is None else list(imputer.indicator_.features_)
+        fill = imputer.statistics_  # in log1p units for the heavy-tailed columns
+        self.raw_fill = fill.copy()  # the same values before log1p: imputing first saves a copy
+        self.raw_fill[self.heavy] = np.expm1(fill[self.heavy])
+        flagged = [] if imputer.indicator_ is None else list(imputer.indicator_.features_)
         n = len(features)
         self.weights = linear.coef_[:n] / scaler.scale_[:n]
         self.missing_weights = np.zeros(n)  # the weight of a column's missing-value indicator, if any
-        self.missing_weights[self.flagged] = linear.coef_[n:] / scaler.scale_[n:]
+        self.missing_weights[flagged] = linear.coef_[n:] / scaler.scale_[n:]
         self.bias = float(linear.intercept_ - (linear.coef_ * scaler.mean_ / scaler.scale_).sum())
+
+    def params(self) -> dict[str, Any]:
+        """What `predict` computes with, as JSON: written beside the artifact so serving needs no
+        scikit-learn (floats survive JSON exactly)."""
+        return {"heavy": self.heavy, "raw_fill": self.raw_fill.tolist(), "weights": self.weights.tolist(),
+                "missing_weights": self.missing_weights.tolist(), "bias": self.bias}
+
+    @classmethod
+    def of_params(cls, params: Mapping[str, Any], features: tuple[str, ...]) -> LinearScreen:
+        screen = cls.__new__(cls)
+        screen.features = features
+        screen.heavy = [int(j) for j in params["heavy"]]
+        screen.raw_fill = np.array(params["raw_fill"], dtype=np.float64)
+        screen.weights = np.array(params["weights"], dtype=np.float64)
+        screen.missing_weights = np.array(params["missing_weights"], dtype=np.float64)
+        screen.bias = float(params["bias"])
+        if not len(screen.raw_fill) == len(screen.weights) == len(screen.missing_weights) == len(features):
+            raise ValueError(f"screen parameters for {len(screen.weights)} features, "
+                             f"schema has {len(features)}")
+        return screen
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         missing = np.isnan(X)
@@ -96,11 +127,35 @@ class Predictor:
         directory = artifact_dir(Path(path))
         meta = read_meta(directory)
         _check(directory, meta.get("schema_version"), meta.get(features_key), expected)
+        if variant == "learned" and SERVING in meta:
+            return cls._load_serving(directory, meta, tuple(expected))
         bundle = load_bundle(directory, meta)
         _check(directory, bundle.get("schema_version"), bundle.get(features_key), expected)
         features, estimator = tuple(expected), bundle[estimator_key]
         return cls(features, estimator, LinearScreen(bundle[screen_key], features), meta, directory,
                    compiled(estimator, len(features)))
+
+    @classmethod
+    def _load_serving(cls, directory: Path, meta: dict[str, Any], features: tuple[str, ...]) -> Predictor:
+        """The artifact's serving files: the screen's parameters, the job part's trees as an ONNX graph
+        and the candidate part as one too (or, for a linear candidate part, its parameters), ready to
+        run as written: no pickle, no conversion."""
+        files = read_serving(directory, meta)
+        try:
+            spec = json.loads(files[SERVING_SPEC])
+            screen = LinearScreen.of_params(spec["screen"], features)
+            part = spec["candidate"]
+            candidate = (OnnxTrees(files[part["onnx"]]) if "onnx" in part
+                         else LinearScreen.of_params(part["linear"], features))
+            model = JobPlusCandidate([int(j) for j in spec["job_columns"]], OnnxTrees(files[spec["job"]]),
+                                     candidate)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"{directory / SERVING_SPEC}: not usable ({type(exc).__name__}: {exc}); "
+                                "retrain the model") from None
+        except Exception as exc:  # an ONNX graph onnxruntime refuses
+            raise ArtifactError(f"{directory}: its ONNX graphs cannot be loaded ({type(exc).__name__}: "
+                                f"{exc}); retrain the model") from None
+        return cls(features, model, screen, meta, directory, model)
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
         """Completion seconds per row of `matrix` (rows x len(self.features), schema order, NaN = unknown)."""

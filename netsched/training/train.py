@@ -15,6 +15,7 @@ features for evaluation's network-blind baseline.
 
 from __future__ import annotations
 
+import json
 import math
 import platform
 import time
@@ -27,8 +28,8 @@ import sklearn
 
 from netsched import __version__
 from netsched.api.events import rfc3339
-from netsched.models.artifact import write_artifact
-from netsched.models.compiled import compiled
+from netsched.models.artifact import SERVING_SPEC, write_artifact
+from netsched.models.compiled import compiled, is_trees, onnx_graph
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, read_datasets
@@ -173,10 +174,32 @@ def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, nam
     digest = data_sha256(paths)
     meta = _meta(bundle, results, pick, data, paths, digest, seed, holdout, time.perf_counter() - started)
     meta["serving_ms_5000"] = round(_serving_ms(bundle, data.X), 3)
-    directory = write_artifact(out / (name or _name(data, digest)), bundle, meta)
+    directory = write_artifact(out / (name or _name(data, digest)), bundle, meta, serving_files(bundle, log))
     log(f"chose {pick.kind} (serving 5,000 candidates here: {meta['serving_ms_5000']:.2f} ms median); "
         f"wrote {directory}")
     return directory
+
+
+def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
+    """What the extender loads (netsched.models.predictor): the linear screen's parameters, the job
+    part's trees as an ONNX graph and the candidate part as one too, or its parameters when it is
+    linear; converted here once rather than at every load. None (served from the pickle) for a
+    model that cannot be written so."""
+    estimator = bundle["estimator"]
+    files: dict[str, bytes] = {}
+    try:
+        files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
+        if is_trees(estimator.candidate):
+            files["candidate.onnx"] = onnx_graph(estimator.candidate, len(FEATURE_NAMES))
+            candidate: dict = {"onnx": "candidate.onnx"}
+        else:
+            candidate = {"linear": LinearScreen(estimator.candidate, FEATURE_NAMES).params()}
+    except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
+        log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
+        return None
+    spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
+            "screen": LinearScreen(bundle["screen"], FEATURE_NAMES).params()}
+    return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), **files}
 
 
 def _serving_ms(bundle: dict, X: np.ndarray) -> float:

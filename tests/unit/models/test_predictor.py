@@ -1,4 +1,7 @@
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -68,14 +71,14 @@ def test_refuses_another_feature_list(tmp_path):
         Predictor.load(directory)
 
 
-def test_refuses_a_corrupt_model_file(tmp_path):
+def test_refuses_a_corrupt_model_file_where_it_reads_the_pickle(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
     model = directory / "model.joblib"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match="model.joblib: sha256 differs from meta.json's artifact_sha256"):
-        Predictor.load(directory)
+        Predictor.load(directory, "network_blind")  # the serving path reads only the serving files
 
 
 def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
@@ -87,3 +90,48 @@ def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
         Predictor.load(tmp_path / "current.json")
     with pytest.raises(ArtifactError, match="absent: no such model artifact or manifest"):
         Predictor.load(tmp_path / "absent")
+
+
+def test_serves_from_the_files_written_with_the_artifact_as_the_pickled_model_ranks(predictor, rows):
+    assert predictor.meta["model_kind"] == "ridge"  # the job part's trees in ONNX, the candidate part linear
+    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx"}
+    pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
+    np.testing.assert_allclose(np.log(predictor.predict(rows)), pickled.predict(rows), atol=1e-5)  # float32
+    bundle_screen = joblib.load(predictor.path / "model.joblib")["screen"]
+    np.testing.assert_allclose(predictor.screen.predict(rows), bundle_screen.predict(rows), rtol=1e-9)
+
+
+def test_loading_the_serving_files_needs_neither_scikit_learn_nor_the_pickle():
+    code = ("import sys; from netsched.models.predictor import Predictor; "
+            f"p = Predictor.load({str(trained()[0])!r}); "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'skl2onnx', 'scipy')], "
+            "sorted(m for m in sys.modules if m.startswith(('sklearn', 'skl2onnx', 'scipy')))[:5]")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_artifact_without_serving_files_is_served_from_its_pickle(tmp_path, rows, predictor):
+    directory = copy_of(trained()[0], tmp_path)
+    meta = json.loads((directory / "meta.json").read_text())
+    del meta["serving"]
+    (directory / "meta.json").write_text(json.dumps(meta))
+    np.testing.assert_allclose(Predictor.load(directory).predict(rows), predictor.predict(rows), rtol=1e-4)
+
+
+def test_a_corrupt_serving_file_is_refused_naming_it(tmp_path):
+    directory = copy_of(trained()[0], tmp_path)
+    (directory / "job.onnx").write_bytes(b"not a graph")
+    with pytest.raises(ArtifactError, match=r"job.onnx: sha256 differs from meta.json's serving"):
+        Predictor.load(directory)
+
+
+def test_the_shipped_model_serves_from_its_files_as_it_did_from_its_pickle(tmp_path, rows):
+    shipped = Path(__file__).resolve().parents[3] / "models" / "current.json"
+    lean = Predictor.load(shipped)
+    assert lean.meta["serving"].keys() == {"serving.json", "job.onnx", "candidate.onnx"}
+    directory = copy_of(lean.path, tmp_path)
+    meta = json.loads((directory / "meta.json").read_text())
+    del meta["serving"]
+    (directory / "meta.json").write_text(json.dumps(meta))
+    pickled = Predictor.load(directory)  # converted at load, as before the serving files
+    np.testing.assert_allclose(lean.predict_one_job(rows[:8]), pickled.predict_one_job(rows[:8]), rtol=1e-12)
+    np.testing.assert_allclose(lean.screen.predict(rows), pickled.screen.predict(rows), rtol=1e-12)
