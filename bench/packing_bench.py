@@ -146,7 +146,8 @@ def report(args, results: dict) -> str:
         f"44.2% at 1 s, 73.6% at 10 s), better or default proven optimal in **{covered:.1%}** (reference: "
         "63.3% at 1 s, 93.4% at 10 s: its better share plus its default-proven-optimal share, 19.1% and "
         f"19.8%). Not the same experiment: {args.seeds} seeds per cell against the reference's 100, our "
-        "scenario generator and an emulated default scheduler (no preemption), not the real one.", "",
+        "scenario generator and an emulated default scheduler (priority queue and preemption), not the "
+        "real one.", "",
     ])
 
 

@@ -2,8 +2,9 @@
 
 Identical nodes; ReplicaSets of 1-4 replicas with CPU uniform in 100-1000 m and memory
 in 100-1000 MB, each ReplicaSet one of `classes` priorities; total node capacity = total
-requests / utilisation. Pods arrive in random order and the default-scheduler emulation
-places them one by one, without preemption; a scenario counts when it leaves pods pending.
+requests / utilisation. Every pod is created (in random order) before the scheduler starts,
+so the default-scheduler emulation queues them by priority and preempts, as kube-scheduler
+does; a scenario counts when it leaves pods pending.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from netsched.packing.default_scheduler import schedule
+from netsched.packing.default_scheduler import preemptive_schedule
 from netsched.packing.snapshot import Node, Pod, Snapshot
 
 MB = 1_000_000
@@ -37,8 +38,7 @@ def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, s
     node_list = tuple(Node(f"node-{i}", dict(cap)) for i in range(nodes))
     order = pods[:]
     rng.shuffle(order)
-    free = {n.name: dict(n.capacity) for n in node_list}
-    placed = schedule(node_list, free, order)
+    placed = preemptive_schedule(Snapshot(node_list, tuple(order)))
     return Snapshot(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name]) for p in pods))
 
 

@@ -29,6 +29,7 @@ class Pod:
     pdb: str | None = None  # the PodDisruptionBudget that covers it
     allowed: tuple[str, ...] | None = None  # nodes its selector/affinity allows; None = any
     preference: dict[str, int] = field(default_factory=dict)  # node -> 0..10 (network score), last tier
+    started: float | None = None  # when it started running (Unix seconds); None = unknown or pending
 
     @property
     def running(self) -> bool:
@@ -85,4 +86,5 @@ def _pod(p: dict[str, Any]) -> Pod:
     return Pod(p["name"], _resources(p["requests"], f"pod {p['name']}"), int(p.get("priority", 0)),
                p.get("node"), bool(p.get("movable", True)), p.get("gang"), p.get("pdb"),
                tuple(allowed) if allowed is not None else None,
-               {k: int(v) for k, v in (p.get("preference") or {}).items()})
+               {k: int(v) for k, v in (p.get("preference") or {}).items()},
+               float(p["started"]) if p.get("started") is not None else None)
