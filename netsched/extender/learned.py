@@ -88,6 +88,7 @@ def _stamp(path: Path) -> Stamp:
     try:
         directory = artifact_dir(path)
         files += [directory / META_FILE, directory / MODEL_FILE]
+        files += sorted(f for f in directory.iterdir() if f not in files)  # the serving files
     except Exception:  # noqa: BLE001 - an unreadable manifest is itself the state to record
         pass
     out: list[tuple[str, int | None, int | None]] = []

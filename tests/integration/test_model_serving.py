@@ -6,6 +6,7 @@ A dev-cluster of its own (its extender runs with --model), with a model trained 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -20,7 +21,7 @@ from netsched.datagen.simulator import SimConfig, simulate
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.models.artifact import MODEL_FILE
+from netsched.models.artifact import META_FILE, MODEL_FILE
 from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, gpu_features, kind_features
 from netsched.models.predictor import Predictor
 from netsched.training.dataset import write_dataset
@@ -106,9 +107,13 @@ def test_kube_scheduler_places_the_pod_where_the_model_predicts_it_finishes_firs
 
 
 def test_a_corrupt_model_degrades_to_the_heuristic_without_failing_a_request(cluster, core, model):
-    backup = model.parent / "backup.joblib"
-    shutil.copy(model / MODEL_FILE, backup)
-    (model / MODEL_FILE).write_bytes(b"\x80corrupt")
+    # what the extender loads: the serving files netsched train wrote, else the pickle
+    meta = json.loads((model / META_FILE).read_text())
+    served = [model / name for name in meta.get("serving", [MODEL_FILE])]
+    backup = model.parent / "backup"
+    shutil.copytree(model, backup)
+    for path in served:
+        path.write_bytes(b"\x80corrupt")
     poll(lambda: metric(cluster, "netsched_extender_model_loaded") == 0, 10,
          "the extender to refuse the model")
     try:
@@ -122,5 +127,6 @@ def test_a_corrupt_model_degrades_to_the_heuristic_without_failing_a_request(clu
         failed = core.list_namespaced_event("default", field_selector="reason=FailedScheduling").items
         assert not [e.message for e in failed if e.involved_object.name.startswith("degraded-")]
     finally:
-        shutil.copy(backup, model / MODEL_FILE)
+        for path in served:
+            shutil.copy(backup / path.name, path)
     poll(lambda: metric(cluster, "netsched_extender_model_loaded") == 1, 10, "the restored model to load")

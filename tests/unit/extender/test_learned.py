@@ -144,7 +144,8 @@ def test_filter_hands_back_the_node_the_model_predicts_fastest(artifact):
 
 
 def test_a_corrupt_model_file_falls_back_to_the_heuristic_and_every_request_is_answered(copy):
-    (copy / MODEL_FILE).write_bytes(b"not a model")
+    for name in [MODEL_FILE, *json.loads((copy / META_FILE).read_text()).get("serving", [])]:
+        (copy / name).write_bytes(b"not a model")  # the pickle and the files the extender serves
     scorer, source, metrics = scorer_for(copy)
     assert source.predictor is None
     assert sample(metrics, "netsched_extender_model_loads_total", result="refused") == 1
