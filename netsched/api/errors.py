@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from kubernetes import client
+
 from netsched.api import conditions as c
+from netsched.api.connect import api_message
 
 
 class NetschedError(Exception):
@@ -58,3 +61,39 @@ class ClusterChanged(TemporaryError):
     """Before anything was evicted, the cluster stopped being the one the plan was made for:
     a new plan for the cluster as it is now may still help."""
     reason = c.CLUSTER_CHANGED
+
+
+# ---- what the API server answers -------------------------------------------------------
+class Refused(PermanentError):
+    """The API server refused a write that will be refused again until the spec or the cluster
+    changes: invalid (422), forbidden (403: a missing PriorityClass, an exceeded quota, RBAC)."""
+    reason = c.POD_CREATE_FAILED
+
+
+class Unavailable(TemporaryError):
+    """The API server could not answer (5xx, 429 or no connection): the same call may succeed soon."""
+    reason = c.API_UNAVAILABLE
+
+
+def api_failure(exc: BaseException, what: str, template: str) -> NetschedError:
+    """Classify a failed write of `what` (e.g. 'pod ml/train-0'), made from the spec field
+    `template`, into a permanent refusal with its fix or a temporary failure."""
+    if not isinstance(exc, client.ApiException):  # no answer at all: connection refused, reset, timeout
+        return Unavailable(f"cannot create {what}: the API server did not answer "
+                           f"({type(exc).__name__}: {exc})")
+    said = api_message(exc)
+    if not exc.status or exc.status == 429 or exc.status >= 500:
+        return Unavailable(f"cannot create {what}: the API server answered {exc.status}: {said}")
+    return Refused(f"cannot create {what}: {said}; fix: {_fix(said, template)}")
+
+
+def _fix(said: str, template: str) -> str:
+    lowered = said.lower()
+    if "priorityclass" in lowered:
+        return ("create that PriorityClass (`kubectl get priorityclass` lists them), or name an existing one "
+                "in spec.priorityClassName")
+    if "exceeded quota" in lowered:
+        return "raise the namespace's ResourceQuota, or ask for less in the job's spec"
+    if "is forbidden" in lowered:
+        return f"allow it (the object or policy named above), or change {template}"
+    return f"correct the field named above in {template}"

@@ -18,13 +18,16 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import kopf
+import urllib3
 from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.connect import api_message
+from netsched.api.errors import NetschedError, PermanentError, api_failure
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
@@ -34,9 +37,17 @@ from netsched.operator.capacity import Fit, NodeRoom, gang_fit, node_room
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
-from netsched.operator.reconcile import Actions, PodView, reconcile
+from netsched.operator.reconcile import (
+    BACKOFF,
+    CREATED,
+    Actions,
+    PodView,
+    create_backoff,
+    created_events,
+    reconcile,
+)
 from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import replica_pod, ungate_patch
+from netsched.operator.replica_pods import pod_name, replica_pod, ungate_patch
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
@@ -125,8 +136,8 @@ class Operator:
     # ---- carrying out -----------------------------------------------------------
     def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict],
                pods: list[PodView]) -> None:
-        for replica, attempt, gated in actions.create:
-            self._create(job, replica, attempt, gated, actions)
+        if actions.create:
+            self._create(job, actions)
         others = {p.name: p.other_gates for p in pods}
         for name in actions.ungate:
             self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
@@ -142,20 +153,40 @@ class Operator:
             self._call("event", self.core.create_namespaced_event, job.namespace,
                        event(job.involved(), reason, message, COMPONENT, type_))
 
-    def _create(self, job: JobSpec, replica: int, attempt: int, gated: bool, actions: Actions) -> None:
-        try:
-            self.core.create_namespaced_pod(job.namespace,
-                                            replica_pod(job, replica, attempt, gated, self.scheduler))
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return  # created by an earlier tick whose pod the index has not shown yet
-            self.metrics.api_errors.labels("create").inc()
-            message = (f"cannot create the pod of replica {replica}: {api_message(exc)}; "
-                       "fix spec.template (or the missing object it names)")
-            conds = actions.status.setdefault("conditions", [])
-            if c.set_condition(conds, c.PODS_READY, False, c.POD_CREATE_FAILED, message, job.generation):
-                actions.event(c.POD_CREATE_FAILED, message, warning=True)
-            actions.status["reason"] = c.POD_CREATE_FAILED
+    def _create(self, job: JobSpec, actions: Actions) -> None:
+        """Create the pods in replica order, stopping at the first failure: the next ones would meet
+        the same refusal. Events for the pods made; a condition and a backoff for a refusal."""
+        status = actions.status
+        known = status.get(CREATED, 0)
+        made = []
+        for replica, attempt, gated in actions.create:
+            try:
+                self.core.create_namespaced_pod(job.namespace,
+                                                replica_pod(job, replica, attempt, gated, self.scheduler))
+            except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+                # 409: created by an earlier tick whose pod the index has not shown yet
+                if not isinstance(exc, client.ApiException) or exc.status != 409:
+                    what = f"pod {job.namespace}/{pod_name(job.name, replica, attempt)}"
+                    self._create_failed(job, actions, api_failure(exc, what, "spec.template.spec"))
+                    break
+            made.append((replica, attempt, gated))
+        else:
+            if BACKOFF in status:
+                status[BACKOFF] = None  # every pod made: a merge patch deletes the backoff
+        status[CREATED] = max([known, *(i + 1 for i, _, _ in made)])
+        actions.events[:0] = [("Normal", reason, text) for reason, text in created_events(job, made, known)]
+
+    def _create_failed(self, job: JobSpec, actions: Actions, failure: NetschedError) -> None:
+        """One Event per new reason; the condition holds the latest message; the next try waits."""
+        self.metrics.api_errors.labels("create").inc()
+        status = actions.status
+        conds = status.setdefault("conditions", [])
+        if c.set_condition(conds, c.PODS_READY, False, failure.reason, failure.message, job.generation):
+            actions.event(failure.reason, failure.message, warning=True)
+            log.warning("GPUJob %s/%s: %s", job.namespace, job.name, failure.message)
+        status["reason"] = failure.reason
+        status[BACKOFF] = create_backoff(status.get(BACKOFF), isinstance(failure, PermanentError),
+                                         job.generation, datetime.now(UTC))
 
     def _record(self, job: JobSpec, actions: Actions, labels: dict[str, dict]) -> None:
         status = actions.status

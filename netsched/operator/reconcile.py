@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
@@ -19,6 +19,11 @@ from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_
 from netsched.api.pods import DONE, PodPhase
 from netsched.operator.capacity import Fit
 from netsched.operator.replica_pods import GANG_GATE
+
+CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
+BACKOFF = "podCreateBackoff"  # status, while creates are refused: {failures, retryAt, generation, ...}
+PERMANENT_FIRST_RETRY, PERMANENT_MAX_RETRY = 5.0, 300.0  # seconds: a refusal waits for a fix
+TEMPORARY_FIRST_RETRY, TEMPORARY_MAX_RETRY = 1.0, 30.0  # seconds: an API server that did not answer
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,13 @@ def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict
 
     admitted = not job.gang or c.is_true(conds, c.ADMITTED) or any(
         not p.gated for p in latest.values() if p.phase not in DONE)
-    _replace_missing(out, job, latest, pods, admitted)
+    new.setdefault(CREATED, max(latest) + 1 if latest else 0)  # a status written before the field
+    backoff = new.get(BACKOFF)
+    if backoff and backoff.get("generation") != job.generation:
+        new[BACKOFF] = None  # the spec changed: the refusal may be fixed, so try now (None: a merge delete)
+        backoff = None
+    if not backoff or now >= (_time(backoff.get("retryAt")) or now):
+        _replace_missing(out, job, latest, failures > (status.get("failures") or 0), admitted)
     if not admitted:
         admitted = _admit(out, job, conds, latest, fit)
     elif not job.gang:
@@ -144,23 +155,46 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
     return out
 
 
-def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], pods: list[PodView],
+def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], new_failure: bool,
                      admitted: bool) -> None:
-    """Create each replica's pod if it has none, or a new attempt if its newest one failed."""
-    created_first = not pods
+    """Create each replica's pod if it has none, or a new attempt if its newest one failed.
+
+    Which creates happened is known only once they are made: the handler posts their Events."""
     for i in range(job.replicas):
         p = latest.get(i)
         if p is None:
             out.create.append((i, 0, not admitted))
-            if not created_first:
-                out.event(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
         elif p.phase == PodPhase.FAILED:
             out.create.append((i, p.attempt + 1, not admitted))
-            out.event(c.POD_FAILED, f"pod {p.name} (replica {i}) failed: {p.message or 'no message'}; "
-                                    f"starting attempt {p.attempt + 1}", warning=True)
-    if created_first:
-        gated = " behind the gang gate until the whole gang fits" if not admitted else ""
-        out.event(c.PODS_CREATED, f"created {job.replicas} pod(s) of {job.gpus_per_replica} GPU(s){gated}")
+            if new_failure:  # once per failure, not once per refused retry of its next attempt
+                out.event(c.POD_FAILED, f"pod {p.name} (replica {i}) failed: {p.message or 'no message'}; "
+                                        f"starting attempt {p.attempt + 1}", warning=True)
+
+
+def created_events(job: JobSpec, created: list[tuple[int, int, bool]], known: int) -> list[tuple[str, str]]:
+    """The Events (reason, message) for the pods a tick did create: one for the replicas that never
+    had a pod, one per replica below `known` (status.podsCreated) whose pod went away."""
+    events = [(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
+              for i, attempt, _ in created if attempt == 0 and i < known]
+    first = [gated for i, attempt, gated in created if attempt == 0 and i >= known]
+    if first:
+        behind = " behind the gang gate until the whole gang fits" if first[0] else ""
+        made = f"created {len(first)} pod(s) of {job.gpus_per_replica} GPU(s){behind}"
+        events.insert(0, (c.PODS_CREATED, made))
+    return events
+
+
+def create_backoff(previous: dict | None, permanent: bool, generation: int, now: datetime) -> dict:
+    """status.podCreateBackoff after a refused create: when to try again, doubling per refusal up to
+    a cap (minutes for a refusal, seconds for an API server that did not answer). Kept in the status
+    so that a restarted operator waits too."""
+    same = previous and previous.get("generation") == generation and previous.get("permanent") == permanent
+    failures = (previous or {}).get("failures", 0) + 1 if same else 1
+    base, cap = (PERMANENT_FIRST_RETRY, PERMANENT_MAX_RETRY) if permanent else (TEMPORARY_FIRST_RETRY,
+                                                                                TEMPORARY_MAX_RETRY)
+    delay = min(cap, base * 2 ** (failures - 1))
+    return {"failures": failures, "permanent": permanent, "generation": generation, "delaySeconds": delay,
+            "retryAt": rfc3339(now + timedelta(seconds=delay))}
 
 
 def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView]) -> None:
@@ -204,7 +238,10 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
     ready = phase == Phase.RUNNING
     message = (f"{running} of {job.replicas} replicas running" + (f", {done} succeeded" if done else "")
                + f" (minAvailable {job.min_available})")
-    c.set_condition(conds, c.PODS_READY, ready, reason, message, job.generation)
+    if new.get(BACKOFF):  # the pods cannot be created: the condition says why until they can
+        reason = new.get("reason") or reason
+    else:
+        c.set_condition(conds, c.PODS_READY, ready, reason, message, job.generation)
     if phase != new.get("phase"):
         out.event(phase, f"GPUJob is {phase}: {message}" if admitted else f"GPUJob is {phase}: "
                   f"{_waiting_reason(new)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import urllib3
 
 from netsched.api import conditions as c
 from netsched.api.gpujob import PLURAL, job_spec
@@ -10,7 +11,7 @@ from netsched.operator.capacity import node_room
 from netsched.operator.handlers import Indices, Operator
 from netsched.operator.reconcile import PodView
 from netsched.operator.records import JobRecords
-from netsched.operator.replica_pods import GANG_GATE
+from netsched.operator.replica_pods import GANG_GATE, replica_pod
 from netsched.testing.builders import CLUSTER, make_gpujob
 from netsched.testing.kube import FakeKube
 
@@ -67,18 +68,95 @@ def test_a_pod_an_earlier_tick_created_is_not_an_error(operator, kube):
     assert errors(operator, "create") == 0
 
 
-def test_a_refused_pod_says_why_in_the_status_and_an_event(operator, kube):
-    kube.fail("create", "pods", 422, 'Pod "train-0" is invalid: spec.containers[0].image: Required value',
-              times=2)
+MISSING_CLASS = 'pods "train-0" is forbidden: no PriorityClass with name urgent was found'
+
+
+@pytest.mark.parametrize("code, said, reason, fix", [
+    pytest.param(422, 'Pod "train-0" is invalid: spec.containers[0].image: Required value', "PodCreateFailed",
+                 "correct the field named above in spec.template.spec", id="invalid"),
+    pytest.param(403, MISSING_CLASS, "PodCreateFailed", "create that PriorityClass (`kubectl get "
+                 "priorityclass` lists them), or name an existing one in spec.priorityClassName",
+                 id="missing-priority-class"),
+    pytest.param(403, 'pods "train-0" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=4',
+                 "PodCreateFailed", "raise the namespace's ResourceQuota", id="quota"),
+    pytest.param(500, "etcdserver: request timed out", "ApiUnavailable", None, id="server-error"),
+    pytest.param(429, "too many requests", "ApiUnavailable", None, id="throttled"),
+])
+def test_a_refused_pod_says_why_once_and_waits_before_trying_again(operator, kube, code, said, reason, fix):
+    kube.fail("create", "pods", code, said, times=100)
     job = tick(operator, kube)
-    message = ('cannot create the pod of replica {}: Pod "train-0" is invalid: spec.containers[0].image: '
-               "Required value; fix spec.template (or the missing object it names)")
     ready = condition(job, c.PODS_READY)
-    assert (ready["status"], ready["reason"]) == ("False", c.POD_CREATE_FAILED)
-    assert ready["message"] == message.format(1)  # the condition holds the latest failure
-    assert job["status"]["reason"] == c.POD_CREATE_FAILED and errors(operator, "create") == 2
-    warnings = [e for e in kube.list("events", "ml") if e["type"] == "Warning"]
-    assert [(e["reason"], e["message"]) for e in warnings] == [(c.POD_CREATE_FAILED, message.format(0))]
+    assert (ready["status"], ready["reason"], job["status"]["reason"]) == ("False", reason, reason)
+    assert ready["message"].startswith("cannot create pod ml/train-0: ") and said in ready["message"]
+    assert fix is None or f"; fix: {fix}" in ready["message"]
+    assert len(kube.made("create", "pods")) == 1  # the next replica would meet the same refusal
+    backoff = job["status"]["podCreateBackoff"]
+    assert (backoff["failures"], backoff["permanent"]) == (1, fix is not None)
+    for _ in range(5):  # backing off: no create, no Event
+        tick(operator, kube)
+    assert len(kube.made("create", "pods")) == 1 and errors(operator, "create") == 1
+    expire_backoff(kube)
+    job = tick(operator, kube)  # the retry is refused the same way: no new Event, a longer wait
+    assert len(kube.made("create", "pods")) == 2
+    assert job["status"]["podCreateBackoff"]["delaySeconds"] == 2 * backoff["delaySeconds"]
+    events = [(e["type"], e["reason"]) for e in kube.list("events", "ml")]
+    assert events == [("Normal", "Pending"), ("Warning", reason)]  # never "PodsCreated"
+
+
+def test_a_restarted_operator_keeps_waiting_out_the_backoff(operator, kube, tmp_path):
+    kube.fail("create", "pods", 403, MISSING_CLASS, times=100)
+    tick(operator, kube)
+    restarted = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    for _ in range(3):
+        tick(restarted, kube)
+    assert len(kube.made("create", "pods")) == 1 and len(kube.list("events", "ml")) == 2
+
+
+@pytest.mark.parametrize("fixed_by", ["cluster", "spec"])
+def test_once_the_refusal_is_fixed_the_pods_are_made_and_said_so_once(operator, kube, fixed_by):
+    kube.fail("create", "pods", 403, MISSING_CLASS, times=1)
+    tick(operator, kube)
+    if fixed_by == "spec":  # a new generation is tried at once, whatever the backoff says
+        job = kube.get(PLURAL, "ml", "train")
+        job["metadata"]["generation"] += 1
+        kube.add(job, PLURAL)
+    else:  # the PriorityClass was created: found at the next try
+        expire_backoff(kube)
+    job = tick(operator, kube)
+    assert [p["metadata"]["name"] for p in kube.list("pods", "ml")] == ["train-0", "train-1"]
+    assert "podCreateBackoff" not in job["status"] and job["status"]["podsCreated"] == 2
+    created = [e["message"] for e in kube.list("events", "ml") if e["reason"] == "PodsCreated"]
+    assert created == ["created 2 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits"]
+    job = tick(operator, kube)
+    assert condition(job, c.PODS_READY)["reason"] != "PodCreateFailed"
+
+
+def test_a_create_the_api_server_never_answers_is_retried_soon(operator, kube, monkeypatch):
+    def unreachable(*_, **__):
+        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/ml/pods", "connection refused")
+    monkeypatch.setattr(operator.core, "create_namespaced_pod", unreachable)
+    job = tick(operator, kube)
+    assert condition(job, c.PODS_READY)["reason"] == "ApiUnavailable"
+    assert job["status"]["podCreateBackoff"]["delaySeconds"] == 1
+
+
+def test_a_restart_between_creates_does_not_call_the_missing_pods_recreated(operator, kube):
+    kube.fail("create", "pods", 500, "the operator was killed here")
+    tick(operator, kube)  # a status without podsCreated, as an older operator wrote it
+    job = kube.get(PLURAL, "ml", "train")
+    del job["status"]["podsCreated"], job["status"]["podCreateBackoff"]
+    kube.add(job, PLURAL)
+    kube.add(replica_pod(job_spec(job), 0, 0, gated=True))
+    tick(operator, kube)
+    reasons = [(e["reason"], e["message"]) for e in kube.list("events", "ml") if e["type"] == "Normal"]
+    assert ("PodsCreated", "created 1 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits") \
+        in reasons and "PodRecreated" not in {r for r, _ in reasons}
+
+
+def expire_backoff(kube: FakeKube) -> None:
+    job = kube.get(PLURAL, "ml", "train")
+    job["status"]["podCreateBackoff"]["retryAt"] = "2000-01-01T00:00:00Z"
+    kube.add(job, PLURAL)
 
 
 def test_a_failed_status_write_is_counted_and_the_tick_goes_on(operator, kube):
@@ -86,3 +164,4 @@ def test_a_failed_status_write_is_counted_and_the_tick_goes_on(operator, kube):
     tick(operator, kube)
     assert errors(operator, "status") == 1 and len(kube.list("pods", "ml")) == 2
     assert [e["reason"] for e in kube.list("events", "ml")] == ["PodsCreated", "Pending"]
+

@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 
 from netsched.api import conditions as c
-from netsched.operator.reconcile import PodView, reconcile
+from netsched.operator.reconcile import PodView, create_backoff, created_events, reconcile
 from netsched.testing.builders import LABELS, NOW, FitStub, ago, job, stamp
 from netsched.testing.builders import pod_view as pod
 
@@ -31,8 +31,7 @@ def test_first_tick_creates_every_replica_behind_the_gate_and_does_not_ask_for_r
     out = run(fit=fit)
     assert out.create == [(0, 0, True), (1, 0, True)]
     assert out.ungate == [] and out.delete == [] and out.record is False and fit.calls == 0
-    assert out.events[0] == ("Normal", "PodsCreated",
-                             "created 2 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits")
+    assert "PodsCreated" not in reasons(out)  # posted by the handler, once the pods are made
     assert out.status["phase"] == "Pending" and out.status["reason"] == "WaitingForCapacity"
     assert (out.status["gpus"], out.status["observedGeneration"], out.status["failures"]) == (8, 3, 0)
     assert cond(out, "Admitted") is None
@@ -76,7 +75,6 @@ def test_without_gang_scheduling_pods_are_created_ungated_and_room_is_never_chec
     fit = FitStub(0, 2, "nothing fits")
     out = run(job(gang={"enabled": False}), fit=fit)
     assert out.create == [(0, 0, False), (1, 0, False)] and fit.calls == 0
-    assert out.events[0] == ("Normal", "PodsCreated", "created 2 pod(s) of 4 GPU(s)")
     admitted = cond(out, "Admitted")
     assert (admitted["status"], admitted["reason"]) == ("True", "NotGangScheduled")
     assert out.status["phase"] == "Scheduling"
@@ -216,9 +214,58 @@ def test_a_terminal_job_is_recorded_until_its_recorded_condition_is_true(recorde
 
 
 def test_a_pod_deleted_by_hand_after_the_start_is_created_again():
-    out = run(status=STARTED, pods=[pod(0, phase="Running", node="a1-0")])
-    assert out.create == [(1, 0, False)]
-    assert ("Normal", "PodRecreated", "replica 1 had no pod (deleted?); creating it again") in out.events
+    out = run(status=STARTED | {"podsCreated": 2}, pods=[pod(0, phase="Running", node="a1-0")])
+    assert out.create == [(1, 0, False)] and out.status["podsCreated"] == 2
+
+
+@pytest.mark.parametrize("known, recreated, first", [
+    pytest.param(2, [1], 0, id="deleted"),
+    pytest.param(1, [], 1, id="never-created-before-a-restart"),
+])
+def test_only_a_replica_that_had_a_pod_is_said_to_be_recreated(known, recreated, first):
+    events = created_events(GANG, [(1, 0, True)], known)
+    assert [m for r, m in events if r == "PodRecreated"] == \
+        [f"replica {i} had no pod (deleted?); creating it again" for i in recreated]
+    assert [m for r, m in events if r == "PodsCreated"] == \
+        [f"created {first} pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits"] * bool(first)
+
+
+def test_a_status_written_before_pods_were_counted_counts_the_replicas_it_sees():
+    assert run(status=STARTED, pods=[pod(1, phase="Running", node="a1-0")]).status["podsCreated"] == 2
+    assert run().status["podsCreated"] == 0
+
+
+REFUSED = {"phase": "Pending", "reason": "PodCreateFailed", "podsCreated": 0, "conditions": [
+    {"type": "PodsReady", "status": "False", "reason": "PodCreateFailed", "message": "m"}]}
+
+
+@pytest.mark.parametrize("retry_in, generation, creates", [
+    pytest.param(30, 3, False, id="backing-off"),
+    pytest.param(-1, 3, True, id="backoff-over"),
+    pytest.param(30, 2, True, id="spec-changed-since"),
+])
+def test_a_refused_create_waits_for_its_backoff_or_a_new_spec(retry_in, generation, creates):
+    status = REFUSED | {"podCreateBackoff": {"failures": 1, "generation": generation,
+                                             "retryAt": stamp(NOW + timedelta(seconds=retry_in))}}
+    out = run(status=status)
+    assert bool(out.create) is creates and out.events == []
+    if generation == GANG.generation:  # still the refused spec: the condition keeps saying why
+        assert cond(out, "PodsReady")["reason"] == out.status["reason"] == "PodCreateFailed"
+    else:
+        assert out.status["podCreateBackoff"] is None  # deleted by the status merge patch
+
+
+@pytest.mark.parametrize("permanent, delays", [
+    pytest.param(True, [5, 10, 20, 40, 80, 160, 300, 300], id="refused"),
+    pytest.param(False, [1, 2, 4, 8, 16, 30, 30, 30], id="no-answer"),
+])
+def test_the_create_backoff_doubles_up_to_its_cap(permanent, delays):
+    backoff, seen = None, []
+    for _ in delays:
+        backoff = create_backoff(backoff, permanent, 3, NOW)
+        seen.append(backoff["delaySeconds"])
+    assert seen == delays and backoff["retryAt"] == stamp(NOW + timedelta(seconds=delays[-1]))
+    assert create_backoff(backoff, permanent, 4, NOW)["failures"] == 1  # a new spec starts over
 
 
 def test_placements_name_zone_and_rack_and_survive_the_pods():
