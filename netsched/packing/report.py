@@ -20,7 +20,8 @@ def plan_json(snapshot: Snapshot, plan: Plan) -> dict[str, Any]:
 
 
 def tier_gains(snapshot: Snapshot, plan: Plan) -> list[dict[str, Any]]:
-    before, after = score(snapshot, current(snapshot)), plan.score
+    """Pods placed and disruption per tier, read the strict way whatever the plan's policy."""
+    before, after = score(snapshot, current(snapshot)), score(snapshot, plan.placement)
     return [{"priority_at_least": t, "placed_before": before[2 * k], "placed_after": after[2 * k],
              "disruption": -after[2 * k + 1]} for k, t in enumerate(tiers(snapshot))]
 

@@ -16,6 +16,7 @@ from netsched.packing.default_scheduler import preemptive_schedule
 from netsched.packing.snapshot import Node, Pod, Snapshot
 
 MB = 1_000_000
+TAKEN = 1_800_000_000.0  # the scenarios' clock (Unix seconds): pods started up to 10 hours before
 
 
 def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, seed: int,
@@ -39,7 +40,11 @@ def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, s
     order = pods[:]
     rng.shuffle(order)
     placed = preemptive_schedule(Snapshot(node_list, tuple(order)))
-    return Snapshot(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name]) for p in pods))
+    clock = random.Random(-seed - 1)  # its own stream: run times do not change the pods drawn above
+    started = {p.name: TAKEN - clock.uniform(0, 36000) for p in pods}
+    return Snapshot(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name],
+                                         started=started[p.name] if placed[p.name] else None) for p in pods),
+                    taken=TAKEN)
 
 
 def failing(snapshot: Snapshot) -> bool:

@@ -48,10 +48,11 @@ class Snapshot:
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
     budgets: tuple[Budget, ...] = ()
+    taken: float | None = None  # when (Unix seconds), for pods' run times; None = now
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": [asdict(n) for n in self.nodes], "pods": [asdict(p) for p in self.pods],
-                "budgets": [asdict(b) for b in self.budgets]}
+                "budgets": [asdict(b) for b in self.budgets], "taken": self.taken}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Snapshot:
@@ -69,7 +70,8 @@ class Snapshot:
         for p in pods:
             if p.node is not None and p.node not in names:
                 raise ValueError(f"snapshot: pod {p.name} runs on unknown node {p.node!r}")
-        return cls(nodes, pods, budgets)
+        taken = doc.get("taken")
+        return cls(nodes, pods, budgets, float(taken) if taken is not None else None)
 
 
 def _resources(value: dict[str, Any], where: str) -> dict[str, int]:

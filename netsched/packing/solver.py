@@ -1,32 +1,39 @@
 """The CP-SAT packer: room for higher-priority pods, with the fewest pods moved or evicted.
 
-Lexicographic, highest priority first: for each priority tier (the pods of that
-priority or higher) maximise pods placed and then minimise disruption (stay 0, evict 1,
-move 2), in one weighted stage, and freeze the result; finally, if pods carry node
-preferences (the extender's network score), maximise those. Each stage is one CP-SAT
-solve hinted with the previous stage's answer; a small tie-break over all pods keeps an
-answer cut short by the clock from evicting anything it does not need to.
+Two disruption policies (`Policy`):
+- strict (the default): lexicographic, highest priority first: for each priority tier (the
+  pods of that priority or higher) maximise pods placed and then minimise disruption (stay 0,
+  evict 1, move 2), in one weighted stage, and freeze the result; finally, if pods carry node
+  preferences (the extender's network score), maximise those. Each stage is one CP-SAT solve
+  hinted with the previous stage's answer; a small tie-break over all pods keeps an answer cut
+  short by the clock from evicting anything it does not need to. A pod is never disturbed for
+  work below its own tier.
+- priced: one weighted objective, value of the pods placed (by priority) minus the price of
+  every move and eviction (a restart throws away the pod's run time so far), over candidate
+  nodes restricted per pod and hinted with a greedy repair of the current placement; the
+  policy says which priority classes may be moved or evicted for lower-priority work.
 
-Guarantees:
+Guarantees, both policies:
 - a hard wall-clock budget: every solve gets at most what is left of it, less a margin
   for building the model, so `solve()` returns within `budget` seconds;
 - anytime: a stage that times out keeps the best answer found so far;
-- never worse than now: the answer is the best, by the same lexicographic order, of the
-  current placement, a greedy placement of the pending pods into free room (no moves), and
-  the solver's; the solver's is used only if it is strictly better.
+- never invalid, never worse than now by the policy's own objective (`score`): the answer is
+  the best of the current placement, a greedy placement of the pending pods into free room
+  (no moves), the greedy repair (priced) and the solver's; anything but the current placement
+  must beat it (by the policy's minimum gain, priced).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from ortools.sat.python import cp_model
 
-from netsched.packing.default_scheduler import fits, free_room, schedule
+from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
 from netsched.packing.snapshot import Node, Pod, Snapshot
 
 MOVE, EVICT = 2, 1
@@ -34,6 +41,38 @@ PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a
 VARS_PER_SECOND = 10000
 MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the packer may disturb to place pending pods, and at what price.
+
+    `priced=False` is the strict per-tier order (the prices and sets below do not apply).
+    Priced: maximise the value of the pods running after the plan minus the price of the
+    plan; a pod may always be moved or evicted to place higher-priority pods (and PDBs and
+    protected pods hold either way); for lower- or equal-priority work only the pods of the
+    classes in `move_for_lower` (None: every class) may move and of `evict_for_lower` be
+    evicted. Prices are in points: a move costs `move_price` and an eviction `evict_price`,
+    each plus the pod's run time so far at `points_per_minute` (what the restart throws
+    away; 0 when its start is unknown). `values` gives the points of one running pod per
+    priority; None: each class is worth more than every lower class and every price
+    together, so pods placed come first, highest priority first, and prices break ties. A
+    plan must gain at least `min_gain` points over the current placement.
+    """
+    priced: bool = False
+    move_for_lower: frozenset[int] | None = None
+    evict_for_lower: frozenset[int] = frozenset()
+    move_price: int = 1
+    evict_price: int = 1
+    points_per_minute: float = 1.0
+    values: tuple[tuple[int, int], ...] | None = None  # (priority, points per running pod)
+    min_gain: int = 0
+    candidates: int | None = 6  # nodes a pod may go to besides its own and the repair's; None: all
+    repair: bool = True  # hint the solver with a greedy repair of the current placement
+
+
+STRICT = Policy()
+PRICED = Policy(priced=True)
 
 
 class Changes(TypedDict):
@@ -69,8 +108,12 @@ def tiers(snapshot: Snapshot) -> list[int]:
     return sorted({p.priority for p in snapshot.pods}, reverse=True)
 
 
-def score(snapshot: Snapshot, placement: dict[str, str | None]) -> tuple[int, ...]:
-    """Per tier (highest first): pods placed, minus disruption; then total preference."""
+def score(snapshot: Snapshot, placement: dict[str, str | None],
+          policy: Policy = STRICT) -> tuple[int, ...]:
+    """The policy's objective, higher is better. Strict: per tier (highest first) pods placed,
+    minus disruption; then total preference. Priced: (value minus price, preference)."""
+    if policy.priced:
+        return Prices(snapshot, policy).score(placement)
     out = []
     for t in tiers(snapshot):
         pods = [p for p in snapshot.pods if p.priority >= t]
@@ -112,30 +155,174 @@ def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str |
 
 
 def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
-          max_vars: int = MAX_VARS) -> Plan:
+          max_vars: int = MAX_VARS, policy: Policy = STRICT) -> Plan:
     started = time.monotonic()
     deadline = started + budget - min(0.05, 0.1 * budget)
-    options = [(score(snapshot, p), name, p) for name, p in (
-        ("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget)))]
+    firsts = [("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget))]
+    if policy.priced and policy.repair:
+        firsts.append(("repair", repair(snapshot, firsts[1][1], started + 0.4 * budget)))
+    options = [(score(snapshot, p, policy), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
+    hint = max(options, key=lambda o: o[0])[2]
     # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
-    if model_size(snapshot) <= min(max_vars, VARS_PER_SECOND * budget):
-        stages, answer, proven = _Model(snapshot, max(options)[2]).run(deadline, workers)
+    if model_size(snapshot, policy) <= min(max_vars, VARS_PER_SECOND * budget):
+        stages, answer, proven = _Model(snapshot, hint, policy).run(deadline, workers)
     else:
-        stages, answer = neighbourhoods(snapshot, max(options)[2], deadline, workers, max_vars)
+        stages, answer = neighbourhoods(snapshot, hint, deadline, workers, max_vars, policy)
         proven = False
     if answer is not None:
-        options.append((score(snapshot, answer), "solver", answer))
+        options.append((score(snapshot, answer, policy), "solver", answer))
+    now = options[0][0]
+    if policy.priced:  # a plan must gain at least the minimum over the current placement
+        options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + max(1, policy.min_gain)]
     best_score, source, best = max(options, key=lambda o: (o[0], o[1] == "current"))  # ties: change nothing
     return Plan(best, best_score, source, proven, time.monotonic() - started, stages)
 
 
-def model_size(snapshot: Snapshot) -> int:
-    return sum(1 if p.running and not p.movable else len(snapshot.nodes) for p in snapshot.pods)
+def model_size(snapshot: Snapshot, policy: Policy = STRICT) -> int:
+    """Placement variables the model will have, at most (counted without building it)."""
+    per_pod = len(snapshot.nodes)
+    if policy.priced and policy.candidates is not None:
+        per_pod = min(per_pod, policy.candidates + 2)  # the restricted ones, its own node and the hint's
+    return sum(1 if p.running and not p.movable else per_pod for p in snapshot.pods)
+
+
+def candidates(snapshot: Snapshot, policy: Policy,
+               hint: dict[str, str | None]) -> tuple[dict[str, list[str]], bool]:
+    """Nodes each pod may go to: where it runs, where the hint puts it, and (priced, restricted)
+    the `policy.candidates` nodes with the most room it could get (for a pending pod, free room
+    plus what lower-priority movable pods hold; for a running pod, free room). Only nodes that
+    could hold it alone and that it may use; a running pod may always stay (node affinity is
+    IgnoredDuringExecution). Also whether any pod lost a node it could use (then an optimum is
+    the restricted model's, not proven for the snapshot)."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    cut = False
+    possible = {p.name: [n.name for n in snapshot.nodes if (p.allowed is None or n.name in p.allowed)
+                         and fits(n.capacity, p)] for p in snapshot.pods}
+    out: dict[str, list[str]] = {}
+    limit = policy.candidates if policy.priced else None
+    free = free_room(snapshot.nodes, snapshot.pods) if limit is not None else {}
+    reclaim: dict[int, dict[str, dict[str, int]]] = {}
+    for p in snapshot.pods:
+        if p.node is not None and not p.movable:
+            out[p.name] = [p.node]
+            continue
+        ranked = possible[p.name]
+        if limit is not None and len(ranked) > limit:
+            cut = True
+            if p.running:
+                room = free
+            else:
+                if p.priority not in reclaim:
+                    reclaim[p.priority] = _reclaimable(snapshot, free, p.priority)
+                room = reclaim[p.priority]
+            ranked = sorted(ranked, key=lambda n: -_fit_count(room[n], p))[:limit]
+        keep = set(ranked) | {n for n in (p.node, hint.get(p.name)) if n is not None}
+        out[p.name] = [n for n in nodes if n in keep]
+    return out, cut
+
+
+def _reclaimable(snapshot: Snapshot, free: dict[str, dict[str, int]],
+                 priority: int) -> dict[str, dict[str, int]]:
+    room = {n: dict(r) for n, r in free.items()}
+    for p in snapshot.pods:
+        if p.node is not None and p.movable and p.priority < priority:
+            for r, v in p.requests.items():
+                room[p.node][r] = room[p.node].get(r, 0) + v
+    return room
+
+
+def _fit_count(room: dict[str, int], p: Pod) -> float:
+    return min((room.get(r, 0) / v for r, v in p.requests.items() if v > 0), default=0.0)
+
+
+def repair(snapshot: Snapshot, start: dict[str, str | None],
+           stop_at: float = float("inf")) -> dict[str, str | None]:
+    """A greedy repair of `start`: each pending gang (highest priority first) goes into free
+    room, or preempts as kube-scheduler would (movable, lower-priority victims, budgets kept);
+    each victim then goes into free room elsewhere if there is any (a move), or is evicted.
+    A gang that cannot be placed whole changes nothing."""
+    placement = dict(start)
+    movable = Snapshot(snapshot.nodes, tuple(p for p in snapshot.pods if p.movable and p.running))
+    spent: Counter[str] = Counter()  # disruptions per PodDisruptionBudget so far
+    groups: dict[str, list[Pod]] = defaultdict(list)
+    for p in snapshot.pods:
+        if placement[p.name] is None and not p.running:
+            groups[p.gang or p.name].append(p)
+    for members in sorted(groups.values(), key=lambda g: -g[0].priority):
+        if time.monotonic() > stop_at:
+            break
+        trial, used = dict(placement), Counter(spent)
+        if all(_repair_one(snapshot, snapshot.nodes, movable, trial, used, pod) for pod in members):
+            placement, spent = trial, used
+    return placement
+
+
+def _repair_one(snapshot: Snapshot, nodes: tuple[Node, ...], movable: Snapshot,
+                placement: dict[str, str | None], spent: Counter[str], pod: Pod) -> bool:
+    """Place `pod` on one of `nodes`, preempting there if it must; victims may go anywhere."""
+    free = free_room(snapshot.nodes, snapshot.pods, placement)
+    node = schedule(nodes, free, [pod])[pod.name]
+    if node is None:
+        allowed = {b.name: b.allowed - spent[b.name] for b in snapshot.budgets}
+        found = preemption(replace(movable, nodes=nodes), placement, free, allowed, pod)
+        if found is None:
+            return False
+        hits = Counter(v.pdb for v in found[1] if v.pdb in allowed)
+        if any(n > allowed[b] for b, n in hits.items()):
+            return False
+        node, victims = found
+        for v in victims:
+            placement[v.name] = None
+            if v.pdb:
+                spent[v.pdb] += 1
+        placement[pod.name] = node
+        free = free_room(snapshot.nodes, snapshot.pods, placement)
+        for v in victims:
+            placement[v.name] = schedule(snapshot.nodes, free, [v])[v.name]
+    placement[pod.name] = node
+    return True
+
+
+class Prices:
+    """The priced policy's points: value of the pods running, price of moves and evictions."""
+
+    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+        self.snapshot, self.policy = snapshot, policy
+        taken = snapshot.taken if snapshot.taken is not None else time.time()
+        self.restart = {p.name: round(policy.points_per_minute * max(0.0, taken - p.started) / 60)
+                        if p.running and p.started is not None else 0 for p in snapshot.pods}
+        given = dict(policy.values or ())
+        self.value: dict[int, int] = {}
+        if policy.values is not None:
+            self.value = {t: given.get(t, 0) for t in tiers(snapshot)}
+        else:  # each class above every lower class and every price together
+            total = 1 + sum(self.restart[p.name] + max(policy.move_price, policy.evict_price)
+                            for p in snapshot.pods if p.running)
+            for t in sorted(tiers(snapshot)):
+                self.value[t] = total
+                total += total * sum(p.priority == t for p in snapshot.pods)
+
+    def move(self, p: Pod) -> int:
+        return self.policy.move_price + self.restart[p.name]
+
+    def evict(self, p: Pod) -> int:
+        return self.policy.evict_price + self.restart[p.name]
+
+    def score(self, placement: dict[str, str | None]) -> tuple[int, int]:
+        points = 0
+        for p in self.snapshot.pods:
+            after = placement.get(p.name)
+            points += self.value[p.priority] * (after is not None)
+            if p.node is not None and after != p.node:
+                points -= self.evict(p) if after is None else self.move(p)
+        pref = sum(p.preference.get(placement.get(p.name) or "", 0) for p in self.snapshot.pods)
+        return points, pref
 
 
 def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadline: float, workers: int,
-                   max_vars: int) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
+                   max_vars: int, policy: Policy = STRICT,
+                   ) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
     """Large snapshots, piece by piece: take the highest-priority pending pods, the nodes where
     room could be made for them (free room plus lower-priority movable pods), solve that piece
     exactly, keep it if it is better, and go on with the next pending pods until time is up."""
@@ -155,14 +342,14 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
         t0 = time.monotonic()
         nodes = _roomiest(snapshot, working, seeds, size)
         names = {n.name for n in nodes}
-        members = [Pod(p.name, p.requests, p.priority, working[p.name], p.movable, p.gang, p.pdb, p.allowed,
-                       p.preference) for p in snapshot.pods if working[p.name] in names] + seeds
-        piece = Snapshot(tuple(nodes), tuple(members), snapshot.budgets)
-        model = _Model(piece, current(piece))
+        members = [replace(p, node=working[p.name]) for p in snapshot.pods if working[p.name] in names]
+        members += seeds
+        piece = Snapshot(tuple(nodes), tuple(members), snapshot.budgets, snapshot.taken)
+        model = _Model(piece, current(piece), policy)
         build = time.monotonic() - t0
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
         _, answer, _ = model.run(piece_deadline, workers)
-        better = answer is not None and score(piece, answer) > score(piece, current(piece))
+        better = answer is not None and score(piece, answer, policy) > score(piece, current(piece), policy)
         if better and answer is not None:
             working.update(answer)
         stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
@@ -207,15 +394,16 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
 
 
 class _Model:
-    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None]) -> None:
-        self.snapshot = snapshot
+    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None], policy: Policy = STRICT) -> None:
+        self.snapshot, self.policy = snapshot, policy
         m = self.m = cp_model.CpModel()
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
         self.placed: list[cp_model.IntVar] = []
         self.cost: list[Expr] = []
+        where, self.restricted = candidates(snapshot, policy, hint)
         for i, p in enumerate(snapshot.pods):
             here = []
-            for n in self._candidates(p):
+            for n in where[p.name]:
                 self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
                 here.append(self.x[i, n])
             placed = m.new_bool_var(f"placed{i}")
@@ -227,15 +415,9 @@ class _Model:
         self._capacity()
         self._gangs()
         self._budgets()
+        if policy.priced:
+            self._for_lower()
         self._hint(hint)
-
-    def _candidates(self, p: Pod) -> list[str]:
-        """Nodes that could hold the pod alone and that it may use; a running pod may always stay
-        (node affinity is IgnoredDuringExecution)."""
-        if p.node is not None and not p.movable:
-            return [p.node]
-        return [n.name for n in self.snapshot.nodes if n.name == p.node or (
-            (p.allowed is None or n.name in p.allowed) and fits(n.capacity, p))]
 
     def _cost_expr(self, i: int, p: Pod, placed: cp_model.IntVar) -> Expr:
         if p.node is None or (i, p.node) not in self.x:
@@ -273,6 +455,44 @@ class _Model:
         for name, terms in disrupted.items():
             self.m.add(sum(terms) <= max(0, allowed[name]))
 
+    def _for_lower(self) -> None:
+        """A pod of a class the policy protects from lower-priority work is moved or evicted only
+        when the plan places a pending pod of a higher priority."""
+        pods = self.snapshot.pods
+        above: dict[int, cp_model.IntVar] = {}
+        for i, p in enumerate(pods):
+            if p.node is None or (i, p.node) not in self.x:
+                continue
+            may_move = self.policy.move_for_lower is None or p.priority in self.policy.move_for_lower
+            if may_move and p.priority in self.policy.evict_for_lower:
+                continue
+            if p.priority not in above:
+                flag = above[p.priority] = self.m.new_bool_var(f"above{p.priority}")
+                higher = [self.placed[k] for k, q in enumerate(pods)
+                          if not q.running and q.priority > p.priority]
+                if higher:
+                    self.m.add_max_equality(flag, higher)
+                else:
+                    self.m.add(flag == 0)
+            stay, placed, flag = self.x[i, p.node], self.placed[i], above[p.priority]
+            if not may_move:
+                self.m.add(placed - stay <= flag)
+            if p.priority not in self.policy.evict_for_lower:
+                self.m.add(1 - placed <= flag)
+
+    def _priced(self) -> Expr:
+        """Value of the pods running after the plan minus the price of its moves and evictions."""
+        prices = Prices(self.snapshot, self.policy)
+        terms: list[Expr] = []
+        for i, p in enumerate(self.snapshot.pods):
+            terms.append(prices.value[p.priority] * self.placed[i])
+            if p.node is None:
+                continue
+            stay = self.x.get((i, p.node))
+            moved = self.placed[i] - stay if stay is not None else self.placed[i]  # None: it cannot stay
+            terms.append(-prices.move(p) * moved - prices.evict(p) * (1 - self.placed[i]))
+        return sum(terms)
+
     def _hint(self, placement: dict[str, str | None]) -> None:
         self.m.clear_hints()
         for (i, n), var in self.x.items():
@@ -302,8 +522,18 @@ class _Model:
 
     def run(self, deadline: float,
             workers: int) -> tuple[list[dict[str, Any]], dict[str, str | None] | None, bool]:
-        objectives = self._objectives()
-        tiebreak, scale = self._tiebreak()
+        if self.policy.priced:
+            prefs = [p.preference.get(n, 0) * v for (i, n), v in self.x.items()
+                     if (p := self.snapshot.pods[i]).preference.get(n, 0)]
+            objectives: list[tuple[str, Expr]] = [("priced: value placed minus the price of disruption",
+                                                   self._priced())]
+            if prefs:
+                objectives.append(("network preference", sum(prefs)))
+            tiebreak: Expr = 0
+            scale = 1
+        else:
+            objectives = self._objectives()
+            tiebreak, scale = self._tiebreak()
         stages: list[dict[str, Any]] = []
         answer: dict[str, str | None] | None = None
         proven = True
@@ -337,4 +567,4 @@ class _Model:
                 if solver.value(var):
                     answer[self.snapshot.pods[i].name] = n
             self._hint(answer)
-        return stages, answer, proven and answer is not None
+        return stages, answer, proven and answer is not None and not self.restricted

@@ -1,0 +1,98 @@
+"""The priced disruption policy: one weighted objective, moves and evictions priced by run time."""
+
+from __future__ import annotations
+
+import pytest
+
+from netsched.packing.default_scheduler import free_room
+from netsched.packing.scenarios import failing, scenario
+from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.packing.solver import PRICED, STRICT, Policy, current, repair, score, solve
+
+GPU = "nvidia.com/gpu"
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+
+
+def node(name: str, gpus: int = 8) -> Node:
+    return Node(name, {GPU: gpus, "cpu": 64000})
+
+
+def pod(name: str, gpus: int, priority: int = 0, on: str | None = None, ran: float = 0.0, **kw) -> Pod:
+    return Pod(name, {GPU: gpus, "cpu": 1000}, priority, on, started=NOW - ran if on else None, **kw)
+
+
+def scattered() -> Snapshot:
+    """Two high pods of 4 GPUs on two nodes leave no room for a low pod of 8: moving one makes room."""
+    return Snapshot((node("n1"), node("n2")), (
+        pod("high-a", 4, 100, "n1"), pod("high-b", 4, 100, "n2"), pod("low", 8, 0)), taken=NOW)
+
+
+def test_strict_never_moves_a_higher_pod_for_lower_work_priced_does():
+    snap = scattered()
+    assert solve(snap, budget=2.0, policy=STRICT).source == "current"
+    plan = solve(snap, budget=2.0, policy=PRICED)
+    assert plan.source == "solver" and plan.placement["low"] is not None
+    assert len(plan.changes(snap)["moves"]) == 1 and plan.changes(snap)["evictions"] == []
+
+
+def test_the_classes_the_policy_protects_from_lower_work_stay_put():
+    plan = solve(scattered(), budget=2.0, policy=Policy(priced=True, move_for_lower=frozenset({0})))
+    assert plan.source == "current" and plan.placement["low"] is None
+
+
+def test_a_job_near_its_end_is_not_evicted_while_a_just_started_one_of_its_priority_could_be():
+    snap = Snapshot((node("n1"), node("n2")), (
+        pod("old", 8, 0, "n1", ran=10 * HOUR), pod("young", 8, 0, "n2", ran=60.0), pod("high", 8, 100)),
+        taken=NOW)
+    for order in (snap, Snapshot(snap.nodes, snap.pods[::-1], taken=NOW)):
+        plan = solve(order, budget=2.0, policy=PRICED)
+        assert plan.changes(order)["evictions"] == [("young", "n2")] and plan.placement["high"] == "n2"
+
+
+def test_a_plan_below_the_minimum_gain_is_not_proposed():
+    values = ((0, 10), (100, 50))
+    snap = Snapshot((node("n1"),), (pod("low", 8, 0, "n1", ran=HOUR), pod("high", 8, 100)), taken=NOW)
+    # placing high gains 50, evicting low loses 10 and costs 1 + 60 (an hour of run time)
+    assert solve(snap, budget=2.0, policy=Policy(priced=True, values=values)).source == "current"
+    cheap = Policy(priced=True, values=values, points_per_minute=0.0)  # gain 50 - 10 - 1 = 39
+    assert solve(snap, budget=2.0, policy=cheap).placement["high"] == "n1"
+    assert solve(snap, budget=2.0, policy=Policy(priced=True, values=values, points_per_minute=0.0,
+                                                 min_gain=40)).source == "current"
+
+
+def test_budgets_and_protected_pods_hold_under_the_priced_policy():
+    snap = Snapshot((node("n1"), node("n2")), (
+        pod("guarded", 8, 0, "n1", pdb="keep"), pod("fixed", 8, 0, "n2", movable=False), pod("high", 8, 100)),
+        (Budget("keep", 0),), taken=NOW)
+    assert solve(snap, budget=2.0, policy=PRICED).placement["high"] is None
+
+
+def test_the_greedy_repair_preempts_like_kube_scheduler_and_moves_victims_into_free_room():
+    snap = Snapshot((node("n1"), node("n2", gpus=4)), (
+        pod("low", 4, 0, "n1"), pod("mid", 4, 50, "n1"), pod("high", 8, 100)), taken=NOW)
+    # both must go from n1; the higher victim gets the free room elsewhere first
+    assert repair(snap, current(snap)) == {"low": None, "mid": "n2", "high": "n1"}
+
+
+@pytest.mark.parametrize("nodes", [4, 32])
+def test_the_priced_plan_is_valid_and_never_worse_than_now_by_its_own_objective(nodes):
+    """How long a solve takes is measured by bench/packing_bench.py, not here."""
+    snap = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.0, seed)))
+    plan = solve(snap, budget=0.5, policy=PRICED)
+    assert plan.score == score(snap, plan.placement, PRICED) >= score(snap, current(snap), PRICED)
+    free = free_room(snap.nodes, snap.pods, plan.placement)
+    assert all(v >= 0 for room in free.values() for v in room.values())
+    # classes the policy does not let be evicted for lower work lose pods only to higher pods placed
+    placed = {p.priority for p in snap.pods if not p.running and plan.placement[p.name]}
+    for p in snap.pods:
+        if p.running and plan.placement[p.name] is None:
+            assert any(q > p.priority for q in placed)
+
+
+def test_old_snapshots_without_start_times_load_and_new_ones_round_trip():
+    old = Snapshot.from_json({"nodes": [{"name": "n1", "capacity": {GPU: 8}}],
+                              "pods": [{"name": "p", "requests": {GPU: 1}, "node": "n1"}]})
+    assert old.pods[0].started is None and old.taken is None
+    new = scattered()
+    assert Snapshot.from_json(new.to_json()) == new
