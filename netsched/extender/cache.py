@@ -9,6 +9,13 @@ pod lands there (as kube-scheduler's own cache does) until the watch confirms th
 binding or `assume_ttl` passes, so the next replica of a job, scheduled
 milliseconds later, already sees its peer.
 
+When a job's first pod is placed (assumed or bound), the rest of the room on its node is *held*
+for the job's other replicas for `hold_ttl` seconds (or until they are all there): snapshots for
+other pods show those GPUs as held, so scoring steers single pods and other jobs elsewhere
+(netsched.extender.plugins.gang_hold). The job's size comes from its pods' annotations
+(`job_size`); unknown, the hold is all the node's free room. A hold never outlives its TTL, so no
+node is blocked for long by a job that never sends its other replicas.
+
 Active PackingPlans are kept too, as the `Pins` the filter enforces.
 
 Age is the time since the apiserver was last heard from on the slowest of the
@@ -20,13 +27,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    JOB_GPUS,
+    JOB_LABEL,
+    RACK_LABEL,
+    REPLICAS,
+    ZONE_LABEL,
+)
 from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
 from netsched.api.pods import DONE
@@ -36,6 +51,8 @@ from netsched.extender.protocol import BadRequest, pod_gpus
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 
 WATCHED = ("nodes", "pods", "packingplans")
+HOLD_SECONDS = 15.0  # how long a job's first node keeps its room for the job's other replicas
+JOB_SIZES = 10_000  # jobs whose size the cache remembers (the newest)
 
 
 @dataclass(frozen=True)
@@ -49,11 +66,31 @@ class Placement:
     memory: float = 0.0  # bytes
 
 
+@dataclass
+class Hold:
+    """Room on a job's first node kept for its other replicas until `until`."""
+
+    node: str
+    until: float
+    size: int | None  # GPUs of the whole job; None: unknown, hold all the node's free room
+
+
+def job_size(annotations: Mapping[str, str], gpus: int) -> int | None:
+    """GPUs of a pod's whole job from its annotations: `netsched.io/job-gpus`, else
+    `netsched.io/replicas` times the pod's GPUs; None when neither is a positive whole number."""
+    for key, times in ((JOB_GPUS, 1), (REPLICAS, gpus)):
+        value = annotations.get(key, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value) * times
+    return None
+
+
 class ClusterCache:
     def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS):
         self.max_age = max_age
         self.assume_ttl = assume_ttl
+        self.hold_ttl = hold_ttl
         self.clock = clock
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
@@ -63,6 +100,9 @@ class ClusterCache:
         self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
         self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
         self._jobs: dict[str, Counter[str]] = {}  # job -> nodes holding its pods, with counts
+        self._gpus: dict[str, Counter[str]] = {}  # job -> GPUs its pods hold per node
+        self._sizes: OrderedDict[str, int] = OrderedDict()  # job -> GPUs of the whole job, from its pods
+        self._holds: dict[str, Hold] = {}  # job -> room held on its first node
         self._plans: dict[str, KubeObject] = {}  # active PackingPlans by name
         self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
@@ -84,8 +124,8 @@ class ClusterCache:
             else:
                 for uid in [u for u in self._pods if u not in self._expiry]:
                     self._forget(uid)
-                for o in objects:
-                    self._apply_pod("ADDED", o)
+                for o in objects:  # a LIST says where pods are, not which just landed: no holds
+                    self._apply_pod("ADDED", o, hold=False)
             self._synced.add(kind)
         self.heard(kind)
 
@@ -133,16 +173,41 @@ class ClusterCache:
             return
         self._pins = None
 
-    def _apply_pod(self, event_type: str, obj: KubeObject) -> None:
+    def _apply_pod(self, event_type: str, obj: KubeObject, hold: bool = True) -> None:
         uid = obj["metadata"].get("uid", "")
+        if event_type != "DELETED":
+            self._learn_size(obj)
         placement = None if event_type == "DELETED" else _placement(obj)
         if placement is None and event_type != "DELETED" and uid in self._expiry:
             return  # an assumed pod whose binding the watch has not shown yet
+        old = self._pods.get(uid)
+        if old and placement and (old.job, old.node) == (placement.job, placement.node):
+            hold = False  # the binding of an assumed pod, or a status update: it landed before
         self._forget(uid)
         if placement is not None:
-            self._remember(uid, placement)
+            self._remember(uid, placement, hold)
 
-    def _remember(self, uid: str, p: Placement) -> None:
+    def _learn_size(self, pod: KubeObject) -> None:
+        """Remember the size of a labelled pod's job (pending pods tell it before any is placed)."""
+        meta = pod["metadata"]
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if not job:
+            return
+        try:
+            gpus = pod_gpus(pod.get("spec") or {})
+        except BadRequest:
+            return
+        size = job_size(meta.get("annotations") or {}, gpus)
+        if size is not None:
+            key = f"{meta.get('namespace', 'default')}/{job}"
+            self._sizes[key] = size
+            self._sizes.move_to_end(key)
+            while len(self._sizes) > JOB_SIZES:
+                self._sizes.popitem(last=False)
+
+    def _remember(self, uid: str, p: Placement, hold: bool = True) -> None:
+        if hold and p.job and p.job not in self._jobs:  # the job's first pod: hold its node's room
+            self._holds[p.job] = Hold(p.node, self.clock() + self.hold_ttl, self._sizes.get(p.job))
         self._pods[uid] = p
         self._count(p, +1)
 
@@ -159,11 +224,14 @@ class ClusterCache:
             self._requested[:, i] += (sign * p.cpu, sign * p.memory)
         if p.job:
             nodes = self._jobs.setdefault(p.job, Counter())
+            gpus = self._gpus.setdefault(p.job, Counter())
             nodes[p.node] += sign
+            gpus[p.node] += sign * p.gpus
             if nodes[p.node] <= 0:
                 del nodes[p.node]
-            if not nodes:
-                del self._jobs[p.job]
+                gpus.pop(p.node, None)
+            if not nodes:  # its hold stays until it expires: the binding of an assumed pod forgets it first
+                del self._jobs[p.job], self._gpus[p.job]
 
     # ---- readers (requests) ----------------------------------------------------
     def snapshot(self, namespace: str = "", job: str | None = None) -> Snapshot:
@@ -178,9 +246,28 @@ class ClusterCache:
             if self._pins is None:
                 self._pins = Pins.of(self._plans.values())
             pins = self._pins
+            held, holders = self._held(table, free, f"{namespace}/{job}" if job else None)
         age = self.age(now)
         synced = self._synced >= set(WATCHED)
-        return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested)
+        return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
+                        held=held, holders=holders)
+
+    def _held(self, table: NodeTable, free: np.ndarray,
+              job: str | None) -> tuple[np.ndarray | None, dict[int, str]]:
+        """GPUs held per table index for jobs other than `job`, and which job holds each node."""
+        held: np.ndarray | None = None
+        holders: dict[int, str] = {}
+        for other, hold in self._holds.items():
+            i = table.index.get(hold.node)
+            if other == job or i is None:
+                continue
+            there = self._gpus.get(other, Counter())[hold.node]
+            want = free[i] if hold.size is None else min(max(hold.size - there, 0), free[i])
+            if want > 0:
+                held = np.zeros(len(free), dtype=free.dtype) if held is None else held
+                held[i] += want
+                holders.setdefault(i, other)
+        return held, holders
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now
@@ -203,6 +290,8 @@ class ClusterCache:
     def _drop_expired(self, now: float) -> None:
         for uid in [u for u, expiry in self._expiry.items() if expiry < now]:
             self._forget(uid)
+        for job in [j for j, hold in self._holds.items() if hold.until < now]:
+            del self._holds[job]
 
 
 def _node_facts(obj: KubeObject) -> NodeFacts:

@@ -87,11 +87,18 @@ class Snapshot:
     pins: Pins = Pins()
     requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
     telemetry: TelemetrySnapshot | None = None  # None: no telemetry store at all
+    held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (cache.Hold)
+    holders: dict[int, str] = field(default_factory=dict)  # table index -> a job holding GPUs there
     _links: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
 
     def with_telemetry(self, telemetry: TelemetrySnapshot | None) -> Snapshot:
         return Snapshot(self.table, self.free, self.peers, self.age, self.stale, self.synced, self.pins,
-                        self.requested, telemetry)
+                        self.requested, telemetry, self.held, self.holders)
+
+    def unheld(self, idx: np.ndarray) -> np.ndarray:
+        """Free GPUs of the candidates idx that no other job's hold keeps."""
+        free: np.ndarray = self.free[idx] if self.held is None else np.maximum(self.free - self.held, 0)[idx]
+        return free
 
     def links(self, target: str) -> tuple[np.ndarray, np.ndarray] | None:
         """Fresh bandwidth (Mbit/s) and RTT (ms) from every node (by table index) to target, NaN where
@@ -117,9 +124,11 @@ class Snapshot:
         return nic
 
     def rack_free(self, idx: np.ndarray) -> np.ndarray:
-        """Free GPUs in each candidate's rack (the node's own when it has no rack label)."""
+        """Free GPUs in each candidate's rack (the node's own when it has no rack label), less those
+        held for other jobs."""
         table = self.table
         alone = len(table.rack_names) + np.arange(len(table.rack))  # an unlabelled node is its own rack
         racks = np.where(table.rack != UNKNOWN, table.rack, alone)
-        free: np.ndarray = np.bincount(racks, weights=self.free)[racks[idx]]
+        unheld = self.free if self.held is None else np.maximum(self.free - self.held, 0)
+        free: np.ndarray = np.bincount(racks, weights=unheld)[racks[idx]]
         return free

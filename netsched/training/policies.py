@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsched.models.features import DATA_SCOPES, INDEX
-from netsched.models.heuristic import CLOSENESS, blend, combine, link_quality, rack_room, tightness
+from netsched.models.heuristic import CLOSENESS, blend, combine, job_room, link_quality, tightness
 from netsched.training.dataset import Dataset
 
 
@@ -42,7 +42,8 @@ def oracle_cost(ds: Dataset) -> np.ndarray:
 def heuristic_cost(ds: Dataset, sets: list[np.ndarray]) -> np.ndarray:
     """The extender's TopologyScorer ranking, recomputed from a row's features with its
     formulas (netsched.models.heuristic): peers (closeness by level, half from measured links),
-    else the room in the rack; 30% closeness to the data; 10% packing. Measured link quality is
+    else the room for the whole job on the node, then in its rack; 30% closeness to the data;
+    10% packing. Measured link quality is
     relative to the best candidate of the set, as the scorer's is relative to the request's
     candidates. The one approximation: with several peers the row has the weakest measured
     peer link, where the scorer averages each peer's own."""
@@ -61,7 +62,8 @@ def _topology_score(X: np.ndarray) -> np.ndarray:
                 + CLOSENESS[2] * col("peer_frac_zone"))
         network = blend(np.nan_to_num(topo), link_quality(col("peer_bw_mbps"), col("peer_rtt_ms")))
     else:
-        network = rack_room(np.nan_to_num(col("rack_free_gpus")), col("job_gpus"))
+        network = job_room(np.nan_to_num(col("node_free_gpus")), np.nan_to_num(col("rack_free_gpus")),
+                           col("job_gpus"))
     tight = np.nan_to_num(tightness(col("node_gpus"), col("node_free_gpus"), col("gpus_per_replica")))
     return combine(network, _data_closeness(X, col), tight)[0]
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 from netsched.extender.plugin import Filter, Scorer
 from netsched.extender.plugins.data import DataCloseness
 from netsched.extender.plugins.data_distance import DataDistance
+from netsched.extender.plugins.gang_hold import GangHold
+from netsched.extender.plugins.job_room import JobRoom
 from netsched.extender.plugins.network_limits import NetworkLimits
 from netsched.extender.plugins.packing import Packing
 from netsched.extender.plugins.packing_plan import PackingPlanPins
 from netsched.extender.plugins.peer_distance import PeerDistance
 from netsched.extender.plugins.peers import PeerCloseness
-from netsched.extender.plugins.rack_room import RackRoom
 
-FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PackingPlanPins())
-SCORERS: tuple[Scorer, ...] = (PeerCloseness(), RackRoom(), DataCloseness())
+FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PackingPlanPins(), GangHold())
+SCORERS: tuple[Scorer, ...] = (PeerCloseness(), JobRoom(), DataCloseness())
 TIE_BREAK = Packing()

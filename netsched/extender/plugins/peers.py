@@ -1,5 +1,5 @@
-"""Scorer: closeness to each node already holding a pod of the job (same node 1.0, same rack 0.8,
-same zone 0.4, elsewhere 0), averaged over the pods. Where telemetry has a fresh measurement of
+"""Scorer: closeness to each node already holding a pod of the job (same node 1.0, same rack 0.4,
+same zone 0.15, elsewhere 0), averaged over the pods. Where telemetry has a fresh measurement of
 the link, half of that pair's value comes from the measurement instead: bandwidth relative to the
 best candidate's and RTT relative to the lowest (netsched.models.heuristic)."""
 

@@ -84,3 +84,39 @@ def test_a_malformed_node_quantity_means_no_gpus_not_a_crash():
     bad = node("weird")
     bad["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
     assert free(cache_of([bad]), "weird") == 0
+
+
+def held(cache, name, ns="ml", job=None):
+    view = cache.snapshot(ns, job)
+    return 0 if view.held is None else int(view.held[view.table.index[name]])
+
+
+def test_a_jobs_first_pod_holds_the_rest_of_its_room_for_its_other_replicas_for_a_while():
+    clock = Clock()
+    first = pod("r0", job="train", gpus=2, annotations={"netsched.io/replicas": "3"})
+    cache = cache_of(CLUSTER, [first], clock=clock, hold_ttl=10)  # pending: the cache learns the job's size
+    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assert held(cache, "a1-1") == 4 and held(cache, "a1-0") == 0
+    assert held(cache, "a1-1", job="train") == 0  # not for the job's own replicas
+    assert cache.snapshot("ml").holders == {cache.snapshot().table.index["a1-1"]: "ml/train"}
+    cache.apply("pods", "MODIFIED", pod("r1", "a1-1", job="train", gpus=2))
+    assert held(cache, "a1-1") == 2
+    clock.now += 11
+    assert held(cache, "a1-1") == 0  # expired, whatever is still missing
+
+
+def test_a_hold_of_unknown_size_keeps_the_nodes_free_room_and_bound_pods_never_renew_it():
+    clock = Clock()
+    cache = cache_of(CLUSTER, [pod("x", "a1-1", gpus=1)], clock=clock, hold_ttl=10)
+    r0 = pod("r0", "a1-1", job="train", gpus=2)
+    cache.apply("pods", "ADDED", r0)
+    assert held(cache, "a1-1") == 5
+    clock.now += 8
+    cache.apply("pods", "MODIFIED", r0 | {"status": {"phase": "Running"}})
+    clock.now += 3
+    assert held(cache, "a1-1") == 0
+
+
+def test_pods_already_bound_when_the_cache_lists_them_hold_nothing():
+    cache = cache_of(CLUSTER, [pod("r0", "a1-1", job="train", gpus=2)])
+    assert cache.snapshot("ml").held is None

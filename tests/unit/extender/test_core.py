@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from netsched.extender.cache import ClusterCache
+from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.engine import Extender, StaleCache, _ranking
 from netsched.extender.scorers import Scored, TopologyScorer
 from netsched.testing.extender import CLUSTER, NAMES, args, cache_of, pod
@@ -74,7 +74,7 @@ def test_every_filtered_pod_gets_a_decision_with_its_top_candidates():
     out = ext.filter(args(p, NAMES))
     decision = ext.decisions.find("ml", "r0")
     assert decision.candidates == 4 and decision.top[0].node == out.passed[0]
-    assert set(decision.top[0].factors) == {"rack_room", "packing"}
+    assert set(decision.top[0].factors) == {"job_room", "packing"}
     decision.node = out.passed[0]
     assert decision.summary().startswith(f"netsched placed the pod on {out.passed[0]} (score ")
 
@@ -160,3 +160,32 @@ def test_the_top_of_the_ranking_is_the_top_of_the_full_ranking(top):
     idx = rng.permutation(100)[:30]
     assert _ranking(scored, idx, top) == _ranking(scored, idx)[:top]
     assert set(_ranking(scored, idx)[-5:]) == set(range(0, 30, 7))  # NaN last
+
+
+def test_single_pods_between_a_jobs_replicas_leave_the_room_its_first_replica_chose():
+    """a1-0 has 2 GPUs free, the rest are empty: packing sends single pods to the fullest node
+    that fits, which after the job's first replica is the job's own node; the hold sends them
+    elsewhere, so all four replicas share one node."""
+    cache = cache_of(CLUSTER, [pod("x", "a1-0", gpus=6)])
+    ext = Extender(cache, shortlist=1)
+    nodes = []
+    for r in range(4):
+        replica = pod(f"r{r}", job="train", gpus=2, annotations={"netsched.io/job-gpus": "8"})
+        cache.apply("pods", "ADDED", replica)
+        nodes.append(ext.filter(args(replica, NAMES)).passed[0])
+        for s in range(2):
+            single = ext.filter(args(pod(f"s{r}-{s}", gpus=1), NAMES)).passed[0]
+            assert single not in nodes[:1]
+    assert len(set(nodes)) == 1 and nodes[0] != "a1-0", nodes
+
+
+def test_with_every_node_handed_back_held_room_is_filtered_unless_there_is_no_other():
+    cache = cache_of(CLUSTER, [pod("x", "a1-0", gpus=7), pod("y", "a2-0", gpus=7), pod("z", "b1-0", gpus=7)])
+    ext = Extender(cache, shortlist=0)
+    first = pod("r0", job="train", gpus=2)
+    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    out = ext.filter(args(pod("single", gpus=1), NAMES))
+    assert "a1-1" not in out.passed
+    assert "held for the other replicas of job ml/train" in out.unresolvable["a1-1"]
+    out = ext.filter(args(pod("big", gpus=4), NAMES))  # fits only where the job holds room
+    assert "a1-1" in out.passed and not out.unresolvable

@@ -1,6 +1,7 @@
 import random
 
 import numpy as np
+import pytest
 
 from netsched.extender.engine import Extender
 from netsched.extender.protocol import MAX_SCORE
@@ -79,3 +80,28 @@ def test_scores_are_deterministic_bounded_and_skip_unknown_nodes():
     assert "not-in-cache" not in first
     assert all(0 <= v <= MAX_SCORE for v in first.values())
     assert len(set(np.array(list(first.values())))) > 2  # not all equal: the scores say something
+
+
+def test_a_step_of_locality_outweighs_kube_schedulers_own_plugins():
+    """kube-scheduler counts an extender point as weight 5 x 10 = 50 of its own: same node over same
+    rack must beat NodeResourcesFit plus BalancedAllocation (200 at most), the other steps their
+    usual spread."""
+    cache = cache_of(CLUSTER, [pod("peer", "a1-0", gpus=2, job="train")])
+    s = scores(cache, pod("next", gpus=2, job="train"))
+    assert s["a1-0"] - s["a1-1"] >= 5 and s["a1-1"] - s["a2-0"] >= 2 and s["a2-0"] - s["b1-0"] >= 1, s
+
+
+@pytest.mark.parametrize("hint", [{"netsched.io/job-gpus": "8"}, {"netsched.io/replicas": "4"}, {}])
+def test_a_jobs_first_pod_goes_to_a_node_with_room_for_the_whole_job(hint):
+    """Room for 8 GPUs on a1-1 and b1-0 only; packing alone would pick the tighter a1-0. Without a
+    size hint a labelled pod counts as a job that fills a node."""
+    cache = cache_of(CLUSTER, [pod("x", "a1-0", gpus=6), pod("y", "a2-0", gpus=4)])
+    s = scores(cache, pod("first", gpus=2, job="train", annotations=hint))
+    assert min(s["a1-1"], s["b1-0"]) > max(s["a1-0"], s["a2-0"]), s
+    assert s["a1-1"] - s["a1-0"] >= 3, s  # the whole job on one node, not three quarters in the rack
+
+
+def test_a_pod_without_a_job_still_packs():
+    cache = cache_of(CLUSTER, [pod("x", "a1-0", gpus=6)])
+    s = scores(cache, pod("single", gpus=2))
+    assert max(s, key=s.get) == "a1-0"

@@ -1,0 +1,28 @@
+"""Scorer for a job's first pod (no peers placed yet): room for the whole job on the candidate
+node, then in its rack (netsched.models.heuristic.job_room: 1 where the whole job fits on the
+node, 0.4 where it fits only in the rack). The job's GPUs come from `netsched.io/job-gpus`, else
+`netsched.io/replicas` times the pod's GPUs; a labelled pod of unknown size counts as a job that
+fills a node. GPUs held for other jobs' replicas are not room."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsched.extender.cache import job_size
+from netsched.extender.plugin import Request
+from netsched.models.heuristic import PEER_WEIGHT, job_room
+
+
+class JobRoom:
+    name = "job_room"
+    weight = PEER_WEIGHT  # stands in for the peers' closeness until the job has peers
+
+    def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
+        snap, pod = req.snapshot, req.pod
+        if snap.peers:
+            return None
+        size = req.needs.job_gpus or job_size(pod.annotations, pod.gpus)
+        whole: int | np.ndarray = pod.gpus if size is None else size
+        if size is None and pod.job:
+            whole = np.maximum(snap.table.allocatable[idx], pod.gpus)
+        return job_room(snap.unheld(idx), snap.rack_free(idx), whole)

@@ -1,0 +1,76 @@
+"""A job's pods share one node when one has room for the whole job, whoever created them: a gated
+GPUJob, or labelled pods created one at a time between single pods. The real kube-scheduler and
+extender, on a cluster where exactly one node has 8 free GPUs and every other node has 2 (which
+packing alone prefers)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from kubernetes import client
+
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import JOB_LABEL
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
+
+REPLICAS, GPUS = 4, 2
+
+
+@pytest.fixture
+def one_roomy_node(core: client.CoreV1Api, namespace: str) -> str:
+    """Fills every node but a random one to 2 free GPUs (pods bound by nodeName, no scheduler);
+    returns the node left with 8."""
+    nodes = {n.metadata.name: int(n.status.allocatable["nvidia.com/gpu"]) for n in core.list_node().items}
+    target = random.Random().choice(sorted(nodes))
+    for i, (node, gpus) in enumerate(sorted(nodes.items())):
+        if node != target:
+            filler = gpu_pod(f"filler-{i}", gpus - 2, duration="600s")
+            filler["spec"]["nodeName"] = node
+            core.create_namespaced_pod(namespace, filler)
+    poll(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items),
+         60, "the filler pods to run")
+    assert nodes[target] >= REPLICAS * GPUS
+    return target
+
+
+def _nodes_of(core: client.CoreV1Api, namespace: str, job: str) -> dict[str, str]:
+    def bound():
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={job}").items
+        return len(pods) == REPLICAS and all(p.spec.node_name for p in pods) and {
+            p.metadata.name: p.spec.node_name for p in pods}
+    return poll(bound, 60, f"the {REPLICAS} pods of {job} to be bound")
+
+
+def test_a_gated_gpujob_lands_on_the_one_node_with_room_and_says_why(core, namespace, one_roomy_node):
+    jobs = client.CustomObjectsApi(core.api_client)
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "gang", replicas=REPLICAS, gpus=GPUS, duration="600s", manifest=True))
+    placed = _nodes_of(core, namespace, "gang")
+    assert set(placed.values()) == {one_roomy_node}, placed
+
+    events = poll(lambda: (e := core.list_namespaced_event(
+        namespace, field_selector="reason=NetworkPlacement").items) and len(e) == REPLICAS and e,
+        30, "a NetworkPlacement event per replica")
+    messages = sorted(e.message for e in events)
+    assert all(m.startswith(f"netsched placed the pod on {one_roomy_node}") for m in messages), messages
+    # the first replica went where the whole job fits; the others followed it
+    assert sum("job room 1.00" in m for m in messages) == 1, messages
+    assert sum("peers 1.00" in m for m in messages) == REPLICAS - 1, messages
+
+
+def test_labelled_pods_created_between_single_pods_share_the_node_with_room(core, namespace, one_roomy_node):
+    singles = []
+    for r in range(REPLICAS):  # one at a time, each bound before the next pod is created
+        core.create_namespaced_pod(namespace, gpu_pod(f"ungated-{r}", GPUS, labels={JOB_LABEL: "ungated"}))
+        poll(lambda r=r: core.read_namespaced_pod(f"ungated-{r}", namespace).spec.node_name, 60,
+             f"ungated-{r} to be bound")
+        if r < REPLICAS - 1:
+            core.create_namespaced_pod(namespace, gpu_pod(f"single-{r}", 1))
+            singles.append(poll(lambda r=r: core.read_namespaced_pod(f"single-{r}", namespace).spec.node_name,
+                                60, f"single-{r} to be bound"))
+    placed = _nodes_of(core, namespace, "ungated")
+    assert set(placed.values()) == {one_roomy_node}, placed
+    assert one_roomy_node not in singles, singles  # held for the job's other replicas
