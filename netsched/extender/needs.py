@@ -19,6 +19,7 @@ failure of these needs is reported as unresolvable.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from netsched.api.distance import LIMITS as DISTANCES
@@ -42,6 +43,8 @@ LIMITS = {  # annotation -> (towards, measure, bound)
     MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
 }
 DATA_KINDS = ("node", "rack", "zone", "endpoint")
+WHOLE = re.compile(r"[0-9]+")  # numbers in annotations are plain ASCII: no "²", "١" or "1_0"
+DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 
 
 class InvalidNeeds(ValueError):
@@ -100,7 +103,7 @@ def _job_gpus(annotations: dict[str, str]) -> int | None:
     value = annotations.get(JOB_GPUS)
     if value is None:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not WHOLE.fullmatch(value) or int(value) < 1:  # ASCII only: "²".isdigit() is True, int("²") raises
         raise InvalidNeeds(f"annotation {JOB_GPUS}={value!r} must be a whole number of GPUs, at least 1")
     return int(value)
 
@@ -113,10 +116,8 @@ def _distance(annotations: dict[str, str], key: str) -> str | None:
 
 
 def _limit(annotations: dict[str, str], key: str) -> Limit:
-    try:
-        value = float(annotations[key])
-    except ValueError:
-        value = math.nan
+    text = annotations[key]
+    value = float(text) if DECIMAL.fullmatch(text) else math.nan  # float() takes "١", " 5" and "1_0" too
     if not math.isfinite(value) or value <= 0:
         raise InvalidNeeds(f"annotation {key}={annotations[key]!r} must be a positive number")
     return Limit(key, *LIMITS[key], value)

@@ -11,6 +11,7 @@ only where that holds, the same rules the extender's filter enforces.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -84,9 +85,12 @@ def _count(free: Resources, request: Resources) -> int:
     return max(0, min(counts)) if counts else 0
 
 
+INTEGER = re.compile(r"-?[0-9]+")  # what Go's strconv.ParseInt takes: no "²", no spaces
+
+
 def may_use(node: NodeRoom, spec: dict) -> bool:
     """May a pod with this spec run on the node: nodeSelector, required node affinity
-    (In, NotIn, Exists, DoesNotExist), and NoSchedule/NoExecute taints it tolerates."""
+    (In, NotIn, Exists, DoesNotExist, Gt, Lt), and NoSchedule/NoExecute taints it tolerates."""
     if any(node.labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
@@ -100,8 +104,15 @@ def may_use(node: NodeRoom, spec: dict) -> bool:
 
 def label_expression(e: dict, labels: dict[str, str]) -> bool:
     key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
+    if op in ("Gt", "Lt"):  # as kube-scheduler: both sides integers, else the node does not match
+        label, bound = _integer(labels.get(key)), _integer(values[0] if len(values) == 1 else None)
+        return label is not None and bound is not None and (label > bound if op == "Gt" else label < bound)
     return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
             "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
+
+
+def _integer(value: object) -> int | None:
+    return int(value) if isinstance(value, str) and INTEGER.fullmatch(value) else None
 
 
 def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str, str] | None,

@@ -47,7 +47,8 @@ from netsched.operator.reconcile import (
     reconcile,
 )
 from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import pod_name, replica_pod, ungate_patch
+from netsched.operator.replica_pods import network_annotations, pod_name, replica_pod, ungate_patch
+from netsched.operator.validation import invalid, problems
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
@@ -101,10 +102,24 @@ class Operator:
 
     # ---- one tick ---------------------------------------------------------------
     def tick(self, body: dict, nodes: list[NodeRoom], indices: Indices) -> None:
-        """One reconcile of the job in `body` (a plain copy)."""
+        """One reconcile of the job in `body` (a plain copy). Nothing it meets escapes as an exception:
+        kopf would only retry it a minute later, with no word to the user."""
         job = job_spec(body)
         status = body.get("status") or {}
         pods = indices.pods_of(job.key)
+        try:
+            found = problems(body["spec"], _pod_annotations(job), nodes) if not pods else []
+            if found:  # before any pod exists, a template that cannot make one is the user's to fix
+                new, warning = invalid(status, found, job.generation)
+                events = [("Warning", c.INVALID_SPEC, warning)] if warning else []
+                self._apply(job, status, Actions(status=new, events=events), {}, pods)
+            else:
+                self._reconcile(job, status, pods, nodes, indices)
+        except Exception as exc:  # a bug, or a spec edited into something this code did not foresee
+            self._failed(job, status, exc)
+
+    def _reconcile(self, job: JobSpec, status: dict, pods: list[PodView], nodes: list[NodeRoom],
+                   indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self._admission if gated else contextlib.nullcontext():
@@ -114,6 +129,21 @@ class Operator:
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, _request(job))
+
+    def _failed(self, job: JobSpec, status: dict, exc: Exception) -> None:
+        """Counted every time; logged with its traceback and said on the job once per new message."""
+        self.metrics.reconcile_errors.inc()
+        message = (f"reconciling failed: {type(exc).__name__}: {exc}; check spec.template against the GPUJob "
+                   "reference (docs/operator.md), or report it with the operator's log")
+        new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []]}
+        old = c.find(new["conditions"], c.PODS_READY)
+        if old is not None and old.get("reason") == c.RECONCILE_FAILED and old.get("message") == message:
+            return
+        log.exception("GPUJob %s/%s: %s", job.namespace, job.name, message)
+        c.set_condition(new["conditions"], c.PODS_READY, False, c.RECONCILE_FAILED, message, job.generation)
+        new["reason"] = c.RECONCILE_FAILED
+        actions = Actions(status=new, events=[("Warning", c.RECONCILE_FAILED, message)])
+        self._apply(job, status, actions, {}, [])
 
     def _fit(self, job: JobSpec, nodes: list[NodeRoom], indices: Indices) -> Fit:
         plan = indices.plan_of(job)
@@ -207,6 +237,12 @@ class Operator:
                 return  # already gone: the next tick sees it
             self.metrics.api_errors.labels(action).inc()
             log.warning("%s failed: %s", action, api_message(exc))
+
+
+def _pod_annotations(job: JobSpec) -> dict:
+    """The annotations each of the job's pods will carry."""
+    meta = job.template.get("metadata") or {}
+    return {**(meta.get("annotations") or {}), **network_annotations(job)}
 
 
 def _request(job: JobSpec) -> Resources:

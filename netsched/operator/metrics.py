@@ -21,6 +21,9 @@ class OperatorMetrics:
         self.api_errors = Counter(
             "netsched_operator_api_errors_total", "Kubernetes API calls that failed, by action",
             ["action"], registry=self.registry)
+        self.reconcile_errors = Counter(
+            "netsched_operator_reconcile_errors_total", "GPUJob ticks that raised (logged, said on the job)",
+            registry=self.registry)
         self.pack_solves = Counter(
             "netsched_packer_solves_total", "Packer solves, by what came of them (plan, no_gain)",
             ["result"], registry=self.registry)

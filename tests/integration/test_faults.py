@@ -1,4 +1,5 @@
-"""Faults the operator meets on the real control plane: what it says, and that it does not loop."""
+"""Faults and malformed input on the real control plane: what the operator and extender say, and
+that nothing loops, raises or slips through."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from kubernetes import client
 
 from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import JOB_LABEL
+from netsched.api.labels import JOB_GPUS, JOB_LABEL
+from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
 
@@ -53,3 +55,59 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
         assert created == ["created 2 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits"]
     finally:
         scheduling.delete_priority_class(missing)
+
+
+MALFORMED = {  # name -> (spec fields, the field the condition must name)
+    "env-number": ({"template": {"spec": {"containers": [{"name": "main", "image": "trainer:1", "env": 5}]}}},
+                   "spec.template.spec.containers[0].env"),
+    "gates-number": ({"template": {"spec": {"schedulingGates": 5,
+                                            "containers": [{"name": "main", "image": "trainer:1"}]}}},
+                     "spec.template.spec.schedulingGates"),
+    "data-distance-alone": ({"network": {"maxDataDistance": "rack"}}, "spec.network.maxDataDistance"),
+    "no-such-zone": ({"network": {"maxDataDistance": "zone"},
+                      "dataSources": [{"name": "d", "kind": "zone", "location": "zone-nowhere"}]},
+                     "spec.dataSources[0].location"),
+}
+
+
+def test_malformed_gpujobs_the_api_server_accepts_get_one_clear_warning(dev_cluster, core, namespace):
+    jobs = client.CustomObjectsApi(dev_cluster.api_client())
+    for name, (fields, _) in MALFORMED.items():
+        jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                             make_gpujob(name, manifest=True, **fields))
+    for name, (_, field) in MALFORMED.items():
+        def said(name=name):
+            job = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            ready = find((job.get("status") or {}).get("conditions") or [], "PodsReady")
+            return ready if ready and ready["reason"] == "InvalidSpec" else None
+        ready = poll(said, 60, f"GPUJob {name}'s InvalidSpec condition")
+        assert field in ready["message"], (name, ready["message"])
+    time.sleep(5)  # five more ticks of each job: still one Warning each, no pod
+    for name in MALFORMED:
+        warnings = [e.reason for e in _events(core, namespace, name) if e.type == "Warning"]
+        assert warnings == ["InvalidSpec"], (name, warnings)
+    assert not core.list_namespaced_pod(namespace).items
+
+
+def test_a_gang_whose_node_affinity_says_gt_is_admitted(dev_cluster, core, namespace):
+    jobs = client.CustomObjectsApi(dev_cluster.api_client())
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}]}]}}}
+    template = {"metadata": {"annotations": {DURATION_ANNOTATION: "600s"}},
+                "spec": {"affinity": affinity, "containers": [{"name": "main", "image": "trainer:1"}]}}
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "gt", replicas=2, gpus=4, manifest=True, template=template))
+
+    def running():
+        job = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gt")
+        return (job.get("status") or {}).get("phase") == "Running"
+    poll(running, 90, "the gang with a Gt node affinity to run")
+
+
+def test_a_non_ascii_number_in_an_annotation_is_named_and_the_pod_not_bound(core, namespace):
+    core.create_namespaced_pod(namespace, gpu_pod("superscript", 1, annotations={JOB_GPUS: "\u00b2"}))
+    failed = poll(lambda: [e.message for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=superscript,reason=FailedScheduling").items], 60,
+        "a FailedScheduling Event for the pod")
+    assert any(f"{JOB_GPUS}='\u00b2' must be a whole number of GPUs" in m for m in failed), failed
+    assert core.read_namespaced_pod("superscript", namespace).spec.node_name is None

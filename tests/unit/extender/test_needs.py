@@ -18,11 +18,27 @@ from netsched.testing.extender import CLUSTER, cache_of, node, pod
     ({"netsched.io/min-peer-bandwidth-mbps": "-5"}, "must be a positive number"),
     ({"netsched.io/max-data-rtt-ms": "2"}, "need annotation netsched.io/data-source"),
     ({"netsched.io/job-gpus": "2.5"}, "job-gpus='2.5' must be a whole number of GPUs"),
+    ({"netsched.io/job-gpus": "\u00b2"}, "job-gpus='\u00b2' must be a whole number of GPUs"),  # "2".isdigit()
+    ({"netsched.io/job-gpus": "\u0663"}, "must be a whole number of GPUs"),  # an Arabic-Indic 3
+    ({"netsched.io/max-peer-rtt-ms": "\u0663"}, "must be a positive number"),  # float() would take it
+    ({"netsched.io/max-peer-rtt-ms": "1_0"}, "must be a positive number"),
+    ({"netsched.io/max-peer-rtt-ms": "nan"}, "must be a positive number"),
 ])
 def test_bad_annotations_name_the_annotation_and_the_fix(annotations, message):
     with pytest.raises(InvalidNeeds, match=None) as err:
         parse_needs(annotations)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("annotations, parsed", [
+    ({"netsched.io/job-gpus": "16"}, ("job_gpus", 16)),
+    ({"netsched.io/max-peer-rtt-ms": "0.5"}, ("limits", 0.5)),
+    ({"netsched.io/max-peer-rtt-ms": "12"}, ("limits", 12.0)),
+])
+def test_plain_ascii_numbers_parse(annotations, parsed):
+    needs = parse_needs(annotations)
+    value = getattr(needs, parsed[0])
+    assert (value[0].value if parsed[0] == "limits" else value) == parsed[1]
 
 
 def reasons(annotations, pods=(), telemetry=None, nodes=CLUSTER):

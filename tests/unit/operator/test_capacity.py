@@ -128,13 +128,22 @@ def test_node_selector():
     assert result.placeable == 2 and eligible(result) == 2
 
 
-@pytest.mark.parametrize("operator, values, nodes", [
-    pytest.param("In", ["zone-b"], 1, id="in"),
-    pytest.param("NotIn", ["zone-b"], 3, id="not-in"),
-    pytest.param("DoesNotExist", None, 0, id="does-not-exist"),
+ZONE, GPU_COUNT = "topology.kubernetes.io/zone", "nvidia.com/gpu.count"
+
+
+@pytest.mark.parametrize("key, operator, values, nodes", [
+    pytest.param(ZONE, "In", ["zone-b"], 1, id="in"),
+    pytest.param(ZONE, "NotIn", ["zone-b"], 3, id="not-in"),
+    pytest.param(ZONE, "DoesNotExist", None, 0, id="does-not-exist"),
+    pytest.param(GPU_COUNT, "Gt", ["4"], 4, id="gt"),
+    pytest.param(GPU_COUNT, "Gt", ["8"], 0, id="gt-equal"),
+    pytest.param(GPU_COUNT, "Lt", ["9"], 4, id="lt"),
+    pytest.param(GPU_COUNT, "Lt", ["8"], 0, id="lt-equal"),
+    pytest.param(GPU_COUNT, "Gt", ["many"], 0, id="gt-not-a-number"),
+    pytest.param(ZONE, "Gt", ["1"], 0, id="gt-label-not-a-number"),
 ])
-def test_required_node_affinity_limits_the_nodes_counted(operator, values, nodes):
-    term = {"key": "topology.kubernetes.io/zone", "operator": operator}
+def test_required_node_affinity_limits_the_nodes_counted(key, operator, values, nodes):
+    term = {"key": key, "operator": operator}
     if values:
         term["values"] = values
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {

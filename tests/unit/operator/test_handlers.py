@@ -165,3 +165,34 @@ def test_a_failed_status_write_is_counted_and_the_tick_goes_on(operator, kube):
     assert errors(operator, "status") == 1 and len(kube.list("pods", "ml")) == 2
     assert [e["reason"] for e in kube.list("events", "ml")] == ["PodsCreated", "Pending"]
 
+
+@pytest.mark.parametrize("container, pod", [
+    pytest.param({"env": 5}, {}, id="env-number"),
+    pytest.param({"env": "A=1"}, {}, id="env-string"),
+    pytest.param({}, {"schedulingGates": 5}, id="gates-number"),
+    pytest.param({"resources": {"requests": {"cpu": "lots"}}}, {}, id="cpu-lots"),
+])
+def test_a_malformed_template_is_said_once_and_makes_no_pod(tmp_path, container, pod):
+    template = {"spec": {"containers": [{"name": "main", "image": "trainer:1", **container}], **pod}}
+    kube = FakeKube([make_gpujob(template=template)])
+    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    for _ in range(3):
+        job = tick(operator, kube)
+    ready = condition(job, c.PODS_READY)
+    assert (ready["status"], ready["reason"], job["status"]["phase"]) == ("False", "InvalidSpec", "Pending")
+    assert ready["message"].startswith("spec.template.spec.")
+    assert [(e["type"], e["reason"]) for e in kube.list("events", "ml")] == [("Warning", "InvalidSpec")]
+    assert kube.made("create", "pods") == []
+
+
+def test_a_tick_that_raises_is_counted_and_said_once(operator, kube, monkeypatch):
+    def broken(*_):
+        raise KeyError("surprise")
+    monkeypatch.setattr("netsched.operator.handlers.reconcile", broken)
+    for _ in range(3):
+        job = tick(operator, kube)
+    ready = condition(job, c.PODS_READY)
+    assert ready["reason"] == "ReconcileFailed" and "KeyError: 'surprise'" in ready["message"]
+    assert [e["reason"] for e in kube.list("events", "ml")] == ["ReconcileFailed"]
+    registry = operator.metrics.registry
+    assert registry.get_sample_value("netsched_operator_reconcile_errors_total") == 3

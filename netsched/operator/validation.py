@@ -1,0 +1,117 @@
+"""What is wrong with a GPUJob that the API server accepted but that can never run as written.
+
+The CRD's schema cannot see inside the pod template (it is kept as the user wrote it), nor
+compare the job with the cluster. Each problem names the field and the fix; a job with any
+waits with an `InvalidSpec` condition and one Warning instead of failing in a handler or
+waiting in silence. Pure: the handler passes the job and the nodes it knows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from netsched.api import conditions as c
+from netsched.api.distance import DISTANCES
+from netsched.api.gpujob import Phase
+from netsched.api.labels import RACK_LABEL, ZONE_LABEL
+from netsched.operator.capacity import NodeRoom
+
+ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annotations, keys and values
+PLACE_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
+TEMPLATE = "spec.template.spec"
+
+
+def problems(spec: dict[str, Any], annotations: dict[str, str], nodes: list[NodeRoom]) -> list[str]:
+    """Everything wrong with a GPUJob's `spec`, given the annotations its pods will carry
+    (the template's plus netsched's) and the cluster's nodes."""
+    pod = (spec.get("template") or {}).get("spec") or {}
+    found = _pod_template(pod)
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        found.append(f"spec.template.metadata.annotations: {size} bytes with netsched's own, over the API "
+                     f"server's {ANNOTATIONS_LIMIT} (256 kB); keep large values in a ConfigMap or a volume")
+    return found + _data(spec, nodes)
+
+
+def _pod_template(pod: dict[str, Any]) -> list[str]:
+    found = []
+    gates = pod.get("schedulingGates")
+    if gates is not None and not _list_of_named(gates):
+        found.append(f"{TEMPLATE}.schedulingGates: {gates!r} is not a list of {{name: ...}} entries; "
+                     "write e.g. [{name: my-gate}] or leave it out")
+    containers = pod.get("containers")
+    if not isinstance(containers, list) or not containers or not all(isinstance(x, dict) for x in containers):
+        return [*found, f"{TEMPLATE}.containers: {containers!r} is not a list of containers; "
+                        "write at least one, e.g. [{name: main, image: trainer:1}]"]
+    for i, container in enumerate(containers):
+        at = f"{TEMPLATE}.containers[{i}]"
+        env = container.get("env")
+        if env is not None and not _list_of_named(env):
+            found.append(f"{at}.env: {env!r} is not a list of {{name, value}} entries; "
+                         "write e.g. [{name: A, value: '1'}]")
+        resources = container.get("resources") or {}
+        if not isinstance(resources, dict):
+            found.append(f"{at}.resources: {resources!r} is not a map; write e.g. {{requests: {{cpu: '2'}}}}")
+            continue
+        for kind in ("requests", "limits"):
+            values = resources.get(kind) or {}
+            if not isinstance(values, dict):
+                found.append(f"{at}.resources.{kind}: {values!r} is not a map of quantities")
+                continue
+            for name, value in values.items():
+                if not _quantity(value):
+                    found.append(f"{at}.resources.{kind}.{name}: {value!r} is not a Kubernetes quantity; "
+                                 "write e.g. 500m, 2 or 16Gi")
+    return found
+
+
+def _data(spec: dict[str, Any], nodes: list[NodeRoom]) -> list[str]:
+    distance = (spec.get("network") or {}).get("maxDataDistance")
+    if distance is None:
+        return []
+    sources = spec.get("dataSources") or []
+    if not sources:
+        return [f"spec.network.maxDataDistance {distance!r} needs spec.dataSources to say where the data is; "
+                "add a data source (kind node, rack or zone) or remove maxDataDistance"]
+    kind, location = sources[0].get("kind"), sources[0].get("location")
+    if kind not in PLACE_LABEL:
+        return [f"spec.network.maxDataDistance needs spec.dataSources[0] at a node, rack or zone, not a "
+                f"{kind}; for an endpoint bound the measured link instead (maxDataRttMs, "
+                "minDataBandwidthMbps)"]
+    if DISTANCES[distance] < DISTANCES[kind]:
+        return [f"spec.network.maxDataDistance {distance!r} is finer than spec.dataSources[0], known only to "
+                f"its {kind}; set maxDataDistance to {kind} (or wider), or name the data's {distance}"]
+    label = PLACE_LABEL[kind]
+    known = sorted({n.labels[label] for n in nodes if label in n.labels})
+    if nodes and location not in known:
+        return [f"spec.dataSources[0].location {location!r}: no node has {label}={location}; name one of "
+                f"{', '.join(known[:10]) or 'none'}{' ...' if len(known) > 10 else ''}"]
+    return []
+
+
+def _list_of_named(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(x, dict) and isinstance(x.get("name"), str)
+                                           for x in value)
+
+
+def _quantity(value: object) -> bool:
+    try:
+        parse_quantity(value)
+    except (ValueError, TypeError, ArithmeticError):
+        return False
+    return True
+
+
+def invalid(status: dict, found: list[str], generation: int) -> tuple[dict, str | None]:
+    """The status of a job with problems, and the Warning to post (None: the same problems were
+    already said)."""
+    new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
+           "phase": status.get("phase") or Phase.PENDING, "reason": c.INVALID_SPEC,
+           "observedGeneration": generation}
+    message = "; ".join(found)
+    changed = c.set_condition(new["conditions"], c.PODS_READY, False, c.INVALID_SPEC, message, generation)
+    old = c.find(status.get("conditions") or [], c.PODS_READY)
+    said = not changed and old is not None and old.get("message") == message[:c.MAX_MESSAGE]
+    return new, None if said else message
