@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import statistics
+import math
 from collections import defaultdict
 
 from netsched.packing.snapshot import Node, Pod, Snapshot
@@ -46,7 +46,8 @@ def _score(node: Node, free: dict[str, int], pod: Pod) -> float:
     if not fractions:
         return 0.0
     least_allocated = sum(1 - f for f in fractions) / len(fractions)
-    balanced = 1 - (statistics.pstdev(fractions) if len(fractions) > 1 else 0.0)
+    mean = sum(fractions) / len(fractions)  # the population standard deviation, in floats (fast)
+    balanced = 1 - math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
     return least_allocated + balanced
 
 
@@ -74,7 +75,8 @@ def preemptive_schedule(snapshot: Snapshot) -> dict[str, str | None]:
     by priority, then arrival (snapshot order); each goes where `schedule` would put it, or, when
     it fits nowhere, preempts (DefaultPreemption's PostFilter, `preemption`). A victim is
     recreated by its controller and queues again behind its priority; pods left unschedulable
-    are retried after every eviction. Gangs are not known to it: each pod is on its own."""
+    are retried after an eviction (when they fit the room it left). Gangs are not known to it:
+    each pod is on its own."""
     placement: dict[str, str | None] = {p.name: p.node for p in snapshot.pods}
     free = free_room(snapshot.nodes, snapshot.pods)
     allowed = {b.name: b.allowed for b in snapshot.budgets}
@@ -97,11 +99,15 @@ def preemptive_schedule(snapshot: Snapshot) -> dict[str, str | None]:
                 if v.pdb in allowed:
                     allowed[v.pdb] -= 1
                 heapq.heappush(queue, (-v.priority, next(arrival), v))
-            for w in waiting:  # room was freed: the unschedulable pods go back to the queue
-                heapq.heappush(queue, (-w.priority, next(arrival), w))
-            waiting = []
             for r, need in pod.requests.items():
                 free[node][r] = free[node].get(r, 0) - need
+            # room was freed: the unschedulable pods go back to the queue. Only the ones that fit
+            # what the preemptor left can now be placed (every other node is as it was, and this
+            # one holds a pod at least as important as the victims), so only they are retried.
+            back = [w for w in waiting if (w.allowed is None or node in w.allowed) and fits(free[node], w)]
+            waiting = [w for w in waiting if w not in back]
+            for w in back:
+                heapq.heappush(queue, (-w.priority, next(arrival), w))
         placement[pod.name] = node
     return placement
 
