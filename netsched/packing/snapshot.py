@@ -17,6 +17,10 @@ class Node:
     capacity: dict[str, int]  # allocatable
     labels: dict[str, str] = field(default_factory=dict)
 
+    def domain(self, label: str) -> str:
+        """The node's value of a topology label; a node without it is a domain of its own."""
+        return self.labels.get(label, self.name)
+
 
 @dataclass(frozen=True)
 class Pod:
@@ -30,6 +34,7 @@ class Pod:
     allowed: tuple[str, ...] | None = None  # nodes its selector/affinity allows; None = any
     preference: dict[str, int] = field(default_factory=dict)  # node -> 0..10 (network score), last tier
     started: float | None = None  # when it started running (Unix seconds); None = unknown or pending
+    domain: str | None = None  # node label its whole gang must share (node, rack or zone); None = any
 
     @property
     def running(self) -> bool:
@@ -89,4 +94,4 @@ def _pod(p: dict[str, Any]) -> Pod:
                p.get("node"), bool(p.get("movable", True)), p.get("gang"), p.get("pdb"),
                tuple(allowed) if allowed is not None else None,
                {k: int(v) for k, v in (p.get("preference") or {}).items()},
-               float(p["started"]) if p.get("started") is not None else None)
+               float(p["started"]) if p.get("started") is not None else None, p.get("domain"))

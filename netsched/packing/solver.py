@@ -146,12 +146,25 @@ def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str |
         if time.monotonic() > stop_at:
             break
         # a lone pod either fits (and takes its room) or changes nothing; only a gang may need undoing
-        trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
-        got = schedule(snapshot.nodes, trial, members)
-        if all(got.values()):
-            free = trial
-            placement.update(got)
+        for nodes in domains(snapshot, members):
+            trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
+            got = schedule(nodes, trial, members)
+            if all(got.values()):
+                free = trial
+                placement.update(got)
+                break
     return placement
+
+
+def domains(snapshot: Snapshot, members: list[Pod]) -> list[tuple[Node, ...]]:
+    """The node sets a gang may use: all nodes, or one per value of its domain label."""
+    label = members[0].domain
+    if label is None or len(members) == 1:
+        return [snapshot.nodes]
+    groups: dict[str, list[Node]] = defaultdict(list)
+    for n in snapshot.nodes:
+        groups[n.domain(label)].append(n)
+    return [tuple(g) for g in groups.values()]
 
 
 def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
@@ -241,7 +254,8 @@ def repair(snapshot: Snapshot, start: dict[str, str | None],
     """A greedy repair of `start`: each pending gang (highest priority first) goes into free
     room, or preempts as kube-scheduler would (movable, lower-priority victims, budgets kept);
     each victim then goes into free room elsewhere if there is any (a move), or is evicted.
-    A gang that cannot be placed whole changes nothing."""
+    A gang that cannot be placed whole changes nothing; one bound to a domain goes to the
+    domain where it disturbs the fewest pods."""
     placement = dict(start)
     movable = Snapshot(snapshot.nodes, tuple(p for p in snapshot.pods if p.movable and p.running))
     spent: Counter[str] = Counter()  # disruptions per PodDisruptionBudget so far
@@ -252,9 +266,15 @@ def repair(snapshot: Snapshot, start: dict[str, str | None],
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
-        trial, used = dict(placement), Counter(spent)
-        if all(_repair_one(snapshot, snapshot.nodes, movable, trial, used, pod) for pod in members):
-            placement, spent = trial, used
+        best: tuple[int, dict[str, str | None], Counter[str]] | None = None
+        for nodes in domains(snapshot, members):  # the domain freed with the fewest pods disturbed
+            trial, used = dict(placement), Counter(spent)
+            if all(_repair_one(snapshot, nodes, movable, trial, used, pod) for pod in members):
+                disturbed = sum(trial[p.name] != p.node for p in snapshot.pods if p.running)
+                if best is None or disturbed < best[0]:
+                    best = (disturbed, trial, used)
+        if best is not None:
+            _, placement, spent = best
     return placement
 
 
@@ -401,6 +421,7 @@ class _Model:
         self.placed: list[cp_model.IntVar] = []
         self.cost: list[Expr] = []
         where, self.restricted = candidates(snapshot, policy, hint)
+        self._where = [where[p.name] for p in snapshot.pods]
         for i, p in enumerate(snapshot.pods):
             here = []
             for n in where[p.name]:
@@ -437,13 +458,28 @@ class _Model:
                     self.m.add(sum(terms) <= cap)
 
     def _gangs(self) -> None:
-        first: dict[str, int] = {}
+        """All of a gang or none; a gang with a domain label and a pending pod, all in one domain
+        (a running gang is left where it is allowed to stay)."""
+        members: dict[str, list[int]] = defaultdict(list)
         for i, p in enumerate(self.snapshot.pods):
             if p.gang:
-                if p.gang in first:
-                    self.m.add(self.placed[i] == self.placed[first[p.gang]])
-                else:
-                    first[p.gang] = i
+                members[p.gang].append(i)
+        nodes = {n.name: n for n in self.snapshot.nodes}
+        for gang, idx in members.items():
+            first = idx[0]
+            for i in idx[1:]:
+                self.m.add(self.placed[i] == self.placed[first])
+            label = self.snapshot.pods[first].domain
+            if label is None or len(idx) < 2 or all(self.snapshot.pods[i].running for i in idx):
+                continue
+            chosen: dict[str, cp_model.IntVar] = {}
+            for i in idx:
+                for n in self._where[i]:
+                    d = nodes[n].domain(label)
+                    if d not in chosen:
+                        chosen[d] = self.m.new_bool_var(f"domain_{gang}_{d}")
+                    self.m.add_implication(self.x[i, n], chosen[d])
+            self.m.add(sum(chosen.values()) == self.placed[first])
 
     def _budgets(self) -> None:
         allowed = {b.name: b.allowed for b in self.snapshot.budgets}
