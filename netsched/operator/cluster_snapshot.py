@@ -10,7 +10,8 @@ controller solve over.
   `netsched.io/protected: "true"`.
 - nodeSelector, required node affinity and tolerated taints (capacity.may_use, the same rule
   gang admission uses) decide the nodes a pod may use; PodDisruptionBudgets (label selectors)
-  give each covered pod its budget, with status.disruptionsAllowed as the number that may go.
+  give each covered pod its budget, with status.disruptionsAllowed as the number that may go
+  (the tightest, when budgets overlap: the packer checks each plan against all of them).
 """
 
 from __future__ import annotations
@@ -50,8 +51,7 @@ def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
     pods = tuple(_pod(p, rooms, pdbs) for p in raw_pods if _counts(p, names, scheduler))
-    budgets = tuple(Budget(_key(b), int((b.get("status") or {}).get("disruptionsAllowed") or 0))
-                    for b in pdbs)
+    budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
     return Snapshot(nodes, pods, budgets)
 
 
@@ -89,8 +89,10 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
     allowed = tuple(n.name for n in nodes if may_use(n, spec))
-    pdb = next((_key(b) for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
-                and selects((b.get("spec") or {}).get("selector"), labels)), None)
+    # the solver models one budget per pod: the tightest; the packer checks a plan against all of them
+    covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
+                and selects((b.get("spec") or {}).get("selector"), labels)]
+    pdb = _key(min(covering, key=_allowed)) if covering else None
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed)
 
@@ -98,6 +100,10 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
 def _ints(resources: dict[str, float]) -> dict[str, int]:
     """CPU in millicores; everything else in its base unit (bytes, devices)."""
     return {k: math.ceil(v * 1000) if k == "cpu" else math.ceil(v) for k, v in resources.items()}
+
+
+def _allowed(pdb: dict) -> int:
+    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
 
 
 def _key(obj: dict) -> str:

@@ -16,8 +16,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import kopf
@@ -93,6 +93,7 @@ class Operator:
     interval: float = 1.0
     scheduler: str = SCHEDULER_NAME  # schedulerName of the pods it creates (unless the template sets one)
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
+    packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     _admission: threading.Lock = field(default_factory=threading.Lock)
     _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
 
@@ -160,8 +161,10 @@ class Operator:
                 reserved += [req] * waiting
         data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
         pending = list(indices.pending.get(None, ()))
-        return gang_fit(nodes, indices.used(), pending + reserved, _request(job), job.min_available,
-                        job.template["spec"], job.network, data)
+        result = gang_fit(nodes, indices.used(), pending + reserved, _request(job), job.min_available,
+                          job.template["spec"], job.network, data)
+        note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
+        return replace(result, message=f"{result.message}; {note}") if note else result
 
     # ---- carrying out -----------------------------------------------------------
     def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict],

@@ -24,6 +24,9 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             "netsched_operator_reconcile_errors_total", "GPUJob ticks that raised (logged, said on the job)",
             registry=self.registry)
+        self.loop_errors = Counter(
+            "netsched_operator_loop_errors_total", "Exceptions a background loop caught and went on after",
+            ["loop"], registry=self.registry)
         self.pack_solves = Counter(
             "netsched_packer_solves_total", "Packer solves, by what came of them (plan, no_gain)",
             ["result"], registry=self.registry)

@@ -31,16 +31,19 @@ from netsched.api.connect import api_message
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
-from netsched.operator.cluster_snapshot import cluster_state, snapshot_of, waits_for_room
+from netsched.operator.capacity import node_room
+from netsched.operator.cluster_snapshot import cluster_state, selects, snapshot_of, waits_for_room
 from netsched.operator.config import PackerConfig
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.packing_plan import LivePod, Step, advance, fail, plan_body
+from netsched.operator.packing_plan import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.operator.replica_pods import ungate_patch
 from netsched.packing.snapshot import Pod, Snapshot
-from netsched.packing.solver import solve
+from netsched.packing.solver import Changes, Plan, solve
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-packer"
+BUDGET_ROUNDS = 3  # solves per pass that pin the pods of a budget the last plan would have broken
+FAILED_PLAN_MAX_WAIT = 300.0  # seconds: the longest wait after plans that failed in a row
 
 
 @dataclass
@@ -53,6 +56,10 @@ class Packer:
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
     _fruitless: int | None = None  # fingerprint of the last cluster state that gave nothing to gain
+    _last_error: str | None = None  # the last pass's exception, logged with its traceback once
+    _failed_plans: int = 0  # plans in a row that failed: each doubles the wait before the next pass
+    _nodes: dict = field(default_factory=dict)  # node name -> what of it matters for room
+    blocked: dict[str, str] = field(default_factory=dict)  # waiting GPUJob (ns/name) -> budgets blocking it
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -74,12 +81,30 @@ class Packer:
             self._due.start()
 
     def _pass(self) -> None:
+        """One packing pass on its timer's thread. Whatever it raises is counted and logged (with its
+        traceback the first time that error is seen) and a later pass tries again: an exception that
+        escaped would end the thread, and nothing would ask for a pass until a pod changed."""
         self._next = time.monotonic() + self.config.cooldown
         try:
             self._pack()
         except client.ApiException as exc:
             self.metrics.api_errors.labels("pack").inc()
-            log.warning("packer: %s", api_message(exc))
+            log.warning("packer: %s; trying again in %g s", api_message(exc), self.config.cooldown)
+        except Exception as exc:
+            self.metrics.loop_errors.labels("packer").inc()
+            said = f"{type(exc).__name__}: {exc}"
+            if said != self._last_error:
+                log.exception("packer: the packing pass failed; trying again in %g s", self.config.cooldown)
+            else:
+                log.warning("packer: the packing pass failed again: %s", said)
+            self._last_error = said
+        else:
+            self._last_error = None
+            return
+        with self._asking:  # this thread is the due timer, which `request` would wait out: replace it
+            self._due = threading.Timer(self.config.cooldown, self._pass)
+            self._due.daemon = True
+            self._due.start()
 
     def _pack(self) -> None:
         listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
@@ -92,15 +117,20 @@ class Packer:
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
         if not waiting or fingerprint == self._fruitless:
             return
-        plan = solve(snapshot, self.config.budget)
-        self.metrics.pack_seconds.observe(plan.seconds)
+        labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
+                  for p in raw_pods}
+        plan, snapshot, blocked = self._solve_within_budgets(snapshot, labels, pdbs)
         changes = plan.changes(snapshot)
-        if plan.source != "solver" or not (changes["evictions"] or changes["moves"]):
+        if not _disrupts(plan, changes):
             self._fruitless = fingerprint
             self.metrics.pack_solves.labels("no_gain").inc()
+            blocked = blocked or self._blocking_budgets(snapshot, labels, pdbs)
+            self.blocked = _notes(waiting, blocked)
             log.info("packer: %d pod(s) wait; evicting or moving lower-priority pods would not place more "
-                     "(%s, %.2f s)", len(waiting), plan.source, plan.seconds)
+                     "(%s, %.2f s)%s", len(waiting), plan.source, plan.seconds,
+                     f"; {_blocked_message(blocked)}" if blocked else "")
             return
+        self.blocked = {}
         body = plan_body(snapshot, plan, raw_pods, _reason(waiting), self.config.budget, self.config.deadline)
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
@@ -109,6 +139,49 @@ class Packer:
                                         f"{counts['moves']}, place {counts['placements']} "
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
+
+    def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict],
+                              pdbs: list[dict]) -> tuple[Plan, Snapshot, list[OverBudget]]:
+        """Solve, and never return a plan that a PodDisruptionBudget refuses: the solver sees one
+        budget per pod, so a plan that breaks another (overlapping budgets) pins that budget's pods
+        and is solved again. Returns the plan, the snapshot it was solved over and the budgets met."""
+        met: list[OverBudget] = []
+        for _ in range(BUDGET_ROUNDS):
+            plan = solve(snapshot, self.config.budget)
+            self.metrics.pack_seconds.observe(plan.seconds)
+            changes = plan.changes(snapshot)
+            if not _disrupts(plan, changes):
+                return plan, snapshot, met
+            broken = over_budgets(_victims(changes), labels, pdbs)
+            if not broken:
+                return plan, snapshot, met
+            met += broken
+            snapshot = _pin(snapshot, _covered(snapshot, labels, [b.budget for b in broken], pdbs))
+        return replace(plan, source="budgets"), snapshot, met  # still over a budget: no plan
+
+    def _blocking_budgets(self, snapshot: Snapshot, labels: dict[str, dict],
+                          pdbs: list[dict]) -> list[OverBudget]:
+        """When nothing is to gain: would something be, without the budgets? Then they block it."""
+        if not snapshot.budgets:
+            return []
+        unlimited = tuple(replace(b, allowed=len(snapshot.pods)) for b in snapshot.budgets)
+        free = replace(snapshot, budgets=unlimited)
+        plan = solve(free, self.config.budget)
+        self.metrics.pack_seconds.observe(plan.seconds)
+        changes = plan.changes(free)
+        return over_budgets(_victims(changes), labels, pdbs) if _disrupts(plan, changes) else []
+
+    def node_changed(self, event_type: str, node: dict) -> bool:
+        """Did a node change in a way that may make or take room (added, gone, (un)schedulable,
+        resized, tainted)? Status heartbeats do not."""
+        name = node["metadata"]["name"]
+        if event_type == "DELETED":
+            return self._nodes.pop(name, None) is not None
+        room = node_room(node)
+        seen = (room.schedulable, tuple(sorted(room.allocatable.items())), repr(room.taints))
+        changed = self._nodes.get(name) != seen
+        self._nodes[name] = seen
+        return changed
 
     # ---- carrying out ----------------------------------------------------------------
     def step(self, plan: dict) -> Step:
@@ -133,8 +206,18 @@ class Packer:
             self._event(plan, reason, message, type_)
         if step.status.get("phase") in plans.TERMINAL:
             self.metrics.plans_finished.labels(step.status["phase"], step.status.get("reason", "")).inc()
-            self.request(self.config.cooldown)  # pods may still wait: the evicted ones, or others
+            self.request(self._after(step.status["phase"]))  # pods may still wait: the evicted, or others
         return step
+
+    def _after(self, phase: str) -> float:
+        """Seconds before the next pass after a plan ended: the cooldown, doubled per plan in a row
+        that failed (up to FAILED_PLAN_MAX_WAIT), so a plan the cluster refuses is not made again
+        and again."""
+        failed = phase in (plans.Phase.FAILED, plans.Phase.TIMED_OUT)
+        self._failed_plans = self._failed_plans + 1 if failed else 0
+        wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2 ** self._failed_plans)
+        self._next = max(self._next, time.monotonic() + wait)
+        return wait
 
     def _evict(self, key: str) -> str | None:
         """Evict a pod; the API server's message if it refuses (a PodDisruptionBudget), else None."""
@@ -198,6 +281,44 @@ def only_lower_priority_moves(snapshot: Snapshot) -> Snapshot:
     return replace(snapshot, pods=pods)
 
 
+def _disrupts(plan: Plan, changes: Changes) -> bool:
+    return plan.source == "solver" and bool(changes["evictions"] or changes["moves"])
+
+
+def _victims(changes: Changes) -> list[str]:
+    return [e[0] for e in changes["evictions"]] + [m[0] for m in changes["moves"]]
+
+
+def _covered(snapshot: Snapshot, labels: dict[str, dict], budgets: list[str], pdbs: list[dict]) -> set[str]:
+    """The pods of the snapshot that any of `budgets` covers."""
+    chosen = [b for b in pdbs if f"{b['metadata']['namespace']}/{b['metadata']['name']}" in budgets]
+    return {p.name for p in snapshot.pods for b in chosen
+            if p.name.startswith(b["metadata"]["namespace"] + "/")
+            and selects((b.get("spec") or {}).get("selector"), labels.get(p.name, {}))}
+
+
+def _pin(snapshot: Snapshot, names: set[str]) -> Snapshot:
+    return replace(snapshot, pods=tuple(replace(p, movable=False) if p.name in names else p
+                                        for p in snapshot.pods))
+
+
+def _blocked_message(blocked: list[OverBudget]) -> str:
+    parts = []
+    for b in blocked:
+        shown = ", ".join(b.hit[:3]) + (f" and {len(b.hit) - 3} more" if len(b.hit) > 3 else "")
+        parts.append(f"PodDisruptionBudget {b.budget} allows {b.allowed} disruption(s) and covers {shown}")
+    return ("the packer could make room by evicting lower-priority pods, but " + "; ".join(parts)
+            + ": relax or delete the budget, or wait for those pods to finish")
+
+
+def _notes(waiting: list[Pod], blocked: list[OverBudget]) -> dict[str, str]:
+    """What to tell each waiting GPUJob about the budgets that keep the packer from helping it."""
+    if not blocked:
+        return {}
+    message = _blocked_message(list({b.budget: b for b in blocked}.values()))
+    return {p.gang: message for p in waiting if p.gang}
+
+
 def _reason(waiting: list[Pod]) -> str:
     top = max(p.priority for p in waiting)
     names = sorted(p.name for p in waiting if p.priority == top)
@@ -221,4 +342,14 @@ def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: f
     @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
     def pod_waits(**_) -> None:
         packer.request()
+
+    # room the packer may now make, or must no longer count on: look again now, not on a timer
+    @kopf.on.event("policy", "v1", "poddisruptionbudgets", id="budgets", registry=registry)
+    def budget_changed(**_) -> None:
+        packer.request()
+
+    @kopf.on.event("nodes", id="node-room", registry=registry)
+    def node_changed(type, body, **_) -> None:
+        if packer.node_changed(type or "", copy.deepcopy(dict(body))):
+            packer.request()
 

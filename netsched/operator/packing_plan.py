@@ -192,17 +192,34 @@ def _changed(spec: dict, victims: list[dict], pods: dict[str, LivePod]) -> Clust
     return None
 
 
-def _over_budget(victims: list[dict], pods: dict[str, LivePod],
-                 pdbs: list[dict]) -> DisruptionBudgetExceeded | None:
+@dataclass(frozen=True)
+class OverBudget:
+    budget: str  # namespace/name of the PodDisruptionBudget
+    allowed: int  # its status.disruptionsAllowed
+    hit: tuple[str, ...]  # the victims it covers (namespace/name), more than `allowed`
+
+
+def over_budgets(victims: list[str], labels: dict[str, dict[str, str]], pdbs: list[dict]) -> list[OverBudget]:
+    """Every PodDisruptionBudget that evicting `victims` (namespace/name, with their labels) would
+    break; overlapping budgets each count every pod they cover."""
+    out = []
     for b in pdbs:
         ns = b["metadata"]["namespace"]
-        hit = [v["pod"] for v in victims if v["pod"].startswith(ns + "/")
-               and selects((b.get("spec") or {}).get("selector"), pods[v["pod"]].labels)]
+        hit = tuple(v for v in victims if v.startswith(ns + "/")
+                    and selects((b.get("spec") or {}).get("selector"), labels.get(v, {})))
         allowed = int((b.get("status") or {}).get("disruptionsAllowed") or 0)
         if len(hit) > allowed:
-            return DisruptionBudgetExceeded(
-                f"PodDisruptionBudget {ns}/{b['metadata']['name']} allows {allowed} disruption(s) now, "
-                f"the plan needs {len(hit)} ({', '.join(hit)}); nothing was evicted")
+            out.append(OverBudget(f"{ns}/{b['metadata']['name']}", allowed, hit))
+    return out
+
+
+def _over_budget(victims: list[dict], pods: dict[str, LivePod],
+                 pdbs: list[dict]) -> DisruptionBudgetExceeded | None:
+    keys = [v["pod"] for v in victims]
+    for over in over_budgets(keys, {k: pods[k].labels for k in keys}, pdbs)[:1]:
+        return DisruptionBudgetExceeded(
+            f"PodDisruptionBudget {over.budget} allows {over.allowed} disruption(s) now, "
+            f"the plan needs {len(over.hit)} ({', '.join(over.hit)}); nothing was evicted")
     return None
 
 

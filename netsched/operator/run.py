@@ -33,8 +33,9 @@ def run_operator(settings: OperatorConfig) -> None:
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
     registry = kopf.OperatorRegistry()
     register(registry, operator)
-    register_packer(registry, Packer(operator.api, packer, operator.metrics, settings.scheduler_name),
-                    settings.interval)
+    packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name)
+    operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
+    register_packer(registry, packing, settings.interval)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs):

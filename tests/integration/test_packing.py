@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import urllib.request
 import uuid
 
@@ -205,3 +206,31 @@ def test_an_operator_killed_mid_plan_finishes_it_after_a_restart(dev_cluster, co
     _check_plan_carried_out(custom, core, namespace, before)
     # the restarted operator, too, left the gate to the plan rather than admitting the gang itself
     assert _admitted(custom, namespace, "urgent")["reason"] == "ReleasedByPackingPlan"
+
+
+def test_overlapping_budgets_make_no_failing_plan_name_the_blocker_and_a_deleted_one_unblocks_promptly(
+        dev_cluster, core, custom, namespace, priorities):
+    policy = client.PolicyV1Api(dev_cluster.api_client())
+    nodes = len(core.list_node().items)
+    jobs = [f"low-{i}" for i in range(nodes)]
+    low = {"matchExpressions": [{"key": JOB_LABEL, "operator": "In", "values": jobs}]}
+    # both cover every low pod: "loose" lets 2 go (a whole gang), "strict" none
+    for name, keep in (("loose", nodes - 2), ("strict", nodes)):
+        policy.create_namespaced_pod_disruption_budget(namespace, {
+            "metadata": {"name": name}, "spec": {"minAvailable": keep, "selector": low}})
+    _fill(custom, core, namespace, priorities)
+    poll(lambda: [policy.read_namespaced_pod_disruption_budget(b, namespace).status.disruptions_allowed
+                  for b in ("loose", "strict")] == [2, 0], 90, "the disruption controller to count them")
+    _urgent(custom, namespace, priorities)
+
+    blocker = f"PodDisruptionBudget {namespace}/strict allows 0 disruption(s)"
+    admitted = poll(lambda: (a := _admitted(custom, namespace, "urgent")) and blocker in a["message"] and a,
+                    60, "the waiting job to name the budget that blocks it")
+    assert admitted["status"] == "False" and f"{namespace}/loose" not in admitted["message"]
+    time.sleep(25)  # 2.5 cooldowns: a packer that missed "strict" would have made failing plans by now
+    assert _plans(custom) == []
+
+    policy.delete_namespaced_pod_disruption_budget("strict", namespace)
+    done = _plan_in(custom, plans.TERMINAL, timeout=60)  # the deletion, not a timer, makes it look again
+    assert plans.phase(done) == "Succeeded", done["status"]
+    _running(custom, namespace, "urgent", timeout=60)

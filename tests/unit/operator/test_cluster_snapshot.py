@@ -35,6 +35,13 @@ def test_pods_get_movability_allowed_nodes_and_pdbs():
     assert snap.budgets[0].allowed == 1
 
 
+def test_a_pod_under_overlapping_budgets_gets_the_tightest():
+    pdbs = [{"metadata": {"name": name, "namespace": "ml"}, "spec": {"selector": {}},
+             "status": {"disruptionsAllowed": allowed}} for name, allowed in (("loose", 2), ("strict", 0))]
+    snap = snapshot_of([make_node("a1-0")], [raw_pod("web", "a1-0")], pdbs)
+    assert [p.pdb for p in snap.pods] == ["ml/strict"]
+
+
 UNSCHEDULABLE = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
 NETSCHED = {"schedulerName": "netsched"}
 

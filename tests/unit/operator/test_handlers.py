@@ -196,3 +196,15 @@ def test_a_tick_that_raises_is_counted_and_said_once(operator, kube, monkeypatch
     assert [e["reason"] for e in kube.list("events", "ml")] == ["ReconcileFailed"]
     registry = operator.metrics.registry
     assert registry.get_sample_value("netsched_operator_reconcile_errors_total") == 3
+
+
+def test_a_gang_that_does_not_fit_says_which_budget_keeps_the_packer_from_helping(kube, tmp_path):
+    note = "the packer could make room by evicting lower-priority pods, but PodDisruptionBudget ml/keep ..."
+    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"),
+                        packer_note={"ml/train": note}.get)
+    tick(operator, kube)
+    body = kube.get(PLURAL, "ml", "train")
+    views = [PodView.of(p) for p in kube.list("pods", "ml")]
+    operator.tick(body, [], Indices(bound={}, pending={}, job_pods={job_spec(body).key: views}))  # no room
+    admitted = condition(kube.get(PLURAL, "ml", "train"), c.ADMITTED)
+    assert admitted["status"] == "False" and admitted["message"].endswith(f"; {note}")

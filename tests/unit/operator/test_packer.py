@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from kubernetes import client
 
 from netsched.api import plans
 from netsched.operator.packer import Packer, PackerConfig
@@ -67,3 +70,87 @@ def test_no_waiting_pod_no_solve():
     packer._pack()
     assert solves(packer, "no_gain") == solves(packer, "plan") == 0
     assert {c.plural for c in kube.made("list")} == {plans.PLURAL, "nodes", "pods", "poddisruptionbudgets"}
+
+
+@pytest.mark.parametrize("error", [ValueError("a solver bug"), client.ApiException(500, "etcd timed out")])
+def test_a_pass_that_raises_is_counted_logged_once_and_tried_again(monkeypatch, caplog, error):
+    kube = full_node(make_pod("urgent", gpus=8, priority=1000, unschedulable=True))
+    packer = Packer(kube, PackerConfig(budget=2.0, cooldown=0.05))
+    calls = []
+
+    def failing():
+        calls.append(1)
+        if len(calls) < 3:
+            raise error
+        packed.set()
+    packed = threading.Event()
+    monkeypatch.setattr(packer, "_pack", failing)
+    packer.request(0)
+    assert packed.wait(10), "the packer stopped after a failed pass"
+    assert len(calls) == 3
+    if isinstance(error, client.ApiException):
+        assert packer.metrics.registry.get_sample_value("netsched_operator_api_errors_total",
+                                                        {"action": "pack"}) == 2
+    else:
+        assert packer.metrics.registry.get_sample_value("netsched_operator_loop_errors_total",
+                                                        {"loop": "packer"}) == 2
+        assert sum(r.exc_info is not None for r in caplog.records) == 1  # the traceback once
+
+
+def pdb(name: str, allowed: int, *pods: str) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                                        "values": list(pods)}]}},
+            "status": {"disruptionsAllowed": allowed}}
+
+
+def low(name: str, node: str) -> dict:
+    return make_pod(name, node, gpus=4, priority=10, owner="ReplicaSet", labels={"app": name})
+
+
+@pytest.mark.parametrize("budgets, blocking", [
+    # the solver sees one budget per pod (the tightest): p2 under "a", p3 under "b"; evicting both
+    # breaks "b", which covers both: the plan is not made
+    pytest.param([pdb("a", 1, "p1", "p2"), pdb("b", 1, "p2", "p3")], ["ml/b"],
+                 id="overlapping-one-each"),
+    pytest.param([pdb("loose", 1, "p2", "p3"), pdb("strict", 0, "p2")], ["ml/loose", "ml/strict"],
+                 id="one-and-zero"),  # both evictions are needed: each budget alone refuses them
+    pytest.param([pdb("none", 0, "p2", "p3")], ["ml/none"], id="one-budget-of-zero"),
+])
+def test_no_plan_a_budget_refuses_and_the_waiting_job_is_told_which(budgets, blocking):
+    urgent = make_pod("urgent-0", gpus=8, priority=1000, job="urgent", owner="GPUJob",
+                      unschedulable=True)
+    kube = FakeKube([make_node("n1"), make_node("n2"), low("p1", "n2"), make_pod("big", "n2", gpus=4),
+                     low("p2", "n1"), low("p3", "n1"), urgent, *budgets])
+    packer = Packer(kube, PackerConfig(budget=2.0))
+    packer._pack()
+    assert kube.list(plans.PLURAL) == [] and solves(packer, "no_gain") == 1
+    note = packer.blocked["ml/urgent"]
+    assert note.startswith("the packer could make room by evicting lower-priority pods, but ")
+    assert [b for b in ("ml/a", "ml/b", "ml/loose", "ml/strict", "ml/none")
+            if f"PodDisruptionBudget {b} allows" in note] == blocking
+    assert note.endswith("relax or delete the budget, or wait for those pods to finish")
+
+    for budget in blocking:
+        kube.delete("poddisruptionbudgets", "ml", budget.split("/")[1])
+    packer._pack()  # the cluster changed: solved again, and now the plan is made
+    [plan] = kube.list(plans.PLURAL)
+    assert packer.blocked == {} and {e["pod"] for e in plan["spec"]["evictions"]} <= {"ml/p2", "ml/p3"}
+
+
+def test_plans_that_fail_in_a_row_wait_longer_each_time():
+    packer = Packer(FakeKube(), PackerConfig(cooldown=10, enabled=False))
+    assert [packer._after("Failed") for _ in range(7)] == [20, 40, 80, 160, 300, 300, 300]
+    assert packer._after("Succeeded") == 10 and packer._after("TimedOut") == 20
+
+
+def test_only_node_changes_that_make_or_take_room_ask_for_a_pass():
+    packer = Packer(FakeKube())
+    node = make_node("n1")
+    assert packer.node_changed("ADDED", node) is True
+    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2025-01-01T12:00:10Z"
+    assert packer.node_changed("MODIFIED", node) is False
+    assert packer.node_changed("MODIFIED", make_node("n1", gpus=4)) is True
+    assert packer.node_changed("MODIFIED", make_node("n1", gpus=4, unschedulable=True)) is True
+    assert packer.node_changed("DELETED", node) is True and packer.node_changed("DELETED", node) is False
