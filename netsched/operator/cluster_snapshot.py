@@ -12,19 +12,23 @@ controller solve over.
   gang admission uses) decide the nodes a pod may use; PodDisruptionBudgets (label selectors)
   give each covered pod its budget, with status.disruptionsAllowed as the number that may go
   (the tightest, when budgets overlap: the packer checks each plan against all of them).
+- A GPUJob gang's pods carry the domain their `netsched.io/max-peer-distance` names (the node label
+  they must share), and every pod its start time, for policies that price what a restart loses.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 
 from kubernetes import client
 
-from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
+from netsched.api.events import parse_rfc3339
+from netsched.api.labels import JOB_LABEL, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
-from netsched.operator.capacity import NodeRoom, label_expression, may_use, node_room
+from netsched.operator.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, node_room
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
 
@@ -52,7 +56,7 @@ def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
     names = {n.name for n in nodes}
     pods = tuple(_pod(p, rooms, pdbs) for p in raw_pods if _counts(p, names, scheduler))
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
-    return Snapshot(nodes, pods, budgets)
+    return Snapshot(nodes, pods, budgets, taken=time.time())
 
 
 def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:
@@ -93,8 +97,14 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
     covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and selects((b.get("spec") or {}).get("selector"), labels)]
     pdb = _key(min(covering, key=_allowed)) if covering else None
+    # a gang's pods must share the node, rack or zone its GPUJob asks for, as the extender's filter will
+    # insist: a plan that spreads them would stall at their binding
+    distance = (meta.get("annotations") or {}).get(MAX_PEER_DISTANCE)
+    domain = GROUP_LABEL.get(distance or "") if gang else None
+    started = (raw.get("status") or {}).get("startTime")
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
-               spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed)
+               spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed,
+               started=parse_rfc3339(started).timestamp() if started else None, domain=domain)
 
 
 def _ints(resources: dict[str, float]) -> dict[str, int]:

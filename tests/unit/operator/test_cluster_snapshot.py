@@ -59,3 +59,17 @@ NETSCHED = {"schedulerName": "netsched"}
 ])
 def test_the_packer_wakes_for_exactly_the_pods_its_snapshot_makes_room_for(meta, spec, status, waits):
     assert waits_for_room(meta, spec, status, "netsched") is waits
+
+
+def test_a_gangs_pods_carry_their_network_domain_and_running_pods_their_start():
+    gang = raw_pod("train-0", owner="GPUJob")
+    gang["metadata"]["labels"]["netsched.io/job"] = "train"
+    gang["metadata"]["annotations"] = {"netsched.io/max-peer-distance": "rack"}
+    web = raw_pod("web", "a1-0")
+    web["status"]["startTime"] = "2026-01-01T00:00:10Z"
+    snap = snapshot_of([make_node("a1-0")], [gang, web], [])
+    by = {p.name: p for p in snap.pods}
+    assert by["ml/train-0"].gang == "ml/train" and by["ml/train-0"].domain == "netsched.io/rack"
+    assert by["ml/web"].domain is None  # not a gang: nothing to keep together
+    assert by["ml/web"].started == 1767225610.0 and by["ml/train-0"].started is None
+    assert snap.taken is not None
