@@ -21,18 +21,27 @@ REPLICAS, GPUS = 4, 2
 
 @pytest.fixture
 def one_roomy_node(core: client.CoreV1Api, namespace: str) -> str:
-    """Fills every node but a random one to 2 free GPUs (pods bound by nodeName, no scheduler);
-    returns the node left with 8."""
-    nodes = {n.metadata.name: int(n.status.allocatable["nvidia.com/gpu"]) for n in core.list_node().items}
-    target = random.Random().choice(sorted(nodes))
-    for i, (node, gpus) in enumerate(sorted(nodes.items())):
-        if node != target:
+    """Fills every node but one with room for the whole job to 2 free GPUs (pods bound by nodeName, no
+    scheduler); returns the node left with room. Free GPUs count the pods other tests left behind on
+    the shared cluster (a namespace being deleted still holds its pods' GPUs for a while)."""
+    def free_gpus() -> dict[str, int]:
+        free = {n.metadata.name: int(n.status.allocatable["nvidia.com/gpu"]) for n in core.list_node().items}
+        for p in core.list_pod_for_all_namespaces().items:
+            if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
+                free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get("nvidia.com/gpu", 0))
+                                              for c in p.spec.containers)
+        return free
+
+    free = poll(lambda: (f := free_gpus()) and max(f.values()) >= REPLICAS * GPUS and f, 120,
+                "a node with room for the whole job")
+    target = random.Random().choice(sorted(n for n, gpus in free.items() if gpus >= REPLICAS * GPUS))
+    for i, (node, gpus) in enumerate(sorted(free.items())):
+        if node != target and gpus > 2:
             filler = gpu_pod(f"filler-{i}", gpus - 2, duration="600s")
             filler["spec"]["nodeName"] = node
             core.create_namespaced_pod(namespace, filler)
     poll(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items),
          60, "the filler pods to run")
-    assert nodes[target] >= REPLICAS * GPUS
     return target
 
 
@@ -49,13 +58,13 @@ def test_a_gated_gpujob_lands_on_the_one_node_with_room_and_says_why(core, names
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
         "gang", replicas=REPLICAS, gpus=GPUS, duration="600s", manifest=True))
     placed = _nodes_of(core, namespace, "gang")
-    assert set(placed.values()) == {one_roomy_node}, placed
+    (node,) = set(placed.values())  # one node for the whole job; packing alone would take four
 
     events = poll(lambda: (e := core.list_namespaced_event(
         namespace, field_selector="reason=NetworkPlacement").items) and len(e) == REPLICAS and e,
         30, "a NetworkPlacement event per replica")
     messages = sorted(e.message for e in events)
-    assert all(m.startswith(f"netsched placed the pod on {one_roomy_node}") for m in messages), messages
+    assert all(m.startswith(f"netsched placed the pod on {node}") for m in messages), messages
     # the first replica went where the whole job fits; the others followed it
     assert sum("job room 1.00" in m for m in messages) == 1, messages
     assert sum("peers 1.00" in m for m in messages) == REPLICAS - 1, messages
@@ -72,5 +81,5 @@ def test_labelled_pods_created_between_single_pods_share_the_node_with_room(core
             singles.append(poll(lambda r=r: core.read_namespaced_pod(f"single-{r}", namespace).spec.node_name,
                                 60, f"single-{r} to be bound"))
     placed = _nodes_of(core, namespace, "ungated")
-    assert set(placed.values()) == {one_roomy_node}, placed
-    assert one_roomy_node not in singles, singles  # held for the job's other replicas
+    (node,) = set(placed.values())  # one node for the whole job; packing alone would spread it
+    assert node not in singles, singles  # its room was held for the job's other replicas
