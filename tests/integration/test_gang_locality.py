@@ -1,7 +1,6 @@
-"""A job's pods share one node when one has room for the whole job, whoever created them: a gated
-GPUJob, or labelled pods created one at a time between single pods. The real kube-scheduler and
-extender, on a cluster where exactly one node has 8 free GPUs and every other node has 2 (which
-packing alone prefers)."""
+"""A job's pods share one node when one has room for the whole job: labelled pods created one at a
+time between single pods, with the real kube-scheduler and extender, on a cluster where one node
+has room for the job and every other node 2 free GPUs (which packing alone prefers)."""
 
 from __future__ import annotations
 
@@ -10,11 +9,9 @@ import random
 import pytest
 from kubernetes import client
 
-from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.testing.builders import make_gpujob
 
 REPLICAS, GPUS = 4, 2
 
@@ -51,23 +48,6 @@ def _nodes_of(core: client.CoreV1Api, namespace: str, job: str) -> dict[str, str
         return len(pods) == REPLICAS and all(p.spec.node_name for p in pods) and {
             p.metadata.name: p.spec.node_name for p in pods}
     return poll(bound, 60, f"the {REPLICAS} pods of {job} to be bound")
-
-
-def test_a_gated_gpujob_lands_on_the_one_node_with_room_and_says_why(core, namespace, one_roomy_node):
-    jobs = client.CustomObjectsApi(core.api_client)
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "gang", replicas=REPLICAS, gpus=GPUS, duration="600s", manifest=True))
-    placed = _nodes_of(core, namespace, "gang")
-    (node,) = set(placed.values())  # one node for the whole job; packing alone would take four
-
-    events = poll(lambda: (e := core.list_namespaced_event(
-        namespace, field_selector="reason=NetworkPlacement").items) and len(e) == REPLICAS and e,
-        30, "a NetworkPlacement event per replica")
-    messages = sorted(e.message for e in events)
-    assert all(m.startswith(f"netsched placed the pod on {node}") for m in messages), messages
-    # the first replica went where the whole job fits; the others followed it
-    assert sum("job room 1.00" in m for m in messages) == 1, messages
-    assert sum("peers 1.00" in m for m in messages) == REPLICAS - 1, messages
 
 
 def test_labelled_pods_created_between_single_pods_share_the_node_with_room(core, namespace, one_roomy_node):
