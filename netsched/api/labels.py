@@ -36,3 +36,9 @@ WORKLOAD_KIND = PREFIX + "workload-kind"  # training, inference, etl or batch
 INPUT_SIZE_GB = PREFIX + "input-size-gb"
 COMMUNICATION = PREFIX + "communication-intensity"  # low, medium or high
 EXPECTED_SECONDS = PREFIX + "expected-duration-seconds"
+
+
+def whole_number(value: str | None) -> int | None:
+    """A plain ASCII whole number ("12"), else None. str.isdigit() is no guard: it accepts "²", which
+    int() refuses, and int() reads "١٢" and "1_2" as 12."""
+    return int(value) if value and value.isascii() and value.isdigit() else None

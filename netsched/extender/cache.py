@@ -41,6 +41,7 @@ from netsched.api.labels import (
     RACK_LABEL,
     REPLICAS,
     ZONE_LABEL,
+    whole_number,
 )
 from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
@@ -79,9 +80,9 @@ def job_size(annotations: Mapping[str, str], gpus: int) -> int | None:
     """GPUs of a pod's whole job from its annotations: `netsched.io/job-gpus`, else
     `netsched.io/replicas` times the pod's GPUs; None when neither is a positive whole number."""
     for key, times in ((JOB_GPUS, 1), (REPLICAS, gpus)):
-        value = annotations.get(key, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value) * times
+        value = whole_number(annotations.get(key))
+        if value:
+            return value * times
     return None
 
 
@@ -184,6 +185,8 @@ class ClusterCache:
         if old and placement and (old.job, old.node) == (placement.job, placement.node):
             hold = False  # the binding of an assumed pod, or a status update: it landed before
         self._forget(uid)
+        if event_type == "DELETED" and old and old.job and old.job not in self._jobs:
+            self._holds.pop(old.job, None)  # no pod of the job is left to send its other replicas
         if placement is not None:
             self._remember(uid, placement, hold)
 

@@ -32,6 +32,7 @@ from netsched.api.labels import (
     MAX_PEER_RTT_MS,
     MIN_DATA_BANDWIDTH_MBPS,
     MIN_PEER_BANDWIDTH_MBPS,
+    whole_number,
 )
 from netsched.extender.locality import Place, place_of
 from netsched.extender.snapshot import Snapshot
@@ -43,7 +44,6 @@ LIMITS = {  # annotation -> (towards, measure, bound)
     MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
 }
 DATA_KINDS = ("node", "rack", "zone", "endpoint")
-WHOLE = re.compile(r"[0-9]+")  # numbers in annotations are plain ASCII: no "²", "١" or "1_0"
 DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 
 
@@ -103,9 +103,10 @@ def _job_gpus(annotations: dict[str, str]) -> int | None:
     value = annotations.get(JOB_GPUS)
     if value is None:
         return None
-    if not WHOLE.fullmatch(value) or int(value) < 1:  # ASCII only: "²".isdigit() is True, int("²") raises
+    gpus = whole_number(value)
+    if gpus is None or gpus < 1:
         raise InvalidNeeds(f"annotation {JOB_GPUS}={value!r} must be a whole number of GPUs, at least 1")
-    return int(value)
+    return gpus
 
 
 def _distance(annotations: dict[str, str], key: str) -> str | None:

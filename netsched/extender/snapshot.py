@@ -12,7 +12,7 @@ derived from the table alone (GPU-model features) is computed once per table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -92,12 +92,16 @@ class Snapshot:
     _links: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
 
     def with_telemetry(self, telemetry: TelemetrySnapshot | None) -> Snapshot:
-        return Snapshot(self.table, self.free, self.peers, self.age, self.stale, self.synced, self.pins,
-                        self.requested, telemetry, self.held, self.holders)
+        return replace(self, telemetry=telemetry, _links={})
+
+    @cached_property
+    def unheld_free(self) -> np.ndarray:
+        """Free GPUs per table index that no other job's hold keeps."""
+        return self.free if self.held is None else np.maximum(self.free - self.held, 0)
 
     def unheld(self, idx: np.ndarray) -> np.ndarray:
         """Free GPUs of the candidates idx that no other job's hold keeps."""
-        free: np.ndarray = self.free[idx] if self.held is None else np.maximum(self.free - self.held, 0)[idx]
+        free: np.ndarray = self.unheld_free[idx]
         return free
 
     def links(self, target: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -129,6 +133,5 @@ class Snapshot:
         table = self.table
         alone = len(table.rack_names) + np.arange(len(table.rack))  # an unlabelled node is its own rack
         racks = np.where(table.rack != UNKNOWN, table.rack, alone)
-        unheld = self.free if self.held is None else np.maximum(self.free - self.held, 0)
-        free: np.ndarray = np.bincount(racks, weights=unheld)[racks[idx]]
+        free: np.ndarray = np.bincount(racks, weights=self.unheld_free)[racks[idx]]
         return free

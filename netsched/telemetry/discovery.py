@@ -7,6 +7,7 @@ import time
 
 from kubernetes import client
 
+from netsched.api.labels import whole_number
 from netsched.api.pods import PodPhase
 
 log = logging.getLogger(__name__)
@@ -18,9 +19,10 @@ class BadTarget(ValueError):
 
 def parse_endpoint(text: str, flag: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    number = whole_number(port)
+    if not sep or not host or number is None or not 0 < number < 65536:
         raise BadTarget(f"{flag} {text!r}: expected HOST:PORT, e.g. 10.0.0.7:9102")
-    return host, int(port)
+    return host, number
 
 
 def static_targets(peers: list[str], data: list[str]) -> dict[str, tuple[str, int]]:

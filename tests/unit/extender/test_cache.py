@@ -1,3 +1,5 @@
+import pytest
+
 from netsched.extender.cache import ClusterCache, Placement
 from netsched.testing.extender import CLUSTER, cache_of, node, pod
 
@@ -120,3 +122,20 @@ def test_a_hold_of_unknown_size_keeps_the_nodes_free_room_and_bound_pods_never_r
 def test_pods_already_bound_when_the_cache_lists_them_hold_nothing():
     cache = cache_of(CLUSTER, [pod("r0", "a1-1", job="train", gpus=2)])
     assert cache.snapshot("ml").held is None
+
+
+def test_a_hold_ends_when_the_jobs_pods_are_deleted():
+    clock = Clock()
+    first = pod("r0", job="train", gpus=2, annotations={"netsched.io/replicas": "3"})
+    cache = cache_of(CLUSTER, [first], clock=clock, hold_ttl=10)
+    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assert held(cache, "a1-1") == 4
+    cache.apply("pods", "DELETED", first)  # its namespace went before the pod was bound
+    assert held(cache, "a1-1") == 0  # nobody is left to send the other replicas
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "1_2", "-3", ""])
+def test_a_job_size_annotation_that_is_not_a_plain_number_is_unknown_never_an_error(value):
+    cache = cache_of(CLUSTER, [pod("r0", job="train", gpus=2, annotations={"netsched.io/job-gpus": value})])
+    cache.apply("pods", "ADDED", pod("r1", "a1-1", job="train", gpus=2))
+    assert held(cache, "a1-1") == 6  # unknown size: all the node's free room

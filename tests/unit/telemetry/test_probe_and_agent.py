@@ -99,6 +99,7 @@ def test_the_agent_serves_metrics_matrix_and_health(server):
     pytest.param(["b"], [], "expected NODE=HOST:PORT", id="peer-without-endpoint"),
     pytest.param(["b=10.0.0.2"], [], "--peer '10.0.0.2': expected HOST:PORT", id="peer-without-port"),
     pytest.param([], ["store:99999"], "--data 'store:99999'", id="port-out-of-range"),
+    pytest.param([], ["store:9²"], "--data 'store:9²'", id="port-with-a-superscript"),
 ])
 def test_bad_targets_are_refused_with_the_flag_and_an_example(peers, data, message):
     with pytest.raises(BadTarget, match=message):
