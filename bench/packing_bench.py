@@ -25,9 +25,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from netsched.packing.policy import PRICED, STRICT, Policy
 from netsched.packing.scenarios import failing, scenario
 from netsched.packing.snapshot import Snapshot
-from netsched.packing.solver import PRICED, STRICT, Policy, current, solve, tiers
+from netsched.packing.solver import current, solve, tiers
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402

@@ -124,9 +124,14 @@ def cmd_operator(args: argparse.Namespace) -> int:
     import logging
 
     from netsched.operator.run import run_operator
+    from netsched.packing.policy import InvalidPolicy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run_operator(from_args(OperatorConfig, args))
+    try:
+        run_operator(from_args(OperatorConfig, args))
+    except InvalidPolicy as exc:  # say which file and why; never start with a policy it did not read
+        print(f"netsched: error: operator: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -164,6 +169,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_pack(args: argparse.Namespace) -> int:
     import yaml
 
+    from netsched.packing.policy import DisruptionPolicy, InvalidPolicy, read_policy
     from netsched.packing.report import plan_json, plan_text
     from netsched.packing.snapshot import Snapshot
     from netsched.packing.solver import solve
@@ -182,9 +188,14 @@ def cmd_pack(args: argparse.Namespace) -> int:
         except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
             print(f"netsched: error: pack {args.snapshot}: {exc}", file=sys.stderr)
             return 2
+    try:
+        disruption = read_policy(Path(args.policy)) if args.policy else DisruptionPolicy()
+    except InvalidPolicy as exc:
+        print(f"netsched: error: pack: {exc}", file=sys.stderr)
+        return 2
     if args.save_snapshot:
         Path(args.save_snapshot).write_text(json.dumps(snapshot.to_json(), indent=1))
-    plan = solve(snapshot, budget=args.budget)
+    plan = solve(snapshot, budget=args.budget, policy=disruption.resolve(snapshot))
     print(json.dumps(plan_json(snapshot, plan), indent=2) if args.json else plan_text(snapshot, plan))
     if args.from_cluster and not args.json:
         print("dry run: nothing in the cluster was changed")
@@ -433,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--save-snapshot", metavar="FILE", help="also write the snapshot solved, as JSON")
     pk.add_argument("--budget", type=float, default=1.0, metavar="SECONDS",
                     help="wall-clock limit for the whole solve (default 1)")
+    pk.add_argument("--policy", metavar="FILE",
+                    help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: strict)")
     pk.add_argument("--json", action="store_true", help="print the plan as JSON")
     pk.set_defaults(func=cmd_pack)
 

@@ -104,7 +104,8 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
     started = (raw.get("status") or {}).get("startTime")
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed,
-               started=parse_rfc3339(started).timestamp() if started else None, domain=domain)
+               started=parse_rfc3339(started).timestamp() if started else None, domain=domain,
+               priority_class=spec.get("priorityClassName"))
 
 
 def _ints(resources: dict[str, float]) -> dict[str, int]:

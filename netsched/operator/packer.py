@@ -37,6 +37,7 @@ from netsched.operator.config import PackerConfig
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.packing_plan import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.operator.replica_pods import ungate_patch
+from netsched.packing.policy import DisruptionPolicy, Policy
 from netsched.packing.snapshot import Pod, Snapshot
 from netsched.packing.solver import Changes, Plan, solve
 
@@ -52,6 +53,7 @@ class Packer:
     config: PackerConfig = PackerConfig()
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     scheduler: str = SCHEDULER_NAME
+    disruption: DisruptionPolicy = DisruptionPolicy()
     _asking: threading.Lock = field(default_factory=threading.Lock)
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
@@ -111,7 +113,10 @@ class Packer:
         if any(plans.is_active(p) for p in listed["items"]):
             return  # one plan at a time
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
-        snapshot = only_lower_priority_moves(snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler))
+        snapshot = snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler)
+        policy = self.disruption.resolve(snapshot)
+        if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
+            snapshot = only_lower_priority_moves(snapshot)
         waiting = [p for p in snapshot.pods if not p.running]
         fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
@@ -119,12 +124,12 @@ class Packer:
             return
         labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
                   for p in raw_pods}
-        plan, snapshot, blocked = self._solve_within_budgets(snapshot, labels, pdbs)
+        plan, snapshot, blocked = self._solve_within_budgets(snapshot, labels, pdbs, policy)
         changes = plan.changes(snapshot)
         if not _disrupts(plan, changes):
             self._fruitless = fingerprint
             self.metrics.pack_solves.labels("no_gain").inc()
-            blocked = blocked or self._blocking_budgets(snapshot, labels, pdbs)
+            blocked = blocked or self._blocking_budgets(snapshot, labels, pdbs, policy)
             self.blocked = _notes(waiting, blocked)
             log.info("packer: %d pod(s) wait; evicting or moving lower-priority pods would not place more "
                      "(%s, %.2f s)%s", len(waiting), plan.source, plan.seconds,
@@ -140,14 +145,14 @@ class Packer:
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
 
-    def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict],
-                              pdbs: list[dict]) -> tuple[Plan, Snapshot, list[OverBudget]]:
+    def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
+                              policy: Policy) -> tuple[Plan, Snapshot, list[OverBudget]]:
         """Solve, and never return a plan that a PodDisruptionBudget refuses: the solver sees one
         budget per pod, so a plan that breaks another (overlapping budgets) pins that budget's pods
         and is solved again. Returns the plan, the snapshot it was solved over and the budgets met."""
         met: list[OverBudget] = []
         for _ in range(BUDGET_ROUNDS):
-            plan = solve(snapshot, self.config.budget)
+            plan = solve(snapshot, self.config.budget, policy=policy)
             self.metrics.pack_seconds.observe(plan.seconds)
             changes = plan.changes(snapshot)
             if not _disrupts(plan, changes):
@@ -159,14 +164,14 @@ class Packer:
             snapshot = _pin(snapshot, _covered(snapshot, labels, [b.budget for b in broken], pdbs))
         return replace(plan, source="budgets"), snapshot, met  # still over a budget: no plan
 
-    def _blocking_budgets(self, snapshot: Snapshot, labels: dict[str, dict],
-                          pdbs: list[dict]) -> list[OverBudget]:
+    def _blocking_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
+                          policy: Policy) -> list[OverBudget]:
         """When nothing is to gain: would something be, without the budgets? Then they block it."""
         if not snapshot.budgets:
             return []
         unlimited = tuple(replace(b, allowed=len(snapshot.pods)) for b in snapshot.budgets)
         free = replace(snapshot, budgets=unlimited)
-        plan = solve(free, self.config.budget)
+        plan = solve(free, self.config.budget, policy=policy)
         self.metrics.pack_seconds.observe(plan.seconds)
         changes = plan.changes(free)
         return over_budgets(_victims(changes), labels, pdbs) if _disrupts(plan, changes) else []
@@ -282,7 +287,9 @@ def only_lower_priority_moves(snapshot: Snapshot) -> Snapshot:
 
 
 def _disrupts(plan: Plan, changes: Changes) -> bool:
-    return plan.source == "solver" and bool(changes["evictions"] or changes["moves"])
+    """Does the plan evict or move pods (the greedy fill into free room never does; the solver and,
+    priced, its greedy repair may)?"""
+    return plan.source in ("solver", "repair") and bool(changes["evictions"] or changes["moves"])
 
 
 def _victims(changes: Changes) -> list[str]:

@@ -14,6 +14,7 @@ from netsched.operator.config import OperatorConfig
 from netsched.operator.handlers import Operator, register
 from netsched.operator.packer import Packer, register_packer
 from netsched.operator.records import JobRecords, default_path
+from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 
@@ -33,7 +34,8 @@ def run_operator(settings: OperatorConfig) -> None:
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
     registry = kopf.OperatorRegistry()
     register(registry, operator)
-    packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name)
+    disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()
+    packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
 
@@ -46,7 +48,8 @@ def run_operator(settings: OperatorConfig) -> None:
     start_http_server(settings.metrics_port, addr=host, registry=operator.metrics.registry)
     log.info("netsched operator: records in %s, metrics on :%d, health on :%d/healthz; packer %s",
              records, settings.metrics_port, settings.health_port,
-             f"budget {packer.budget:g} s, after {packer.wait:g} s" if packer.enabled else "off")
+             f"{disruption.mode}, budget {packer.budget:g} s, after {packer.wait:g} s"
+             if packer.enabled else "off")
     kopf.run(registry=registry, clusterwide=True, standalone=settings.peering is None,
              peering_name=settings.peering, liveness_endpoint=f"http://{host}:{settings.health_port}/healthz")
 

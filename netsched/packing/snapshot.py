@@ -35,6 +35,7 @@ class Pod:
     preference: dict[str, int] = field(default_factory=dict)  # node -> 0..10 (network score), last tier
     started: float | None = None  # when it started running (Unix seconds); None = unknown or pending
     domain: str | None = None  # node label its whole gang must share (node, rack or zone); None = any
+    priority_class: str | None = None  # its PriorityClass's name, for policies written by class
 
     @property
     def running(self) -> bool:
@@ -94,4 +95,5 @@ def _pod(p: dict[str, Any]) -> Pod:
                p.get("node"), bool(p.get("movable", True)), p.get("gang"), p.get("pdb"),
                tuple(allowed) if allowed is not None else None,
                {k: int(v) for k, v in (p.get("preference") or {}).items()},
-               float(p["started"]) if p.get("started") is not None else None, p.get("domain"))
+               float(p["started"]) if p.get("started") is not None else None, p.get("domain"),
+               p.get("priority_class"))

@@ -34,6 +34,7 @@ from typing import Any, TypedDict
 from ortools.sat.python import cp_model
 
 from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
+from netsched.packing.policy import STRICT, Policy
 from netsched.packing.snapshot import Node, Pod, Snapshot
 
 MOVE, EVICT = 2, 1
@@ -41,38 +42,6 @@ PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a
 VARS_PER_SECOND = 10000
 MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What the packer may disturb to place pending pods, and at what price.
-
-    `priced=False` is the strict per-tier order (the prices and sets below do not apply).
-    Priced: maximise the value of the pods running after the plan minus the price of the
-    plan; a pod may always be moved or evicted to place higher-priority pods (and PDBs and
-    protected pods hold either way); for lower- or equal-priority work only the pods of the
-    classes in `move_for_lower` (None: every class) may move and of `evict_for_lower` be
-    evicted. Prices are in points: a move costs `move_price` and an eviction `evict_price`,
-    each plus the pod's run time so far at `points_per_minute` (what the restart throws
-    away; 0 when its start is unknown). `values` gives the points of one running pod per
-    priority; None: each class is worth more than every lower class and every price
-    together, so pods placed come first, highest priority first, and prices break ties. A
-    plan must gain at least `min_gain` points over the current placement.
-    """
-    priced: bool = False
-    move_for_lower: frozenset[int] | None = None
-    evict_for_lower: frozenset[int] = frozenset()
-    move_price: int = 1
-    evict_price: int = 1
-    points_per_minute: float = 1.0
-    values: tuple[tuple[int, int], ...] | None = None  # (priority, points per running pod)
-    min_gain: int = 0
-    candidates: int | None = 6  # nodes a pod may go to besides its own and the repair's; None: all
-    repair: bool = True  # hint the solver with a greedy repair of the current placement
-
-
-STRICT = Policy()
-PRICED = Policy(priced=True)
 
 
 class Changes(TypedDict):
@@ -317,17 +286,17 @@ class Prices:
         if policy.values is not None:
             self.value = {t: given.get(t, 0) for t in tiers(snapshot)}
         else:  # each class above every lower class and every price together
-            total = 1 + sum(self.restart[p.name] + max(policy.move_price, policy.evict_price)
+            total = 1 + sum(max(self.move(p), self.evict(p))
                             for p in snapshot.pods if p.running)
             for t in sorted(tiers(snapshot)):
                 self.value[t] = total
                 total += total * sum(p.priority == t for p in snapshot.pods)
 
     def move(self, p: Pod) -> int:
-        return self.policy.move_price + self.restart[p.name]
+        return self.policy.move_price_of(p.priority) + self.restart[p.name]
 
     def evict(self, p: Pod) -> int:
-        return self.policy.evict_price + self.restart[p.name]
+        return self.policy.evict_price_of(p.priority) + self.restart[p.name]
 
     def score(self, placement: dict[str, str | None]) -> tuple[int, int]:
         points = 0

@@ -9,6 +9,7 @@ from kubernetes import client
 
 from netsched.api import plans
 from netsched.operator.packer import Packer, PackerConfig
+from netsched.packing.policy import DisruptionPolicy
 from netsched.testing.builders import make_node, make_pod
 from netsched.testing.kube import FakeKube
 
@@ -154,3 +155,20 @@ def test_only_node_changes_that_make_or_take_room_ask_for_a_pass():
     assert packer.node_changed("MODIFIED", make_node("n1", gpus=4)) is True
     assert packer.node_changed("MODIFIED", make_node("n1", gpus=4, unschedulable=True)) is True
     assert packer.node_changed("DELETED", node) is True and packer.node_changed("DELETED", node) is False
+
+
+def test_a_priced_policy_may_move_a_higher_pod_to_let_a_lower_one_in_strict_never_does():
+    def cluster() -> FakeKube:
+        return FakeKube([make_node("n1"), make_node("n2"),
+                         make_pod("high-a", "n1", gpus=4, priority=100, owner="ReplicaSet"),
+                         make_pod("high-b", "n2", gpus=4, priority=100, owner="ReplicaSet"),
+                         make_pod("low", gpus=8, priority=0, unschedulable=True)])
+    strict = cluster()
+    Packer(strict, PackerConfig(budget=2.0))._pack()
+    assert strict.list(plans.PLURAL) == []
+
+    priced = cluster()
+    Packer(priced, PackerConfig(budget=2.0), disruption=DisruptionPolicy(mode="priced"))._pack()
+    [plan] = priced.list(plans.PLURAL)
+    assert plan["spec"]["counts"] == {"evictions": 0, "moves": 1, "placements": 1}
+    assert plan["spec"]["moves"][0]["pod"] in ("ml/high-a", "ml/high-b")

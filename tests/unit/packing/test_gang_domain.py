@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from netsched.packing.policy import PRICED, STRICT
 from netsched.packing.snapshot import Node, Pod, Snapshot
-from netsched.packing.solver import PRICED, STRICT, current, greedy, repair, solve
+from netsched.packing.solver import current, greedy, repair, solve
 
 GPU = "nvidia.com/gpu"
 RACK = "netsched.io/rack"

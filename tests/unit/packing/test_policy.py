@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from netsched.packing.default_scheduler import free_room
+from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
 from netsched.packing.scenarios import failing, scenario
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
-from netsched.packing.solver import PRICED, STRICT, Policy, current, repair, score, solve
+from netsched.packing.solver import current, repair, score, solve
 
 GPU = "nvidia.com/gpu"
 NOW = 1_800_000_000.0
@@ -96,3 +99,70 @@ def test_old_snapshots_without_start_times_load_and_new_ones_round_trip():
     assert old.pods[0].started is None and old.taken is None
     new = scattered()
     assert Snapshot.from_json(new.to_json()) == new
+
+
+# ---- the policy an admin writes -------------------------------------------------------------------
+def classed(name: str, gpus: int, priority: int, cls: str, on: str | None = None) -> Pod:
+    return replace(pod(name, gpus, priority, on), priority_class=cls)
+
+
+def test_a_written_policy_resolves_class_names_to_the_priorities_their_pods_carry():
+    snap = Snapshot((node("n1"), node("n2"), node("n3", gpus=4)), (
+        classed("prod-a", 4, 100, "prod", "n1"), classed("prod-b", 4, 100, "prod", "n2"),
+        classed("batch", 4, 10, "batch", "n3"), classed("low", 8, 0, "best-effort")), taken=NOW)
+    written = DisruptionPolicy.from_doc({
+        "mode": "priced", "minGain": 3, "pointsPerMinute": 0.5, "classes": [
+            {"priorityClassName": "prod", "moveForLower": False, "evictPrice": 9},
+            {"priority": 10, "evictForLower": True},
+            {"priorityClassName": "not-in-this-cluster", "moveForLower": False}]})
+    policy = written.resolve(snap)
+    assert policy.priced and policy.min_gain == 3 and policy.points_per_minute == 0.5
+    assert policy.move_for_lower == frozenset({0, 10}) and policy.evict_for_lower == frozenset({10})
+    assert (policy.move_price_of(100), policy.evict_price_of(100)) == (1, 9)
+    assert (policy.move_price_of(10), policy.evict_price_of(10)) == (1, 1)
+    # room for low takes moving a prod pod onto the other, which the prod rule forbids for lower work
+    assert solve(snap, budget=2.0, policy=policy).placement["low"] is None
+    unruled = DisruptionPolicy.from_doc({"mode": "priced"}).resolve(snap)
+    plan = solve(snap, budget=2.0, policy=unruled)
+    assert plan.placement["low"] in ("n1", "n2") and plan.changes(snap)["evictions"] == []
+    assert [m[0] for m in plan.changes(snap)["moves"]] in (["prod-a"], ["prod-b"])
+
+
+def test_the_default_and_strict_policies_resolve_to_strict():
+    snap = scattered()
+    assert DisruptionPolicy.from_doc(None).resolve(snap) is STRICT
+    assert DisruptionPolicy.from_doc({"mode": "strict"}).resolve(snap) is STRICT
+    assert DisruptionPolicy.from_doc({"mode": "priced"}).resolve(snap) == PRICED
+
+
+@pytest.mark.parametrize("doc, says", [
+    pytest.param("priced", "expected a mapping with 'mode'", id="not-a-mapping"),
+    pytest.param({"mode": "lenient"}, "mode is 'lenient'; use 'strict'", id="unknown-mode"),
+    pytest.param({"mode": "priced", "minGian": 3}, "unknown field(s) minGian", id="misspelt-field"),
+    pytest.param({"minGain": -1}, "minGain must be a whole number of at least 0", id="negative-gain"),
+    pytest.param({"movePrice": True}, "movePrice must be a whole number", id="bool-price"),
+    pytest.param({"pointsPerMinute": "fast"}, "pointsPerMinute must be a number", id="text-rate"),
+    pytest.param({"classes": {"prod": {}}}, "classes must be a list", id="classes-not-a-list"),
+    pytest.param({"classes": [{"moveForLower": False}]}, "classes[0]: give exactly one of priorityClassName",
+                 id="rule-without-class"),
+    pytest.param({"classes": [{"priority": 1, "priorityClassName": "x"}]}, "give exactly one of",
+                 id="rule-with-both"),
+    pytest.param({"classes": [{"priority": 1, "moveForLower": "no"}]}, "moveForLower must be true or false",
+                 id="rule-flag-not-bool"),
+])
+def test_a_policy_it_cannot_use_is_refused_naming_the_field(doc, says):
+    with pytest.raises(ValueError, match="^the chart's policy: ") as err:
+        DisruptionPolicy.from_doc(doc, "the chart's policy")
+    assert says in str(err.value)
+
+
+def test_a_policy_file_is_read_and_a_broken_one_named(tmp_path):
+    good = tmp_path / "policy.yaml"
+    good.write_text("mode: priced\nclasses:\n  - {priorityClassName: prod, moveForLower: false}\n")
+    assert read_policy(good).mode == "priced" and read_policy(good).classes[0].name == "prod"
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("mode: [priced\n")
+    with pytest.raises(ValueError, match=f"disruption policy {bad}: not YAML or JSON"):
+        read_policy(bad)
+    with pytest.raises(ValueError, match="cannot read it"):
+        read_policy(tmp_path / "missing.yaml")
