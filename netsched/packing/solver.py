@@ -80,7 +80,8 @@ def tiers(snapshot: Snapshot) -> list[int]:
 def score(snapshot: Snapshot, placement: dict[str, str | None],
           policy: Policy = STRICT) -> tuple[int, ...]:
     """The policy's objective, higher is better. Strict: per tier (highest first) pods placed,
-    minus disruption; then total preference. Priced: (value minus price, preference)."""
+    minus disruption; then total preference; then minus the run time (seconds) that the restarts
+    throw away. Priced: (value minus price, preference)."""
     if policy.priced:
         return Prices(snapshot, policy).score(placement)
     out = []
@@ -89,7 +90,16 @@ def score(snapshot: Snapshot, placement: dict[str, str | None],
         out.append(sum(placement.get(p.name) is not None for p in pods))
         out.append(-sum(_cost(p, placement.get(p.name)) for p in pods))
     out.append(sum(p.preference.get(placement.get(p.name) or "", 0) for p in snapshot.pods))
+    ran = run_seconds(snapshot)
+    out.append(-sum(ran[p.name] for p in snapshot.pods if p.node and placement.get(p.name) != p.node))
     return tuple(out)
+
+
+def run_seconds(snapshot: Snapshot) -> dict[str, int]:
+    """How long each pod has run (0 when pending or its start is unknown): the work a restart throws away."""
+    taken = snapshot.taken if snapshot.taken is not None else time.time()
+    return {p.name: int(max(0.0, taken - p.started)) if p.running and p.started is not None else 0
+            for p in snapshot.pods}
 
 
 def _cost(p: Pod, after: str | None) -> int:
@@ -278,9 +288,8 @@ class Prices:
 
     def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
         self.snapshot, self.policy = snapshot, policy
-        taken = snapshot.taken if snapshot.taken is not None else time.time()
-        self.restart = {p.name: round(policy.points_per_minute * max(0.0, taken - p.started) / 60)
-                        if p.running and p.started is not None else 0 for p in snapshot.pods}
+        self.restart = {name: round(policy.points_per_minute * seconds / 60)
+                        for name, seconds in run_seconds(snapshot).items()}
         given = dict(policy.values or ())
         self.value: dict[int, int] = {}
         if policy.values is not None:
@@ -516,6 +525,12 @@ class _Model:
                  if (p := self.snapshot.pods[i]).preference.get(n, 0)]
         if prefs:
             out.append(("network preference", sum(prefs)))
+        # among equal answers, disturb the pods that have run the least: a job near its end loses most
+        ran = run_seconds(self.snapshot)
+        lost = [ran[p.name] * (1 - self.x[i, p.node]) for i, p in enumerate(self.snapshot.pods)
+                if ran[p.name] and p.node is not None and (i, p.node) in self.x]
+        if lost:
+            out.append(("least run time thrown away", -sum(lost)))
         return out
 
     def _tiebreak(self) -> tuple[Expr, int]:

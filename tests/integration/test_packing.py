@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import JOB_LABEL
+from netsched.api.labels import JOB_LABEL, RACK_LABEL
 from netsched.cli import main
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import STOP_AFTER_ANNOTATION
@@ -234,3 +234,54 @@ def test_overlapping_budgets_make_no_failing_plan_name_the_blocker_and_a_deleted
     done = _plan_in(custom, plans.TERMINAL, timeout=60)  # the deletion, not a timer, makes it look again
     assert plans.phase(done) == "Succeeded", done["status"]
     _running(custom, namespace, "urgent", timeout=60)
+
+
+def test_a_rack_bound_gang_that_does_not_fit_gets_a_plan_that_frees_one_rack(dev_cluster, core, custom,
+                                                                             namespace, priorities):
+    """Every node keeps 2 free GPUs, so each rack has 4 and the cluster 16: a 4 x 2-GPU gang that must
+    share a rack fits nowhere until the plan frees room inside one rack, and lands there."""
+    nodes = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    for i in range(len(nodes)):
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            f"low-{i}", replicas=1, gpus=6, duration="600s", manifest=True,
+            priorityClassName=priorities["low"]))
+    poll(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items)
+         == len(nodes), 60, "a 6-GPU low-priority pod on every node")
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "urgent", replicas=4, gpus=2, duration="600s", manifest=True, priorityClassName=priorities["high"],
+        network={"maxPeerDistance": "rack"}))
+
+    done = _plan_in(custom, plans.TERMINAL, timeout=90)
+    assert plans.phase(done) == "Succeeded", done["status"]
+    spec = done["spec"]
+    racks = {nodes[p["node"]] for p in spec["placements"]}
+    assert len(spec["placements"]) == 4 and len(racks) == 1  # the gang planned inside one rack
+    assert {nodes[e["node"]] for e in spec["evictions"]} <= racks and spec["evictions"]  # room made there
+    urgent = _running(custom, namespace, "urgent")
+    assert {nodes[p["node"]] for p in urgent["status"]["placements"]} == racks
+
+
+def test_the_plan_evicts_the_job_that_just_started_not_one_near_its_end(dev_cluster, core, custom, namespace,
+                                                                       priorities):
+    nodes = len(core.list_node().items)
+
+    def low(name: str) -> None:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            name, replicas=1, gpus=8, duration="600s", manifest=True, priorityClassName=priorities["low"]))
+
+    def running() -> int:
+        return sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items)
+
+    for i in range(nodes - 1):
+        low(f"old-{i}")
+    poll(lambda: running() == nodes - 1, 60, "the old low-priority jobs to run")
+    time.sleep(20)  # what makes them old: 20 s more run time that a restart would throw away
+    low("young")
+    poll(lambda: running() == nodes, 60, "the young low-priority job to run")
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "urgent", replicas=1, gpus=8, duration="600s", manifest=True, priorityClassName=priorities["high"]))
+
+    done = _plan_in(custom, plans.TERMINAL, timeout=90)
+    assert plans.phase(done) == "Succeeded", done["status"]
+    assert [e["pod"].split("/")[1] for e in done["spec"]["evictions"]] == ["young-0"]
+    _running(custom, namespace, "urgent")

@@ -83,7 +83,8 @@ def test_the_plan_is_feasible_whichever_way_the_budget_sends_the_solve(nodes, bu
 def test_a_spent_budget_starts_no_solver_stage_and_keeps_a_valid_answer(monkeypatch):
     """The solver's clock, not this machine's speed, decides: past the deadline nothing starts."""
     readings = iter([0.0])  # the start; every later reading is long past the deadline
-    monkeypatch.setattr(solver, "time", SimpleNamespace(monotonic=lambda: next(readings, 100.0)))
+    monkeypatch.setattr(solver, "time", SimpleNamespace(monotonic=lambda: next(readings, 100.0),
+                                                        time=lambda: 1_800_000_000.0))
     snap = Snapshot((node("n1"), node("n2")),
                     (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
     plan = solve(snap, budget=2.0)
