@@ -22,6 +22,7 @@ from netsched.devcluster.scheduler_config import ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.operator.metrics import OperatorMetrics
+from netsched.packing.policy import read_policy
 from netsched.telemetry.agent import AgentMetrics
 
 ROOT = Path(__file__).parents[2]
@@ -101,7 +102,10 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
                                 "--telemetry-max-age=120", "--scheduler-name=netsched", "--pack-budget=1",
-                                "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120"]
+                                "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120",
+                                "--pack-policy=/etc/netsched/packer/policy.yaml"]
+    assert {"name": "packer-policy", "mountPath": "/etc/netsched/packer", "readOnly": True} \
+        in operator["volumeMounts"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     op_spec = find(docs, "Deployment", "netsched-operator")["spec"]
     assert op_spec["replicas"] == 1 and op_spec["strategy"]["type"] == "Recreate"
@@ -179,6 +183,23 @@ def test_custom_values_reach_the_components(bin_dir):
     assert (config["extenders"][0]["weight"], config["extenders"][0]["ignorable"]) == (3, False)
     assert "--interval=10" in container(docs, "DaemonSet", "netsched-agent")["args"]
     assert "--budget-bytes-per-minute=1048576" in container(docs, "DaemonSet", "netsched-agent")["args"]
+
+
+def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):
+    priced = {"mode": "priced", "minGain": 5,
+              "classes": [{"priorityClassName": "prod", "moveForLower": False}]}
+    for values, mode in (({}, "strict"), ({"operator": {"packer": {"policy": priced}}}, "priced")):
+        docs = render(bin_dir, values)
+        written = tmp_path / f"{mode}.yaml"
+        written.write_text(find(docs, "ConfigMap", "netsched-packer-policy")["data"]["policy.yaml"])
+        policy = read_policy(written)
+        assert policy.mode == mode and (mode == "strict" or policy.min_gain == 5)
+        volumes = find(docs, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "packer-policy", "configMap": {"name": "netsched-packer-policy"}} in volumes
+    annotations = [find(render(bin_dir, v), "Deployment", "netsched-operator")["spec"]["template"]["metadata"]
+                   ["annotations"]["checksum/packer-policy"]
+                   for v in ({}, {"operator": {"packer": {"policy": priced}}})]
+    assert annotations[0] != annotations[1]  # a new policy rolls the operator, which reads it at start
 
 
 def test_records_on_an_empty_dir_without_persistence_and_no_pdb_for_a_single_extender(bin_dir):
@@ -289,6 +310,12 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
     pytest.param({"operator": {"packer": {"budgetSeconds": 0}}},
                  "at '/operator/packer/budgetSeconds': exclusiveMinimum: got 0, want 0",
                  id="packer-without-time"),
+    pytest.param({"operator": {"packer": {"policy": {"mode": "lenient"}}}},
+                 "at '/operator/packer/policy/mode': value must be one of 'strict', 'priced'",
+                 id="unknown-policy-mode"),
+    pytest.param({"operator": {"packer": {"policy": {"mode": "priced",
+                                                     "classes": [{"moveForLower": False}]}}}},
+                 "at '/operator/packer/policy/classes/0'", id="policy-rule-without-class"),
     pytest.param({"image": {"pullPolicy": "Sometimes"}},
                  "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",
                  id="bad-pull-policy"),
