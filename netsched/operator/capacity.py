@@ -121,11 +121,11 @@ def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str
         return False
     level = network.get("maxDataDistance")
     if level and data and data[0] in DISTANCES:
-        return _near(node, level, data, nodes)
+        return near_data(node, level, data, nodes)
     return True
 
 
-def _near(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom]) -> bool:
+def near_data(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom]) -> bool:
     """Is `node` within `level` of the data at (kind, location)?"""
     kind, location = data
     if DISTANCES[kind] > DISTANCES[level]:

@@ -14,6 +14,8 @@ controller solve over.
   (the tightest, when budgets overlap: the packer checks each plan against all of them).
 - A GPUJob gang's pods carry the domain their `netsched.io/max-peer-distance` names (the node label
   they must share), and every pod its start time, for policies that price what a restart loses.
+- A pod with `netsched.io/max-data-distance` may use only the nodes that near its data source, as
+  the extender's filter and the operator's gang admission count them.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from collections.abc import Mapping
 from kubernetes import client
 
 from netsched.api.events import parse_rfc3339
-from netsched.api.labels import JOB_LABEL, MAX_PEER_DISTANCE, SCHEDULER_NAME
+from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
-from netsched.operator.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, node_room
+from netsched.operator.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
 from netsched.operator.replica_pods import GANG_GATE
 from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
 
@@ -92,7 +94,8 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
                and meta.get("namespace") != "kube-system"
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
-    allowed = tuple(n.name for n in nodes if may_use(n, spec))
+    annotations = meta.get("annotations") or {}
+    allowed = tuple(n.name for n in nodes if may_use(n, spec) and _near_its_data(n, annotations, nodes))
     # the solver models one budget per pod: the tightest; the packer checks a plan against all of them
     covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and selects((b.get("spec") or {}).get("selector"), labels)]
@@ -106,6 +109,16 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed,
                started=parse_rfc3339(started).timestamp() if started else None, domain=domain,
                priority_class=spec.get("priorityClassName"))
+
+
+def _near_its_data(node: NodeRoom, annotations: Mapping[str, str], nodes: list[NodeRoom]) -> bool:
+    """Within the pod's maxDataDistance of its data source (true when it names none, or one the
+    extender would refuse anyway: a plan then does not count on it either way)."""
+    level = annotations.get(MAX_DATA_DISTANCE)
+    kind, _, location = (annotations.get(DATA_SOURCE) or "").partition(":")
+    if level not in GROUP_LABEL or kind not in GROUP_LABEL or not location:
+        return True
+    return near_data(node, level, (kind, location), nodes)
 
 
 def _ints(resources: dict[str, float]) -> dict[str, int]:

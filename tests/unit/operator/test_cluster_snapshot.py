@@ -73,3 +73,24 @@ def test_a_gangs_pods_carry_their_network_domain_and_running_pods_their_start():
     assert by["ml/web"].domain is None  # not a gang: nothing to keep together
     assert by["ml/web"].started == 1767225610.0 and by["ml/train-0"].started is None
     assert snap.taken is not None
+
+
+@pytest.mark.parametrize("annotations, allowed", [
+    pytest.param({"netsched.io/max-data-distance": "rack", "netsched.io/data-source": "node:b1-0"},
+                 ("b1-0", "b1-1"), id="within-a-rack-of-a-node"),
+    pytest.param({"netsched.io/max-data-distance": "zone", "netsched.io/data-source": "rack:rack-b1"},
+                 ("b1-0", "b1-1", "b2-0"), id="within-a-zone-of-a-rack"),
+    pytest.param({"netsched.io/max-data-distance": "node", "netsched.io/data-source": "zone:zone-b"},
+                 (), id="finer-than-the-data-is-known"),
+    pytest.param({"netsched.io/data-source": "node:b1-0"}, None, id="no-limit"),
+    pytest.param({"netsched.io/max-data-distance": "rack", "netsched.io/data-source": "bucket"}, None,
+                 id="malformed-source-left-to-the-extender"),
+])
+def test_a_pod_limited_to_its_data_may_use_only_the_nodes_near_it(annotations, allowed):
+    nodes = [make_node("a1-0"), make_node("b1-0", zone="zone-b", rack="rack-b1"),
+             make_node("b1-1", zone="zone-b", rack="rack-b1"),
+             make_node("b2-0", zone="zone-b", rack="rack-b2")]
+    pod = raw_pod("reader")
+    pod["metadata"]["annotations"] = annotations
+    [snapped] = snapshot_of(nodes, [pod], []).pods
+    assert snapped.allowed == allowed
