@@ -63,6 +63,22 @@ def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
     assert "c1-0" not in cache.snapshot().table.index
 
 
+def test_a_heartbeat_changes_nothing_a_request_reads_so_the_node_table_is_not_rebuilt():
+    cache = cache_of(CLUSTER, [pod("a", "a1-0", gpus=3)])
+    table = cache.snapshot().table
+    beat = node("a1-0")
+    beat["metadata"] |= {"resourceVersion": "999", "annotations": {"kwok.x-k8s.io/node": "fake"}}
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                     "lastHeartbeatTime": "2026-11-24T10:00:00Z"}]
+    for _ in range(3):
+        cache.apply("nodes", "MODIFIED", beat)
+    view = cache.snapshot()
+    assert view.table is table and view.free[table.index["a1-0"]] == 5
+    cache.apply("nodes", "MODIFIED", node("a1-0", gpus=4))  # what a request reads did change
+    view = cache.snapshot()
+    assert view.table is not table and view.free[view.table.index["a1-0"]] == 1
+
+
 def test_a_cache_is_stale_until_every_watch_syncs_and_again_when_one_is_not_heard_from():
     clock = Clock()
     cache = ClusterCache(max_age=30, clock=clock)
