@@ -21,6 +21,12 @@ Active PackingPlans are kept too, as the `Pins` the filter enforces.
 Age is the time since the apiserver was last heard from on the slowest of the
 watches; `Snapshot.stale` says it is past `max_age`, and the extender then answers with
 its documented fallback instead of stale data.
+
+Nodes and pods are required: nothing is decided without them. PackingPlans are optional: where
+their CRD is not installed (`absent`), there can be no plan to enforce, so the extender serves
+without pins rather than not at all, and takes the plans up when the CRD appears. Once they
+were synced, a plan watch that goes silent makes the cache stale like any other: a pin must
+never be dropped because its watch broke.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from netsched.extender.protocol import BadRequest, pod_gpus
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 
 WATCHED = ("nodes", "pods", "packingplans")
+REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served)
 HOLD_SECONDS = 15.0  # how long a job's first node keeps its room for the job's other replicas
 JOB_SIZES = 10_000  # jobs whose size the cache remembers (the newest)
 
@@ -108,6 +115,7 @@ class ClusterCache:
         self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
         self._synced: set[str] = set()
+        self._absent: set[str] = set()  # optional kinds the apiserver does not serve
 
     # ---- writers (watch threads) ---------------------------------------------
     def heard(self, kind: str) -> None:
@@ -128,7 +136,25 @@ class ClusterCache:
                 for o in objects:  # a LIST says where pods are, not which just landed: no holds
                     self._apply_pod("ADDED", o, hold=False)
             self._synced.add(kind)
+            self._absent.discard(kind)
         self.heard(kind)
+
+    def absent(self, kind: str) -> None:
+        """The apiserver does not serve `kind` (404: its CRD is not installed). Only an optional
+        kind may be absent: there are then none of it, and the cache is synced without it."""
+        if kind in REQUIRED:
+            raise ValueError(f"{kind} are required; they cannot be absent")
+        with self._lock:
+            self._absent.add(kind)
+            self._synced.discard(kind)
+            self._heard.pop(kind, None)
+            if kind == "packingplans" and self._plans:
+                self._plans, self._pins = {}, None
+
+    def sources(self) -> dict[str, str]:
+        """Each watched kind's state: synced, absent (not served), or waiting (not listed yet)."""
+        return {k: "synced" if k in self._synced else "absent" if k in self._absent else "waiting"
+                for k in WATCHED}
 
     def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
         with self._lock:
@@ -251,7 +277,7 @@ class ClusterCache:
             pins = self._pins
             held, holders = self._held(table, free, f"{namespace}/{job}" if job else None)
         age = self.age(now)
-        synced = self._synced >= set(WATCHED)
+        synced = self._synced | self._absent >= set(WATCHED)
         return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
                         held=held, holders=holders)
 
@@ -274,9 +300,10 @@ class ClusterCache:
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now
-        if not all(k in self._heard for k in WATCHED):
+        kinds = [k for k in WATCHED if k not in self._absent]
+        if not all(k in self._heard for k in kinds):
             return float("inf")
-        return now - min(self._heard[k] for k in WATCHED)
+        return now - min(self._heard[k] for k in kinds)
 
     def _node_table(self) -> NodeTable:
         if self._table is None:

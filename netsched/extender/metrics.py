@@ -25,6 +25,9 @@ class Metrics:
                                     buckets=(1, 10, 100, 1000, 5000, 10000), registry=r)
         self.cache_age = Gauge("netsched_extender_cache_age_seconds", "Time since the apiserver was last "
                                "heard from on the node and pod watches.", registry=r)
+        self.sources = Gauge("netsched_extender_source_synced", "1 while a watched kind (nodes, pods, "
+                             "packingplans) is synced; 0 while it is waiting or absent (its CRD not "
+                             "installed: the extender serves without it).", ["source"], registry=r)
         self.telemetry_links = Gauge("netsched_extender_telemetry_links", "Links with a measurement "
                                      "younger than the telemetry bound.", registry=r)
         self.telemetry_age = Gauge("netsched_extender_telemetry_feed_age_seconds", "Time since telemetry "

@@ -24,6 +24,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import orjson
 from kubernetes.client import ApiClient
 
 from netsched.api.objects import KubeObject
+from netsched.extender.cache import WATCHED, ClusterCache
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.metrics import Metrics
@@ -146,7 +148,7 @@ async def _get(extender: Extender, path: str, send: Send) -> None:
         ready = not snap.stale
         return await _reply(send, 200 if ready else 503, {
             "ready": ready, "cache_age_seconds": None if snap.age == float("inf") else round(snap.age, 3),
-            "nodes": len(snap.table.names)})
+            "nodes": len(snap.table.names), "sources": extender.cache.sources()})
     if path == "/metrics":
         return await _raw(send, 200, extender.metrics.exposition(), b"text/plain; version=0.0.4")
     if path == "/debug/decisions":
@@ -210,7 +212,6 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     import uvicorn
 
     from netsched.api.settings import summary
-    from netsched.extender.cache import ClusterCache
     from netsched.extender.explain import DecisionLog, EventWriter
     from netsched.extender.watch import start_watches, wait_synced
 
@@ -226,6 +227,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
             if decision is not None:
                 writer.submit(decision)
 
+    for kind in WATCHED:
+        metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
     start_watches(api, cache, on_pod_event)
     if not wait_synced(cache, sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
@@ -239,6 +242,10 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
              settings.host, settings.port, settings.shortlist, settings.max_cache_age, scorer.name)
     uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
+
+
+def _is_synced(cache: ClusterCache, kind: str) -> float:
+    return float(cache.sources()[kind] == "synced")
 
 
 def _scorer(metrics: Metrics, model: Path | None, reload_seconds: float) -> NodeScorer:

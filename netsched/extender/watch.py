@@ -4,7 +4,9 @@ Objects stay plain dicts decoded by orjson: the kubernetes client's model classe
 cost far more per event than the extender can afford at a thousand pods a second.
 Each watch asks for bookmarks and ends after WATCH_SECONDS, so a healthy stream
 is heard from at least that often; a read timeout catches a hung connection.
-On any error the thread waits (with backoff) and lists again.
+On any error the thread waits (with backoff) and lists again; a failure is logged when its
+reason changes, not on every retry. An optional kind whose resource the apiserver does not
+serve (a CRD not installed) is marked absent in the cache and looked for every ABSENT_RECHECK.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from netsched.api import plans
 from netsched.api.objects import KubeObject
-from netsched.extender.cache import ClusterCache
+from netsched.extender.cache import REQUIRED, ClusterCache
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 10
 READ_TIMEOUT = WATCH_SECONDS + 20
+ABSENT_RECHECK = 30.0  # seconds between looks for a resource the apiserver did not serve
 # Finished pods hold no GPUs; leaving them out of the watch keeps it small.
 POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -41,6 +44,7 @@ class Reflector:
                                      plans.GROUP, plans.VERSION, plans.PLURAL), {}),
         }[kind]
         self.cache, self.kind, self.on_event = cache, kind, on_event
+        self.first_backoff, self.absent_recheck = 0.5, ABSENT_RECHECK
         self.stopped = threading.Event()
 
     def start(self) -> Reflector:
@@ -48,17 +52,29 @@ class Reflector:
         return self
 
     def run(self) -> None:
-        backoff = 0.5
+        backoff, failing = self.first_backoff, ""
         while not self.stopped.is_set():
             try:
                 resume: str | None = self._list()
-                backoff = 0.5
+                if failing:
+                    log.info("%s watch recovered", self.kind)
+                backoff, failing = self.first_backoff, ""
                 while not self.stopped.is_set() and resume:
                     resume = self._watch(resume)
             except Exception as exc:  # any failure: log, back off, list again
-                log.warning("%s watch failed (%s); listing again in %.1f s", self.kind, _why(exc), backoff)
-                self.stopped.wait(backoff)
+                why, wait = _why(exc), backoff
                 backoff = min(backoff * 2, 10)
+                if self._absent(exc):
+                    self.cache.absent(self.kind)
+                    why += "; serving without them until it is"
+                    wait = self.absent_recheck
+                if why != failing:
+                    log.warning("%s watch failed (%s); listing again in %.1f s", self.kind, why, wait)
+                failing = why
+                self.stopped.wait(wait)
+
+    def _absent(self, exc: Exception) -> bool:
+        return self.kind not in REQUIRED and isinstance(exc, client.ApiException) and exc.status == 404
 
     def _list(self) -> str:
         resp = self.list_call(_preload_content=False, _request_timeout=(5, READ_TIMEOUT), **self.kwargs)

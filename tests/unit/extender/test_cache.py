@@ -155,3 +155,27 @@ def test_a_job_size_annotation_that_is_not_a_plain_number_is_unknown_never_an_er
     cache = cache_of(CLUSTER, [pod("r0", job="train", gpus=2, annotations={"netsched.io/job-gpus": value})])
     cache.apply("pods", "ADDED", pod("r1", "a1-1", job="train", gpus=2))
     assert held(cache, "a1-1") == 6  # unknown size: all the node's free room
+
+
+def test_without_the_packingplan_crd_the_cache_serves_nodes_and_pods_and_takes_plans_up_later():
+    clock = Clock()
+    cache = ClusterCache(max_age=30, clock=clock)
+    cache.replace("nodes", CLUSTER)
+    cache.replace("pods", [])
+    cache.absent("packingplans")
+    view = cache.snapshot()
+    assert view.synced and not view.stale and not view.pins
+    assert cache.sources() == {"nodes": "synced", "pods": "synced", "packingplans": "absent"}
+    clock.now += 20
+    cache.heard("nodes")
+    cache.heard("pods")
+    clock.now += 15
+    assert not cache.snapshot().stale  # an absent kind is never heard from, and that is no staleness
+    cache.replace("packingplans", [])  # the CRD was installed
+    assert cache.sources()["packingplans"] == "synced"
+    clock.now += 31
+    cache.heard("nodes")
+    cache.heard("pods")
+    assert cache.snapshot().stale  # once synced, a silent plan watch is staleness like any other
+    with pytest.raises(ValueError, match="required"):
+        cache.absent("pods")

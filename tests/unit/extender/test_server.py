@@ -72,6 +72,16 @@ def test_a_stale_cache_makes_filter_answer_error_and_prioritize_and_preempt_abst
     assert call(stale, "POST", "/preempt", preempt) == (200, {"NodeNameToMetaVictims": victims})
     status, doc = call(stale, "GET", "/readyz")
     assert status == 503 and doc["ready"] is False
+    assert doc["sources"] == {"nodes": "waiting", "pods": "waiting", "packingplans": "waiting"}
+
+
+def test_readyz_says_which_source_is_absent_while_the_extender_serves_without_it():
+    cache = ClusterCache()
+    cache.replace("nodes", CLUSTER)
+    cache.replace("pods", [])
+    cache.absent("packingplans")
+    status, doc = call(app(cache), "GET", "/readyz")
+    assert status == 200 and doc["sources"]["packingplans"] == "absent"
 
 
 def test_metrics_count_requests_by_verb_and_outcome():

@@ -25,6 +25,9 @@ class CacheSpy:
     def heard(self, kind):
         self.log.append(("heard", kind))
 
+    def absent(self, kind):
+        self.log.append(("absent", kind))
+
 
 def test_a_list_fills_the_cache_and_the_watch_from_its_version_applies_each_change_once():
     kube = FakeKube([make_node("a1-0"), make_node("a1-1")])
@@ -72,16 +75,33 @@ def test_a_version_too_old_to_watch_from_lists_again():
     assert reflector._watch(version) is None
 
 
-def test_a_missing_crd_is_named_and_the_list_is_retried(caplog):
+def test_a_missing_crd_is_named_its_kind_marked_absent_and_the_list_is_retried(caplog):
     kube = FakeKube([{"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND,
                       "metadata": {"name": "pack-1"}, "status": {"phase": "Evicting"}}])
     kube.fail("list", plans.PLURAL, 404, "the server could not find the requested resource")
     cache = CacheSpy()
     reflector = Reflector(kube, cache, "packingplans")
+    reflector.absent_recheck = 0.01
     kube.on_call = lambda call: call.verb == "watch" and reflector.stopped.set()
-    with caplog.at_level(logging.WARNING, "netsched.extender.watch"):
+    with caplog.at_level(logging.INFO, "netsched.extender.watch"):
         reflector.run()  # returns once the watch after the second list is made
     assert [c.verb for c in kube.calls] == ["list", "list", "watch"]
-    assert cache.log[0] == ("replace", "packingplans", ["pack-1"])
-    why = "packingplans watch failed (HTTP 404 Not Found: is its CRD installed? (netsched/crds/))"
+    assert cache.log[:2] == [("absent", "packingplans"), ("replace", "packingplans", ["pack-1"])]
+    why = ("packingplans watch failed (HTTP 404 Not Found: is its CRD installed? (netsched/crds/); "
+           "serving without them until it is)")
     assert why in caplog.text
+    assert "packingplans watch recovered" in caplog.text
+
+
+def test_a_failure_that_repeats_is_logged_once_and_a_required_kind_is_never_absent(caplog):
+    kube = FakeKube([make_node("a1-0")])
+    kube.fail("list", "nodes", 404, "the server could not find the requested resource", times=3)
+    cache = CacheSpy()
+    reflector = Reflector(kube, cache, "nodes")
+    reflector.first_backoff = 0.001
+    kube.on_call = lambda call: call.verb == "watch" and reflector.stopped.set()
+    with caplog.at_level(logging.WARNING, "netsched.extender.watch"):
+        reflector.run()
+    assert [c.verb for c in kube.calls] == ["list"] * 4 + ["watch"]
+    assert caplog.text.count("nodes watch failed") == 1
+    assert ("absent", "nodes") not in cache.log
