@@ -36,6 +36,7 @@ API_UNAVAILABLE = "ApiUnavailable"  # the API server could not answer (5xx, 429,
 POD_RECREATED = "PodRecreated"
 PODS_CREATED = "PodsCreated"
 RECORD_WRITTEN = "RecordWritten"
+RECORDS_UNAVAILABLE = "RecordsUnavailable"  # the records file cannot be written: the row waits
 
 # PackingPlan condition types (and SUCCEEDED or FAILED once it ends, whichever way it ends)
 PROGRESSING = "Progressing"  # True while the plan is carried out; False once it ended

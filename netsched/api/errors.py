@@ -75,6 +75,13 @@ class Unavailable(TemporaryError):
     reason = c.API_UNAVAILABLE
 
 
+# ---- what the operator's own storage answers ----------------------------------------------
+class RecordsUnavailable(TemporaryError):
+    """The job-records file cannot be read or written (a missing, full or read-only volume): the
+    row is written once it can be, at a later tick."""
+    reason = c.RECORDS_UNAVAILABLE
+
+
 def api_failure(exc: BaseException, what: str, template: str) -> NetschedError:
     """Classify a failed write of `what` (e.g. 'pod ml/train-0'), made from the spec field
     `template`, into a permanent refusal with its fix or a temporary failure."""

@@ -27,7 +27,7 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.connect import api_message
-from netsched.api.errors import NetschedError, PermanentError, api_failure
+from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
@@ -223,14 +223,23 @@ class Operator:
 
     def _record(self, job: JobSpec, actions: Actions, labels: dict[str, dict]) -> None:
         status = actions.status
+        conds = status.setdefault("conditions", [])
         row = job_record(job, status, labels)
-        if self.records.append(row):
+        try:
+            written = self.records.append(row)
+        except RecordsUnavailable as exc:  # the job's status goes on; the row waits for the next tick
+            self.metrics.record_errors.inc()
+            if c.set_condition(conds, c.RECORDED, False, exc.reason, exc.message, job.generation):
+                actions.event(exc.reason, exc.message, warning=True)
+                log.warning("GPUJob %s/%s: %s", job.namespace, job.name, exc.message)
+            return
+        if written:
             outcome = status.get("phase", "Unknown")
             self.metrics.jobs_finished.labels(outcome, row["reason"] or "").inc()
             if row["duration_seconds"] is not None:
                 self.metrics.job_duration.labels(outcome).observe(row["duration_seconds"])
-        c.set_condition(status.setdefault("conditions", []), c.RECORDED, True, c.RECORD_WRITTEN,
-                        f"recorded in {self.records.path}", job.generation)
+        c.set_condition(conds, c.RECORDED, True, c.RECORD_WRITTEN, f"recorded in {self.records.path}",
+                        job.generation)
 
     def _call(self, action: str, fn, *args) -> None:
         try:

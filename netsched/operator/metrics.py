@@ -21,6 +21,10 @@ class OperatorMetrics:
         self.api_errors = Counter(
             "netsched_operator_api_errors_total", "Kubernetes API calls that failed, by action",
             ["action"], registry=self.registry)
+        self.record_errors = Counter(
+            "netsched_operator_record_errors_total", "Job records that could not be written yet (the "
+            "records file unreadable or unwritable; each is tried again at a later tick)",
+            registry=self.registry)
         self.reconcile_errors = Counter(
             "netsched_operator_reconcile_errors_total", "GPUJob ticks that raised (logged, said on the job)",
             registry=self.registry)

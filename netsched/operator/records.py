@@ -7,7 +7,8 @@ where its replicas ran, how far that was from its data) and what happened
 - Location: `--records` of `netsched operator` (default
   `$XDG_STATE_HOME/netsched/job-records.jsonl`; in a cluster, a file on a PVC).
 - Append-only: a row is written, flushed and fsynced before the job's `Recorded`
-  condition is set; rows are keyed by the job's uid and a uid already in the file
+  condition is True (while the file cannot be written, the condition says so, reason
+  RecordsUnavailable, and the row waits); rows are keyed by the job's uid and a uid already in the file
   is never written again, so a restart between the two steps cannot duplicate a job.
 - A torn last line (a crash mid-write) is skipped on reading and never glued to the next row.
 - Schema (version 1): netsched.api.records.ROW_FIELDS; `telemetry` is null unless the operator
@@ -17,17 +18,20 @@ where its replicas ran, how far that was from its data) and what happened
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
 
 from netsched.api.conditions import find
+from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
 from netsched.api.gpujob import JobSpec
 from netsched.api.labels import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.api.records import SCHEMA_VERSION, read_records
 
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
+log = logging.getLogger(__name__)
 
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
@@ -42,13 +46,21 @@ def read_rows(path: Path) -> list[dict]:
 
 
 class JobRecords:
-    """Append-only rows keyed by job uid; safe to share between handler threads."""
+    """Append-only rows keyed by job uid; safe to share between handler threads.
+
+    A file that cannot be read or written (the volume missing, full or read-only) never stops
+    the operator: `append` raises RecordsUnavailable, the job says so in its `Recorded`
+    condition, and the row is written at a later tick, once the file can be read again (the
+    uids already in it are read first, so nothing is written twice)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._uids = {row["uid"] for row in self.rows()}
+        self._uids: set[str] | None = None  # None until the file has been read
+        try:
+            self._known()
+        except RecordsUnavailable as exc:
+            log.error("%s", exc)
 
     def rows(self) -> list[dict]:
         return read_rows(self.path)
@@ -56,19 +68,37 @@ class JobRecords:
     def append(self, row: dict) -> bool:
         """Write the row unless its uid is already recorded; True if written."""
         with self._lock:
-            if row["uid"] in self._uids:
+            uids = self._known()
+            if row["uid"] in uids:
                 return False
             data = json.dumps(row, sort_keys=True) + "\n"
-            with open(self.path, "a+b") as f:
-                if f.tell() > 0:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        data = "\n" + data  # end a torn line first
-                f.write(data.encode())
-                f.flush()
-                os.fsync(f.fileno())
-            self._uids.add(row["uid"])
+            try:
+                with open(self.path, "a+b") as f:
+                    if f.tell() > 0:
+                        f.seek(-1, os.SEEK_END)
+                        if f.read(1) != b"\n":
+                            data = "\n" + data  # end a torn line first
+                    f.write(data.encode())
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                raise self._unavailable("written to", exc) from exc
+            uids.add(row["uid"])
             return True
+
+    def _known(self) -> set[str]:
+        if self._uids is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._uids = {row["uid"] for row in self.rows()}
+            except OSError as exc:
+                raise self._unavailable("read from", exc) from exc
+        return self._uids
+
+    def _unavailable(self, what: str, exc: OSError) -> RecordsUnavailable:
+        return RecordsUnavailable(
+            f"job records cannot be {what} {self.path}: {exc.strerror or exc}; the record is written "
+            "once the file is writable (check the operator's records volume, --records)")
 
 
 def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict:

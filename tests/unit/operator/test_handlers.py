@@ -208,3 +208,27 @@ def test_a_gang_that_does_not_fit_says_which_budget_keeps_the_packer_from_helpin
     operator.tick(body, [], Indices(bound={}, pending={}, job_pods={job_spec(body).key: views}))  # no room
     admitted = condition(kube.get(PLURAL, "ml", "train"), c.ADMITTED)
     assert admitted["status"] == "False" and admitted["message"].endswith(f"; {note}")
+
+
+def test_a_record_that_cannot_be_written_waits_while_the_job_says_why_once(tmp_path):
+    job = make_gpujob()
+    job["status"] = {"phase": "Succeeded", "startTime": "2026-01-01T00:00:00Z",
+                     "completionTime": "2026-01-01T00:10:00Z", "conditions": []}
+    kube = FakeKube([job])
+    blocked = tmp_path / "volume"
+    blocked.write_text("a file where the records directory should be")
+    operator = Operator(api=kube, records=JobRecords(blocked / "records.jsonl"))  # starts anyway
+    for _ in range(3):
+        stored = tick(operator, kube)
+    recorded = condition(stored, c.RECORDED)
+    assert (recorded["status"], recorded["reason"]) == ("False", "RecordsUnavailable")
+    assert f"cannot be read from {blocked / 'records.jsonl'}" in recorded["message"]
+    assert stored["status"]["phase"] == "Succeeded"
+    assert [(e["type"], e["reason"]) for e in kube.list("events", "ml")] == [("Warning", "RecordsUnavailable")]
+    assert operator.metrics.registry.get_sample_value("netsched_operator_record_errors_total") == 3
+
+    blocked.unlink()  # the volume is back
+    for _ in range(2):
+        stored = tick(operator, kube)
+    assert condition(stored, c.RECORDED)["status"] == "True"
+    assert [row["uid"] for row in operator.records.rows()] == ["uid-1"]
