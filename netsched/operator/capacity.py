@@ -6,6 +6,13 @@ first, largest first, so two gangs released together cannot both count on the
 same GPUs. A gang that must stay within one node, rack or zone
 (`spec.network.maxPeerDistance`) or near its data (`maxDataDistance`) is counted
 only where that holds, the same rules the extender's filter enforces.
+
+Such a gang's fit also names the domain it is released into (`Fit.domain`: the rack or zone
+label and value with the most room for it), which the operator adds to the pods' nodeSelector as
+it lifts the gate. kube-scheduler then keeps the gang in that domain on its own, so the limit
+holds when the extender is down or errs (an ignorable extender is skipped, and the pods would
+be placed without it). The most room, not the tightest fit: replicas scheduled one by one
+meet other pods on the way, and a domain with room to spare is the one they still fit in.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class Fit:
     placeable: int  # replicas that fit now, within the job's network limits
     needed: int
     message: str
+    domain: tuple[str, str] | None = None  # (node label, value) the gang must stay in, when it has a limit
 
     @property
     def fits(self) -> bool:
@@ -61,18 +69,23 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
     per_node = {n.name: _count(free[n.name], request) for n in eligible}
     level = network.get("maxPeerDistance")
+    domain = None
     if level:
         groups: dict[str, int] = defaultdict(int)
         for n in eligible:
             groups[n.labels.get(GROUP_LABEL[level], n.name)] += per_node[n.name]
         placeable = max(groups.values(), default=0)
+        labelled = {n.labels[GROUP_LABEL[level]] for n in eligible if GROUP_LABEL[level] in n.labels}
+        if level != "node" and placeable >= needed:  # a node limit is one node: left to the extender
+            best = min((g for g in groups if g in labelled), key=lambda g: (-groups[g], g), default=None)
+            domain = (GROUP_LABEL[level], best) if best is not None and groups[best] >= needed else None
     else:
         placeable = sum(per_node.values())
     where = f" in one {level}" if level else ""
     gpus = sum(free[n.name].get(GPU_RESOURCE, 0) for n in eligible)
     message = (f"needs {needed} replica(s) of {_describe(request)}{where}; {min(placeable, needed)} fit now "
                f"({gpus:g} free GPUs on {len(eligible)} eligible of {len(nodes)} nodes)")
-    return Fit(placeable, needed, message)
+    return Fit(placeable, needed, message, domain)
 
 
 def _minus(a: Resources, b: Resources) -> Resources:

@@ -47,7 +47,7 @@ from netsched.operator.reconcile import (
     reconcile,
 )
 from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import network_annotations, pod_name, replica_pod, ungate_patch
+from netsched.operator.replica_pods import network_annotations, pin_patch, pod_name, replica_pod, ungate_patch
 from netsched.operator.validation import invalid, problems
 from netsched.telemetry.store import TelemetryStore
 
@@ -172,9 +172,11 @@ class Operator:
         if actions.create:
             self._create(job, actions)
         others = {p.name: p.other_gates for p in pods}
+        # the pin goes in the same patch as the gate: only a gated pod's nodeSelector may change
+        pin = pin_patch(job.template["spec"].get("nodeSelector"), *actions.pin) if actions.pin else []
         for name in actions.ungate:
             self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
-                       [ungate_patch(others.get(name, ()))])
+                       [*pin, ungate_patch(others.get(name, ()))])
         for name in actions.delete:
             self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
         if actions.record:

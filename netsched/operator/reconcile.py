@@ -57,6 +57,7 @@ class PodView:
 class Actions:
     create: list[tuple[int, int, bool]] = field(default_factory=list)  # (replica, attempt, gated)
     ungate: list[str] = field(default_factory=list)
+    pin: tuple[str, str] | None = None  # (node label, value) added to the ungated pods' nodeSelector
     delete: list[str] = field(default_factory=list)
     status: dict = field(default_factory=dict)  # the whole new status
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -218,7 +219,10 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
             out.event(c.WAITING_FOR_CAPACITY, result.message)
         return False
     out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
+    out.pin = result.domain
     message = f"released the gang: {result.message}"
+    if result.domain:
+        message += f"; its pods keep to {result.domain[0]}={result.domain[1]}"
     c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, message, job.generation)
     out.event(c.GANG_RELEASED, message)
     return True

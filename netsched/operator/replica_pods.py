@@ -106,6 +106,17 @@ def _give_gpus(container: dict, gpus: int) -> None:
         resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)
 
 
+def pin_patch(node_selector: dict | None, label: str, value: str) -> list[dict]:
+    """JSON patch ops adding label=value to a gated pod's nodeSelector (the API server lets a gated
+    pod's scheduling constraints narrow, never widen); none when the selector already holds it."""
+    if node_selector is None:
+        return [{"op": "add", "path": "/spec/nodeSelector", "value": {label: value}}]
+    if label in node_selector:
+        return []
+    escaped = label.replace("~", "~0").replace("/", "~1")
+    return [{"op": "add", "path": f"/spec/nodeSelector/{escaped}", "value": value}]
+
+
 def ungate_patch(gates) -> dict:
     """The JSON patch op that lifts the gang gate of a pod whose scheduling gates are `gates`
     (names), keeping the others: they are someone else's."""

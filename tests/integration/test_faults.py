@@ -3,6 +3,9 @@ that nothing loops, raises or slips through."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
 import uuid
 
@@ -10,8 +13,10 @@ from kubernetes import client
 
 from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import JOB_GPUS, JOB_LABEL
+from netsched.api.labels import JOB_GPUS, JOB_LABEL, RACK_LABEL
+from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
+from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
 
@@ -111,3 +116,25 @@ def test_a_non_ascii_number_in_an_annotation_is_named_and_the_pod_not_bound(core
         "a FailedScheduling Event for the pod")
     assert any(f"{JOB_GPUS}='\u00b2' must be a whole number of GPUs" in m for m in failed), failed
     assert core.read_namespaced_pod("superscript", namespace).spec.node_name is None
+
+
+def test_a_rack_bound_gang_stays_in_one_rack_while_the_extender_is_down(dev_cluster, core, namespace):
+    """kube-scheduler skips an ignorable extender it cannot reach; the rack the operator wrote into
+    the pods' nodeSelector as it lifted the gate is what keeps the gang together then."""
+    pid = json.loads(dev_cluster.state_file.read_text())["components"][EXTENDER]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    try:
+        poll(lambda: not pid_alive(pid), 30, "the extender to die")
+        jobs = client.CustomObjectsApi(dev_cluster.api_client())
+        template = {"metadata": {"annotations": {DURATION_ANNOTATION: "600s"}},
+                    "spec": {"containers": [{"name": "main", "image": "trainer:1"}]}}
+        jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            "racked", replicas=4, gpus=2, manifest=True, template=template,
+            network={"maxPeerDistance": "rack"}))
+        pods = poll(lambda: (found := core.list_namespaced_pod(namespace).items) and len(found) == 4
+                    and all(p.spec.node_name for p in found) and found, 120, "the gang's 4 pods to be bound")
+        racks = {core.read_node(p.spec.node_name).metadata.labels[RACK_LABEL] for p in pods}
+        assert len(racks) == 1, [p.spec.node_name for p in pods]
+        assert all(p.spec.node_selector == {RACK_LABEL: next(iter(racks))} for p in pods)
+    finally:
+        dev_cluster.restart(EXTENDER)

@@ -1,5 +1,6 @@
 import pytest
 
+from netsched.api.labels import RACK_LABEL
 from netsched.api.resources import pod_requests
 from netsched.operator.capacity import gang_fit, node_room
 from netsched.testing.builders import CLUSTER, make_node
@@ -94,6 +95,25 @@ def test_max_peer_distance_counts_the_best_group(level, placeable, where):
     assert result.placeable == placeable
     assert result.fits is (placeable >= 3)
     assert result.message.startswith(f"needs 3 replica(s) of 8 GPUs{where}; {min(placeable, 3)} fit now")
+
+
+@pytest.mark.parametrize("level, used, domain", [
+    pytest.param("rack", {}, (RACK_LABEL, "rack-a1"), id="the-rack-with-most-room"),
+    pytest.param("rack", {"a1-0": {GPU: 8}}, (RACK_LABEL, "rack-a1"),
+                 id="ties-by-name"),
+    pytest.param("rack", {"a1-0": {GPU: 8}, "a1-1": {GPU: 4}}, (RACK_LABEL, "rack-a2"),
+                 id="most-room-moves"),
+    pytest.param("zone", {}, ("topology.kubernetes.io/zone", "zone-a"), id="zone"),
+    pytest.param("node", {}, None, id="one-node-is-left-to-the-extender"),
+    pytest.param(None, {}, None, id="no-limit"),
+])
+def test_a_gang_with_a_peer_limit_is_released_into_the_domain_with_most_room(level, used, domain):
+    result = fit(request={GPU: 4}, needed=2, used=used, network={"maxPeerDistance": level} if level else {})
+    assert result.fits and result.domain == domain
+
+
+def test_a_gang_that_does_not_fit_names_no_domain():
+    assert fit(request={GPU: 8}, needed=3, network={"maxPeerDistance": "rack"}).domain is None
 
 
 @pytest.mark.parametrize("level, data, nodes", [

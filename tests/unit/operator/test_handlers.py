@@ -7,6 +7,7 @@ import urllib3
 
 from netsched.api import conditions as c
 from netsched.api.gpujob import PLURAL, job_spec
+from netsched.api.labels import RACK_LABEL
 from netsched.operator.capacity import node_room
 from netsched.operator.handlers import Indices, Operator
 from netsched.operator.reconcile import PodView
@@ -232,3 +233,15 @@ def test_a_record_that_cannot_be_written_waits_while_the_job_says_why_once(tmp_p
         stored = tick(operator, kube)
     assert condition(stored, c.RECORDED)["status"] == "True"
     assert [row["uid"] for row in operator.records.rows()] == ["uid-1"]
+
+
+def test_a_gang_kept_within_a_rack_is_released_with_that_rack_in_its_pods_node_selector(tmp_path):
+    kube = FakeKube([make_gpujob(network={"maxPeerDistance": "rack"})])
+    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    tick(operator, kube)
+    job = tick(operator, kube)
+    pods = kube.list("pods", "ml")
+    assert all(not p["spec"].get("schedulingGates") for p in pods)
+    assert [p["spec"]["nodeSelector"] for p in pods] == [{RACK_LABEL: "rack-a1"}] * 2
+    assert condition(job, c.ADMITTED)["message"].endswith(f"its pods keep to {RACK_LABEL}=rack-a1")
+    assert len(kube.made("patch", "pods")) == 2  # the pin and the gate in one patch per pod
