@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install controlplane prometheus demo test unit integration lint clean
+.PHONY: install controlplane prometheus demo test unit integration faults lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ unit: install
 
 integration: install controlplane prometheus
 	$(BIN)/pytest tests/integration
+
+faults: install controlplane
+	$(BIN)/pytest tests/faults
 
 # pytest exits 5 when it collects no tests; make treats that as the failure it is.
 test: lint controlplane prometheus

@@ -225,7 +225,8 @@ def test_a_record_that_cannot_be_written_waits_while_the_job_says_why_once(tmp_p
     assert (recorded["status"], recorded["reason"]) == ("False", "RecordsUnavailable")
     assert f"cannot be read from {blocked / 'records.jsonl'}" in recorded["message"]
     assert stored["status"]["phase"] == "Succeeded"
-    assert [(e["type"], e["reason"]) for e in kube.list("events", "ml")] == [("Warning", "RecordsUnavailable")]
+    said = [(e["type"], e["reason"]) for e in kube.list("events", "ml")]
+    assert said == [("Warning", "RecordsUnavailable")]
     assert operator.metrics.registry.get_sample_value("netsched_operator_record_errors_total") == 3
 
     blocked.unlink()  # the volume is back

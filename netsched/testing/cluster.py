@@ -1,0 +1,39 @@
+"""Real clusters for tests: a dev-cluster that is up for a test session or module, and a namespace
+of one's own on it, made ready, then deleted with its pods."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kubernetes import client
+
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.wait import poll
+
+
+@contextmanager
+def running(cluster: DevCluster) -> Iterator[DevCluster]:
+    """The cluster up while inside; afterwards down, with no process of it left."""
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down(quiet=True)
+    assert not cluster.running_components(), "dev-cluster processes survived `down`"
+
+
+@contextmanager
+def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str]:
+    """A fresh namespace, usable once its default ServiceAccount exists (pods are refused before);
+    afterwards deleted, and waited for until its pods are gone, so their GPUs are free for the next."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    poll(lambda: core.read_namespaced_service_account("default", name), 60,
+         f"the default ServiceAccount in {name}")
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)
+        poll(lambda: not core.list_namespaced_pod(name).items, 120, f"the pods of {name} to go")
