@@ -79,7 +79,10 @@ class Reflector:
     def _list(self) -> str:
         resp = self.list_call(_preload_content=False, _request_timeout=(5, READ_TIMEOUT), **self.kwargs)
         doc = orjson.loads(resp.data)
-        self.cache.replace(self.kind, doc.get("items") or [])
+        items = doc.get("items") or []
+        self.cache.replace(self.kind, items)
+        for obj in items:  # a change a broken watch missed is heard here: e.g. a binding to explain
+            self.on_event("ADDED", obj)
         return str(doc["metadata"]["resourceVersion"])
 
     def _watch(self, version: str) -> str | None:

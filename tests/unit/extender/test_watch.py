@@ -35,6 +35,8 @@ def test_a_list_fills_the_cache_and_the_watch_from_its_version_applies_each_chan
     reflector = Reflector(kube, cache, "nodes", lambda t, o: seen.append((t, o["metadata"]["name"])))
     version = reflector._list()
     assert cache.log == [("replace", "nodes", ["a1-0", "a1-1"])]
+    assert seen == [("ADDED", "a1-0"), ("ADDED", "a1-1")]  # what a listing shows is heard too
+    seen.clear()
     kube.add(make_node("b1-0", "zone-b", "rack-b1"))
     kube.delete("nodes", None, "a1-0")
     latest = reflector._watch(version)
