@@ -12,13 +12,15 @@ Routes:
   GET  /debug/decisions[/<ns>/<pod>]  why pods went where they did
 
 Every request gets an answer: malformed input is HTTP 200 with `Error` set (filter)
-or HTTP 400 with a message (prioritize, preempt); a body over the limit is 413;
-an unexpected failure is logged, counted and answered like malformed input, never
+or HTTP 400 with a message (prioritize, preempt); a body over the limit is 413, one
+that does not arrive in BODY_SECONDS 408 (a stalled or deliberately slow client holds
+no handler open); an unexpected failure is logged, counted and answered like malformed input, never
 a 500 or a dropped connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import logging
@@ -50,6 +52,7 @@ from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024  # 5,000 full Node objects (nodeCacheCapable: false) fit with room
+BODY_SECONDS = 10.0  # twice kube-scheduler's default httpTimeout: a slower body is no use to it
 JSON = b"application/json"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)
 MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reused (glibc's maximum)
@@ -66,7 +69,11 @@ class TooLarge(Exception):
     pass
 
 
-def make_app(extender: Extender, max_body: int = MAX_BODY) -> App:
+class TooSlow(Exception):
+    pass
+
+
+def make_app(extender: Extender, max_body: int = MAX_BODY, body_seconds: float = BODY_SECONDS) -> App:
     verbs = {
         "/filter": _filter,
         "/prioritize": _prioritize,
@@ -79,11 +86,15 @@ def make_app(extender: Extender, max_body: int = MAX_BODY) -> App:
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
         if method == "POST" and path in verbs:
             try:
-                body = await _read_body(receive, max_body)
+                body = await _read_body(receive, max_body, body_seconds)
             except TooLarge:
                 extender.metrics.requests.labels(path[1:], "bad_request").inc()
                 msg = f"netsched: request body is larger than {max_body} bytes; use nodeCacheCapable: true"
                 return await _reply(send, 413, {"Error": msg})
+            except TooSlow:
+                extender.metrics.requests.labels(path[1:], "bad_request").inc()
+                msg = f"netsched: the request body did not arrive within {body_seconds:g} s"
+                return await _reply(send, 408, {"Error": msg})
             status, doc = _answer(extender, path[1:], verbs[path], body)
             return await _reply(send, status, doc)
         if method == "GET":
@@ -165,10 +176,14 @@ async def _get(extender: Extender, path: str, send: Send) -> None:
                                       "/debug/decisions"})
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int, seconds: float) -> bytes:
     chunks, size = [], 0
+    deadline = asyncio.get_running_loop().time() + seconds
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
+        except TimeoutError:
+            raise TooSlow from None
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import time
+import urllib.request
 import uuid
 
 from kubernetes import client
@@ -138,3 +140,19 @@ def test_a_rack_bound_gang_stays_in_one_rack_while_the_extender_is_down(dev_clus
         assert all(p.spec.node_selector == {RACK_LABEL: next(iter(racks))} for p in pods)
     finally:
         dev_cluster.restart(EXTENDER)
+
+
+def test_a_client_that_stalls_mid_body_gets_408_and_the_extender_goes_on_serving(dev_cluster):
+    host, port = dev_cluster.extender_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as stalled:
+        stalled.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000\r\n\r\n{\"Pod\": ")
+        with urllib.request.urlopen(f"{dev_cluster.extender_url}/healthz", timeout=10) as resp:
+            assert resp.status == 200  # another client is served while this one stalls
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = stalled.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]

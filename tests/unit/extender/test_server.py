@@ -1,5 +1,6 @@
 """The HTTP layer through its ASGI interface: every input gets a protocol answer, never a 500."""
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -161,3 +162,22 @@ def test_a_valid_pod_with_random_candidates_never_crashes_any_verb(field, value)
     base[field] = value
     for verb in ("filter", "prioritize", "preempt"):
         _assert_protocol_answer(verb, json.dumps(base).encode())
+
+
+def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_holds_nothing_open():
+    sent: list[dict] = []
+    parts = [b'{"Pod": ', None]  # the client sends half a body, then stalls
+
+    async def receive() -> dict:
+        part = parts.pop(0)
+        if part is None:
+            await asyncio.sleep(3600)
+        return {"type": "http.request", "body": part, "more_body": True}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    stalled = make_app(Extender(cache_of(CLUSTER)), body_seconds=0.05)
+    request = {"type": "http", "method": "POST", "path": "/filter"}
+    asyncio.run(asyncio.wait_for(stalled(request, receive, send), 5))
+    assert sent[0]["status"] == 408 and b"did not arrive within 0.05 s" in sent[1]["body"]
