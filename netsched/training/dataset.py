@@ -59,7 +59,14 @@ class Dataset:
 
     def sets(self) -> list[np.ndarray]:
         """Row indices of each candidate set, sets ordered by start time (then id)."""
-        ids, inverse = np.unique(self.candidate_set, return_inverse=True)
+        return self._groups(self.candidate_set)
+
+    def jobs(self) -> list[np.ndarray]:
+        """Row indices of each job (all its candidate sets), jobs ordered by start time (then id)."""
+        return self._groups(self.job_id)
+
+    def _groups(self, keys: np.ndarray) -> list[np.ndarray]:
+        ids, inverse = np.unique(keys, return_inverse=True)
         first_start = np.full(len(ids), np.inf)
         np.minimum.at(first_start, inverse, self.start)
         order = np.lexsort((ids, first_start))

@@ -2,12 +2,14 @@
 
 The most recent `holdout` share of candidate sets (by start time) is left out entirely, so
 `netsched evaluate` on the same file judges the model on jobs it never saw. The rest is
-cross-validated two ways, each pooled over its folds:
+cross-validated two ways, each pooled over its folds, and every fold split by job (all of a
+job's rows on one side) and by time (a fold's model never saw a job that started after one
+it is tested on):
 
-- by time: the sets in start order cut into 5 blocks; fold k trains on blocks before k and
-  tests on block k (the future is never used to predict the past);
-- by site: fold z tests on the rows of zone z of one share of the jobs and trains on the
-  other zones' rows of the other jobs (no node and no job on both sides).
+- by time: the jobs in start order cut into 5 blocks; fold k trains on blocks before k and
+  tests on block k;
+- by site: the same folds, fold k testing only the rows of one zone (zone by zone in turn)
+  and training only on the other zones' rows (no node on both sides).
 
 The chosen kind is then fitted on all training rows, and again on the network-blind
 features for evaluation's network-blind baseline.
@@ -78,28 +80,29 @@ def split_holdout(ds: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
     return ds.take(~held), ds.take(held)
 
 
-def time_folds(sets: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    blocks = np.array_split(np.arange(len(sets)), TIME_BLOCKS)
+def time_folds(jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train rows, test rows) per fold: `jobs` (row indices per job, in start order) cut into
+    TIME_BLOCKS blocks; fold k trains on the blocks before k and tests on block k."""
+    blocks = np.array_split(np.arange(len(jobs)), TIME_BLOCKS)
     folds = []
     for k in range(1, TIME_BLOCKS):
-        train = [sets[i] for b in blocks[:k] for i in b]
-        test = [sets[i] for i in blocks[k]]
+        train = [jobs[i] for b in blocks[:k] for i in b]
+        test = [jobs[i] for i in blocks[k]]
         if train and test:
             folds.append((np.concatenate(train), np.concatenate(test)))
     return folds
 
 
-def site_folds(ds: Dataset, sets: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+def site_folds(ds: Dataset, jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The time folds, fold k tested on one zone's rows (zone by zone in turn) and trained on the
+    other zones' rows: no node, no job and no later job on both sides."""
     sites = sorted(set(ds.site))
     if len(sites) < 2:
         return []
-    share = np.empty(len(ds), dtype=int)
-    for i, rows in enumerate(sets):
-        share[rows] = i % len(sites)
     folds = []
-    for k, site in enumerate(sites):
-        test = np.flatnonzero((share == k) & (ds.site == site))
-        train = np.flatnonzero((share != k) & (ds.site != site))
+    for k, (train, test) in enumerate(time_folds(jobs)):
+        site = sites[k % len(sites)]
+        train, test = train[ds.site[train] != site], test[ds.site[test] == site]
         if len(test) and len(train):
             folds.append((train, test))
     return folds
@@ -127,8 +130,8 @@ def _mean(a: Scores, b: Scores | None) -> Scores:
 
 
 def evaluate_kinds(ds: Dataset, seed: int) -> list[KindResult]:
-    sets = ds.sets()
-    by_time_folds, by_site_folds = time_folds(sets), site_folds(ds, sets)
+    jobs = ds.jobs()
+    by_time_folds, by_site_folds = time_folds(jobs), site_folds(ds, jobs)
     results = []
     for kind in MODEL_KINDS:
         by_time = cross_validate(ds, kind, by_time_folds, seed)

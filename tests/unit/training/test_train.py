@@ -66,16 +66,21 @@ def test_the_holdout_is_the_most_recent_jobs():
         split_holdout(ds, 0.9)
 
 
-def test_folds_never_train_on_the_future_nor_on_the_tested_site_or_job():
-    ds = dataset_from_rows(sim_rows(jobs=20))
-    sets = ds.sets()
-    folds = time_folds(sets)
-    assert len(folds) == 4
-    for train, test in folds:
-        assert ds.start[train].max() < ds.start[test].min()
-    for train, test in site_folds(ds, sets):
-        assert len(set(ds.site[test])) == 1 and not set(ds.site[test]) & set(ds.site[train])
-        assert not set(ds.job_id[test]) & set(ds.job_id[train])
+def test_folds_are_split_by_job_and_never_train_on_a_later_job_nor_on_the_tested_site():
+    rows = sim_rows(jobs=40)
+    for i, row in enumerate(rows):  # two candidate sets a job: a job's placements stay on one side
+        row["job_id"] = f"job-{i // 16}"
+    ds = dataset_from_rows(rows)
+    jobs = ds.jobs()
+    assert len(jobs) == 20 and len(ds.sets()) == 40
+    time, site = time_folds(jobs), site_folds(ds, jobs)
+    assert len(time) == len(site) == 4
+    for fit, test in time + site:
+        assert not set(ds.job_id[test]) & set(ds.job_id[fit])
+        assert ds.start[fit].max() < ds.start[test].min()  # validated only on jobs after those it saw
+    for fit, test in site:
+        assert len(set(ds.site[test])) == 1 and not set(ds.site[test]) & set(ds.site[fit])
+    assert len({ds.site[test][0] for _, test in site}) == 2  # every zone is tested in turn
 
 
 def test_the_candidate_part_ranks_even_from_sets_of_one():
