@@ -36,7 +36,8 @@ Subcommands:
   simulate     write simulated training data: every job's completion time on each
                of its candidate nodes (CSV, the models' dataset format)
   train        cross-validate the completion-time regressors on datasets or operator
-               records, pick one by a stated rule, write a versioned model artifact
+               records, pick one by a stated ranking rule, refit it on all records
+               and write a versioned model artifact
   evaluate     judge a model on jobs after its training window against the topology
                heuristic, kube-scheduler's default scoring, random and the oracle
   retrain      train a challenger on fresh data and promote it over the current
@@ -318,15 +319,18 @@ def _add_model_parsers(sub) -> None:
 
     tr = sub.add_parser(
         "train", help="train and cross-validate a completion-time model",
-        description="Train on dataset CSVs and/or operator records: hold out the most recent jobs, "
-        "cross-validate every regressor by time and by site, pick one by SELECTION_RULE "
-        "(netsched/training/train.py) and write <out>/<name>/model.joblib and meta.json.")
+        description="Train on dataset CSVs and/or operator records: cross-validate every regressor on all "
+        "but the most recent jobs (folds split by job, later jobs tested by models of earlier ones; by time "
+        "and by site), pick one by SELECTION_RULE (netsched/training/train.py: top-1, then p95 regret; "
+        "pairwise accuracy for records of one row per job), score it on the most recent jobs, then refit "
+        "it on all records and write <out>/<name>/model.joblib and meta.json.")
     tr.add_argument("data", nargs="+", type=Path, help=DATA_HELP)
     tr.add_argument("--out", default="models", help="directory to write the artifact under (default models)")
     tr.add_argument("--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
     tr.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
     tr.add_argument("--holdout", type=_share, default=0.2, metavar="SHARE",
-                    help="most recent share of jobs left out, for `netsched evaluate` (default 0.2)")
+                    help="most recent share of jobs the pick is scored on after cross-validation; the "
+                    "model is then refit on all jobs, these included (default 0.2)")
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser(
@@ -343,8 +347,9 @@ def _add_model_parsers(sub) -> None:
 
     rt = sub.add_parser(
         "retrain", help="train a challenger; promote it only if it beats the current model",
-        description="Train a challenger on all but the most recent jobs of DATA, score it and the model "
-        "<models>/current.json names on those jobs, repoint current.json only if the challenger is better "
+        description="Train a challenger on DATA as `netsched train` does, score it as validated (fitted on "
+        "all but the most recent jobs) and the model <models>/current.json names on those jobs by the same "
+        "ranking rule, repoint current.json to the challenger (refit on all jobs) only if it is better "
         "(or no usable current model exists), and log the decision in <models>/promotions.jsonl. "
         "Exit 0 whether promoted or kept, 2 on bad data.")
     rt.add_argument("data", nargs="+", type=Path, help=DATA_HELP)

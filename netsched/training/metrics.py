@@ -7,19 +7,34 @@ first on a tie); that pick is judged against the set's true completion times:
 - regret: pick's time / best time - 1 (mean, median, p95);
 - mean JCT: the mean true time of the picks.
 
-MAE and MAPE compare predicted with true seconds, row by row. `better` is the one rule
-that both model selection (train) and promotion (retrain) apply.
+Records of one row per job (the operator's: no counterfactual candidates) have no set to
+pick from, so none of these is defined for them. What is: pairwise accuracy, the share of
+pairs of jobs of comparable size (`job_sizes`) whose true times a model's predicted times
+order the same way (a tie in prediction counts half; 0.5 is chance). Each job counts once,
+by its own row: the candidate it really ran on (`chosen`), or the only row of its set.
+
+MAE and MAPE compare predicted with true seconds, row by row: diagnostics, never a
+criterion. `better` is the one rule that both model selection (train) and promotion
+(retrain) apply, by `judged_by`: top-1, then p95 regret, where there are candidate sets to
+pick from; pairwise accuracy where there are none.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-REGRET_TIE = 0.001  # mean regrets closer than 0.1 percentage point are a tie...
-MAPE_TIE = 0.005  # ...broken by MAPE lower by more than 0.5 point
+from netsched.models.features import INDEX
+from netsched.training.dataset import Dataset
+
+TOP1_TIE = 0.005  # top-1 shares closer than 0.5 percentage point are a tie...
+REGRET_TIE = 0.001  # ...broken by p95 regret lower by more than 0.1 point
+PAIR_TIE = 0.005  # pairwise accuracies closer than 0.5 point are a tie
+BY_RANKING = "top1, then regret_p95"
+BY_PAIRS = "pair_accuracy"
+PAIR_BLOCK = 2048  # rows compared with their whole size class at once (memory: block x class)
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,8 @@ class Scores:
     mae: float = math.nan  # seconds; NaN for a policy that predicts no times
     mape: float = math.nan
     rows: int = 0
+    pair_accuracy: float = math.nan  # NaN where no two comparable jobs took different times
+    pairs: int = 0  # pairs of comparable jobs with different true times
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -70,12 +87,74 @@ def _errors(y: np.ndarray, predicted: np.ndarray) -> dict:
     return {"mae": float(err.mean()), "mape": float((err / y).mean())}
 
 
+def model_scores(ds: Dataset, predicted: np.ndarray) -> Scores:
+    """A model's scores on `ds` from its predicted seconds per row: `score`, and pairwise accuracy."""
+    accuracy, pairs = pair_accuracy(ds.y, predicted, job_sizes(ds))
+    return replace(score(ds.y, predicted, ds.sets(), predicted), pair_accuracy=accuracy, pairs=pairs)
+
+
+def job_sizes(ds: Dataset) -> np.ndarray:
+    """Per row, its job's size class: equal for jobs of the same GPU count whose expected seconds
+    (the job's own hint) are within the same power of two, or are both unknown; -1 for a row that is
+    not its job's own (a counterfactual candidate)."""
+    _, in_set, set_rows = np.unique(ds.candidate_set, return_inverse=True, return_counts=True)
+    own = ds.chosen | (set_rows[in_set] == 1)
+    expected = ds.X[:, INDEX["expected_seconds"]]
+    octave = np.where(expected > 0, np.floor(np.log2(np.where(expected > 0, expected, 1))), -1)
+    gpus = np.nan_to_num(ds.X[:, INDEX["job_gpus"]], nan=-1)
+    _, size = np.unique(np.column_stack([gpus, octave]), axis=0, return_inverse=True)
+    return np.where(own, size.ravel(), -1)
+
+
+def pair_accuracy(y: np.ndarray, predicted: np.ndarray, size: np.ndarray) -> tuple[float, int]:
+    """(share of pairs of rows of one `size` class (>= 0) with different `y` that `predicted`
+    orders the same way, a tie counting half; the number of such pairs). (NaN, 0) without any."""
+    right = ordered_pairs = 0.0
+    for cls in np.unique(size[size >= 0]):
+        rows = np.flatnonzero(size == cls)
+        for first in range(0, len(rows), PAIR_BLOCK):
+            block = rows[first:first + PAIR_BLOCK]
+            true = np.sign(y[block, None] - y[None, rows])
+            agree = true * np.sign(predicted[block, None] - predicted[None, rows])  # 1 right, 0 tie, -1 wrong
+            ordered_pairs += np.count_nonzero(true)
+            right += (np.count_nonzero(true) + agree.sum()) / 2
+    if not ordered_pairs:
+        return math.nan, 0
+    return float(right / ordered_pairs), int(ordered_pairs) // 2  # each pair was counted both ways
+
+
+def judged_by(a: Scores, b: Scores | None = None) -> str | None:
+    """What `better` compares a and b (or a alone) by: BY_RANKING where both have candidate sets of
+    two or more; BY_PAIRS where both have comparable jobs; None where there is nothing to rank."""
+    both = (a,) if b is None else (a, b)
+    if all(s.sets for s in both):
+        return BY_RANKING
+    if all(s.pairs for s in both):
+        return BY_PAIRS
+    return None
+
+
 def better(a: Scores, b: Scores) -> bool:
-    """a beats b: its mean regret is lower by more than REGRET_TIE; on a tie (or when there are
-    no candidate sets to judge, as with operator records alone), its MAPE is lower by more than MAPE_TIE."""
-    if a.sets and b.sets:
-        if a.regret_mean < b.regret_mean - REGRET_TIE:
-            return True
-        if a.regret_mean > b.regret_mean + REGRET_TIE:
-            return False
-    return a.mape < b.mape - MAPE_TIE
+    """a beats b, by `judged_by`: top-1 higher by more than TOP1_TIE, or on a tie p95 regret lower by
+    more than REGRET_TIE; pairwise accuracy higher by more than PAIR_TIE; never when there is nothing
+    to rank. MAPE takes no part."""
+    by = judged_by(a, b)
+    if by == BY_RANKING:
+        if abs(a.top1 - b.top1) > TOP1_TIE:
+            return a.top1 > b.top1
+        return a.regret_p95 < b.regret_p95 - REGRET_TIE
+    if by == BY_PAIRS:
+        return a.pair_accuracy > b.pair_accuracy + PAIR_TIE
+    return False
+
+
+def describe(s: Scores) -> str:
+    """The scores `better` reads, then MAPE as a diagnostic, on one line."""
+    by = judged_by(s)
+    if by == BY_RANKING:
+        ranks = f"top-1 {s.top1:.3f}  regret p95 {s.regret_p95:.4f}  mean {s.regret_mean:.4f}"
+    elif by == BY_PAIRS:
+        ranks = f"pair accuracy {s.pair_accuracy:.3f} ({s.pairs:,} pairs)"
+    else:
+        ranks = "nothing to rank"
+    return f"{ranks}  (MAPE {s.mape:.3f}, diagnostic)"

@@ -1,14 +1,17 @@
 """`netsched retrain`: train a challenger on fresh data, promote it only if it beats the model in service.
 
-Made for a CronJob over the operator's growing records: the most recent `holdout` share of
-jobs is held out, a challenger is trained (netsched.training.train) on the rest, and both it
-and the current model (`<models>/current.json`) are scored on the held-out jobs that
-neither has trained on, by metrics.score; metrics.better decides (mean regret, or MAPE where
-candidate sets have one row, as the operator's do). The manifest is repointed only when
-there is no current model, the current one cannot be loaded (another schema, a corrupt
-file), or the challenger is better. Every decision, kept or promoted, is appended to
-`<models>/promotions.jsonl` with both models' scores. A challenger that is not promoted is
-deleted (its scores stay in the log), so a nightly run does not fill the volume.
+Made for a CronJob over the operator's growing records: a challenger is validated and
+trained as `netsched train` does (netsched.training.train): picked on all but the most
+recent `holdout` share of jobs, fitted on those earlier jobs and scored on the held-out ones,
+then refit on all of them. The challenger as validated and the current model
+(`<models>/current.json`) are scored on the held-out jobs neither has trained on, by
+metrics.model_scores; metrics.better decides, the rule train selects by (top-1, then p95
+regret; pairwise accuracy where jobs have one row each, as the operator's do). The manifest
+is repointed, to the refit challenger, only when there is no current model, the current one
+cannot be loaded (another schema, a corrupt file), or the challenger is better. Every
+decision, kept or promoted, is appended to `<models>/promotions.jsonl` with both models'
+scores. A challenger that is not promoted is deleted (its scores stay in the log), so a
+nightly run does not fill the volume.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched.models.artifact import MANIFEST, ArtifactError, append_log, promote
-from netsched.models.features import SCHEMA_VERSION
+from netsched.models.compiled import compiled
+from netsched.models.features import FEATURE_NAMES, SCHEMA_VERSION
 from netsched.models.predictor import Predictor
 from netsched.training.dataset import Dataset, read_datasets
 from netsched.training.evaluate import held_out, training_window
-from netsched.training.metrics import Scores, better, score
-from netsched.training.train import split_holdout, train
+from netsched.training.metrics import Scores, better, describe, judged_by, model_scores
+from netsched.training.train import Validation, seconds, train, validate
 
 LOG_FILE = "promotions.jsonl"
 
@@ -37,7 +41,7 @@ class Decision:
     reason: str
     challenger: Path
     current: Path | None  # the artifact in service before this run; None if there was none
-    challenger_scores: Scores | None  # on the held-out jobs; None if none was left to score
+    challenger_scores: Scores | None  # as validated, on the held-out jobs; None if none was left to score
     current_scores: Scores | None
 
     def to_json(self, models_dir: Path) -> dict:
@@ -58,12 +62,13 @@ def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, 
         raise ValueError(f"holdout {holdout} must be in (0, 1): retraining judges on held-out recent jobs")
     models_dir, paths = Path(models_dir), [Path(p) for p in data_paths]
     rows = read_datasets(paths)
-    _, recent = split_holdout(rows, holdout)
-    challenger = Predictor.load(train(paths, models_dir, seed=seed, holdout=holdout,
-                                      name=_fresh_name(models_dir), log=log, dataset=rows))
+    checked = validate(rows, holdout, seed, log)
+    challenger = Predictor.load(train(paths, models_dir, seed=seed, holdout=holdout, log=log,
+                                      name=_fresh_name(models_dir), dataset=rows, validation=checked))
     current, problem = _current(models_dir / MANIFEST)
+    recent = checked.recent
     judged = held_out(recent, float(training_window(current)["end_unix"])) if current else recent
-    decision = _decide(challenger, current, problem, judged)
+    decision = _decide(challenger.path, checked, current, problem, judged)
     record = {**decision.to_json(models_dir), "held_out": _describe(judged), "data": [str(p) for p in paths],
               "data_sha256": challenger.meta["training_data"]["sha256"]}
     if decision.promoted:
@@ -75,20 +80,24 @@ def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, 
     return decision
 
 
-def _decide(challenger: Predictor, current: Predictor | None, problem: str | None,
+def _decide(challenger: Path, checked: Validation, current: Predictor | None, problem: str | None,
             judged: Dataset) -> Decision:
+    """The challenger is judged as validated (`checked.recent_model`, fitted without the held-out jobs),
+    served as the current model is (netsched.models.compiled)."""
+    assert checked.recent_model is not None  # retrain's holdout is above 0
+    served = compiled(checked.recent_model, len(FEATURE_NAMES))
+    mine = model_scores(judged, seconds(served, judged.X)) if len(judged) else None
     if current is None:
-        return Decision(True, problem, challenger.path, None, _score(challenger, judged), None)
-    if not len(judged):
+        return Decision(True, problem, challenger, None, mine, None)
+    if mine is None:
         return Decision(False, "no held-out job is newer than the current model's training data, so the two "
-                        "cannot be compared fairly; kept", challenger.path, current.path, None, None)
-    mine, theirs = _score(challenger, judged), _score(current, judged)
+                        "cannot be compared fairly; kept", challenger, current.path, None, None)
+    theirs = model_scores(judged, current.predict(judged.X))
     won = better(mine, theirs)
-    basis = (f"mean regret {mine.regret_mean:.4f} vs {theirs.regret_mean:.4f}" if mine.sets and theirs.sets
-             else "no candidate set of two or more to rank, so by MAPE")
-    reason = (f"challenger {'beats' if won else 'does not beat'} the current model on {len(judged.sets())} "
-              f"held-out jobs ({basis}; MAPE {mine.mape:.3f} vs {theirs.mape:.3f})")
-    return Decision(won, reason, challenger.path, current.path, mine, theirs)
+    reason = (f"challenger {'beats' if won else 'does not beat'} the current model on {len(judged.jobs())} "
+              f"held-out jobs by {judged_by(mine, theirs) or 'nothing: no job to rank'} "
+              f"(challenger {describe(mine)}; current {describe(theirs)})")
+    return Decision(won, reason, challenger, current.path, mine, theirs)
 
 
 def _current(manifest: Path) -> tuple[Predictor | None, str | None]:
@@ -101,11 +110,6 @@ def _current(manifest: Path) -> tuple[Predictor | None, str | None]:
     except ArtifactError as exc:
         return None, f"the current model cannot be loaded, so it is replaced: {exc}"
     return current, None
-
-
-def _score(predictor: Predictor, ds: Dataset) -> Scores:
-    predicted = predictor.predict(ds.X)
-    return score(ds.y, predicted, ds.sets(), predicted)
 
 
 def _describe(ds: Dataset) -> dict:

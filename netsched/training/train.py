@@ -1,18 +1,20 @@
 """`netsched train`: cross-validate the regressors, pick one by a stated rule, write a versioned artifact.
 
-The most recent `holdout` share of candidate sets (by start time) is left out entirely, so
-`netsched evaluate` on the same file judges the model on jobs it never saw. The rest is
-cross-validated two ways, each pooled over its folds, and every fold split by job (all of a
-job's rows on one side) and by time (a fold's model never saw a job that started after one
-it is tested on):
+Validation first (`validate`). The most recent `holdout` share of jobs (by start time) is
+set aside; the rest is cross-validated two ways, each pooled over its folds, and every fold
+split by job (all of a job's rows on one side) and by time (a fold's model never saw a job
+that started after one it is tested on):
 
 - by time: the jobs in start order cut into 5 blocks; fold k trains on blocks before k and
   tests on block k;
 - by site: the same folds, fold k testing only the rows of one zone (zone by zone in turn)
   and training only on the other zones' rows (no node on both sides).
 
-The chosen kind is then fitted on all training rows, and again on the network-blind
-features for evaluation's network-blind baseline.
+A kind is picked by ranking (metrics.better: top-1, then p95 regret; pairwise accuracy for
+records of one row per job) and, fitted on the earlier jobs, scored on the held-out ones:
+for the report only. Then the picked kind is refit on all records, the held-out jobs
+included (the newest jobs are the most like those the model will place), and again on the
+network-blind features for evaluation's network-blind baseline.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sklearn
@@ -32,11 +35,22 @@ from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
 from netsched.models.compiled import compiled, is_trees, onnx_graph
+from netsched.models.estimators import JobPlusCandidate
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, read_datasets
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
-from netsched.training.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
+from netsched.training.metrics import (
+    BY_PAIRS,
+    PAIR_TIE,
+    REGRET_TIE,
+    TOP1_TIE,
+    Scores,
+    better,
+    describe,
+    judged_by,
+    model_scores,
+)
 
 TIME_BLOCKS = 5
 SERVABLE = ("hist_gradient_boosting", "ridge")
@@ -48,8 +62,10 @@ SELECTION_RULE = (
     f"cross-validated for comparison only. No time measured while training takes part: on a busy "
     f"machine it would change the pick from run to run. Among the servable kinds, in the "
     f"order {', '.join(k for k in MODEL_KINDS if k in SERVABLE)}, a kind replaces the pick so far only if it "
-    f"beats it: mean regret lower by more than {REGRET_TIE * 100:g} percentage point, or, within that, MAPE "
-    f"lower by more than {MAPE_TIE * 100:g} points."
+    f"beats it: top-1 higher by more than {TOP1_TIE * 100:g} percentage point, or, within that, p95 regret "
+    f"lower by more than {REGRET_TIE * 100:g} point. Where the records hold one row per job (no candidate "
+    f"set to pick from), pairwise accuracy between jobs of comparable size higher by more than "
+    f"{PAIR_TIE * 100:g} point. MAPE is reported, never compared."
 )
 
 
@@ -108,25 +124,37 @@ def site_folds(ds: Dataset, jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np
     return folds
 
 
+def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate:
+    return fit_model(kind, FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set, seed)
+
+
+def seconds(model: Any, X: np.ndarray) -> np.ndarray:
+    """A fitted model's predicted completion seconds (it learns log seconds), as Predictor.predict."""
+    return np.exp(model.predict(X))
+
+
 def cross_validate(ds: Dataset, kind: str, folds: list[tuple[np.ndarray, np.ndarray]], seed: int) -> Scores:
     """Scores of the out-of-fold predictions, pooled over the folds."""
     predicted = np.full(len(ds), np.nan)
     tested = np.zeros(len(ds), dtype=bool)
     for train, test in folds:
-        model = fit_model(kind, FEATURE_NAMES, ds.X[train], np.log(ds.y[train]), ds.candidate_set[train],
-                          seed)
-        predicted[test] = np.exp(model.predict(ds.X[test]))
+        predicted[test] = seconds(fit_kind(kind, ds.take(train), seed), ds.X[test])
         tested[test] = True
-    held = ds.take(tested)
-    return score(held.y, predicted[tested], held.sets(), predicted[tested])
+    return model_scores(ds.take(tested), predicted[tested])
 
 
 def _mean(a: Scores, b: Scores | None) -> Scores:
+    """Both splits' scores averaged; a score one split leaves undefined (NaN) is the other's."""
     if b is None:
         return a
-    fields = {k: (getattr(a, k) + getattr(b, k)) / 2
-              for k in Scores.__dataclass_fields__ if k not in ("sets", "rows")}
-    return Scores(sets=a.sets + b.sets, rows=a.rows + b.rows, **fields)
+    counts = ("sets", "rows", "pairs")
+    fields = {k: _mean_of(getattr(a, k), getattr(b, k))
+              for k in Scores.__dataclass_fields__ if k not in counts}
+    return Scores(**{k: getattr(a, k) + getattr(b, k) for k in counts}, **fields)
+
+
+def _mean_of(x: float, y: float) -> float:
+    return y if math.isnan(x) else x if math.isnan(y) else (x + y) / 2
 
 
 def evaluate_kinds(ds: Dataset, seed: int) -> list[KindResult]:
@@ -150,36 +178,81 @@ def select(results: list[KindResult]) -> KindResult:
     return pick
 
 
-def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
-          log=print, dataset: Dataset | None = None) -> Path:
-    """Train on `paths` (`dataset`: their rows, when the caller has read them already), write the
-    artifact under `out`, return its directory."""
-    started = time.perf_counter()
-    data, _ = split_holdout(dataset if dataset is not None else read_datasets(paths), holdout)
-    log(f"training on {len(data)} rows, {len(data.sets())} candidate sets; "
-        f"cross-validating {len(MODEL_KINDS)} kinds")
-    results = evaluate_kinds(data, seed)
+@dataclass(frozen=True)
+class Validation:
+    """What `validate` found: the kinds' cross-validation scores, the pick, what picked it, and the
+    pick fitted on the jobs before the held-out ones (`recent`) with its scores on those."""
+    results: list[KindResult]
+    pick: KindResult
+    judged_by: str | None  # metrics.judged_by of the pick's cross-validation scores
+    holdout: float
+    recent: Dataset  # the held-out most recent jobs; empty without a holdout
+    recent_model: JobPlusCandidate | None  # None without a holdout
+    recent_scores: Scores | None
+
+    def to_json(self) -> dict:
+        recent = {"jobs": len(self.recent.jobs()), "rows": len(self.recent),
+                  "scores": self.recent_scores and self.recent_scores.to_json()}
+        if len(self.recent):
+            recent["first_start"] = _utc(self.recent.start.min())
+        return {"selected_by": self.judged_by, "holdout_fraction": self.holdout, "held_out": recent}
+
+
+def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
+    """Cross-validate every kind on all but the most recent `holdout` share of jobs, pick one by
+    SELECTION_RULE, and score it, fitted on those earlier jobs, on the held-out ones."""
+    earlier, recent = split_holdout(data, holdout)
+    log(f"cross-validating {len(MODEL_KINDS)} kinds on {len(earlier)} rows, {len(earlier.jobs())} jobs "
+        f"(folds split by job, later jobs tested by models of earlier ones); the {len(recent.jobs())} most "
+        f"recent jobs held out")
+    results = evaluate_kinds(earlier, seed)
+    by = judged_by(results[0].overall)
+    if by == BY_PAIRS:
+        log("the records hold one row per job (no counterfactual candidates, as the operator writes them): "
+            "top-1 and regret are undefined, so kinds are compared by pairwise accuracy between jobs of "
+            "comparable size (equal GPUs, expected seconds within a power of two)")
+    elif by is None:
+        log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
+            f"kept the first servable kind, {SERVABLE[0]}")
     for r in results:
-        log(f"  {r.kind:24s} regret {r.overall.regret_mean:.4f}  top-1 {r.overall.top1:.3f}  "
-            f"MAPE {r.overall.mape:.3f}{'' if r.kind in SERVABLE else '  (comparison only)'}")
+        log(f"  {r.kind:24s} {describe(r.overall)}{'' if r.kind in SERVABLE else '  (comparison only)'}")
     pick = select(results)
+    log(f"chose {pick.kind} by {by or 'default'}")
+    if not len(recent):
+        return Validation(results, pick, by, holdout, recent, None, None)
+    model = fit_kind(pick.kind, earlier, seed)
+    scores = model_scores(recent, seconds(model, recent.X))
+    log(f"  {pick.kind} fitted on those jobs, on the {len(recent.jobs())} held out: {describe(scores)}")
+    return Validation(results, pick, by, holdout, recent, model, scores)
+
+
+def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
+          log=print, dataset: Dataset | None = None, validation: Validation | None = None) -> Path:
+    """Train on `paths` (`dataset`: their rows, when the caller has read them already; `validation`:
+    `validate`'s answer on them, when the caller has it already), write the artifact under `out`,
+    return its directory. The artifact is fitted on all rows, the held-out ones included."""
+    started = time.perf_counter()
+    data = dataset if dataset is not None else read_datasets(paths)
+    checked = validation or validate(data, holdout, seed, log)
+    pick = checked.pick
+    log(f"fitting {pick.kind} on all {len(data)} rows, {len(data.jobs())} jobs (the held-out ones included)")
     blind = data.X[:, [INDEX[f] for f in NETWORK_BLIND]]
     log_y, sets = np.log(data.y), data.candidate_set
     bundle = {
         "schema_version": SCHEMA_VERSION, "target": "log(duration_seconds)", "kind": pick.kind,
         "features": list(FEATURE_NAMES),
-        "estimator": fit_model(pick.kind, FEATURE_NAMES, data.X, log_y, sets, seed),
+        "estimator": fit_kind(pick.kind, data, seed),
         "screen": fit_screen(FEATURE_NAMES, data.X, log_y),
         "network_blind_features": list(NETWORK_BLIND),
         "network_blind_estimator": fit_model(pick.kind, NETWORK_BLIND, blind, log_y, sets, seed),
         "network_blind_screen": fit_screen(NETWORK_BLIND, blind, log_y),
     }
     digest = data_sha256(paths)
-    meta = _meta(bundle, results, pick, data, paths, digest, seed, holdout, time.perf_counter() - started)
+    meta = _meta(bundle, checked, data, paths, digest, seed, time.perf_counter() - started)
     meta["serving_ms_5000"] = round(_serving_ms(bundle, data.X), 3)
     directory = write_artifact(out / (name or _name(data, digest)), bundle, meta, serving_files(bundle, log))
-    log(f"chose {pick.kind} (serving 5,000 candidates here: {meta['serving_ms_5000']:.2f} ms median); "
-        f"wrote {directory}")
+    log(f"wrote {directory}: {pick.kind} on all {len(data.jobs())} jobs (serving 5,000 candidates here: "
+        f"{meta['serving_ms_5000']:.2f} ms median)")
     return directory
 
 
@@ -217,23 +290,24 @@ def _name(data: Dataset, digest: str) -> str:
     return f"jct-s{SCHEMA_VERSION}-{day}-{digest[:8]}"
 
 
-def _meta(bundle: dict, results: list[KindResult], pick: KindResult, data: Dataset, paths: list[Path],
-          digest: str, seed: int, holdout: float, seconds: float) -> dict:
+def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], digest: str, seed: int,
+          train_seconds: float) -> dict:
     estimator = bundle["estimator"]
     return {
         "schema_version": SCHEMA_VERSION, "features": bundle["features"],
         "network_blind_features": bundle["network_blind_features"], "target": bundle["target"],
-        "model_kind": pick.kind,
+        "model_kind": checked.pick.kind,
         "model_params": {"job": _params(estimator.job), "candidate": _params(estimator.candidate)},
-        "selection_rule": SELECTION_RULE, "cv": {r.kind: r.to_json() for r in results},
-        "training_data": {
+        "selection_rule": SELECTION_RULE, "cv": {r.kind: r.to_json() for r in checked.results},
+        "validation": checked.to_json(),
+        "training_data": {  # all of it: the model is refit on every row after validation
             "files": [Path(p).name for p in paths], "sha256": digest, "rows": len(data),
             "candidate_sets": len(data.sets()), "sources": sorted(set(data.source)),
             "window": {"start_unix": float(data.start.min()), "end_unix": float(data.start.max()),
                        "start": _utc(data.start.min()), "end": _utc(data.start.max())},
-            "holdout_fraction": holdout,
+            "held_out_rows_included": True,
         },
-        "seed": seed, "train_seconds": round(seconds, 1), "created": _utc(time.time()),
+        "seed": seed, "train_seconds": round(train_seconds, 1), "created": _utc(time.time()),
         "versions": {"netsched": __version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }

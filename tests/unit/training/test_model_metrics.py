@@ -3,7 +3,23 @@ import math
 import numpy as np
 import pytest
 
-from netsched.training.metrics import MAPE_TIE, REGRET_TIE, Scores, better, score
+from netsched.models.features import INDEX
+from netsched.testing.models import sim_rows
+from netsched.training.dataset import dataset_from_rows
+from netsched.training.metrics import (
+    BY_PAIRS,
+    BY_RANKING,
+    PAIR_TIE,
+    REGRET_TIE,
+    TOP1_TIE,
+    Scores,
+    better,
+    job_sizes,
+    judged_by,
+    model_scores,
+    pair_accuracy,
+    score,
+)
 
 
 def test_scores_on_a_hand_made_example():
@@ -36,19 +52,53 @@ def test_sets_of_one_still_have_errors():
     assert s.sets == 0 and math.isnan(s.top1) and s.mape == pytest.approx(0.2)
 
 
-def test_better_compares_regret_then_mape():
-    base = Scores(sets=10, regret_mean=0.05, mape=0.30)
-    assert better(Scores(sets=10, regret_mean=0.05 - 2 * REGRET_TIE, mape=0.90), base)
-    assert not better(Scores(sets=10, regret_mean=0.05 + 2 * REGRET_TIE, mape=0.01), base)
-    within = 0.05 - REGRET_TIE / 2
-    assert better(Scores(sets=10, regret_mean=within, mape=0.30 - 2 * MAPE_TIE), base)
-    assert not better(Scores(sets=10, regret_mean=within, mape=0.30 - MAPE_TIE / 2), base)
+def test_better_compares_top1_then_p95_regret_and_never_mape():
+    base = Scores(sets=10, top1=0.60, regret_p95=0.10, regret_mean=0.02, mape=0.30)
+    assert judged_by(base, base) == BY_RANKING
+    assert better(Scores(sets=10, top1=0.60 + 2 * TOP1_TIE, regret_p95=0.5, regret_mean=0.1, mape=0.9), base)
+    assert not better(Scores(sets=10, top1=0.60 - 2 * TOP1_TIE, regret_p95=0, regret_mean=0, mape=0.01), base)
+    tie = 0.60 + TOP1_TIE / 2
+    assert better(Scores(sets=10, top1=tie, regret_p95=0.10 - 2 * REGRET_TIE, mape=0.90), base)
+    assert not better(Scores(sets=10, top1=tie, regret_p95=0.10 - REGRET_TIE / 2, mape=0.01), base)
     assert not better(base, base)
 
 
-def test_better_without_sets_to_rank_is_mape_alone():
-    assert better(Scores(sets=0, mape=0.20), Scores(sets=0, mape=0.30))
-    assert not better(Scores(sets=0, mape=0.30), Scores(sets=0, mape=0.20))
+def test_without_sets_to_rank_pairwise_accuracy_decides_and_mape_never_does():
+    base = Scores(sets=0, pair_accuracy=0.70, pairs=50, mape=0.30)
+    assert judged_by(base, base) == BY_PAIRS
+    assert better(Scores(sets=0, pair_accuracy=0.70 + 2 * PAIR_TIE, pairs=50, mape=0.90), base)
+    assert not better(Scores(sets=0, pair_accuracy=0.70 + PAIR_TIE / 2, pairs=50, mape=0.01), base)
+    nothing = Scores(sets=0, mape=0.01)  # no two comparable jobs: nothing to rank by
+    assert judged_by(nothing, base) is None and not better(nothing, base) and not better(base, nothing)
+
+
+def test_pairwise_accuracy_on_a_hand_made_example():
+    # class 0: true 10 < 20 < 30, predicted 1 < 3 > 2: pairs (10,20) right, (10,30) right, (20,30) wrong
+    # class 1: true 5 = 5, no pair with different times; 7 vs 5 (x2): a tie in prediction counts half
+    # -1: not a job's own row, never compared
+    y = np.array([10.0, 20.0, 30.0, 5.0, 5.0, 7.0, 1.0])
+    predicted = np.array([1.0, 3.0, 2.0, 4.0, 4.0, 4.0, 99.0])
+    size = np.array([0, 0, 0, 1, 1, 1, -1])
+    accuracy, pairs = pair_accuracy(y, predicted, size)
+    assert pairs == 5 and accuracy == pytest.approx((2 + 0.5 + 0.5) / 5)
+    assert pair_accuracy(y, predicted, np.full(7, -1)) == (pytest.approx(math.nan, nan_ok=True), 0)
+
+
+def test_jobs_are_compared_by_their_own_row_within_a_size_class():
+    ds = dataset_from_rows(sim_rows(jobs=30))
+    sizes = job_sizes(ds)
+    assert ((sizes >= 0) == ds.chosen).all()  # one row per job: the node it really ran on
+    for a in np.flatnonzero(sizes >= 0):
+        same = np.flatnonzero(sizes == sizes[a])
+        assert (ds.X[same, INDEX["job_gpus"]] == ds.X[a, INDEX["job_gpus"]]).all()
+        hint = ds.X[same, INDEX["expected_seconds"]]  # the job's own duration hint, NaN if it gave none
+        if np.isnan(hint).any():
+            assert np.isnan(hint).all()
+        else:
+            assert hint.max() / hint.min() < 2
+    alone = ds.take(ds.chosen)
+    s = model_scores(alone, alone.y * 1.1)  # a model whose predictions order every job right
+    assert s.sets == 0 and math.isnan(s.top1) and s.pairs > 0 and s.pair_accuracy == 1.0
 
 
 def test_json_round_trip_turns_nan_into_null():

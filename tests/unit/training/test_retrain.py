@@ -6,6 +6,7 @@ import pytest
 from netsched.models.features import SchemaError
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import TARGET, write_dataset
+from netsched.training.metrics import BY_PAIRS, BY_RANKING
 from netsched.training.retrain import retrain
 from netsched.training.train import train
 
@@ -28,20 +29,29 @@ def manifest(models) -> str:
     return json.loads((models / "current.json").read_text())["artifact"]
 
 
+ROWS = sim_rows(jobs=40, seed=2)
+EARLIER = ROWS[:32 * 8]  # the first 32 jobs: all but the 8 that retrain on ROWS holds out
+
+
 @pytest.fixture
 def data(tmp_path):
-    write_dataset(tmp_path / "sim.csv", sim_rows(jobs=40, seed=2))
+    write_dataset(tmp_path / "sim.csv", ROWS)
     return [tmp_path / "sim.csv"]
 
 
 def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, data):
     models = tmp_path / "models"
-    first = retrain(data, models, log=quiet)
+    write_dataset(tmp_path / "earlier.csv", EARLIER)
+    first = retrain([tmp_path / "earlier.csv"], models, log=quiet)
     assert first.promoted and first.reason.startswith("no current model")
     assert manifest(models) == first.challenger.name and first.current is None
-    second = retrain(data, models, log=quiet)  # the same data and seed: the same model again
+    assert json.loads((first.challenger / "meta.json").read_text())["training_data"]["rows"] == 32 * 8
+    second = retrain(data, models, log=quiet)  # judged as validated: fitted on those 32 jobs, the same model
     assert not second.promoted and second.current == first.challenger
-    assert second.challenger_scores == second.current_scores and "does not beat" in second.reason
+    mine, theirs = second.challenger_scores, second.current_scores
+    assert (mine.sets, mine.top1, mine.regret_p95) == (theirs.sets, theirs.top1, theirs.regret_p95)
+    assert mine.mape == pytest.approx(theirs.mape) and "does not beat" in second.reason
+    assert f"by {BY_RANKING}" in second.reason and "MAPE" in second.reason  # MAPE shown, not compared
     assert manifest(models) == first.challenger.name and not second.challenger.exists()
     promoted, kept = log_lines(models)
     assert (promoted["decision"], kept["decision"]) == ("promoted", "kept")
@@ -51,17 +61,25 @@ def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, da
     assert kept["challenger_scores"]["top1"] == kept["current_scores"]["top1"] > 0
 
 
+def test_a_current_model_that_saw_every_job_cannot_be_judged_so_it_is_kept(tmp_path, data):
+    models = tmp_path / "models"
+    first = retrain(data, models, log=quiet)  # promoted, refit on all 40 jobs
+    again = retrain(data, models, log=quiet)
+    assert not again.promoted and "cannot be compared fairly" in again.reason
+    assert manifest(models) == first.challenger.name and not again.challenger.exists()
+
+
 def test_a_better_challenger_replaces_the_current_model(tmp_path, data):
     models = tmp_path / "models"
-    rows = sim_rows(jobs=40, seed=2)
-    shuffled = np.random.default_rng(0).permutation([r[TARGET] for r in rows])
-    write_dataset(tmp_path / "noise.csv", [{**r, TARGET: t} for r, t in zip(rows, shuffled, strict=True)])
+    shuffled = np.random.default_rng(0).permutation([r[TARGET] for r in EARLIER])
+    write_dataset(tmp_path / "noise.csv", [{**r, TARGET: t} for r, t in zip(EARLIER, shuffled, strict=True)])
     worse = train([tmp_path / "noise.csv"], models, name="learned-noise", log=quiet)  # its times are shuffled
     (models / "current.json").write_text(json.dumps({"artifact": worse.name}))
     decision = retrain(data, models, log=quiet)
     assert decision.promoted and decision.current == worse and "beats the current model" in decision.reason
-    assert decision.challenger_scores.regret_mean < decision.current_scores.regret_mean
+    assert decision.challenger_scores.top1 > decision.current_scores.top1
     assert manifest(models) == decision.challenger.name
+    assert json.loads((decision.challenger / "meta.json").read_text())["training_data"]["rows"] == len(ROWS)
 
 
 def test_a_current_model_that_cannot_load_is_replaced(tmp_path, data):
@@ -78,16 +96,18 @@ def test_a_current_model_that_cannot_load_is_replaced(tmp_path, data):
     assert logged["decision"] == "promoted" and logged["reason"] == decision.reason
 
 
-def test_sets_of_one_are_judged_by_mape(tmp_path):
-    """Operator records have no counterfactual candidates: no regret to compare, so MAPE decides."""
+def test_sets_of_one_are_judged_by_pairwise_accuracy(tmp_path, monkeypatch):
+    """Operator records have no counterfactual candidates: no top-1 or regret; pairwise accuracy decides."""
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting",))  # one model twice
     alone = [r for r in sim_rows(jobs=60, seed=4) if r["chosen"]]
-    data = [tmp_path / "records.csv"]
-    write_dataset(data[0], alone)
+    write_dataset(tmp_path / "earlier.csv", alone[:48])
+    write_dataset(tmp_path / "records.csv", alone)
     models = tmp_path / "models"
-    assert retrain(data, models, log=quiet).promoted
-    again = retrain(data, models, log=quiet)
-    assert not again.promoted and "so by MAPE" in again.reason
-    assert again.challenger_scores.sets == 0 and again.challenger_scores.mape == again.current_scores.mape > 0
+    assert retrain([tmp_path / "earlier.csv"], models, log=quiet).promoted
+    again = retrain([tmp_path / "records.csv"], models, log=quiet)
+    assert not again.promoted and f"by {BY_PAIRS}" in again.reason
+    mine, theirs = again.challenger_scores, again.current_scores
+    assert mine.sets == 0 and mine.pairs == theirs.pairs > 0 and 0 <= mine.pair_accuracy <= 1
 
 
 def test_bad_data_changes_nothing(tmp_path):

@@ -7,9 +7,9 @@ import pytest
 from netsched.models.artifact import file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
 from netsched.testing.models import sim_rows, trained
-from netsched.training.dataset import data_sha256, dataset_from_rows
+from netsched.training.dataset import data_sha256, dataset_from_rows, read_dataset, write_dataset
 from netsched.training.fitting import MODEL_KINDS, fit_model
-from netsched.training.metrics import REGRET_TIE, Scores
+from netsched.training.metrics import BY_PAIRS, BY_RANKING, REGRET_TIE, TOP1_TIE, Scores
 from netsched.training.train import (
     SELECTION_RULE,
     SERVABLE,
@@ -18,6 +18,7 @@ from netsched.training.train import (
     site_folds,
     split_holdout,
     time_folds,
+    train,
 )
 
 
@@ -28,30 +29,55 @@ def test_the_artifact_says_what_trained_it():
     assert meta["artifact_sha256"] == file_sha256(directory / "model.joblib")
     used = meta["training_data"]
     assert used["sha256"] == data_sha256([data]) and used["files"] == ["sim.csv"]
-    assert used["candidate_sets"] == 120 and used["rows"] == 960  # 150 jobs less the latest 20%
+    assert used["candidate_sets"] == 150 and used["rows"] == 1200  # all 150 jobs, the held-out ones too
+    assert used["window"]["end_unix"] == read_dataset(data).start.max()
     assert set(meta["cv"]) == set(MODEL_KINDS) and meta["model_kind"] in SERVABLE
     for kind, cv in meta["cv"].items():
         assert cv["servable"] == (kind in SERVABLE)
         for split in ("by_time", "by_site", "overall"):
-            assert 0 < cv[split]["top1"] <= 1 and cv[split]["regret_mean"] >= 0 and cv[split]["mape"] > 0
+            assert 0 < cv[split]["top1"] <= 1 and cv[split]["regret_p95"] >= 0 and cv[split]["mape"] > 0
     assert meta["selection_rule"] == SELECTION_RULE and meta["serving_ms_5000"] > 0
+    validation = meta["validation"]
+    assert validation["selected_by"] == BY_RANKING and validation["holdout_fraction"] == 0.2
+    held = validation["held_out"]  # the pick, fitted on the earlier jobs, scored on the latest 20%
+    assert held["jobs"] == 30 and held["rows"] == 240 and 0 < held["scores"]["top1"] <= 1
 
 
-def result(kind: str, regret: float, mape: float = 0.3) -> KindResult:
-    s = Scores(sets=100, regret_mean=regret, mape=mape)
+def test_one_row_per_job_is_said_and_selected_by_pairwise_accuracy_never_nan(tmp_path, monkeypatch):
+    """The operator's records: no candidate set to pick from, so no top-1 or regret."""
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting", "ridge"))
+    data = tmp_path / "records.csv"
+    write_dataset(data, [r for r in sim_rows(jobs=60, seed=4) if r["chosen"]])
+    lines: list[str] = []
+    meta = json.loads((train([data], tmp_path, name="m", log=lines.append) / "meta.json").read_text())
+    out = "\n".join(lines)
+    assert "one row per job" in out and "pairwise accuracy" in out and "nan" not in out.lower()
+    assert meta["validation"]["selected_by"] == BY_PAIRS
+    for cv in meta["cv"].values():
+        assert cv["overall"]["top1"] is None and cv["overall"]["pairs"] > 0
+        assert 0 <= cv["overall"]["pair_accuracy"] <= 1
+    assert meta["training_data"]["rows"] == 60  # every record, the 12 held out too
+
+
+def scores(top1: float, regret_p95: float = 0.1, mape: float = 0.3) -> Scores:
+    return Scores(sets=100, top1=top1, regret_p95=regret_p95, mape=mape)
+
+
+def result(kind: str, s: Scores) -> KindResult:
     return KindResult(kind, s, s, s)
 
 
 def test_selection_never_picks_a_kind_that_cannot_serve():
-    assert select([result("hist_gradient_boosting", 0.05), result("random_forest", 0.01),
-                   result("ridge", 0.06), result("knn", 0.0)]).kind == "hist_gradient_boosting"
+    assert select([result("hist_gradient_boosting", scores(0.7)), result("random_forest", scores(0.9)),
+                   result("ridge", scores(0.6)), result("knn", scores(1.0))]).kind == "hist_gradient_boosting"
 
 
-def test_selection_needs_a_real_win_to_leave_the_first_kind():
-    hgb = result("hist_gradient_boosting", 0.05)
-    assert select([hgb, result("ridge", 0.05 - 2 * REGRET_TIE)]).kind == "ridge"
-    assert select([hgb, result("ridge", 0.05 - REGRET_TIE / 2)]).kind == "hist_gradient_boosting"
-    assert select([hgb, result("ridge", 0.05, mape=0.2)]).kind == "ridge"  # a regret tie, MAPE decides
+def test_selection_needs_a_real_ranking_win_to_leave_the_first_kind():
+    hgb = result("hist_gradient_boosting", scores(0.7))
+    assert select([hgb, result("ridge", scores(0.7 + 2 * TOP1_TIE))]).kind == "ridge"
+    assert select([hgb, result("ridge", scores(0.7 + TOP1_TIE / 2))]).kind == "hist_gradient_boosting"
+    assert select([hgb, result("ridge", scores(0.7, regret_p95=0.1 - 2 * REGRET_TIE))]).kind == "ridge"
+    assert select([hgb, result("ridge", scores(0.7, mape=0.1))]).kind == "hist_gradient_boosting"  # MAPE: no
 
 
 def test_the_holdout_is_the_most_recent_jobs():
