@@ -9,6 +9,8 @@ from netsched.api.settings import setting
 
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
 CHART_PORT = "the chart's Service and probes are bound to it"
+CHART_TLS = ("the chart serves the extender over HTTP inside the cluster; a certificate Secret for it "
+             "comes with the chart's TLS option")
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,13 @@ class ExtenderConfig:
     host: str = setting("0.0.0.0", flag="--host", help="address to listen on (default 0.0.0.0)",
                         fixed=CHART_PORT)
     port: int = setting(8888, flag="--port", help="port to listen on (default 8888)", fixed=CHART_PORT)
+    tls_cert_file: Path | None = setting(
+        flag="--tls-cert-file", metavar="PEM", fixed=CHART_TLS,
+        help="serve HTTPS with this certificate (with --tls-private-key-file); kube-scheduler's "
+        "extender entry then needs an https urlPrefix and a tlsConfig that trusts it (default: HTTP)")
+    tls_private_key_file: Path | None = setting(
+        flag="--tls-private-key-file", metavar="PEM", fixed=CHART_TLS,
+        help="the private key of --tls-cert-file")
     shortlist: int = setting(
         1, flag="--shortlist", metavar="N", helm="extender.shortlist",
         help="filter hands back at most the N best nodes of the best network tier "

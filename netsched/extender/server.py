@@ -231,6 +231,7 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     from netsched.extender.watch import start_watches, wait_synced
 
     log.info("netsched extender settings: %s", summary(settings))
+    check_tls(settings)
     metrics, cache, decisions = Metrics(), ClusterCache(max_age=settings.max_cache_age), DecisionLog()
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc()) if settings.explain_events else None
@@ -253,10 +254,26 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     scorer = _scorer(metrics, settings.model, settings.model_reload_seconds)
     extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=settings.shortlist,
                         decisions=decisions, metrics=metrics)
-    log.info("netsched extender on http://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
-             settings.host, settings.port, settings.shortlist, settings.max_cache_age, scorer.name)
+    tls = settings.tls_cert_file is not None
+    log.info("netsched extender on %s://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
+             "https" if tls else "http", settings.host, settings.port, settings.shortlist,
+             settings.max_cache_age, scorer.name)
     uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                lifespan="off", access_log=False, log_level="warning")
+                lifespan="off", access_log=False, log_level="warning",
+                ssl_certfile=settings.tls_cert_file, ssl_keyfile=settings.tls_private_key_file)
+
+
+def check_tls(settings: ExtenderConfig) -> None:
+    """Both TLS files or neither, each readable: said before anything starts, naming the flag."""
+    cert, key = settings.tls_cert_file, settings.tls_private_key_file
+    if (cert is None) != (key is None):
+        given, missing = ("--tls-cert-file", "--tls-private-key-file") if key is None else (
+            "--tls-private-key-file", "--tls-cert-file")
+        raise SystemExit(f"netsched extender: {given} needs {missing} too (HTTPS takes both), "
+                         "or give neither")
+    for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
+        if path is not None and not Path(path).is_file():
+            raise SystemExit(f"netsched extender: {flag} {path}: no such file")
 
 
 def _is_synced(cache: ClusterCache, kind: str) -> float:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
+import sys
+import urllib.error
 import urllib.request
 
+import pytest
 from kubernetes import client
 
 from netsched.api.labels import JOB_LABEL
+from netsched.devcluster import processes
 from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
@@ -106,3 +111,33 @@ def test_pods_still_schedule_while_the_extender_is_down_and_none_is_lost(dev_clu
     _, decision = _get(f"{dev_cluster.extender_url}/debug/decisions/{namespace}/after")
     assert decision["node"] == placed["after"]
     assert decision["top"][0]["factors"]["peers"] > 0
+
+
+def test_the_extender_serves_https_with_a_certificate_and_answers_the_protocol(dev_cluster, core):
+    pki = dev_cluster.directory / "pki"  # the dev-cluster's own CA signed a 127.0.0.1 certificate
+    port = processes.free_port()
+    proc = processes.start("extender-https", [
+        sys.executable, "-m", "netsched", "extender",
+        f"--kubeconfig={dev_cluster.directory}/{EXTENDER}.kubeconfig", "--host=127.0.0.1", f"--port={port}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        "--no-explain-events",
+    ], dev_cluster.log("extender-https"), cwd=dev_cluster.directory)
+    trusted = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    url = f"https://127.0.0.1:{port}"
+    try:
+        def ready() -> bool:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=5, context=trusted) as resp:
+                return resp.status == 200
+        poll(ready, 90, "the HTTPS extender to be ready")
+        names = list(_nodes(core))
+        pod = gpu_pod("tls-probe", 1)
+        pod["metadata"] |= {"namespace": "default", "uid": "tls-probe"}
+        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode()
+        request = urllib.request.Request(f"{url}/filter", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10, context=trusted) as resp:
+            answer = json.loads(resp.read())
+        assert answer["Error"] == "" and set(answer["NodeNames"]) <= set(names) and answer["NodeNames"]
+        with pytest.raises(OSError):  # plain HTTP is not served on that port (the TLS server hangs up)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    finally:
+        processes.stop(proc.pid)

@@ -5,12 +5,14 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netsched.extender.cache import ClusterCache
+from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender
-from netsched.extender.server import make_app
+from netsched.extender.server import check_tls, make_app
 from netsched.testing.extender import CLUSTER, cache_of, call, node
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"
@@ -181,3 +183,17 @@ def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_holds_nothing_o
     request = {"type": "http", "method": "POST", "path": "/filter"}
     asyncio.run(asyncio.wait_for(stalled(request, receive, send), 5))
     assert sent[0]["status"] == 408 and b"did not arrive within 0.05 s" in sent[1]["body"]
+
+
+@pytest.mark.parametrize("cert, key, said", [
+    pytest.param("cert.pem", None, "--tls-cert-file needs --tls-private-key-file too", id="cert-only"),
+    pytest.param(None, "key.pem", "--tls-private-key-file needs --tls-cert-file too", id="key-only"),
+    pytest.param("cert.pem", "gone.pem", "--tls-private-key-file", id="missing-file"),
+])
+def test_half_a_tls_setting_is_refused_before_anything_starts_naming_the_flag(tmp_path, cert, key, said):
+    (tmp_path / "cert.pem").write_text("x")
+    (tmp_path / "key.pem").write_text("x")
+    settings = ExtenderConfig(tls_cert_file=cert and tmp_path / cert,
+                              tls_private_key_file=key and tmp_path / key)
+    with pytest.raises(SystemExit, match=said):
+        check_tls(settings)
