@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -112,28 +113,30 @@ class EventWriter:
     explanations fell 10-20 s behind their pods."""
 
     def __init__(self, api: client.ApiClient, on_outcome: Callable[[str], object] = lambda outcome: None,
-                 capacity: int = 10_000, writers: int = 4):
+                 capacity: int = 10_000, writers: int = 4,
+                 on_written: Callable[[float], object] = lambda seconds: None):
         self.core = client.CoreV1Api(api)
-        self.on_outcome = on_outcome
-        self.queue: queue.Queue[Decision] = queue.Queue(capacity)
+        self.on_outcome, self.on_written = on_outcome, on_written
+        self.queue: queue.Queue[tuple[float, Decision]] = queue.Queue(capacity)
         for i in range(writers):
             threading.Thread(target=self._run, name=f"explain-events-{i}", daemon=True).start()
 
     def submit(self, decision: Decision) -> None:
         try:
-            self.queue.put_nowait(decision)
+            self.queue.put_nowait((time.monotonic(), decision))
         except queue.Full:
             self.on_outcome("dropped")
 
     def _run(self) -> None:
         while True:
-            decision = self.queue.get()
+            submitted, decision = self.queue.get()
             try:
                 answer = self.core.create_namespaced_event(decision.namespace, self._event(decision),
                                                            _preload_content=False)
                 answer.read()  # read, never decoded: the connection goes back to the pool clean
                 answer.release_conn()
                 self.on_outcome("written")
+                self.on_written(time.monotonic() - submitted)
             except Exception as exc:  # the pod may be gone; an explanation is never worth a crash
                 log.info("could not write the placement event for %s/%s: %s",
                          decision.namespace, decision.pod, exc)

@@ -34,6 +34,9 @@ class Metrics:
                                    "was last read from Prometheus (+Inf before the first read).", registry=r)
         self.events = Counter("netsched_extender_explain_events", "Placement explanations written as "
                               "pod events, by outcome.", ["outcome"], registry=r)
+        self.event_lag = Histogram("netsched_extender_explain_event_seconds", "From the pod watch showing a "
+                                   "binding to its explanation Event written: queue wait plus the write.",
+                                   buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
         self.model_loaded = Gauge("netsched_extender_model_loaded", "1 while a completion-time model "
                                   "serves, 0 while scoring falls back to the topology heuristic.", registry=r)
         self.model_loads = Counter("netsched_extender_model_loads", "Model artifacts read, by result "

@@ -234,7 +234,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     check_tls(settings)
     metrics, cache, decisions = Metrics(), ClusterCache(max_age=settings.max_cache_age), DecisionLog()
     count = metrics.events.labels
-    writer = EventWriter(api, lambda outcome: count(outcome).inc()) if settings.explain_events else None
+    writer = EventWriter(api, lambda outcome: count(outcome).inc(),
+                         on_written=metrics.event_lag.observe) if settings.explain_events else None
 
     def on_pod_event(kind: str, pod: KubeObject) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
