@@ -16,6 +16,7 @@ PODS_READY = "PodsReady"  # at least minAvailable replicas are running
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 RECORDED = "Recorded"  # the finished job is in the training dataset
+SCHEDULABLE = "Schedulable"  # could the gang be placed now; if not, why, and what would change it
 
 # reasons (also Event reasons)
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
@@ -37,6 +38,13 @@ POD_RECREATED = "PodRecreated"
 PODS_CREATED = "PodsCreated"
 RECORD_WRITTEN = "RecordWritten"
 RECORDS_UNAVAILABLE = "RecordsUnavailable"  # the records file cannot be written: the row waits
+
+# Schedulable reasons: why a gang waits (its message gives the numbers and the smallest change)
+FITS = "Fits"
+INSUFFICIENT_RESOURCES = "InsufficientResources"  # too little free room on the nodes it may use
+NO_DOMAIN_LARGE_ENOUGH = "NoDomainLargeEnough"  # room enough, but no one node, rack or zone holds it
+DATA_TOO_FAR = "DataTooFar"  # room enough, but not within maxDataDistance of its data
+WAITING_FOR_PLAN = "WaitingForPlan"  # a PackingPlan is making room for it
 
 # PackingPlan condition types (and SUCCEEDED or FAILED once it ends, whichever way it ends)
 PROGRESSING = "Progressing"  # True while the plan is carried out; False once it ended

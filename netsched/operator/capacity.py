@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from netsched.api import conditions as c
 from netsched.api.distance import DISTANCES
 from netsched.api.labels import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.api.resources import Resources, quantities
@@ -44,6 +45,7 @@ class Fit:
     needed: int
     message: str
     domain: tuple[str, str] | None = None  # (node label, value) the gang must stay in, when it has a limit
+    why: str = c.FITS  # a Schedulable reason (netsched.api.conditions): why it does not fit
 
     @property
     def fits(self) -> bool:
@@ -69,23 +71,56 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
     per_node = {n.name: _count(free[n.name], request) for n in eligible}
     level = network.get("maxPeerDistance")
+    groups = _groups(eligible, per_node, level)
+    placeable = max(groups.values(), default=0)
     domain = None
-    if level:
-        groups: dict[str, int] = defaultdict(int)
-        for n in eligible:
-            groups[n.labels.get(GROUP_LABEL[level], n.name)] += per_node[n.name]
-        placeable = max(groups.values(), default=0)
+    if level and level != "node" and placeable >= needed:  # a node limit is one node: left to the extender
         labelled = {n.labels[GROUP_LABEL[level]] for n in eligible if GROUP_LABEL[level] in n.labels}
-        if level != "node" and placeable >= needed:  # a node limit is one node: left to the extender
-            best = min((g for g in groups if g in labelled), key=lambda g: (-groups[g], g), default=None)
-            domain = (GROUP_LABEL[level], best) if best is not None and groups[best] >= needed else None
-    else:
-        placeable = sum(per_node.values())
+        best = min((g for g in groups if g in labelled), key=lambda g: (-groups[g], g), default=None)
+        domain = (GROUP_LABEL[level], best) if best is not None and groups[best] >= needed else None
     where = f" in one {level}" if level else ""
     gpus = sum(free[n.name].get(GPU_RESOURCE, 0) for n in eligible)
+    # a node that could not hold one replica even empty (a GPU-less system node) is not eligible
+    able = sum(_count(n.allocatable, request) >= 1 for n in eligible)
     message = (f"needs {needed} replica(s) of {_describe(request)}{where}; {min(placeable, needed)} fit now "
-               f"({gpus:g} free GPUs on {len(eligible)} eligible of {len(nodes)} nodes)")
-    return Fit(placeable, needed, message, domain)
+               f"({gpus:g} free GPUs on {able} eligible of {len(nodes)} nodes)")
+    if placeable >= needed:
+        return Fit(placeable, needed, message, domain)
+    why, change = _why_not(nodes, free, per_node, eligible, needed, request, template_spec, network, data)
+    if level:
+        best = min(groups, key=lambda g: (-groups[g], g), default=None)
+        if best is not None:
+            message += f"; the best {level}, {best}, holds {groups[best]}"
+    return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
+
+
+def _groups(eligible: list[NodeRoom], per_node: dict[str, int], level: str | None) -> dict[str, int]:
+    """Replicas that fit per domain of `level` (one domain, the cluster, without a level)."""
+    groups: dict[str, int] = defaultdict(int)
+    for n in eligible:
+        groups[n.labels.get(GROUP_LABEL[level], n.name) if level else ""] += per_node[n.name]
+    return groups
+
+
+def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[str, int],
+             eligible: list[NodeRoom], needed: int, request: Resources, template_spec: dict, network: dict,
+             data: tuple[str, str] | None) -> tuple[str, str]:
+    """Why a gang does not fit (a Schedulable reason), and the smallest change to its network limits
+    that would let it run now, if one would."""
+    level, far = network.get("maxPeerDistance"), network.get("maxDataDistance")
+    wider = [lv for lv in ("rack", "zone") if level and DISTANCES[lv] > DISTANCES[level]] + [None]
+    if level and sum(per_node.values()) >= needed:
+        for lv in wider:
+            if max(_groups(eligible, per_node, lv).values(), default=0) >= needed:
+                change = f"all {needed} would fit now with maxPeerDistance: {lv}" if lv else (
+                    f"all {needed} would fit now without maxPeerDistance")
+                return c.NO_DOMAIN_LARGE_ENOUGH, change
+    if far and data:
+        anywhere = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, None, nodes)]
+        counts = {n.name: _count(free[n.name], request) for n in anywhere}
+        if max(_groups(anywhere, counts, level).values(), default=0) >= needed:
+            return c.DATA_TOO_FAR, f"all {needed} would fit now without maxDataDistance: {far}"
+    return c.INSUFFICIENT_RESOURCES, ""
 
 
 def _minus(a: Resources, b: Resources) -> Resources:

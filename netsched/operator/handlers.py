@@ -150,7 +150,7 @@ class Operator:
         plan = indices.plan_of(job)
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
-                                             "the gate when it is ready")
+                                             "the gate when it is ready", why=c.WAITING_FOR_PLAN)
         reserved = []
         for key, (expiry, req) in list(self._reserved.items()):
             # released pods the index still shows gated are in neither `used` nor `pending` yet

@@ -214,6 +214,8 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
     if len(latest) < job.replicas:  # pods being created this round; decide on the next one
         return False
     result = fit()
+    # Schedulable says why in a constant reason; Admitted's change carries the same text as an Event
+    c.set_condition(conds, c.SCHEDULABLE, result.fits, result.why, result.message, job.generation)
     if not result.fits:
         if c.set_condition(conds, c.ADMITTED, False, c.WAITING_FOR_CAPACITY, result.message, job.generation):
             out.event(c.WAITING_FOR_CAPACITY, result.message)

@@ -103,8 +103,8 @@ def pod_view(replica: int, attempt: int = 0, phase: str = "Pending", node: str |
 class FitStub:
     """The `fit` callback: a fixed answer, and how often it was asked."""
 
-    def __init__(self, placeable: int = 2, needed: int = 2, message: str = "2 of 2 fit"):
-        self.result = Fit(placeable, needed, message)
+    def __init__(self, placeable: int = 2, needed: int = 2, message: str = "2 of 2 fit", why: str = "Fits"):
+        self.result = Fit(placeable, needed, message, why=why)
         self.calls = 0
 
     def __call__(self) -> Fit:

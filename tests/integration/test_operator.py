@@ -99,6 +99,8 @@ def test_a_gang_that_cannot_fit_waits_gated_and_starts_when_capacity_frees(core,
                    and _condition(j, "Admitted")["status"] == "False" and j, 30, "the gang to wait")
     assert waiting["status"]["phase"] == "Pending"
     assert "needs 2 replica(s) of 8 GPUs; 1 fit now" in _condition(waiting, "Admitted")["message"]
+    schedulable = _condition(waiting, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "InsufficientResources")
     pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=big").items
     assert len(pods) == 2 and all(p.spec.scheduling_gates and not p.spec.node_name for p in pods)
 
@@ -106,6 +108,18 @@ def test_a_gang_that_cannot_fit_waits_gated_and_starts_when_capacity_frees(core,
     running = _phase(jobs, namespace, "big", "Running", timeout=30)
     assert len({p["node"] for p in running["status"]["placements"]}) == 2
     assert "WaitingForCapacity" in _reasons(core, namespace, "big")
+
+
+def test_a_gang_no_rack_can_hold_says_so_and_which_limit_would_let_it_run(core, jobs, namespace):
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "wide", replicas=3, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"}))
+    waiting = poll(lambda: (j := _get(jobs, namespace, "wide")).get("status", {}).get("conditions")
+                   and _condition(j, "Schedulable") and j, 30, "the gang to say whether it is schedulable")
+    schedulable = _condition(waiting, "Schedulable")  # racks of 2 nodes x 8 GPUs, zones of 2 racks
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "NoDomainLargeEnough")
+    assert schedulable["message"].startswith("needs 3 replica(s) of 8 GPUs in one rack; ")
+    assert schedulable["message"].endswith("all 3 would fit now with maxPeerDistance: zone")
+    assert _condition(waiting, "Admitted")["message"] == schedulable["message"]
 
 
 @pytest.mark.parametrize("change, message", [

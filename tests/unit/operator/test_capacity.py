@@ -198,3 +198,32 @@ def test_unschedulable_and_not_ready_nodes_are_not_counted():
     result = fit(nodes=nodes, request={GPU: 8}, needed=2, used={"cordoned": {GPU: 0}})
     assert (result.placeable, result.fits) == (1, False)
     assert result.message.endswith("(8 free GPUs on 1 eligible of 3 nodes)")
+
+
+@pytest.mark.parametrize("network, data, why, says", [
+    pytest.param({"maxPeerDistance": "rack"}, None, "NoDomainLargeEnough",
+                 "the best rack, rack-a1, holds 2; all 3 would fit now with maxPeerDistance: zone",
+                 id="rack-too-small-zone-is-not"),
+    pytest.param({"maxPeerDistance": "node"}, None, "NoDomainLargeEnough",
+                 "the best node, a1-0, holds 1; all 2 would fit now with maxPeerDistance: rack",
+                 id="node-too-small-rack-is-not"),
+    pytest.param({"maxDataDistance": "rack"}, ("rack", "rack-a2"), "DataTooFar",
+                 "all 2 would fit now without maxDataDistance: rack", id="data-too-far"),
+])
+def test_a_gang_that_waits_says_why_and_the_smallest_change_that_lets_it_run(network, data, why, says):
+    needed = 3 if network.get("maxPeerDistance") == "rack" else 2
+    result = fit(request={GPU: 8}, needed=needed, network=network, data=data)
+    assert not result.fits and result.why == why
+    assert result.message.endswith(says), result.message
+
+
+def test_a_gang_larger_than_the_free_room_waits_for_resources_and_no_limit_is_blamed():
+    result = fit(request={GPU: 8}, needed=5, network={"maxPeerDistance": "zone"})
+    assert result.why == "InsufficientResources" and "would fit" not in result.message
+    assert result.message.endswith("(32 free GPUs on 4 eligible of 4 nodes); the best zone, zone-a, holds 3")
+
+
+def test_a_node_without_gpus_is_not_counted_as_eligible():
+    system = node_room(make_node("system", gpus=0))
+    result = fit(nodes=[*ROOMS, system], request={GPU: 8}, needed=5)
+    assert result.message.endswith("(32 free GPUs on 4 eligible of 5 nodes)")

@@ -59,6 +59,20 @@ def test_a_gang_that_does_not_fit_waits_and_says_why_once():
     assert second.status["phase"] == "Pending"
 
 
+def test_a_waiting_gang_is_not_schedulable_for_a_constant_reason_until_it_fits():
+    pods = [pod(0, gated=True), pod(1, gated=True)]
+    why = ("needs 2 replica(s) of 4 GPUs in one rack; 1 fit now; "
+           "all 2 would fit now with maxPeerDistance: zone")
+    waiting = run(pods=pods, fit=FitStub(1, 2, why, "NoDomainLargeEnough"))
+    schedulable = cond(waiting, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == \
+        ("False", "NoDomainLargeEnough", why)
+    assert [e for e in waiting.events if e[1] == "Schedulable"] == []  # Admitted's Event says it once
+    released = run(pods=pods, status=waiting.status, fit=FitStub(2, 2, "2 of 2 fit"))
+    fits = cond(released, "Schedulable")
+    assert (fits["status"], fits["reason"]) == ("True", "Fits")
+
+
 def test_when_the_gang_fits_every_gated_pod_is_released():
     pods = [pod(0, gated=True), pod(1, gated=True)]
     waiting = run(pods=pods, fit=FitStub(1, 2, "1 fit")).status
