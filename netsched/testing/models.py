@@ -21,8 +21,8 @@ def sim_rows(jobs: int = 30, seed: int = 3, **kwargs) -> list[dict]:
 
 @functools.cache
 def trained() -> tuple[Path, Path]:
-    """(artifact directory, its data file): 150 simulated jobs, the last 30 held out. Shared: copy
-    the directory before changing it."""
+    """(artifact directory, its data file): 150 simulated jobs, validated on the last 30, then fitted
+    on all 150. Shared: copy the directory before changing it."""
     root = Path(tempfile.mkdtemp(prefix="netsched-models-test-"))
     atexit.register(shutil.rmtree, root, True)
     data = root / "sim.csv"
