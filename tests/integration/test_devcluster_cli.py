@@ -101,7 +101,7 @@ def test_ctrl_c_during_start_up_stops_what_had_started(tmp_path, bin_dir):
     directory = tmp_path / "cluster"
     proc = subprocess.Popen([*NETSCHED, "dev-cluster", "up", "--dir", str(directory), "--nodes", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "NETSCHED_BIN_DIR": str(stalled)})
+                            env={**os.environ, "NETSCHED_BIN_DIR": str(stalled)}, preexec_fn=as_in_a_terminal)
     try:
         for line in proc.stdout:
             if line.startswith("kube-apiserver ready"):
@@ -117,6 +117,12 @@ def test_ctrl_c_during_start_up_stops_what_had_started(tmp_path, bin_dir):
     assert code == 130, said
     assert not any(pid_alive(pid) for pid in pids)
     assert not processes_using(directory)
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl-C as a user at a terminal sends it: a CI job started in the background inherits SIGINT
+    ignored, and Python then leaves it ignored, so the signal would never reach `up`."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def binaries_with(directory: Path, bin_dir: Path, name: str, script: str) -> Path:
