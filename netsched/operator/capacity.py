@@ -76,7 +76,7 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     domain = None
     if level and level != "node" and placeable >= needed:  # a node limit is one node: left to the extender
         labelled = {n.labels[GROUP_LABEL[level]] for n in eligible if GROUP_LABEL[level] in n.labels}
-        best = min((g for g in groups if g in labelled), key=lambda g: (-groups[g], g), default=None)
+        best = _roomiest(groups, labelled)
         domain = (GROUP_LABEL[level], best) if best is not None and groups[best] >= needed else None
     where = f" in one {level}" if level else ""
     gpus = sum(free[n.name].get(GPU_RESOURCE, 0) for n in eligible)
@@ -87,10 +87,9 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     if placeable >= needed:
         return Fit(placeable, needed, message, domain)
     why, change = _why_not(nodes, free, per_node, eligible, needed, request, template_spec, network, data)
-    if level:
-        best = min(groups, key=lambda g: (-groups[g], g), default=None)
-        if best is not None:
-            message += f"; the best {level}, {best}, holds {groups[best]}"
+    best = _roomiest(groups, set(groups)) if level else None
+    if best is not None:
+        message += f"; the best {level}, {best}, holds {groups[best]}"
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
 
 
@@ -100,6 +99,11 @@ def _groups(eligible: list[NodeRoom], per_node: dict[str, int], level: str | Non
     for n in eligible:
         groups[n.labels.get(GROUP_LABEL[level], n.name) if level else ""] += per_node[n.name]
     return groups
+
+
+def _roomiest(groups: dict[str, int], among: set[str]) -> str | None:
+    """The domain of `among` with room for the most replicas; ties go to the first name."""
+    return min((g for g in groups if g in among), key=lambda g: (-groups[g], g), default=None)
 
 
 def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[str, int],
