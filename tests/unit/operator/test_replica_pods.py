@@ -2,7 +2,8 @@ import copy
 
 import pytest
 
-from netsched.operator.replica_pods import GANG_GATE, pod_name, replica_pod, ungate_patch
+from netsched.api.labels import RACK_LABEL
+from netsched.operator.replica_pods import GANG_GATE, pin_patch, pod_name, replica_pod, ungate_patch
 from netsched.testing.builders import job
 
 TEMPLATE = {
@@ -127,3 +128,14 @@ def test_lifting_the_gang_gate_keeps_other_gates():
     assert ungate_patch(["netsched.io/gang", "example.com/quota"]) == {
         "op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "example.com/quota"}]}
     assert ungate_patch(["netsched.io/gang"]) == {"op": "remove", "path": "/spec/schedulingGates"}
+
+
+@pytest.mark.parametrize("selector, ops", [
+    pytest.param(None, [{"op": "add", "path": "/spec/nodeSelector", "value": {RACK_LABEL: "rack-a1"}}],
+                 id="no-selector"),
+    pytest.param({"gpu": "h100"}, [{"op": "add", "path": "/spec/nodeSelector/netsched.io~1rack",
+                                    "value": "rack-a1"}], id="added-with-its-slash-escaped"),
+    pytest.param({RACK_LABEL: "rack-a1"}, [], id="already-there"),
+])
+def test_the_pin_adds_the_domain_to_a_gated_pods_node_selector(selector, ops):
+    assert pin_patch(selector, RACK_LABEL, "rack-a1") == ops
