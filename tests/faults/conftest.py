@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from netsched.devcluster.devcluster import DevCluster
-from netsched.testing.cluster import running, scratch_namespace
+from netsched.testing.cluster import running
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +30,3 @@ def core(fault_cluster) -> client.CoreV1Api:
 @pytest.fixture(scope="module")
 def custom(fault_cluster) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(fault_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards, so tests cannot see each other's pods."""
-    with scratch_namespace(core, "f") as name:
-        yield name

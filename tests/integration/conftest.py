@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from netsched.devcluster.devcluster import DevCluster
-from netsched.testing.cluster import running, scratch_namespace
+from netsched.testing.cluster import running
 
 
 @pytest.fixture(scope="session")
@@ -25,10 +25,3 @@ def dev_cluster(tmp_path_factory) -> Iterator[DevCluster]:
 @pytest.fixture(scope="session")
 def core(dev_cluster) -> client.CoreV1Api:
     return client.CoreV1Api(dev_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards, so tests cannot see each other's pods."""
-    with scratch_namespace(core, "t") as name:
-        yield name
