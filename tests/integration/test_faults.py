@@ -3,7 +3,6 @@ that nothing loops, raises or slips through."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -123,7 +122,7 @@ def test_a_non_ascii_number_in_an_annotation_is_named_and_the_pod_not_bound(core
 def test_a_rack_bound_gang_stays_in_one_rack_while_the_extender_is_down(dev_cluster, core, namespace):
     """kube-scheduler skips an ignorable extender it cannot reach; the rack the operator wrote into
     the pods' nodeSelector as it lifted the gate is what keeps the gang together then."""
-    pid = json.loads(dev_cluster.state_file.read_text())["components"][EXTENDER]["pid"]
+    pid = dev_cluster.status()["components"][EXTENDER]["pid"]
     os.kill(pid, signal.SIGKILL)
     try:
         poll(lambda: not pid_alive(pid), 30, "the extender to die")
