@@ -66,6 +66,15 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
 MALFORMED = {  # name -> (spec fields, the field the condition must name)
     "env-number": ({"template": {"spec": {"containers": [{"name": "main", "image": "trainer:1", "env": 5}]}}},
                    "spec.template.spec.containers[0].env"),
+    "env-string": ({"template": {"spec": {"containers": [{"name": "main", "image": "trainer:1",
+                                                           "env": "A=1"}]}}},
+                   "spec.template.spec.containers[0].env"),
+    "cpu-lots": ({"template": {"spec": {"containers": [{"name": "main", "image": "trainer:1",
+                                                         "resources": {"requests": {"cpu": "lots"}}}]}}},
+                 "spec.template.spec.containers[0].resources.requests.cpu"),
+    "annotations-too-big": ({"template": {"metadata": {"annotations": {"notes": "x" * (256 * 1024)}},
+                                          "spec": {"containers": [{"name": "main", "image": "trainer:1"}]}}},
+                            "spec.template.metadata.annotations"),
     "gates-number": ({"template": {"spec": {"schedulingGates": 5,
                                             "containers": [{"name": "main", "image": "trainer:1"}]}}},
                      "spec.template.spec.schedulingGates"),
@@ -73,6 +82,9 @@ MALFORMED = {  # name -> (spec fields, the field the condition must name)
     "no-such-zone": ({"network": {"maxDataDistance": "zone"},
                       "dataSources": [{"name": "d", "kind": "zone", "location": "zone-nowhere"}]},
                      "spec.dataSources[0].location"),
+    "finer-than-the-data": ({"network": {"maxDataDistance": "rack"},
+                             "dataSources": [{"name": "d", "kind": "zone", "location": "zone-a"}]},
+                            "spec.network.maxDataDistance"),
 }
 
 
