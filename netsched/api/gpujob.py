@@ -24,6 +24,10 @@ class Phase(StrEnum):
 
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 
+# status fields of the forecast (netsched.operator.forecaster): start while waiting, completion until done
+PREDICTED_START, PREDICTED_FINISH = "predictedStartTime", "predictedCompletionTime"
+PREDICTED_SECONDS, PREDICTION_BASIS = "predictedDurationSeconds", "predictionBasis"
+
 
 @dataclass(frozen=True)
 class DataSource:

@@ -63,13 +63,7 @@ def node_room(node: dict) -> NodeRoom:
 
 def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,
              needed: int, template_spec: dict, network: dict, data: tuple[str, str] | None) -> Fit:
-    free = {n.name: _minus(n.allocatable, used.get(n.name, {})) for n in nodes if n.schedulable}
-    for other in sorted(pending, key=lambda r: -r.get(GPU_RESOURCE, 0)):
-        spot = next((name for name, room in free.items() if _count(room, other) >= 1), None)
-        if spot is not None:
-            free[spot] = _minus(free[spot], other)
-    eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
-    per_node = {n.name: _count(free[n.name], request) for n in eligible}
+    free, eligible, per_node = _room(nodes, used, pending, request, template_spec, network, data)
     level = network.get("maxPeerDistance")
     groups = _groups(eligible, per_node, level)
     placeable = max(groups.values(), default=0)
@@ -91,6 +85,40 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     if best is not None:
         message += f"; the best {level}, {best}, holds {groups[best]}"
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
+
+
+def placement(nodes: list[NodeRoom], used: dict[str, Resources], request: Resources, needed: int,
+              template_spec: dict, network: dict, data: tuple[str, str] | None) -> dict[str, int] | None:
+    """Where `needed` replicas would go now (replicas per node), or None if they do not fit: in the
+    roomiest domain the job's limits allow, the nodes that hold the most replicas first, so that a
+    gang lands on as few nodes as it can (same node before same rack, as the extender scores)."""
+    _, eligible, per_node = _room(nodes, used, [], request, template_spec, network, data)
+    level = network.get("maxPeerDistance")
+    groups = _groups(eligible, per_node, level)
+    domain = _roomiest(groups, {g for g, n in groups.items() if n >= needed})
+    if domain is None:
+        return None
+    members = [n for n in eligible if not level or n.labels.get(GROUP_LABEL[level], n.name) == domain]
+    out: dict[str, int] = {}
+    for n in sorted(members, key=lambda n: (-per_node[n.name], n.name)):
+        take = min(per_node[n.name], needed - sum(out.values()))
+        if take > 0:
+            out[n.name] = take
+    return out
+
+
+def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,
+          template_spec: dict, network: dict, data: tuple[str, str] | None
+          ) -> tuple[dict[str, Resources], list[NodeRoom], dict[str, int]]:
+    """Free room per schedulable node (after `pending` pods take theirs, largest first), the nodes
+    the job may use, and how many of its replicas each of those holds."""
+    free = {n.name: _minus(n.allocatable, used.get(n.name, {})) for n in nodes if n.schedulable}
+    for other in sorted(pending, key=lambda r: -r.get(GPU_RESOURCE, 0)):
+        spot = next((name for name, room in free.items() if _count(room, other) >= 1), None)
+        if spot is not None:
+            free[spot] = _minus(free[spot], other)
+    eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
+    return free, eligible, {n.name: _count(free[n.name], request) for n in eligible}
 
 
 def _groups(eligible: list[NodeRoom], per_node: dict[str, int], level: str | None) -> dict[str, int]:

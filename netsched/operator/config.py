@@ -55,6 +55,10 @@ class OperatorConfig:
     interval: float = setting(
         1.0, flag="--interval", metavar="SECONDS", helm="operator.intervalSeconds",
         help="how often each unfinished GPUJob is reconciled (default 1)")
+    forecast_interval: float = setting(
+        15.0, flag="--forecast-interval", metavar="SECONDS", helm="operator.forecastIntervalSeconds",
+        help="how often every unfinished GPUJob's predicted start and completion are worked out again "
+        "(default 15)")
     scheduler_name: str = setting(
         SCHEDULER_NAME, flag="--scheduler-name", helm="scheduler.name",
         help="schedulerName of the pods it creates, unless a job's template sets one (default "

@@ -47,7 +47,14 @@ from netsched.operator.reconcile import (
     reconcile,
 )
 from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import network_annotations, pin_patch, pod_name, replica_pod, ungate_patch
+from netsched.operator.replica_pods import (
+    network_annotations,
+    pin_patch,
+    pod_name,
+    replica_pod,
+    replica_request,
+    ungate_patch,
+)
 from netsched.operator.validation import invalid, problems
 from netsched.telemetry.store import TelemetryStore
 
@@ -129,7 +136,7 @@ class Operator:
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, _request(job))
+                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, replica_request(job))
 
     def _failed(self, job: JobSpec, status: dict, exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
@@ -161,7 +168,7 @@ class Operator:
                 reserved += [req] * waiting
         data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
         pending = list(indices.pending.get(None, ()))
-        result = gang_fit(nodes, indices.used(), pending + reserved, _request(job), job.min_available,
+        result = gang_fit(nodes, indices.used(), pending + reserved, replica_request(job), job.min_available,
                           job.template["spec"], job.network, data)
         note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
         return replace(result, message=f"{result.message}; {note}") if note else result
@@ -257,11 +264,6 @@ def _pod_annotations(job: JobSpec) -> dict:
     """The annotations each of the job's pods will carry."""
     meta = job.template.get("metadata") or {}
     return {**(meta.get("annotations") or {}), **network_annotations(job)}
-
-
-def _request(job: JobSpec) -> Resources:
-    """What one replica asks for, as its pod will."""
-    return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])
 
 
 # ---- kopf registration -------------------------------------------------------------

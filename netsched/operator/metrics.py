@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SOLVE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, float("inf"))
 
@@ -31,6 +31,10 @@ class OperatorMetrics:
         self.loop_errors = Counter(
             "netsched_operator_loop_errors_total", "Exceptions a background loop caught and went on after",
             ["loop"], registry=self.registry)
+        self.predicted_remaining = Gauge(
+            "netsched_gpujob_predicted_remaining_seconds", "Seconds until each unfinished GPUJob is "
+            "predicted to complete (waiting jobs: from their predicted start)", ["namespace", "gpujob"],
+            registry=self.registry)
         self.pack_solves = Counter(
             "netsched_packer_solves_total", "Packer solves, by what came of them (plan, no_gain)",
             ["result"], registry=self.registry)

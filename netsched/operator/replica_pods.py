@@ -30,6 +30,7 @@ from netsched.api.labels import (
     SCHEDULER_NAME,
     WORKLOAD_KIND,
 )
+from netsched.api.resources import Resources, pod_requests
 
 GANG_GATE = "netsched.io/gang"
 NETWORK_ANNOTATIONS = {  # spec.network field -> the annotation the extender reads
@@ -123,3 +124,8 @@ def ungate_patch(gates) -> dict:
     keep = [{"name": g} for g in gates if g != GANG_GATE]
     return ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
             else {"op": "remove", "path": "/spec/schedulingGates"})
+
+
+def replica_request(job: JobSpec) -> Resources:
+    """What one replica asks for, as its pod will."""
+    return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])

@@ -11,6 +11,7 @@ from prometheus_client import start_http_server
 from netsched.api.connect import api_client
 from netsched.api.settings import summary
 from netsched.operator.config import OperatorConfig
+from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
 from netsched.operator.packer import Packer, register_packer
 from netsched.operator.records import JobRecords, default_path
@@ -38,6 +39,11 @@ def run_operator(settings: OperatorConfig) -> None:
     packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
+    forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval)
+
+    @kopf.on.startup(registry=registry)
+    def forecast(**_):
+        forecaster.start()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs):

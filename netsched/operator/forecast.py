@@ -1,0 +1,182 @@
+"""When will a job start, and when will it finish? Pure: what the operator writes into each GPUJob's
+status (predictedStartTime, predictedCompletionTime) and what `netsched whatif` answers.
+
+- How long a job runs (`estimate_duration`): learned from finished jobs (the operator's records, or
+  finished GPUJobs still in the cluster), most specific first: the user's
+  `spec.workload.expectedDurationSeconds` scaled by how far such declarations were off before; the
+  median run of jobs of the same kind and shape; of the same kind; of any finished job. The basis is
+  always said, so a user can tell a guess from a measurement.
+- When a waiting job starts (`predict_starts`): the cluster is played forward. Room frees when a
+  running job's predicted completion comes; waiting gangs take room in priority order (then by age)
+  whenever they fit, the way gang admission releases them, and free it again after their own
+  predicted run. A pod with no predicted end (not a GPUJob's, or a job with no estimate) is taken
+  to hold its room; a job that needs such room has no predicted start (None), never a made-up one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from netsched.api.events import parse_rfc3339
+from netsched.api.gpujob import TERMINAL, JobSpec, Phase, job_spec
+from netsched.api.labels import JOB_LABEL
+from netsched.api.pods import DONE
+from netsched.api.resources import Resources, pod_requests
+from netsched.operator.capacity import NodeRoom, placement
+from netsched.operator.replica_pods import replica_request
+
+MIN_HISTORY = 3  # finished jobs a median is taken over; fewer say too little about the next one
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float | None  # None: nothing to go on
+    basis: str  # where the number comes from, in words
+
+
+def estimate_duration(job: JobSpec, history: Iterable[dict]) -> Estimate:
+    """The run time to expect of `job`, from `history` (rows of the records format,
+    netsched.api.records.ROW_FIELDS: only Succeeded rows with a duration count)."""
+    done = [r for r in history if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0]
+    kind = job.workload.get("kind", "training")
+    expected = job.workload.get("expectedDurationSeconds")
+    if expected:
+        ratios = [r["duration_seconds"] / r["expected_duration_seconds"] for r in done
+                  if r.get("expected_duration_seconds")]
+        if len(ratios) >= MIN_HISTORY:
+            ratio = statistics.median(ratios)
+            return Estimate(expected * ratio, f"spec.workload.expectedDurationSeconds {expected} × "
+                                              f"{ratio:.2f}, the median ratio of run to expectation over "
+                                              f"{len(ratios)} finished jobs")
+        return Estimate(float(expected), "spec.workload.expectedDurationSeconds (too few finished jobs "
+                                         "to check it against)")
+    same_kind = [r for r in done if r.get("workload_kind", "training") == kind]
+    shape = (job.replicas, job.gpus_per_replica)
+    for rows, what in (
+            ([r for r in same_kind if (r.get("replicas"), r.get("gpus_per_replica")) == shape],
+             f"{kind} jobs of {shape[0]}×{shape[1]} GPUs"),
+            (same_kind, f"{kind} jobs"),
+            (done, "jobs")):
+        if len(rows) >= MIN_HISTORY:
+            seconds = statistics.median(r["duration_seconds"] for r in rows)
+            return Estimate(seconds, f"the median run of {len(rows)} finished {what}")
+    return Estimate(None, f"only {len(done)} finished job(s) to learn from; set "
+                          "spec.workload.expectedDurationSeconds to say how long it runs")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A gang that waits for room, as the forecast plays it."""
+    key: str  # namespace/name
+    priority: int
+    created: datetime
+    request: Resources  # per replica
+    needed: int  # replicas that must fit at once (minAvailable)
+    template_spec: dict
+    network: dict
+    data: tuple[str, str] | None
+    seconds: float | None  # its estimated run
+
+
+@dataclass(frozen=True)
+class Release:
+    at: datetime
+    node: str
+    request: Resources
+
+
+def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resources], releases: list[Release],
+                   queue: list[Waiting]) -> dict[str, datetime | None]:
+    """The predicted start of every waiting gang in `queue` (None: not while pods with no predicted end
+    hold the room it needs). `used` is what bound pods take now; `releases` when some of it frees."""
+    room: dict[str, Resources] = {n: dict(r) for n, r in used.items()}
+    events = [(max(r.at, now), i, r.node, r.request) for i, r in enumerate(releases)]
+    heapq.heapify(events)
+    order = sorted(queue, key=lambda w: (-w.priority, w.created, w.key))
+    starts: dict[str, datetime | None] = {w.key: None for w in queue}
+    t, serial = now, len(events)
+    while order:
+        for w in list(order):
+            where = placement(nodes, room, w.request, w.needed, w.template_spec, w.network, w.data)
+            if where is None:
+                continue
+            order.remove(w)
+            starts[w.key] = t
+            for node, count in where.items():
+                take = {k: v * count for k, v in w.request.items()}
+                _add(room, node, take, 1)
+                if w.seconds is not None:
+                    heapq.heappush(events, (t + timedelta(seconds=w.seconds), serial, node, take))
+                    serial += 1
+        if not order or not events:
+            break
+        t = events[0][0]
+        while events and events[0][0] == t:
+            _, _, node, freed = heapq.heappop(events)
+            _add(room, node, freed, -1)
+    return starts
+
+
+def _add(room: dict[str, Resources], node: str, request: Resources, sign: int) -> None:
+    used = room.setdefault(node, {})
+    for k, v in request.items():
+        used[k] = used.get(k, 0.0) + sign * v
+
+
+@dataclass(frozen=True)
+class Forecast:
+    start: datetime | None  # predicted start, while the job waits for room
+    finish: datetime | None  # predicted completion, while it waits or runs
+    estimate: Estimate
+
+
+def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], jobs: list[dict],
+                     history: list[dict]) -> dict[str, Forecast]:
+    """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name), from the cluster's
+    nodes and pods (plain dicts) and the finished-job `history`."""
+    specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
+    estimates: dict[str, Estimate] = {}
+    running_until: dict[str, datetime] = {}
+    for key, body in specs.items():
+        status = body.get("status") or {}
+        if status.get("phase") in TERMINAL:
+            continue
+        estimate = estimates[key] = estimate_duration(job_spec(body), history)
+        started = status.get("startTime")
+        if started and estimate.seconds is not None:
+            running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
+    used: dict[str, Resources] = {}
+    releases: list[Release] = []
+    priorities: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        owner = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_LABEL)}"
+        priorities[owner] = max(priorities[owner], spec.get("priority") or 0)
+        if not spec.get("nodeName") or status.get("phase") in DONE:
+            continue
+        request = pod_requests(spec)
+        _add(used, spec["nodeName"], request, 1)
+        if owner in running_until:
+            releases.append(Release(running_until[owner], spec["nodeName"], request))
+    queue = []
+    for key, body in specs.items():
+        if key in estimates and (body.get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
+            job = job_spec(body)
+            data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
+            queue.append(Waiting(key, priorities[key], parse_rfc3339(job.created), replica_request(job),
+                                 job.min_available, job.template.get("spec") or {}, job.network, data,
+                                 estimates[key].seconds))
+    starts = predict_starts(now, nodes, used, releases, queue)
+    out = {}
+    for key, estimate in estimates.items():
+        start = starts.get(key)
+        finish = running_until.get(key)
+        if start is not None and estimate.seconds is not None:
+            finish = start + timedelta(seconds=estimate.seconds)
+        out[key] = Forecast(start, finish, estimate)
+    return out

@@ -1,0 +1,120 @@
+"""The forecast loop: every `interval` seconds, predicted start and completion times for every
+unfinished GPUJob (netsched.operator.forecast), written into its status and a gauge.
+
+Status fields: `predictedStartTime` while the job waits for room, `predictedCompletionTime` while it
+waits or runs, `predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
+A time is written again only when it moved by more than a tenth of what is left (at least
+MIN_MOVE seconds), so a steady forecast costs no API writes. One list of nodes, pods and GPUJobs per
+pass; whatever a pass raises is counted, logged once with its traceback, and the next pass runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from netsched.api.connect import api_message
+from netsched.api.events import parse_rfc3339, rfc3339
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import PREDICTED_FINISH as FINISH
+from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
+from netsched.api.gpujob import PREDICTED_START as START
+from netsched.api.gpujob import PREDICTION_BASIS as BASIS
+from netsched.operator.capacity import node_room
+from netsched.operator.forecast import Forecast, cluster_forecast
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.records import JobRecords
+
+log = logging.getLogger(__name__)
+MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
+
+
+class Forecaster:
+    def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
+                 interval: float = 15.0):
+        self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self._stop = threading.Event()
+        self._last_error: str | None = None
+        self._gauged: set[tuple[str, str]] = set()
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="forecast", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.run_once()
+            except client.ApiException as exc:
+                self.metrics.api_errors.labels("forecast").inc()
+                log.warning("forecast: %s; trying again in %g s", api_message(exc), self.interval)
+            except Exception as exc:
+                self.metrics.loop_errors.labels("forecast").inc()
+                said = f"{type(exc).__name__}: {exc}"
+                if said != self._last_error:
+                    log.exception("forecast: the pass failed; trying again in %g s", self.interval)
+                self._last_error = said
+            else:
+                self._last_error = None
+
+    def run_once(self, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        sanitize = self.api.sanitize_for_serialization
+        nodes = [node_room(n) for n in sanitize(self.core.list_node())["items"]]
+        pods = sanitize(self.core.list_pod_for_all_namespaces())["items"]
+        jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows())
+        for body in jobs:
+            meta = body["metadata"]
+            forecast = forecasts.get(f"{meta['namespace']}/{meta['name']}")
+            if forecast is None:
+                continue
+            patch = status_patch(body.get("status") or {}, forecast, now)
+            if patch:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], {"status": patch})
+        self._gauge(forecasts, now)
+
+    def _gauge(self, forecasts: dict[str, Forecast], now: datetime) -> None:
+        shown = set()
+        for key, forecast in forecasts.items():
+            if forecast.finish is not None:
+                namespace, name = key.split("/", 1)
+                self.metrics.predicted_remaining.labels(namespace, name).set(
+                    max(0.0, (forecast.finish - now).total_seconds()))
+                shown.add((namespace, name))
+        for gone in self._gauged - shown:  # finished, deleted, or no longer predictable
+            self.metrics.predicted_remaining.remove(*gone)
+        self._gauged = shown
+
+
+def status_patch(status: dict, forecast: Forecast, now: datetime) -> dict:
+    """The status fields to write (None deletes one), or {} when what is there is close enough."""
+    wanted = {START: forecast.start, FINISH: forecast.finish}
+    patch: dict = {}
+    for name, when in wanted.items():
+        old = status.get(name)
+        if when is None:
+            if old is not None:
+                patch[name] = None
+        elif old is None or _moved(parse_rfc3339(old), when, now):
+            patch[name] = rfc3339(when)
+    seconds = None if forecast.estimate.seconds is None else round(forecast.estimate.seconds)
+    if status.get(SECONDS) != seconds and (patch or status.get(SECONDS) is None or seconds is None
+                                           or abs(seconds - status[SECONDS]) > MIN_MOVE):
+        patch[SECONDS] = seconds
+    if status.get(BASIS) != forecast.estimate.basis:
+        patch[BASIS] = forecast.estimate.basis
+    return patch
+
+
+def _moved(old: datetime, new: datetime, now: datetime) -> bool:
+    left = max((new - now).total_seconds(), 0.0)
+    return abs((new - old).total_seconds()) > max(MIN_MOVE, 0.1 * left)

@@ -1,0 +1,114 @@
+"""Predicted run time, start and completion: learned from finished jobs, played forward over the cluster."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from netsched.api.events import rfc3339
+from netsched.operator.capacity import node_room
+from netsched.operator.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
+from netsched.operator.forecaster import status_patch
+from netsched.testing.builders import CLUSTER, NOW, ago, job, make_gpujob, make_pod
+
+
+def at(seconds: float):
+    return NOW + timedelta(seconds=seconds)
+
+
+NODES = [node_room(n) for n in CLUSTER]  # four nodes of 8 GPUs: a1-0, a1-1 (rack-a1), a2-0, b1-0
+
+
+def row(seconds: float, kind: str = "training", replicas: int = 2, gpus: int = 4, expected: int | None = None,
+        outcome: str = "Succeeded") -> dict:
+    return {"outcome": outcome, "duration_seconds": seconds, "workload_kind": kind, "replicas": replicas,
+            "gpus_per_replica": gpus, "expected_duration_seconds": expected}
+
+
+def test_a_declared_duration_is_scaled_by_how_far_declarations_were_off_before():
+    history = [row(50, expected=100), row(60, expected=100), row(140, expected=200),
+               row(999, outcome="Failed")]
+    estimate = estimate_duration(job(workload={"expectedDurationSeconds": 1000}), history)
+    assert estimate.seconds == 600 and "× 0.60" in estimate.basis and "3 finished jobs" in estimate.basis
+    alone = estimate_duration(job(workload={"expectedDurationSeconds": 1000}), history[:2])
+    assert alone.seconds == 1000 and "too few" in alone.basis
+
+
+def test_without_a_declaration_the_most_alike_finished_jobs_decide():
+    history = [row(100), row(110), row(120), *(row(s, replicas=4) for s in (900, 950, 1000)),
+               row(5, kind="etl"), row(7, kind="etl"), row(9, kind="etl")]
+    assert estimate_duration(job(replicas=2, gpus=4), history) == Estimate(
+        110, "the median run of 3 finished training jobs of 2×4 GPUs")
+    other_shape = estimate_duration(job(replicas=8, gpus=1), history)
+    assert other_shape.basis == "the median run of 6 finished training jobs"
+    inference = estimate_duration(job(workload={"kind": "inference"}), history)
+    assert inference == Estimate(110, "the median run of 9 finished jobs")
+    nothing = estimate_duration(job(), history[:2])
+    assert nothing.seconds is None and "expectedDurationSeconds" in nothing.basis
+
+
+def gpujob(name: str, replicas: int, gpus: int, phase: str, start: str | None = None, **spec) -> dict:
+    body = make_gpujob(name, replicas=replicas, gpus=gpus, created=ago(300 if phase != "Pending" else 60),
+                       **spec)
+    body["status"] = {"phase": phase} | ({"startTime": start} if start else {})
+    return body
+
+
+def pods_of(name: str, nodes: list[str], gpus: int, priority: int = 0) -> list[dict]:
+    return [make_pod(f"{name}-{i}", node, gpus=gpus, job=name, priority=priority)
+            for i, node in enumerate(nodes)]
+
+
+HISTORY = [row(600, replicas=4, gpus=8)] * 3 + [row(300, replicas=2, gpus=8)] * 3
+
+
+def test_a_waiting_gang_starts_when_the_running_job_holding_its_room_is_predicted_to_end():
+    running = gpujob("big", 4, 8, "Running", start=ago(100))  # predicted to run 600 s: 500 s left
+    waiting = gpujob("next", 2, 8, "Pending")
+    pods = pods_of("big", ["a1-0", "a1-1", "a2-0", "b1-0"], 8) + [
+        make_pod(f"next-{i}", gpus=8, job="next", schedulingGates=[{"name": "g"}]) for i in range(2)]
+    out = cluster_forecast(NOW, NODES, pods, [running, waiting], HISTORY)
+    assert out["ml/big"] == Forecast(None, at(500), estimate_duration(
+        job(replicas=4, gpus=8), HISTORY))
+    assert out["ml/next"].start == at(500)
+    assert out["ml/next"].finish == at(800)
+
+
+def test_a_higher_priority_gang_goes_first_and_a_lower_one_waits_for_it():
+    running = gpujob("big", 4, 8, "Running", start=ago(100))
+    low, high = gpujob("low", 4, 8, "Pending"), gpujob("high", 4, 8, "Pending")
+    pods = (pods_of("big", ["a1-0", "a1-1", "a2-0", "b1-0"], 8)
+            + [make_pod(f"low-{i}", gpus=8, job="low", priority=0) for i in range(4)]
+            + [make_pod(f"high-{i}", gpus=8, job="high", priority=100) for i in range(4)])
+    out = cluster_forecast(NOW, NODES, pods, [running, low, high], HISTORY)
+    assert out["ml/high"].start == at(500)
+    assert out["ml/low"].start == at(1100)  # after high's own 600 s
+
+
+def test_room_held_by_a_pod_with_no_predicted_end_gives_no_start_rather_than_a_made_up_one():
+    waiting = gpujob("next", 4, 8, "Pending")
+    pods = [make_pod(f"other-{n}", n, gpus=8) for n in ("a1-0", "a1-1", "a2-0", "b1-0")]  # not GPUJob pods
+    out = cluster_forecast(NOW, NODES, pods, [waiting], HISTORY)
+    assert out["ml/next"] == Forecast(None, None, out["ml/next"].estimate)
+
+
+def test_a_rack_bound_gang_waits_for_room_within_one_rack():
+    running = gpujob("small", 2, 8, "Running", start=ago(100))  # a1-0 and a1-1: rack-a1, 200 s left
+    waiting = gpujob("pair", 2, 8, "Pending", network={"maxPeerDistance": "rack"})
+    pods = pods_of("small", ["a1-0", "a1-1"], 8)
+    out = cluster_forecast(NOW, NODES, pods, [running, waiting], HISTORY)
+    assert out["ml/pair"].start == at(200)  # a2-0 and b1-0 are two racks: no room now
+
+
+def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_than_a_tenth_of_what_is_left():
+    estimate = Estimate(600, "basis")
+    first = status_patch({}, Forecast(at(100), at(700), estimate), NOW)
+    assert first == {"predictedStartTime": rfc3339(at(100)),
+                     "predictedCompletionTime": rfc3339(at(700)),
+                     "predictedDurationSeconds": 600, "predictionBasis": "basis"}
+    moved_a_bit = Forecast(at(120), at(760), estimate)
+    assert status_patch(first, moved_a_bit, NOW) == {}
+    moved_far = Forecast(at(400), at(1000), estimate)
+    assert status_patch(first, moved_far, NOW) == {"predictedStartTime": rfc3339(at(400)),
+                                                   "predictedCompletionTime": rfc3339(at(1000))}
+    running = Forecast(None, at(700), estimate)
+    assert status_patch(first, running, NOW) == {"predictedStartTime": None}
