@@ -42,6 +42,11 @@ Subcommands:
                heuristic, kube-scheduler's default scoring, random and the oracle
   retrain      train a challenger on fresh data and promote it over the current
                model only if it is better on recent held-out jobs (for a CronJob)
+  whatif       what a GPUJob would do if submitted now: fits or not, where, predicted
+               start and finish, what the packer would evict; creates nothing
+  why          why a GPUJob waits, what would change it, and the room per rack or zone
+
+Installed as `kubectl-netsched` too: `kubectl netsched whatif -f job.yaml`, `kubectl netsched why JOB`.
 """
 
 
@@ -165,6 +170,42 @@ def cmd_agent(args: argparse.Namespace) -> int:
     run_agent(node, lambda: {**(found() if found else {}), **fixed}, args.host, args.port, args.probe_port,
               plan)
     return 0
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    from netsched.api.connect import api_client
+    from netsched.foresight.whatif import Cluster, WhatIfError, history, load_manifest, render, what_if
+
+    try:
+        manifest = load_manifest(Path(args.filename), args.namespace)
+    except WhatIfError as exc:
+        print(f"netsched: error: whatif: {exc}", file=sys.stderr)
+        return 2
+    cluster = Cluster.read(api_client(args.kubeconfig))
+    answer = what_if(cluster, manifest, history(cluster, Path(args.records) if args.records else None),
+                     budget=args.budget)
+    print(_formatted(answer, args.output) if args.output != "text" else render(answer))
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    from netsched.api.connect import api_client
+    from netsched.foresight.whatif import Cluster, WhatIfError
+    from netsched.foresight.why import render_why, why
+
+    try:
+        answer = why(Cluster.read(api_client(args.kubeconfig)), args.namespace, args.job)
+    except WhatIfError as exc:
+        print(f"netsched: error: why: {exc}", file=sys.stderr)
+        return 1
+    print(_formatted(answer, args.output) if args.output != "text" else render_why(answer))
+    return 0
+
+
+def _formatted(answer: dict, output: str) -> str:
+    import yaml
+
+    return json.dumps(answer, indent=2) if output == "json" else yaml.safe_dump(answer, sort_keys=False)
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
@@ -453,6 +494,28 @@ def build_parser() -> argparse.ArgumentParser:
                     help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: strict)")
     pk.add_argument("--json", action="store_true", help="print the plan as JSON")
     pk.set_defaults(func=cmd_pack)
+
+    wi = sub.add_parser("whatif", help="what a GPUJob would do if submitted now (creates nothing)",
+                        description="Read the live cluster once and answer, with the operator's own rules: "
+                        "would the GPUJob fit now, where would it run, how long would it run and when "
+                        "would it start and finish, which jobs go before it, and what the packer would "
+                        "evict or move to make room. Nothing is created or changed.")
+    wi.add_argument("-f", "--filename", required=True, help="the GPUJob manifest (YAML or JSON)")
+    wi.add_argument("--records", metavar="FILE", help="the operator's job records, to learn run times from "
+                    "(default: only the finished GPUJobs still in the cluster)")
+    wi.add_argument("--budget", type=float, default=1.0, metavar="SECONDS",
+                    help="wall-clock limit of the packer's dry run (default 1)")
+    wy = sub.add_parser("why", help="why a GPUJob waits and what would change it",
+                        description="The GPUJob's Schedulable reason and message (the smallest change that "
+                        "would let it run), its predicted start and completion, and the room per node, "
+                        "rack or zone now.")
+    wy.add_argument("job", help="the GPUJob's name")
+    for p, func in ((wi, cmd_whatif), (wy, cmd_why)):
+        p.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+        p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                       help="text for people (default), json or yaml for tools")
+        p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+        p.set_defaults(func=func)
 
     demo = sub.add_parser("demo", help="run the demo GPU workload and print placements",
                           description="Bring up the dev-cluster (unless one is running), run "

@@ -333,6 +333,7 @@ def _component_argv(
             sys.executable, "-m", "netsched", "operator", f"--kubeconfig={kubeconfigs[OPERATOR]}",
             "--host=127.0.0.1", f"--health-port={ports['operator-health']}",
             f"--metrics-port={ports['operator-metrics']}", f"--records={d / 'job-records.jsonl'}",
+            "--forecast-interval=5",  # a few nodes: forecasts are cheap, and demos and tests see them soon
         ],
         "kwok": [
             str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",

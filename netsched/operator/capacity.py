@@ -82,8 +82,11 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
         return Fit(placeable, needed, message, domain)
     why, change = _why_not(nodes, free, per_node, eligible, needed, request, template_spec, network, data)
     best = _roomiest(groups, set(groups)) if level else None
-    if best is not None:
-        message += f"; the best {level}, {best}, holds {groups[best]}"
+    if level and best is not None:
+        label = GROUP_LABEL[level]
+        free_there = sum(free[n.name].get(GPU_RESOURCE, 0.0) for n in eligible
+                         if n.labels.get(label, n.name) == best)
+        message += f"; the best {level}, {best}, has {free_there:g} free GPUs and holds {groups[best]}"
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
 
 
@@ -105,6 +108,18 @@ def placement(nodes: list[NodeRoom], used: dict[str, Resources], request: Resour
         if take > 0:
             out[n.name] = take
     return out
+
+
+def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], request: Resources, template_spec: dict,
+                network: dict, data: tuple[str, str] | None, level: str) -> list[tuple[str, float, int]]:
+    """Per node, rack or zone (`level`) the job may use: its name, free GPUs, and how many of the job's
+    replicas fit there now; the roomiest first."""
+    free, eligible, per_node = _room(nodes, used, [], request, template_spec, network, data)
+    gpus: dict[str, float] = defaultdict(float)
+    for n in eligible:
+        gpus[n.labels.get(GROUP_LABEL[level], n.name)] += free[n.name].get(GPU_RESOURCE, 0.0)
+    groups = _groups(eligible, per_node, level)
+    return sorted(((g, gpus[g], groups[g]) for g in groups), key=lambda r: (-r[2], -r[1], r[0]))
 
 
 def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,

@@ -88,37 +88,46 @@ class Release:
     at: datetime
     node: str
     request: Resources
+    owner: str = ""  # namespace/name of the job whose end frees it
+
+
+@dataclass(frozen=True)
+class Start:
+    at: datetime | None  # None: not while pods with no predicted end hold the room it needs
+    after: tuple[str, ...] = ()  # the jobs whose predicted end lets it start (none: it fits now)
 
 
 def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resources], releases: list[Release],
-                   queue: list[Waiting]) -> dict[str, datetime | None]:
-    """The predicted start of every waiting gang in `queue` (None: not while pods with no predicted end
-    hold the room it needs). `used` is what bound pods take now; `releases` when some of it frees."""
+                   queue: list[Waiting]) -> dict[str, Start]:
+    """The predicted start of every waiting gang in `queue`. `used` is what bound pods take now;
+    `releases` when some of it frees."""
     room: dict[str, Resources] = {n: dict(r) for n, r in used.items()}
-    events = [(max(r.at, now), i, r.node, r.request) for i, r in enumerate(releases)]
+    events = [(max(r.at, now), i, r.node, r.request, r.owner) for i, r in enumerate(releases)]
     heapq.heapify(events)
     order = sorted(queue, key=lambda w: (-w.priority, w.created, w.key))
-    starts: dict[str, datetime | None] = {w.key: None for w in queue}
+    starts = {w.key: Start(None) for w in queue}
     t, serial = now, len(events)
+    freed: set[str] = set()
     while order:
         for w in list(order):
             where = placement(nodes, room, w.request, w.needed, w.template_spec, w.network, w.data)
             if where is None:
                 continue
             order.remove(w)
-            starts[w.key] = t
+            starts[w.key] = Start(t, tuple(sorted(freed)))
             for node, count in where.items():
                 take = {k: v * count for k, v in w.request.items()}
                 _add(room, node, take, 1)
                 if w.seconds is not None:
-                    heapq.heappush(events, (t + timedelta(seconds=w.seconds), serial, node, take))
+                    heapq.heappush(events, (t + timedelta(seconds=w.seconds), serial, node, take, w.key))
                     serial += 1
         if not order or not events:
             break
-        t = events[0][0]
+        t, freed = events[0][0], set()
         while events and events[0][0] == t:
-            _, _, node, freed = heapq.heappop(events)
-            _add(room, node, freed, -1)
+            _, _, node, request, owner = heapq.heappop(events)
+            _add(room, node, request, -1)
+            freed.add(owner)
     return starts
 
 
@@ -133,6 +142,7 @@ class Forecast:
     start: datetime | None  # predicted start, while the job waits for room
     finish: datetime | None  # predicted completion, while it waits or runs
     estimate: Estimate
+    after: tuple[str, ...] = ()  # while it waits: the jobs whose predicted end lets it start
 
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], jobs: list[dict],
@@ -162,7 +172,7 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], job
         request = pod_requests(spec)
         _add(used, spec["nodeName"], request, 1)
         if owner in running_until:
-            releases.append(Release(running_until[owner], spec["nodeName"], request))
+            releases.append(Release(running_until[owner], spec["nodeName"], request, owner))
     queue = []
     for key, body in specs.items():
         if key in estimates and (body.get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
@@ -174,9 +184,9 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], job
     starts = predict_starts(now, nodes, used, releases, queue)
     out = {}
     for key, estimate in estimates.items():
-        start = starts.get(key)
+        start = starts.get(key, Start(None))
         finish = running_until.get(key)
-        if start is not None and estimate.seconds is not None:
-            finish = start + timedelta(seconds=estimate.seconds)
-        out[key] = Forecast(start, finish, estimate)
+        if start.at is not None and estimate.seconds is not None:
+            finish = start.at + timedelta(seconds=estimate.seconds)
+        out[key] = Forecast(start.at, finish, estimate, start.after)
     return out

@@ -47,6 +47,14 @@ BUDGET_ROUNDS = 3  # solves per pass that pin the pods of a budget the last plan
 FAILED_PLAN_MAX_WAIT = 300.0  # seconds: the longest wait after plans that failed in a row
 
 
+@dataclass(frozen=True)
+class Decision:
+    plan: Plan
+    snapshot: Snapshot  # what the plan was solved over (pods a budget protects pinned)
+    disrupts: bool  # False: evicting or moving lower-priority pods would place nothing more
+    blocked: list[OverBudget]  # budgets that keep a disrupting plan from being made, or that it met
+
+
 @dataclass
 class Packer:
     api: client.ApiClient
@@ -113,30 +121,25 @@ class Packer:
         if any(plans.is_active(p) for p in listed["items"]):
             return  # one plan at a time
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
-        snapshot = snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler)
-        policy = self.disruption.resolve(snapshot)
-        if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
-            snapshot = only_lower_priority_moves(snapshot)
+        snapshot, policy = self.snapshot(raw_nodes, raw_pods, pdbs)
         waiting = [p for p in snapshot.pods if not p.running]
         fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
         if not waiting or fingerprint == self._fruitless:
             return
-        labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
-                  for p in raw_pods}
-        plan, snapshot, blocked = self._solve_within_budgets(snapshot, labels, pdbs, policy)
-        changes = plan.changes(snapshot)
-        if not _disrupts(plan, changes):
+        decision = self.decide(snapshot, policy, raw_pods, pdbs)
+        plan = decision.plan
+        if not decision.disrupts:
             self._fruitless = fingerprint
             self.metrics.pack_solves.labels("no_gain").inc()
-            blocked = blocked or self._blocking_budgets(snapshot, labels, pdbs, policy)
-            self.blocked = _notes(waiting, blocked)
+            self.blocked = _notes(waiting, decision.blocked)
             log.info("packer: %d pod(s) wait; evicting or moving lower-priority pods would not place more "
                      "(%s, %.2f s)%s", len(waiting), plan.source, plan.seconds,
-                     f"; {_blocked_message(blocked)}" if blocked else "")
+                     f"; {blocked_message(decision.blocked)}" if decision.blocked else "")
             return
         self.blocked = {}
-        body = plan_body(snapshot, plan, raw_pods, _reason(waiting), self.config.budget, self.config.deadline)
+        body = plan_body(decision.snapshot, plan, raw_pods, _reason(waiting), self.config.budget,
+                         self.config.deadline)
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
         counts = body["spec"]["counts"]
@@ -144,6 +147,25 @@ class Packer:
                                         f"{counts['moves']}, place {counts['placements']} "
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
+
+    def snapshot(self, raw_nodes: list[dict], raw_pods: list[dict],
+                 pdbs: list[dict]) -> tuple[Snapshot, Policy]:
+        """What the packer solves over, and the disruption policy for it."""
+        snapshot = snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler)
+        policy = self.disruption.resolve(snapshot)
+        if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
+            snapshot = only_lower_priority_moves(snapshot)
+        return snapshot, policy
+
+    def decide(self, snapshot: Snapshot, policy: Policy, raw_pods: list[dict], pdbs: list[dict]) -> Decision:
+        """The plan the packer would make for `snapshot`, writing nothing: what a pass carries out and
+        what `netsched whatif` shows."""
+        labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
+                  for p in raw_pods}
+        plan, solved, blocked = self._solve_within_budgets(snapshot, labels, pdbs, policy)
+        if _disrupts(plan, plan.changes(solved)):
+            return Decision(plan, solved, True, blocked)
+        return Decision(plan, solved, False, blocked or self._blocking_budgets(solved, labels, pdbs, policy))
 
     def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
                               policy: Policy) -> tuple[Plan, Snapshot, list[OverBudget]]:
@@ -309,7 +331,7 @@ def _pin(snapshot: Snapshot, names: set[str]) -> Snapshot:
                                         for p in snapshot.pods))
 
 
-def _blocked_message(blocked: list[OverBudget]) -> str:
+def blocked_message(blocked: list[OverBudget]) -> str:
     parts = []
     for b in blocked:
         shown = ", ".join(b.hit[:3]) + (f" and {len(b.hit) - 3} more" if len(b.hit) > 3 else "")
@@ -322,7 +344,7 @@ def _notes(waiting: list[Pod], blocked: list[OverBudget]) -> dict[str, str]:
     """What to tell each waiting GPUJob about the budgets that keep the packer from helping it."""
     if not blocked:
         return {}
-    message = _blocked_message(list({b.budget: b for b in blocked}.values()))
+    message = blocked_message(list({b.budget: b for b in blocked}.values()))
     return {p.gang: message for p in waiting if p.gang}
 
 

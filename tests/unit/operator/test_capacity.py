@@ -202,10 +202,12 @@ def test_unschedulable_and_not_ready_nodes_are_not_counted():
 
 @pytest.mark.parametrize("network, data, why, says", [
     pytest.param({"maxPeerDistance": "rack"}, None, "NoDomainLargeEnough",
-                 "the best rack, rack-a1, holds 2; all 3 would fit now with maxPeerDistance: zone",
+                 "the best rack, rack-a1, has 16 free GPUs and holds 2; all 3 would fit now with "
+                 "maxPeerDistance: zone",
                  id="rack-too-small-zone-is-not"),
     pytest.param({"maxPeerDistance": "node"}, None, "NoDomainLargeEnough",
-                 "the best node, a1-0, holds 1; all 2 would fit now with maxPeerDistance: rack",
+                 "the best node, a1-0, has 8 free GPUs and holds 1; all 2 would fit now with "
+                 "maxPeerDistance: rack",
                  id="node-too-small-rack-is-not"),
     pytest.param({"maxDataDistance": "rack"}, ("rack", "rack-a2"), "DataTooFar",
                  "all 2 would fit now without maxDataDistance: rack", id="data-too-far"),
@@ -220,7 +222,8 @@ def test_a_gang_that_waits_says_why_and_the_smallest_change_that_lets_it_run(net
 def test_a_gang_larger_than_the_free_room_waits_for_resources_and_no_limit_is_blamed():
     result = fit(request={GPU: 8}, needed=5, network={"maxPeerDistance": "zone"})
     assert result.why == "InsufficientResources" and "would fit" not in result.message
-    assert result.message.endswith("(32 free GPUs on 4 eligible of 4 nodes); the best zone, zone-a, holds 3")
+    assert result.message.endswith("(32 free GPUs on 4 eligible of 4 nodes); the best zone, zone-a, has 24 "
+                                   "free GPUs and holds 3")
 
 
 def test_a_node_without_gpus_is_not_counted_as_eligible():

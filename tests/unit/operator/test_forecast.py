@@ -69,7 +69,7 @@ def test_a_waiting_gang_starts_when_the_running_job_holding_its_room_is_predicte
     out = cluster_forecast(NOW, NODES, pods, [running, waiting], HISTORY)
     assert out["ml/big"] == Forecast(None, at(500), estimate_duration(
         job(replicas=4, gpus=8), HISTORY))
-    assert out["ml/next"].start == at(500)
+    assert out["ml/next"].start == at(500) and out["ml/next"].after == ("ml/big",)
     assert out["ml/next"].finish == at(800)
 
 

@@ -1,0 +1,272 @@
+"""`netsched whatif -f job.yaml`: what would happen to a GPUJob if it were submitted now, creating nothing.
+
+Reads the live cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and answers
+with the operator's own rules, so the answer is what the operator would do:
+- problems the operator would report (netsched.operator.validation) before any pod is made;
+- does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows),
+  where it would go (capacity.placement) and the room per rack or zone;
+- how long it runs and when it would start and finish (netsched.operator.forecast, with this job
+  added to the queue at its priority), and which running jobs it waits for;
+- what the packer would do now (Packer.decide on the cluster with this gang waiting): the pods it
+  would evict or move, or why it would not.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
+from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
+from netsched.api.labels import RACK_LABEL, ZONE_LABEL
+from netsched.api.pods import DONE
+from netsched.api.records import read_records
+from netsched.api.resources import Resources, pod_requests
+from netsched.operator.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
+from netsched.operator.cluster_snapshot import cluster_state
+from netsched.operator.config import PackerConfig
+from netsched.operator.forecast import cluster_forecast
+from netsched.operator.packer import Packer, blocked_message
+from netsched.operator.records import job_record
+from netsched.operator.replica_pods import network_annotations, replica_pod, replica_request
+from netsched.operator.validation import problems
+from netsched.packing.report import plan_json
+
+WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
+
+
+class WhatIfError(ValueError):
+    """The manifest is not a GPUJob this can answer for; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One read of everything an answer needs."""
+    nodes: list[dict]
+    pods: list[dict]
+    pdbs: list[dict]
+    jobs: list[dict]
+    priority_classes: list[dict]
+
+    @classmethod
+    def read(cls, api: client.ApiClient) -> Cluster:
+        nodes, pods, pdbs = cluster_state(api)
+        jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        classes = api.sanitize_for_serialization(client.SchedulingV1Api(api).list_priority_class())["items"]
+        return cls(nodes, pods, pdbs, jobs, classes)
+
+
+def load_manifest(path: Path, namespace: str) -> dict:
+    """A GPUJob manifest from YAML or JSON, with what the API server would add: a namespace, a uid,
+    a creation time."""
+    try:
+        body = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WhatIfError(f"{path}: {exc}") from None
+    if not isinstance(body, dict) or body.get("kind") != KIND:
+        raise WhatIfError(f"{path}: kind must be {KIND} (apiVersion {GROUP}/{VERSION}), got "
+                          f"{body.get('kind') if isinstance(body, dict) else type(body).__name__!r}")
+    spec = body.get("spec")
+    for field in ("replicas", "gpusPerReplica", "template"):
+        if not isinstance(spec, dict) or field not in spec:
+            raise WhatIfError(f"{path}: spec.{field} is required (see docs/operator.md)")
+    meta = body.setdefault("metadata", {})
+    if not meta.get("name"):
+        raise WhatIfError(f"{path}: metadata.name is required")
+    meta.setdefault("namespace", namespace)
+    meta.update(uid=WHATIF_UID, generation=1, creationTimestamp=now_rfc3339())
+    return body
+
+
+def history(cluster: Cluster, records: Path | None) -> list[dict]:
+    """Finished jobs to learn run times from: the operator's records file if given, and the finished
+    GPUJobs still in the cluster (a record is kept once, by uid)."""
+    rows = {r["uid"]: r for _, r in read_records(records) if "uid" in r} if records else {}
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in cluster.nodes}
+    for body in cluster.jobs:
+        status = body.get("status") or {}
+        if status.get("phase") in TERMINAL and body["metadata"]["uid"] not in rows:
+            rows[body["metadata"]["uid"]] = job_record(job_spec(body), status, labels)
+    return list(rows.values())
+
+
+def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | None = None,
+            budget: float = 1.0) -> dict[str, Any]:
+    """The answer, as plain data (`render` prints it for people)."""
+    now = now or datetime.now(UTC)
+    job = job_spec(manifest)
+    rooms = [node_room(n) for n in cluster.nodes]
+    priority = _priority(job, cluster.priority_classes)
+    answer: dict[str, Any] = {
+        "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
+        "gpusPerReplica": job.gpus_per_replica, "priority": priority}
+    meta = job.template.get("metadata") or {}
+    found = problems(manifest["spec"], {**(meta.get("annotations") or {}), **network_annotations(job)}, rooms)
+    if found:
+        answer["problems"] = found
+        return answer
+    pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
+    used = _used(cluster.pods)
+    request = replica_request(job)
+    data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
+    template_spec = job.template["spec"]
+    fit = gang_fit(rooms, used, _pending(cluster.pods), request, job.min_available, template_spec,
+                   job.network, data)
+    answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
+    where = placement(rooms, used, request, job.min_available, template_spec, job.network, data)
+    answer["placement"] = _describe(where, rooms) if fit.fits and where else []
+    answer["domains"] = room_table(job, rooms, cluster.pods, job.network.get("maxPeerDistance") or "rack")
+    body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
+    forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past)
+    forecast = forecasts[answer["job"]]
+    answer["estimate"] = {"seconds": forecast.estimate.seconds, "basis": forecast.estimate.basis}
+    answer["predictedStartTime"] = _text(now if fit.fits else forecast.start)
+    answer["predictedCompletionTime"] = _text(forecast.finish)
+    answer["waitsFor"] = list(forecast.after) if not fit.fits else []
+    answer["ahead"] = _ahead(cluster, job, priority)
+    answer["packer"] = {} if fit.fits else _packer(cluster, pods, budget)
+    return answer
+
+
+def room_table(job: JobSpec, rooms: list[NodeRoom], pods: list[dict], level: str,
+               rows: int = 5) -> list[dict[str, Any]]:
+    """The `rows` roomiest nodes, racks or zones for `job` now: free GPUs and replicas that fit."""
+    data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
+    table = domain_room(rooms, _used(pods), replica_request(job), job.template["spec"], job.network, data,
+                        level)
+    return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
+            for name, gpus, fits in table[:rows]]
+
+
+def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]:
+    """What a packing pass would do now with this gang waiting, writing nothing."""
+    packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
+    snapshot, policy = packer.snapshot(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
+    decision = packer.decide(snapshot, policy, [*cluster.pods, *pods], cluster.pdbs)
+    if not decision.disrupts:
+        why = (blocked_message(decision.blocked) if decision.blocked else
+               "evicting or moving lower-priority pods would not place more")
+        return {"wouldPlan": False, "why": why}
+    doc = plan_json(decision.snapshot, decision.plan)
+    return {"wouldPlan": True, "evictions": doc["evictions"], "moves": doc["moves"],
+            "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
+
+
+def _priority(job: JobSpec, classes: list[dict]) -> int:
+    name = job.priority_class or job.template["spec"].get("priorityClassName")
+    for pc in classes:
+        if (name and pc["metadata"]["name"] == name) or (not name and pc.get("globalDefault")):
+            return int(pc.get("value") or 0)
+    return 0
+
+
+def _pretend(pod: dict, priority: int) -> dict:
+    """A pod of the pretend job as the API server would hold it: gated, Pending, its priority resolved."""
+    pod["spec"]["priority"] = priority
+    pod["status"] = {"phase": "Pending"}
+    pod["metadata"]["uid"] = f"{WHATIF_UID}-{pod['metadata']['name']}"
+    return pod
+
+
+def _used(pods: list[dict]) -> dict[str, Resources]:
+    used: dict[str, dict[str, float]] = {}
+    for p in pods:
+        spec = p.get("spec") or {}
+        if spec.get("nodeName") and (p.get("status") or {}).get("phase") not in DONE:
+            room = used.setdefault(spec["nodeName"], {})
+            for k, v in pod_requests(spec).items():
+                room[k] = room.get(k, 0.0) + v
+    return used
+
+
+def _pending(pods: list[dict]) -> list[Resources]:
+    """Requests of released pods not bound yet: they take room first, as gang admission counts."""
+    return [pod_requests(p["spec"]) for p in pods
+            if not (p.get("spec") or {}).get("nodeName") and not p["spec"].get("schedulingGates")
+            and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+
+
+def _describe(where: dict[str, int], rooms: list[NodeRoom]) -> list[dict[str, Any]]:
+    labels = {r.name: r.labels for r in rooms}
+    return [{"node": n, "replicas": k, "rack": labels[n].get(RACK_LABEL, ""),
+             "zone": labels[n].get(ZONE_LABEL, "")} for n, k in where.items()]
+
+
+def _ahead(cluster: Cluster, job: JobSpec, priority: int) -> list[dict[str, Any]]:
+    """Waiting GPUJobs the operator would serve first: higher priority (older at equal priority)."""
+    waiting: dict[str, int] = {}
+    for p in cluster.pods:
+        spec = p.get("spec") or {}
+        owner = next((o["name"] for o in p["metadata"].get("ownerReferences") or () if o.get("kind") == KIND),
+                     None)
+        if owner and not spec.get("nodeName") and (p.get("status") or {}).get("phase") not in DONE:
+            key = f"{p['metadata']['namespace']}/{owner}"
+            waiting[key] = max(waiting.get(key, 0), int(spec.get("priority") or 0))
+    return [{"job": k, "priority": v} for k, v in sorted(waiting.items(), key=lambda kv: (-kv[1], kv[0]))
+            if v >= priority]
+
+
+def _text(when: datetime | None) -> str | None:
+    return rfc3339(when) if when else None
+
+
+def render(answer: dict[str, Any], now: datetime | None = None) -> str:
+    """The answer as people read it."""
+    now = now or datetime.now(UTC)
+    gpus = answer["replicas"] * answer["gpusPerReplica"]
+    lines = [f"GPUJob {answer['job']}: {answer['replicas']} replica(s) × {answer['gpusPerReplica']} GPU(s) "
+             f"= {gpus} GPUs, priority {answer['priority']}"]
+    if answer.get("problems"):
+        lines.append("It could not run as written (the operator would say InvalidSpec):")
+        lines += [f"  - {p}" for p in answer["problems"]]
+        return "\n".join(lines + ["Nothing was created."])
+    s = answer["schedulable"]
+    lines.append(f"Fits now: {'yes' if s['fits'] else 'no'} ({s['reason']}): {s['message']}")
+    if answer["placement"]:
+        lines.append("Would run on: " + ", ".join(
+            f"{p['node']} ×{p['replicas']} ({p['rack'] or '-'}, {p['zone'] or '-'})"
+            for p in answer["placement"]))
+    if answer["domains"]:
+        lines.append(f"Room per {answer['domains'][0]['level']} (free GPUs, replicas of this job that fit):")
+        lines += [f"  {d['name']:<24} {d['freeGPUs']:>6g} {d['replicasFit']:>4}" for d in answer["domains"]]
+    est = answer["estimate"]
+    lines.append(f"Run time: {_duration(est['seconds'])} ({est['basis']})" if est["seconds"] is not None
+                 else f"Run time: unknown ({est['basis']})")
+    start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
+    if start:
+        lines.append(f"Predicted start: {start} ({_from_now(start, now)})" + (
+            f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
+    elif not s["fits"]:
+        lines.append("Predicted start: unknown (the room it needs is held by pods with no predicted end)")
+    if finish:
+        lines.append(f"Predicted completion: {finish} ({_from_now(finish, now)})")
+    if answer["ahead"]:
+        lines.append("Served before it: " + ", ".join(f"{a['job']} (priority {a['priority']})"
+                                                       for a in answer["ahead"]))
+    pk = answer["packer"]
+    if pk.get("wouldPlan"):
+        lines.append(f"The packer ({pk['policy']}) would make room now with a PackingPlan:")
+        lines += [f"  evict {e['pod']} from {e['from']}" for e in pk["evictions"]]
+        lines += [f"  move  {m['pod']}: {m['from']} -> {m['to']}" for m in pk["moves"]]
+        lines += [f"  place {p['pod']} on {p['node']}" for p in pk["placements"]]
+    elif pk:
+        lines.append(f"The packer would not make room now: {pk['why']}")
+    return "\n".join(lines + ["Nothing was created."])
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+
+
+def _from_now(text: str, now: datetime) -> str:
+    delta = (parse_rfc3339(text) - now).total_seconds()
+    return "now" if abs(delta) < 1 else f"in {_duration(delta)}" if delta > 0 else f"{_duration(-delta)} ago"
+
+

@@ -1,0 +1,52 @@
+"""`netsched why JOB`: why a GPUJob waits and what would change it, with the room per node, rack or zone.
+
+The reason and message are the job's own `Schedulable` condition (what the operator found at its last
+tick); the predicted start and completion are the forecast in its status; the table is worked out
+now from the live cluster, the way gang admission counts room.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netsched.api import conditions as c
+from netsched.api.gpujob import PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, job_spec
+from netsched.foresight.whatif import Cluster, WhatIfError, room_table
+from netsched.operator.capacity import node_room
+
+
+def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    body = next((j for j in cluster.jobs if j["metadata"]["namespace"] == namespace
+                 and j["metadata"]["name"] == name), None)
+    if body is None:
+        raise WhatIfError(f"GPUJob {namespace}/{name} not found (kubectl get gpujobs -n {namespace})")
+    status = body.get("status") or {}
+    job = job_spec(body)
+    schedulable = c.find(status.get("conditions") or [], c.SCHEDULABLE) or {}
+    level = job.network.get("maxPeerDistance") or "rack"
+    return {
+        "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"),
+        "reason": schedulable.get("reason"), "message": schedulable.get("message") or status.get("reason"),
+        "predictedStartTime": status.get(PREDICTED_START),
+        "predictedCompletionTime": status.get(PREDICTED_FINISH),
+        "predictionBasis": status.get(PREDICTION_BASIS),
+        "domains": room_table(job, [node_room(n) for n in cluster.nodes], cluster.pods, level, rows=10),
+    }
+
+
+def render_why(answer: dict[str, Any]) -> str:
+    lines = [f"GPUJob {answer['job']}: {answer['phase']}"]
+    if answer["reason"]:
+        lines.append(f"Schedulable: {answer['reason']}: {answer['message']}")
+    elif answer["message"]:
+        lines.append(f"Status: {answer['message']}")
+    if answer["predictedStartTime"]:
+        lines.append(f"Predicted start: {answer['predictedStartTime']}")
+    if answer["predictedCompletionTime"]:
+        lines.append(f"Predicted completion: {answer['predictedCompletionTime']} "
+                     f"(run time from {answer['predictionBasis']})")
+    if answer["domains"]:
+        level = answer["domains"][0]["level"]
+        lines.append(f"Room per {level} now (free GPUs, replicas of this job that fit):")
+        lines += [f"  {d['name']:<24} {d['freeGPUs']:>6g} {d['replicasFit']:>4}" for d in answer["domains"]]
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Foresight on the real dev-cluster: `netsched whatif` answers without creating anything, a waiting
+gang says why with the best domain's room, and its predicted start is set while it waits and cleared
+once it runs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from kubernetes import client
+
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.cli import main
+from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
+
+RUN = {"expectedDurationSeconds": 600}
+
+
+@pytest.fixture(scope="module")
+def urgent(dev_cluster):
+    sched = client.SchedulingV1Api(dev_cluster.api_client())
+    name = f"test-urgent-{uuid.uuid4().hex[:6]}"
+    sched.create_priority_class({"metadata": {"name": name}, "value": 100000})
+    yield name
+    sched.delete_priority_class(name)
+
+
+@pytest.fixture
+def custom(dev_cluster):
+    return client.CustomObjectsApi(dev_cluster.api_client())
+
+
+def _fill(custom, core, namespace: str) -> list[str]:
+    """2 × 8-GPU jobs on every node, each expected to run 600 s; their names."""
+    names = [f"low-{i}" for i in range(len(core.list_node().items) // 2)]
+    for name in names:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            name, replicas=2, gpus=8, duration="600s", manifest=True, workload=RUN))
+    poll(lambda: all(_status(custom, namespace, n).get("phase") == "Running" for n in names), 90,
+         "the filler jobs to run on every node")
+    return names
+
+
+def _status(custom, namespace: str, name: str) -> dict:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status") or {}
+
+
+def _everything(dev_cluster) -> set[tuple[str, str]]:
+    """(kind, uid) of every pod, GPUJob, PackingPlan and Event in the cluster."""
+    api = dev_cluster.api_client()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    found = {("Pod", p.metadata.uid) for p in core.list_pod_for_all_namespaces().items}
+    found |= {("Event", e.metadata.uid) for e in core.list_event_for_all_namespaces().items}
+    for group, plural in ((GROUP, PLURAL), (GROUP, "packingplans")):
+        found |= {(plural, o["metadata"]["uid"]) for o in custom.list_cluster_custom_object(
+            group, VERSION, plural)["items"]}
+    return found
+
+
+def test_whatif_on_a_full_cluster_names_the_blocking_job_and_the_plan_and_creates_nothing(
+        dev_cluster, core, custom, namespace, urgent, tmp_path, capsys):
+    fillers = _fill(custom, core, namespace)
+    job = make_gpujob("urgent", replicas=2, gpus=8, duration="600s", manifest=True, priorityClassName=urgent)
+    path = tmp_path / "urgent.json"
+    path.write_text(json.dumps(job))
+    before = _everything(dev_cluster)
+    capsys.readouterr()
+    assert main(["whatif", "-f", str(path), "-n", namespace, "-o", "json",
+                 f"--kubeconfig={dev_cluster.kubeconfig}"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    events_after = _everything(dev_cluster)
+    # nothing made; the filler jobs' own life (status Events of the running cluster) may go on meanwhile
+    assert {k for k in events_after - before if k[0] != "Event"} == set()
+    assert not custom.list_cluster_custom_object(GROUP, VERSION, "packingplans")["items"]
+
+    assert answer["schedulable"]["fits"] is False and answer["priority"] == 100000
+    assert answer["waitsFor"] and set(answer["waitsFor"]) <= {f"{namespace}/{n}" for n in fillers}
+    assert answer["predictedStartTime"] and answer["estimate"]["seconds"] is None  # no history: said so
+    plan = answer["packer"]
+    assert plan["wouldPlan"] is True and len(plan["evictions"]) == 2
+    victims = {e["pod"].split("/")[1].rsplit("-", 1)[0] for e in plan["evictions"]}
+    assert len(victims) == 1 and victims <= set(fillers)  # one whole low-priority gang
+    assert sorted(p["pod"] for p in plan["placements"]) == [f"{namespace}/urgent-0", f"{namespace}/urgent-1"]
+
+
+def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it_runs(
+        dev_cluster, core, custom, namespace, capsys):
+    fillers = _fill(custom, core, namespace)
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "waiter", replicas=2, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"},
+        workload=RUN))
+    waiting = poll(lambda: (s := _status(custom, namespace, "waiter")).get("predictedStartTime") and s, 60,
+                   "the waiting gang's predicted start")
+    assert waiting["phase"] == "Pending"
+    assert waiting["predictedCompletionTime"] > waiting["predictedStartTime"]
+    schedulable = next(c for c in waiting["conditions"] if c["type"] == "Schedulable")
+    assert schedulable["reason"] == "InsufficientResources"
+    assert "the best rack, rack-" in schedulable["message"] and "has 0 free GPUs" in schedulable["message"]
+    capsys.readouterr()
+    assert main(["why", "waiter", "-n", namespace, f"--kubeconfig={dev_cluster.kubeconfig}"]) == 0
+    said = capsys.readouterr().out
+    assert "InsufficientResources" in said and "Predicted start:" in said and "Room per rack now" in said
+
+    for name in fillers:  # every rack frees
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    running = poll(lambda: (s := _status(custom, namespace, "waiter")).get("phase") == "Running" and s, 90,
+                   "the gang to run once the fillers are gone")
+    poll(lambda: "predictedStartTime" not in _status(custom, namespace, "waiter"), 30,
+         "the predicted start to be cleared")
+    assert running["startTime"]

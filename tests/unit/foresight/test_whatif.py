@@ -1,0 +1,89 @@
+"""`netsched whatif` and `why` over a cluster given as plain objects: the operator's own rules answer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from netsched.api.events import rfc3339
+from netsched.foresight.whatif import Cluster, WhatIfError, load_manifest, render, what_if
+from netsched.foresight.why import render_why, why
+from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
+
+HISTORY = [{"outcome": "Succeeded", "duration_seconds": 600, "workload_kind": "training", "replicas": 4,
+            "gpus_per_replica": 8, "expected_duration_seconds": None}] * 3
+URGENT = {"metadata": {"name": "urgent"}, "value": 1000}
+
+
+def full_cluster(**status) -> Cluster:
+    """A 4×8-GPU job of GPUJob `big` on every node (started 100 s ago), at priority 0."""
+    big = make_gpujob("big", replicas=4, gpus=8, created=ago(200))
+    big["status"] = {"phase": "Running", "startTime": ago(100)} | status
+    pods = [make_pod(f"big-{i}", n["metadata"]["name"], gpus=8, job="big", owner="GPUJob", priority=0)
+            for i, n in enumerate(CLUSTER)]
+    return Cluster(CLUSTER, pods, [], [big], [URGENT])
+
+
+def manifest(**spec) -> dict:
+    body = make_gpujob("next", replicas=2, gpus=8, manifest=True, **spec)
+    body["metadata"] |= {"namespace": "ml", "uid": "whatif", "creationTimestamp": rfc3339(NOW)}
+    return body
+
+
+def test_on_a_full_cluster_it_names_the_job_it_waits_for_and_when_it_would_start():
+    answer = what_if(full_cluster(), manifest(), HISTORY, now=NOW)
+    said = answer["schedulable"]
+    assert (said["fits"], said["reason"]) == (False, "InsufficientResources")
+    assert answer["placement"] == [] and answer["waitsFor"] == ["ml/big"]
+    assert answer["predictedStartTime"] == rfc3339(NOW + timedelta(seconds=500))
+    assert answer["estimate"]["basis"] == "the median run of 3 finished training jobs"
+    assert answer["packer"] == {"wouldPlan": False, "why": "evicting or moving lower-priority pods would not "
+                                                           "place more"}  # same priority: never disturbed
+    text = render(answer, NOW)
+    assert "when ml/big is predicted to finish" in text and text.endswith("Nothing was created.")
+
+
+def test_at_a_higher_priority_it_shows_the_plan_the_packer_would_make():
+    answer = what_if(full_cluster(), manifest(priorityClassName="urgent"), HISTORY, now=NOW)
+    assert answer["priority"] == 1000 and answer["packer"]["wouldPlan"] is True
+    assert {e["pod"] for e in answer["packer"]["evictions"]} == {f"ml/big-{i}" for i in range(4)}  # its gang
+    assert sorted(p["pod"] for p in answer["packer"]["placements"]) == ["ml/next-0", "ml/next-1"]
+    assert "evict ml/big-0 from a1-0" in render(answer, NOW)
+
+
+def test_on_an_empty_cluster_it_fits_now_on_one_rack_s_nodes():
+    answer = what_if(Cluster(CLUSTER, [], [], [], []), manifest(network={"maxPeerDistance": "rack"}), [],
+                     now=NOW)
+    assert answer["schedulable"]["fits"] is True and answer["predictedStartTime"] == rfc3339(NOW)
+    assert {p["rack"] for p in answer["placement"]} == {"rack-a1"} and answer["packer"] == {}
+    assert answer["predictedCompletionTime"] is None and "Run time: unknown" in render(answer, NOW)
+
+
+def test_a_spec_the_operator_would_refuse_is_said_with_its_field():
+    bad = manifest(network={"maxDataDistance": "rack"})
+    answer = what_if(Cluster(CLUSTER, [], [], [], []), bad, [], now=NOW)
+    assert "spec.network.maxDataDistance" in answer["problems"][0] and "schedulable" not in answer
+
+
+def test_a_file_that_is_not_a_gpujob_is_refused_with_what_to_fix(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: p}\n")
+    with pytest.raises(WhatIfError, match="kind must be GPUJob"):
+        load_manifest(path, "ml")
+    path.write_text("kind: GPUJob\nmetadata: {name: j}\nspec: {replicas: 1}\n")
+    with pytest.raises(WhatIfError, match="spec.gpusPerReplica is required"):
+        load_manifest(path, "ml")
+
+
+def test_why_reads_the_condition_and_the_forecast_and_adds_the_room_per_domain():
+    waiting = make_gpujob("next", replicas=2, gpus=8, network={"maxPeerDistance": "zone"})
+    waiting["status"] = {"phase": "Pending", "predictedStartTime": rfc3339(NOW), "conditions": [
+        {"type": "Schedulable", "status": "False", "reason": "InsufficientResources", "message": "m"}]}
+    cluster = full_cluster()
+    answer = why(Cluster(cluster.nodes, cluster.pods, [], [*cluster.jobs, waiting], []), "ml", "next")
+    assert (answer["reason"], answer["message"]) == ("InsufficientResources", "m")
+    assert [(d["name"], d["freeGPUs"]) for d in answer["domains"]] == [("zone-a", 0), ("zone-b", 0)]
+    assert "Room per zone now" in render_why(answer)
+    with pytest.raises(WhatIfError, match="GPUJob ml/gone not found"):
+        why(cluster, "ml", "gone")
