@@ -5,6 +5,12 @@ It submits GPUJobs to the operator, which runs each as a gang of pods for the
 near its data. It prints each job's phase and where its replicas went, why (the
 extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
 and the training records of the finished jobs.
+
+Then the cluster fills with a low-priority backfill job, and it shows foresight and
+priorities: `whatif` for an urgent job before it is submitted (where it would wait, until
+when, and what the packer would evict), a same-priority job waiting with its why-pending
+message and predicted start, and the urgent job getting room through a PackingPlan. It
+ends with a summary table.
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ import time
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, Phase
+from netsched.api import plans
+from netsched.api.events import now_rfc3339
+from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
+from netsched.foresight.whatif import Cluster, history, render, what_if
+from netsched.foresight.why import render_why, why
 from netsched.operator.records import read_rows
 
 NAMESPACE = "netsched-demo"
@@ -69,6 +79,7 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)), 120, "the demo jobs to finish")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
         _print_records(cluster, {j["metadata"]["uid"] for j in _jobs(jobs)})
+        _priorities(cluster, api)
     finally:
         if started_here and not keep:
             cluster.down(quiet=True)
@@ -76,6 +87,79 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
     if started_here and keep:
         print(f"dev-cluster left running: kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} get gj")
     return 0
+
+
+URGENT_CLASS = "netsched-demo-urgent"
+QUEUED = gpujob("queued", 2, 8, "20s", workload={"kind": "training", "expectedDurationSeconds": 20})
+URGENT = gpujob("urgent", 2, 8, "20s", priorityClassName=URGENT_CLASS,
+                workload={"kind": "training", "expectedDurationSeconds": 20})
+
+
+def _priorities(cluster: DevCluster, api: client.ApiClient) -> None:
+    """A full cluster: whatif before submitting, a waiting job's why and ETA, and the packer making room."""
+    core, jobs = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    try:
+        client.SchedulingV1Api(api).create_priority_class({"metadata": {"name": URGENT_CLASS},
+                                                            "value": 100000})
+    except client.ApiException as exc:
+        if exc.status != 409:  # made by an earlier demo on this cluster
+            raise
+    gpus = sum(int((n.status.allocatable or {}).get("nvidia.com/gpu", 0)) for n in core.list_node().items)
+    backfill = gpujob("backfill", gpus // 8, 8, "120s",
+                      workload={"kind": "batch", "expectedDurationSeconds": 120})
+    jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, backfill)
+    poll(lambda: _phase(_job(jobs, "backfill")) == Phase.RUNNING, 60, "the backfill job to fill the cluster")
+    print(f"\nthe cluster is full: backfill runs {gpus // 8} x 8 GPUs at priority 0 for 120 s")
+
+    state = Cluster.read(api)
+    manifest = {**URGENT, "metadata": {"name": "urgent", "namespace": NAMESPACE, "uid": "whatif",
+                                      "generation": 1, "creationTimestamp": now_rfc3339()}}
+    print("\n$ netsched whatif -f urgent.yaml   (before submitting it; nothing is created)")
+    print(_indent(render(what_if(state, manifest, history(state, cluster.records_file)))))
+
+    jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, QUEUED)
+    poll(lambda: (_job(jobs, "queued").get("status") or {}).get(PREDICTED_START), 30,
+         "the waiting job's predicted start")
+    print("\n$ netsched why queued   (submitted at priority 0: it waits)")
+    print(_indent(render_why(why(Cluster.read(api), NAMESPACE, "queued"))))
+
+    jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, URGENT)
+    print(f"\nsubmitted urgent (PriorityClass {URGENT_CLASS}): the packer makes room")
+    plan = poll(lambda: _ended_plan(jobs) or {}, 90, "the PackingPlan to end")
+    spec = plan["spec"]
+    evicted = sorted(e["pod"].split("/")[1] for e in spec["evictions"])
+    placed = [f"{p['pod'].split('/')[1]} on {p['node']}" for p in spec["placements"]]
+    print(f"  PackingPlan {plan['metadata']['name']}: {plans.phase(plan)}; evicted {', '.join(evicted)}; "
+          f"placed {', '.join(placed)}")
+    poll(lambda: _phase(_job(jobs, "urgent")) in (Phase.RUNNING, *TERMINAL), 60, "the urgent job to run")
+    _summary(jobs)
+
+
+def _ended_plan(jobs: client.CustomObjectsApi) -> dict | None:
+    listed = jobs.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)["items"]
+    return next((p for p in listed if plans.phase(p) in plans.TERMINAL), None)
+
+
+def _summary(jobs: client.CustomObjectsApi) -> None:
+    print("\nsummary:")
+    print(f"  {'job':<10} {'phase':<10} {'GPUs':>4}  {'started':<20} {'predicted finish':<20} how")
+    for job in sorted(_jobs(jobs), key=lambda j: j["metadata"]["creationTimestamp"]):
+        status = job.get("status") or {}
+        admitted = _condition(job, c.ADMITTED)
+        how = (f"{admitted.get('reason')}" if admitted else "-") + (
+            f" (waiting: {_condition(job, c.SCHEDULABLE).get('reason')})"
+            if _phase(job) == Phase.PENDING else "")
+        finish = status.get("predictedCompletionTime") or "-"
+        print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('gpus', '-'):>4}  "
+              f"{status.get('startTime') or '-':<20} {finish:<20} {how}")
+
+
+def _job(jobs: client.CustomObjectsApi, name: str) -> dict:
+    return jobs.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
 
 
 def _fresh_namespace(core: client.CoreV1Api) -> None:

@@ -212,6 +212,12 @@ class Job:
 
 def simulate(cfg: SimConfig) -> Iterator[dict]:
     """Dataset rows (netsched.training.dataset.COLUMNS), candidate set by candidate set, in time order."""
+    for _, rows in runs(cfg):
+        yield from rows
+
+
+def runs(cfg: SimConfig) -> Iterator[tuple[Job, list[dict]]]:
+    """Each simulated job, in arrival order, with its candidate rows (the one it ran on has chosen=1)."""
     cluster_seq, jobs_seq = np.random.SeedSequence(cfg.seed).spawn(2)
     cluster = Cluster(cfg, np.random.default_rng(cluster_seq))
     rng = np.random.default_rng(jobs_seq)
@@ -219,7 +225,7 @@ def simulate(cfg: SimConfig) -> Iterator[dict]:
     for k in range(cfg.jobs):
         start += rng.exponential(cfg.mean_gap_s)
         job = _job(cluster, rng, f"sim-{cfg.seed}-{k:06d}", start)
-        yield from _candidate_rows(cluster, cfg, rng, job)
+        yield job, list(_candidate_rows(cluster, cfg, rng, job))
 
 
 def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float) -> Job:
