@@ -118,8 +118,8 @@ def _priorities(cluster: DevCluster, api: client.ApiClient) -> None:
     print(_indent(render(what_if(state, manifest, history(state, cluster.records_file)))))
 
     jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, QUEUED)
-    poll(lambda: (_job(jobs, "queued").get("status") or {}).get(PREDICTED_START), 30,
-         "the waiting job's predicted start")
+    poll(lambda: (_job(jobs, "queued").get("status") or {}).get(PREDICTED_START)
+         and _condition(_job(jobs, "queued"), c.SCHEDULABLE), 30, "the waiting job's reason and ETA")
     print("\n$ netsched why queued   (submitted at priority 0: it waits)")
     print(_indent(render_why(why(Cluster.read(api), NAMESPACE, "queued"))))
 
