@@ -24,8 +24,10 @@ class Phase(StrEnum):
 
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 
-# status fields of the forecast (netsched.operator.forecaster): start while waiting, completion until done
-PREDICTED_START, PREDICTED_FINISH = "predictedStartTime", "predictedCompletionTime"
+# status fields of the forecast (netsched.operator.forecaster): start (and the running jobs whose end it
+# waits for) while waiting, completion until done
+PREDICTED_START, PREDICTED_AFTER = "predictedStartTime", "predictedAfter"
+PREDICTED_FINISH = "predictedCompletionTime"
 PREDICTED_SECONDS, PREDICTION_BASIS = "predictedDurationSeconds", "predictionBasis"
 
 

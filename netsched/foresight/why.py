@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, job_spec
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, job_spec
 from netsched.foresight.whatif import Cluster, WhatIfError, room_table
 from netsched.operator.capacity import node_room
 
@@ -27,7 +27,7 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return {
         "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"),
         "reason": schedulable.get("reason"), "message": schedulable.get("message") or status.get("reason"),
-        "predictedStartTime": status.get(PREDICTED_START),
+        "predictedStartTime": status.get(PREDICTED_START), "waitsFor": status.get(PREDICTED_AFTER) or [],
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
         "domains": room_table(job, [node_room(n) for n in cluster.nodes], cluster.pods, level, rows=10),
@@ -41,7 +41,8 @@ def render_why(answer: dict[str, Any]) -> str:
     elif answer["message"]:
         lines.append(f"Status: {answer['message']}")
     if answer["predictedStartTime"]:
-        lines.append(f"Predicted start: {answer['predictedStartTime']}")
+        lines.append(f"Predicted start: {answer['predictedStartTime']}" + (
+            f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
     if answer["predictedCompletionTime"]:
         lines.append(f"Predicted completion: {answer['predictedCompletionTime']} "
                      f"(run time from {answer['predictionBasis']})")

@@ -1,8 +1,9 @@
 """The forecast loop: every `interval` seconds, predicted start and completion times for every
 unfinished GPUJob (netsched.operator.forecast), written into its status and a gauge.
 
-Status fields: `predictedStartTime` while the job waits for room, `predictedCompletionTime` while it
-waits or runs, `predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
+Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
+whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
+`predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
 A time is written again only when it moved by more than a tenth of what is left (at least
 MIN_MOVE seconds), so a steady forecast costs no API writes. One list of nodes, pods and GPUJobs per
 pass; whatever a pass raises is counted, logged once with its traceback, and the next pass runs.
@@ -19,6 +20,7 @@ from kubernetes import client
 from netsched.api.connect import api_message
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import PREDICTED_AFTER as AFTER
 from netsched.api.gpujob import PREDICTED_FINISH as FINISH
 from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
 from netsched.api.gpujob import PREDICTED_START as START
@@ -110,6 +112,9 @@ def status_patch(status: dict, forecast: Forecast, now: datetime) -> dict:
     if status.get(SECONDS) != seconds and (patch or status.get(SECONDS) is None or seconds is None
                                            or abs(seconds - status[SECONDS]) > MIN_MOVE):
         patch[SECONDS] = seconds
+    after = list(forecast.after) if forecast.start is not None else []
+    if (status.get(AFTER) or []) != after:
+        patch[AFTER] = after or None
     if status.get(BASIS) != forecast.estimate.basis:
         patch[BASIS] = forecast.estimate.basis
     return patch

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import PREDICTED_FINISH, PREDICTED_START, TERMINAL, JobSpec, Phase
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, JobSpec, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
 from netsched.operator.capacity import Fit
@@ -149,7 +149,7 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
     c.set_condition(conds, phase, True, reason, message, job.generation)
     ends = [p.finished for p in latest.values() if p.finished] if phase == Phase.SUCCEEDED else []
     new.update(phase=phase, reason=reason, completionTime=max(ends) if ends else rfc3339(now))
-    _forget(new, PREDICTED_START, PREDICTED_FINISH)  # the real times are there now
+    _forget(new, PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)  # the real times are there now
     out.delete = [p.name for p in latest.values() if p.phase not in DONE and not p.deleting]
     out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == Phase.FAILED)
     out.record = True
@@ -256,7 +256,7 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
         starts = sorted(p.started for p in latest.values() if p.started and p.phase == PodPhase.RUNNING)
         new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else rfc3339(now)
     if phase != Phase.PENDING:
-        _forget(new, PREDICTED_START)  # it is no longer waiting for room: no start to predict
+        _forget(new, PREDICTED_START, PREDICTED_AFTER)  # no longer waiting for room: no start to predict
     new.update(phase=phase, reason=reason)
 
 

@@ -95,6 +95,8 @@ def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it
                    "the waiting gang's predicted start")
     assert waiting["phase"] == "Pending"
     assert waiting["predictedCompletionTime"] > waiting["predictedStartTime"]
+    after = waiting["predictedAfter"]
+    assert after and set(after) <= {f"{namespace}/{n}" for n in fillers}
     schedulable = next(c for c in waiting["conditions"] if c["type"] == "Schedulable")
     assert schedulable["reason"] == "InsufficientResources"
     assert "the best rack, rack-" in schedulable["message"] and "has 0 free GPUs" in schedulable["message"]
@@ -107,6 +109,6 @@ def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     running = poll(lambda: (s := _status(custom, namespace, "waiter")).get("phase") == "Running" and s, 90,
                    "the gang to run once the fillers are gone")
-    poll(lambda: "predictedStartTime" not in _status(custom, namespace, "waiter"), 30,
+    poll(lambda: not {"predictedStartTime", "predictedAfter"} & set(_status(custom, namespace, "waiter")), 30,
          "the predicted start to be cleared")
     assert running["startTime"]

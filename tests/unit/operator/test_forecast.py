@@ -112,3 +112,7 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
                                                    "predictedCompletionTime": rfc3339(at(1000))}
     running = Forecast(None, at(700), estimate)
     assert status_patch(first, running, NOW) == {"predictedStartTime": None}
+    behind = Forecast(at(100), at(700), estimate, after=("ml/big",))
+    assert status_patch(first, behind, NOW) == {"predictedAfter": ["ml/big"]}
+    assert status_patch(first | {"predictedAfter": ["ml/big"]}, running, NOW) == {
+        "predictedStartTime": None, "predictedAfter": None}

@@ -338,12 +338,14 @@ def test_a_gang_a_packing_plan_released_says_so_in_its_condition_and_an_event():
 
 
 def test_a_predicted_start_is_dropped_once_the_gang_is_released_and_both_predictions_once_it_ends():
-    predicted = {"predictedStartTime": stamp(NOW), "predictedCompletionTime": stamp(NOW + timedelta(hours=1))}
+    predicted = {"predictedStartTime": stamp(NOW), "predictedCompletionTime": stamp(NOW + timedelta(hours=1)),
+                 "predictedAfter": ["ml/big"]}
     gated = [pod(0, gated=True), pod(1, gated=True)]
     waiting = run(pods=gated, status=predicted, fit=FitStub(1, 2))
     assert waiting.status["predictedStartTime"] == predicted["predictedStartTime"]
     released = run(pods=gated, status=predicted)
     assert released.status["predictedStartTime"] is None  # a merge patch deletes it
+    assert released.status["predictedAfter"] is None
     assert released.status["predictedCompletionTime"] == predicted["predictedCompletionTime"]
     again = run(pods=[pod(0, phase="Running", node="a1-0"), pod(1, phase="Running", node="a1-0")],
                 status={k: v for k, v in released.status.items() if v is not None})
