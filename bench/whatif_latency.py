@@ -1,6 +1,6 @@
 """How long `netsched whatif` takes against a live cluster of --nodes KWOK nodes, as a user runs it.
 
-    python bench/whatif_latency.py [--nodes 1000] [--fill 0.9] [--runs 5]
+    python bench/whatif_latency.py [--nodes 1000] [--fill 0.99] [--runs 5]
 
 One dev-cluster (its operator, extender and kube-scheduler). GPUJobs of 8 replicas × 8 GPUs, each
 expected to run an hour, fill --fill of the nodes; then `netsched whatif` runs --runs times as its
@@ -41,7 +41,7 @@ HOUR = {"expectedDurationSeconds": 3600}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--fill", type=float, default=0.9, help="share of the nodes the running jobs hold")
+    parser.add_argument("--fill", type=float, default=0.99, help="share of the nodes the running jobs hold")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-publish", action="store_true")
     args = parser.parse_args()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client, config
 
@@ -16,6 +18,15 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def items(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """The objects a list call returns, as the API server's own JSON (camelCase keys, as
+    sanitize_for_serialization would give). Skips the client's model classes: building them costs
+    about 10 ms per node, 14 s for 1,000 nodes and their pods on a busy 2-core machine."""
+    response = list_call(*args, _preload_content=False, **kwargs)
+    found: list[dict[str, Any]] = json.loads(response.data)["items"]
+    return found
 
 
 def api_message(exc: client.ApiException) -> str:

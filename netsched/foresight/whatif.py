@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from netsched.api.connect import items
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
@@ -58,7 +59,7 @@ class Cluster:
     def read(cls, api: client.ApiClient) -> Cluster:
         nodes, pods, pdbs = cluster_state(api)
         jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        classes = api.sanitize_for_serialization(client.SchedulingV1Api(api).list_priority_class())["items"]
+        classes = items(client.SchedulingV1Api(api).list_priority_class)
         return cls(nodes, pods, pdbs, jobs, classes)
 
 

@@ -20,12 +20,14 @@ controller solve over.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
 
 from kubernetes import client
 
+from netsched.api.connect import items
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.pods import DONE
@@ -45,10 +47,8 @@ def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> 
 def cluster_state(api: client.ApiClient) -> tuple[list[dict], list[dict], list[dict]]:
     """Nodes, pods and PodDisruptionBudgets as plain dicts."""
     core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
-    raw_nodes = api.sanitize_for_serialization(core.list_node())["items"]
-    raw_pods = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())["items"]
-    pdbs = api.sanitize_for_serialization(policy.list_pod_disruption_budget_for_all_namespaces())["items"]
-    return raw_nodes, raw_pods, pdbs
+    return (items(core.list_node), items(core.list_pod_for_all_namespaces),
+            items(policy.list_pod_disruption_budget_for_all_namespaces))
 
 
 def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
@@ -56,7 +56,8 @@ def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
     rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
-    pods = tuple(_pod(p, rooms, pdbs) for p in raw_pods if _counts(p, names, scheduler))
+    allowed = _AllowedNodes(rooms)
+    pods = tuple(_pod(p, rooms, pdbs, allowed) for p in raw_pods if _counts(p, names, scheduler))
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
     return Snapshot(nodes, pods, budgets, taken=time.time())
 
@@ -84,7 +85,25 @@ def _gone(meta: Mapping, status: Mapping) -> bool:
     return status.get("phase") in DONE or bool(meta.get("deletionTimestamp"))
 
 
-def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
+class _AllowedNodes:
+    """The nodes a pod may use, worked out once per distinct set of constraints (nodeSelector,
+    affinity, tolerations, data annotations): pods of one job or one template share them, and
+    checking every pod against every node costs seconds at 1,000 nodes."""
+
+    def __init__(self, nodes: list[NodeRoom]):
+        self.nodes = nodes
+        self._known: dict[str, tuple[str, ...]] = {}
+
+    def __call__(self, spec: dict, annotations: Mapping[str, str]) -> tuple[str, ...]:
+        key = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                          annotations.get(MAX_DATA_DISTANCE), annotations.get(DATA_SOURCE)], sort_keys=True)
+        if key not in self._known:
+            self._known[key] = tuple(n.name for n in self.nodes
+                                     if may_use(n, spec) and _near_its_data(n, annotations, self.nodes))
+        return self._known[key]
+
+
+def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict], allowed_nodes: _AllowedNodes) -> Pod:
     meta, spec = raw["metadata"], raw.get("spec") or {}
     labels = meta.get("labels") or {}
     requests = _ints(pod_requests(spec))
@@ -95,7 +114,7 @@ def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict]) -> Pod:
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
     annotations = meta.get("annotations") or {}
-    allowed = tuple(n.name for n in nodes if may_use(n, spec) and _near_its_data(n, annotations, nodes))
+    allowed = allowed_nodes(spec, annotations)
     # the solver models one budget per pod: the tightest; the packer checks a plan against all of them
     covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and selects((b.get("spec") or {}).get("selector"), labels)]

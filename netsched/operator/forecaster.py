@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from netsched.api.connect import api_message
+from netsched.api.connect import api_message, items
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.gpujob import PREDICTED_AFTER as AFTER
@@ -68,9 +68,8 @@ class Forecaster:
 
     def run_once(self, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
-        sanitize = self.api.sanitize_for_serialization
-        nodes = [node_room(n) for n in sanitize(self.core.list_node())["items"]]
-        pods = sanitize(self.core.list_pod_for_all_namespaces())["items"]
+        nodes = [node_room(n) for n in items(self.core.list_node)]
+        pods = items(self.core.list_pod_for_all_namespaces)
         jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows())
         for body in jobs:

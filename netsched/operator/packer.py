@@ -27,7 +27,7 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api import plans
-from netsched.api.connect import api_message
+from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
@@ -278,12 +278,10 @@ class Packer:
         spec = plan.get("spec") or {}
         namespaces = {e["pod"].split("/", 1)[0] for part in ("evictions", "moves", "placements")
                       for e in spec.get(part) or ()}
-        return [p for ns in sorted(namespaces)
-                for p in self.api.sanitize_for_serialization(self.core.list_namespaced_pod(ns))["items"]]
+        return [p for ns in sorted(namespaces) for p in items(self.core.list_namespaced_pod, ns)]
 
     def _pdbs(self) -> list[dict]:
-        return self.api.sanitize_for_serialization(
-            self.policy.list_pod_disruption_budget_for_all_namespaces())["items"]
+        return items(self.policy.list_pod_disruption_budget_for_all_namespaces)
 
     def _event(self, plan: dict, reason: str, message: str, type_: str = "Normal") -> None:
         meta = plan["metadata"]
