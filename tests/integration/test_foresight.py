@@ -47,6 +47,10 @@ def _status(custom, namespace: str, name: str) -> dict:
     return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status") or {}
 
 
+def _schedulable(status: dict) -> dict | None:
+    return next((c for c in status.get("conditions") or () if c["type"] == "Schedulable"), None)
+
+
 def _everything(dev_cluster) -> set[tuple[str, str]]:
     """(kind, uid) of every pod, GPUJob, PackingPlan and Event in the cluster."""
     api = dev_cluster.api_client()
@@ -91,13 +95,13 @@ def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
         "waiter", replicas=2, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"},
         workload=RUN))
-    waiting = poll(lambda: (s := _status(custom, namespace, "waiter")).get("predictedStartTime") and s, 60,
-                   "the waiting gang's predicted start")
+    waiting = poll(lambda: (s := _status(custom, namespace, "waiter")).get("predictedStartTime")
+                   and _schedulable(s) and s, 60, "the waiting gang's reason and predicted start")
     assert waiting["phase"] == "Pending"
     assert waiting["predictedCompletionTime"] > waiting["predictedStartTime"]
     after = waiting["predictedAfter"]
     assert after and set(after) <= {f"{namespace}/{n}" for n in fillers}
-    schedulable = next(c for c in waiting["conditions"] if c["type"] == "Schedulable")
+    schedulable = _schedulable(waiting)
     assert schedulable["reason"] == "InsufficientResources"
     assert "the best rack, rack-" in schedulable["message"] and "has 0 free GPUs" in schedulable["message"]
     capsys.readouterr()
