@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import TERMINAL, JobSpec, Phase, job_spec
-from netsched.api.labels import JOB_LABEL
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.operator.capacity import NodeRoom, placement
@@ -108,8 +108,15 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
     starts = {w.key: Start(None) for w in queue}
     t, serial = now, len(events)
     freed: set[str] = set()
+    # free GPUs over all schedulable nodes: a gang asking more cannot fit, and is not tried (each try
+    # walks every node; most release events free too little for most gangs)
+    schedulable = {n.name for n in nodes if n.schedulable}
+    free_gpus = sum(n.allocatable.get(GPU_RESOURCE, 0.0) - room.get(n.name, {}).get(GPU_RESOURCE, 0.0)
+                    for n in nodes if n.schedulable)
     while order:
         for w in list(order):
+            if w.request.get(GPU_RESOURCE, 0.0) * w.needed > free_gpus:
+                continue
             where = placement(nodes, room, w.request, w.needed, w.template_spec, w.network, w.data)
             if where is None:
                 continue
@@ -118,6 +125,7 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
             for node, count in where.items():
                 take = {k: v * count for k, v in w.request.items()}
                 _add(room, node, take, 1)
+                free_gpus -= take.get(GPU_RESOURCE, 0.0)
                 if w.seconds is not None:
                     heapq.heappush(events, (t + timedelta(seconds=w.seconds), serial, node, take, w.key))
                     serial += 1
@@ -127,6 +135,7 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
         while events and events[0][0] == t:
             _, _, node, request, owner = heapq.heappop(events)
             _add(room, node, request, -1)
+            free_gpus += request.get(GPU_RESOURCE, 0.0) if node in schedulable else 0.0
             freed.add(owner)
     return starts
 
