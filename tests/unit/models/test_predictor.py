@@ -93,8 +93,9 @@ def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
 
 
 def test_serves_from_the_files_written_with_the_artifact_as_the_pickled_model_ranks(predictor, rows):
-    assert predictor.meta["model_kind"] == "ridge"  # the job part's trees in ONNX, the candidate part linear
-    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx"}
+    # the job part's trees in ONNX; the candidate part too when it is trees, else linear in serving.json
+    trees = predictor.meta["model_kind"] == "hist_gradient_boosting"
+    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx", *(["candidate.onnx"] * trees)}
     pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
     np.testing.assert_allclose(np.log(predictor.predict(rows)), pickled.predict(rows), atol=1e-5)  # float32
     bundle_screen = joblib.load(predictor.path / "model.joblib")["screen"]
