@@ -14,6 +14,7 @@ from pathlib import Path
 from netsched import __version__
 from netsched.api.settings import add_flags, from_args
 from netsched.extender.config import ExtenderConfig
+from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
 from netsched.operator.config import OperatorConfig
 
 DESCRIPTION = """\
@@ -358,6 +359,9 @@ def _add_model_parsers(sub) -> None:
                     help="most recent share of jobs both models are judged on (default 0.2)")
     rt.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
     rt.set_defaults(func=cmd_retrain)
+    for p in (sim, tr, ev, rt):
+        p.add_argument("--gpu-table", metavar="FILE", help="GPU capability table extending the built-in one "
+                       f"(as the extender's --gpu-table; default ${GPU_TABLE_ENV} if set)")
 
 
 def _add_cluster_options(p: argparse.ArgumentParser, shape: bool = True) -> None:
@@ -474,6 +478,14 @@ def main(argv: list[str] | None = None) -> int:
     from netsched.devcluster.processes import ComponentFailed
     from netsched.devcluster.wait import Timeout
 
+    if getattr(args, "gpu_table", None):
+        from netsched.models.gpus import GpuTableError, configure
+
+        try:
+            configure(args.gpu_table)
+        except GpuTableError as exc:
+            print(f"netsched: error: {exc}", file=sys.stderr)
+            return 2
     try:
         return args.func(args)
     except (BuildError, ClusterError, ComponentFailed, Timeout) as exc:

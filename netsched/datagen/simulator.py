@@ -23,7 +23,7 @@ Completion time of job j on candidate node n, in seconds:
     c        = 1 - CONTENTION * nic_util(n)   (1 for data on n's own disk or a peer on n itself)
 
 where bw and rtt are the true link values, volume_gb = gb_per_hour * work_s / 3600 (gb_per_hour
-drawn around its level's COMM_GB_PER_HOUR, lognormal(0, COMM_SIGMA)), STEP_S its step_seconds,
+drawn around its level's COMM_LEVELS, lognormal(0, COMM_SIGMA)), STEP_S its step_seconds,
 and e_job ~ lognormal(0, job_noise) is shared by all candidates of a job while
 e_node ~ lognormal(0, node_noise) is drawn per candidate. The job's other replicas (its
 peers) are already placed; the candidate hosts the last one, as the extender scores it.
@@ -51,11 +51,11 @@ from netsched.models.features import (
     DATA_SCOPES,
     SCHEMA_VERSION,
     WORKLOAD_KINDS,
-    gpu_features,
     kind_features,
     peer_features,
     weakest_link,
 )
+from netsched.models.gpus import gpu_features
 from netsched.training.dataset import TARGET
 from netsched.training.policies import least_allocated_balanced
 
@@ -125,8 +125,7 @@ COMM = {"training": ("medium", "high"), "inference": ("low",), "etl": ("low", "m
 DATA_SCOPE_SHARE = (0.15, 0.25, 0.4, 0.2)  # node, rack, zone, endpoint
 GPU_EXPONENT = {"training": 1.0, "inference": 0.8, "etl": 0.4, "batch": 0.7}
 CPU_SENSITIVITY = {"training": 0.15, "inference": 0.1, "etl": 0.5, "batch": 0.3}
-COMM_GB_PER_HOUR = {"low": 10.0, "medium": 100.0, "high": 600.0}  # median of each level; spread COMM_SIGMA
-COMM_SIGMA = 0.6
+COMM_SIGMA = 0.6  # a job's GB/h: lognormal around its level's COMM_LEVELS
 
 
 def step_seconds(gb_per_hour: float) -> float:
@@ -296,7 +295,7 @@ def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float,
     comm = str(rng.choice(COMM[kind]))
     return Job(job_id, start, kind, replicas, int(_pick(rng, GPUS_PER_REPLICA[kind])), work,
                float(rng.lognormal(math.log(median), sigma)), comm,
-               float(COMM_GB_PER_HOUR[comm] * rng.lognormal(0, COMM_SIGMA)), scope,
+               float(COMM_LEVELS[comm] * rng.lognormal(0, COMM_SIGMA)), scope,
                int(rng.integers(places[scope])), hint, _peers(cluster, rng, replicas - 1))
 
 
@@ -367,7 +366,7 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
         "start_unix": round(job.start, 3),
         "job_gpus": float(job.replicas * job.gpus_per_replica), "replicas": float(job.replicas),
         "gpus_per_replica": float(job.gpus_per_replica), "input_size_gb": job.input_gb,
-        "comm_intensity": COMM_LEVELS[job.comm], **kind_features(job.kind),
+        "comm_gb_per_hour": job.comm_gb_per_hour, **kind_features(job.kind),
         "expected_seconds": job.expected_s, "data_scope": DATA_SCOPES[job.scope],
         **gpu_features(cluster.gpu[i]), "node_gpus": float(GPUS_PER_NODE),
         "data_distance": cluster.data_distance(i, job.scope, job.where),

@@ -57,14 +57,14 @@ def test_fastest_finds_the_full_predicts_best_when_the_screen_keeps_it(predictor
 def test_refuses_another_schema_version(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
     edit_meta(directory, schema_version=99)
-    with pytest.raises(ArtifactError, match="tiny: model schema version 99, this netsched uses 1; retrain"):
+    with pytest.raises(ArtifactError, match="tiny: model schema version 99, this netsched uses 2; retrain"):
         Predictor.load(directory)
 
 
 def test_refuses_another_feature_list(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
     edit_meta(directory, features=list(reversed(FEATURE_NAMES)))
-    with pytest.raises(ArtifactError, match=r"feature list does not match schema v1 \(same names, another"):
+    with pytest.raises(ArtifactError, match=r"feature list does not match schema v2 \(same names, another"):
         Predictor.load(directory)
     edit_meta(directory, features=[*FEATURE_NAMES[:-1], "gpu_temperature"])
     with pytest.raises(ArtifactError, match=r"missing \['nic_util'\], unexpected \['gpu_temperature'\]"):
