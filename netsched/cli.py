@@ -41,6 +41,8 @@ Subcommands:
                and write a versioned model artifact
   evaluate     judge a model on jobs after its training window against the topology
                heuristic, kube-scheduler's default scoring, random and the oracle
+  predict      a model's predicted completion seconds for each candidate row of a file,
+               ranked per candidate set as the extender ranks them (CSV or JSON out)
   retrain      train a challenger on fresh data and promote it over the current
                model only if it is better on recent held-out jobs (for a CronJob)
 """
@@ -274,6 +276,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from netsched.training.predict import predict_rows, write_predictions
+
+    fmt = args.format or ("json" if args.out and args.out.endswith(".json") else "csv")
+
+    def run() -> None:
+        rows = predict_rows(Path(args.model), Path(args.candidates))
+        if args.out:
+            with open(args.out, "w", newline="") as f:
+                write_predictions(rows, f, fmt)
+            print(f"wrote {len(rows)} predictions to {args.out}", file=sys.stderr)
+        else:
+            write_predictions(rows, sys.stdout, fmt)
+
+    return _model_command("predict", run)
+
+
 def cmd_retrain(args: argparse.Namespace) -> int:
     from netsched.training.retrain import retrain
 
@@ -359,7 +378,20 @@ def _add_model_parsers(sub) -> None:
                     help="most recent share of jobs both models are judged on (default 0.2)")
     rt.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
     rt.set_defaults(func=cmd_retrain)
-    for p in (sim, tr, ev, rt):
+    pr = sub.add_parser(
+        "predict", help="a model's predicted completion seconds for candidate rows, ranked",
+        description="Predict completion seconds for each row of a candidates file (CSV or JSON: the model's "
+        "features by name, optional candidate_set, node and gpu_product; docs/record-format.md) with the "
+        "extender's own call, and rank each candidate set's rows (1: predicted fastest) as the extender "
+        "would. Writes the rows with predicted_seconds and rank, as CSV or JSON.")
+    pr.add_argument("--model", required=True, metavar="PATH",
+                    help="artifact directory or current.json manifest")
+    pr.add_argument("--candidates", required=True, metavar="FILE", help="candidates file, CSV or JSON")
+    pr.add_argument("--out", metavar="FILE", help="write here (default: standard output)")
+    pr.add_argument("--format", choices=("csv", "json"),
+                    help="output format (default: json if --out ends in .json, else csv)")
+    pr.set_defaults(func=cmd_predict)
+    for p in (sim, tr, ev, rt, pr):
         p.add_argument("--gpu-table", metavar="FILE", help="GPU capability table extending the built-in one "
                        f"(as the extender's --gpu-table; default ${GPU_TABLE_ENV} if set)")
 

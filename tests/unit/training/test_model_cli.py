@@ -17,7 +17,7 @@ def test_help_lists_the_model_commands(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for command in ("simulate", "train", "evaluate", "retrain"):
+    for command in ("simulate", "train", "evaluate", "predict", "retrain"):
         assert f"\n  {command} " in out
 
 
