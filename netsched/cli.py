@@ -230,7 +230,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     try:
         cfg = SimConfig(nodes=args.nodes, jobs=args.jobs, candidates=args.candidates, seed=args.seed,
-                        start_unix=args.start)
+                        start_unix=args.start, profile=args.profile)
     except ValueError as exc:
         print(f"netsched: error: simulate: {exc}", file=sys.stderr)
         return 2
@@ -332,6 +332,10 @@ def _add_model_parsers(sub) -> None:
     sim.add_argument("--nodes", type=int, default=64, help="GPU nodes of the cluster (default 64)")
     sim.add_argument("--candidates", type=int, default=8, help="candidate nodes per job (default 8)")
     sim.add_argument("--seed", type=int, default=0, help="seeds the cluster and the jobs (default 0)")
+    sim.add_argument("--profile", default="default", metavar="NAME",
+                     help="the cluster's GPUs, NICs, links and job mix (netsched/datagen/simulator.py "
+                     "PROFILES: default, inference-edge, training-hpc, legacy, mixed; --nodes keeps the size; "
+                     "default: default)")
     sim.add_argument("--start", type=_utc, default=1_767_225_600.0, metavar="TIME",
                      help="when the first job may start, ISO 8601, UTC unless stated (default 2026-01-01)")
     sim.add_argument("--out", required=True, metavar="FILE.csv", help="dataset file to write")
