@@ -334,8 +334,8 @@ def _add_model_parsers(sub) -> None:
     sim.add_argument("--seed", type=int, default=0, help="seeds the cluster and the jobs (default 0)")
     sim.add_argument("--profile", default="default", metavar="NAME",
                      help="the cluster's GPUs, NICs, links and job mix (netsched/datagen/simulator.py "
-                     "PROFILES: default, inference-edge, training-hpc, legacy, mixed; --nodes keeps the size; "
-                     "default: default)")
+                     "PROFILES: default, inference-edge, training-hpc, legacy, mixed; --nodes keeps the "
+                     "size; default: default)")
     sim.add_argument("--start", type=_utc, default=1_767_225_600.0, metavar="TIME",
                      help="when the first job may start, ISO 8601, UTC unless stated (default 2026-01-01)")
     sim.add_argument("--out", required=True, metavar="FILE.csv", help="dataset file to write")
