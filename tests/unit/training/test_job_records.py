@@ -156,3 +156,14 @@ def test_a_record_without_a_field_the_model_needs(tmp_path):
 def test_a_file_with_no_usable_job(tmp_path):
     with pytest.raises(SchemaError, match="no Succeeded job with a duration yet"):
         read_dataset(write_records(tmp_path / "r.jsonl", [operator_record(["a1-0"], phase="Failed")]))
+
+
+def test_a_record_reads_its_gb_per_hour_and_its_last_nodes_gpu_labels_and_older_records_still_read():
+    record = operator_record(["a1-0", "a2-0"], workload={"kind": "training", "communicationIntensity": "high",
+                                                         "communicationGBPerHour": 42})
+    record["gpu_labels"] = [{}, {"netsched.io/gpu-tflops": "123"}]
+    row = record_row(record)
+    assert row["comm_gb_per_hour"] == 42.0 and row["gpu_tflops16"] == 123.0
+    assert row["gpu_mem_bw_gbps"] == 2039.0  # the rest from its product, an A100 SXM4 80GB (LABELS)
+    older = {k: v for k, v in record.items() if k not in ("gpu_labels", "communication_gb_per_hour")}
+    assert record_row(older)["comm_gb_per_hour"] == 600.0 and record_row(older)["gpu_tflops16"] == 312.0
