@@ -14,6 +14,7 @@ from pathlib import Path
 from netsched import __version__
 from netsched.api.settings import add_flags, from_args
 from netsched.extender.config import ExtenderConfig
+from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
 from netsched.operator.config import OperatorConfig
 
 DESCRIPTION = """\
@@ -40,6 +41,8 @@ Subcommands:
                and write a versioned model artifact
   evaluate     judge a model on jobs after its training window against the topology
                heuristic, kube-scheduler's default scoring, random and the oracle
+  predict      a model's predicted completion seconds for each candidate row of a file,
+               ranked per candidate set as the extender ranks them (CSV or JSON out)
   retrain      train a challenger on fresh data and promote it over the current
                model only if it is better on recent held-out jobs (for a CronJob)
   whatif       what a GPUJob would do if submitted now: fits or not, where, predicted
@@ -268,7 +271,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     try:
         cfg = SimConfig(nodes=args.nodes, jobs=args.jobs, candidates=args.candidates, seed=args.seed,
-                        start_unix=args.start)
+                        start_unix=args.start, profile=args.profile)
     except ValueError as exc:
         print(f"netsched: error: simulate: {exc}", file=sys.stderr)
         return 2
@@ -314,6 +317,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from netsched.training.predict import predict_rows, write_predictions
+
+    fmt = args.format or ("json" if args.out and args.out.endswith(".json") else "csv")
+
+    def run() -> None:
+        rows = predict_rows(Path(args.model), Path(args.candidates))
+        if args.out:
+            with open(args.out, "w", newline="") as f:
+                write_predictions(rows, f, fmt)
+            print(f"wrote {len(rows)} predictions to {args.out}", file=sys.stderr)
+        else:
+            write_predictions(rows, sys.stdout, fmt)
+
+    return _model_command("predict", run)
+
+
 def cmd_retrain(args: argparse.Namespace) -> int:
     from netsched.training.retrain import retrain
 
@@ -353,6 +373,10 @@ def _add_model_parsers(sub) -> None:
     sim.add_argument("--nodes", type=int, default=64, help="GPU nodes of the cluster (default 64)")
     sim.add_argument("--candidates", type=int, default=8, help="candidate nodes per job (default 8)")
     sim.add_argument("--seed", type=int, default=0, help="seeds the cluster and the jobs (default 0)")
+    sim.add_argument("--profile", default="default", metavar="NAME",
+                     help="the cluster's GPUs, NICs, links and job mix (netsched/datagen/simulator.py "
+                     "PROFILES: default, inference-edge, training-hpc, legacy, mixed; --nodes keeps the "
+                     "size; default: default)")
     sim.add_argument("--start", type=_utc, default=1_767_225_600.0, metavar="TIME",
                      help="when the first job may start, ISO 8601, UTC unless stated (default 2026-01-01)")
     sim.add_argument("--out", required=True, metavar="FILE.csv", help="dataset file to write")
@@ -399,6 +423,22 @@ def _add_model_parsers(sub) -> None:
                     help="most recent share of jobs both models are judged on (default 0.2)")
     rt.add_argument("--seed", type=int, default=0, help="seeds the regressors (default 0)")
     rt.set_defaults(func=cmd_retrain)
+    pr = sub.add_parser(
+        "predict", help="a model's predicted completion seconds for candidate rows, ranked",
+        description="Predict completion seconds for each row of a candidates file (CSV or JSON: the model's "
+        "features by name, optional candidate_set, node and gpu_product; docs/record-format.md) with the "
+        "extender's own call, and rank each candidate set's rows (1: predicted fastest) as the extender "
+        "would. Writes the rows with predicted_seconds and rank, as CSV or JSON.")
+    pr.add_argument("--model", required=True, metavar="PATH",
+                    help="artifact directory or current.json manifest")
+    pr.add_argument("--candidates", required=True, metavar="FILE", help="candidates file, CSV or JSON")
+    pr.add_argument("--out", metavar="FILE", help="write here (default: standard output)")
+    pr.add_argument("--format", choices=("csv", "json"),
+                    help="output format (default: json if --out ends in .json, else csv)")
+    pr.set_defaults(func=cmd_predict)
+    for p in (sim, tr, ev, rt, pr):
+        p.add_argument("--gpu-table", metavar="FILE", help="GPU capability table extending the built-in one "
+                       f"(as the extender's --gpu-table; default ${GPU_TABLE_ENV} if set)")
 
 
 def _add_cluster_options(p: argparse.ArgumentParser, shape: bool = True) -> None:
@@ -537,6 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     from netsched.devcluster.processes import ComponentFailed
     from netsched.devcluster.wait import Timeout
 
+    if getattr(args, "gpu_table", None):
+        from netsched.models.gpus import GpuTableError, configure
+
+        try:
+            configure(args.gpu_table)
+        except GpuTableError as exc:
+            print(f"netsched: error: {exc}", file=sys.stderr)
+            return 2
     try:
         return args.func(args)
     except (BuildError, ClusterError, ComponentFailed, Timeout) as exc:

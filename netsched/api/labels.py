@@ -15,6 +15,14 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 RACK_LABEL = PREFIX + "rack"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_MIB_LABEL = "nvidia.com/gpu.memory"  # MiB, as GPU feature discovery sets it
+# A node's GPU capability, overriding what netsched's GPU table says of its product (netsched.models.gpus)
+GPU_TFLOPS_LABEL = PREFIX + "gpu-tflops"  # dense bf16/fp16 TFLOPS
+GPU_TFLOPS_FP32_LABEL = PREFIX + "gpu-tflops-fp32"
+GPU_MEMORY_BANDWIDTH_LABEL = PREFIX + "gpu-memory-bandwidth-gbps"
+GPU_MEMORY_GIB_LABEL = PREFIX + "gpu-memory-gib"
+GPU_LABELS = (GPU_TFLOPS_LABEL, GPU_TFLOPS_FP32_LABEL, GPU_MEMORY_BANDWIDTH_LABEL, GPU_MEMORY_GIB_LABEL,
+              GPU_MEMORY_MIB_LABEL)  # what a node's GPU capability is read from besides its product
 
 JOB_LABEL = PREFIX + "job"  # the GPUJob (or any group of pods) a pod belongs to
 REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
@@ -35,6 +43,7 @@ REPLICAS = PREFIX + "replicas"
 WORKLOAD_KIND = PREFIX + "workload-kind"  # training, inference, etl or batch
 INPUT_SIZE_GB = PREFIX + "input-size-gb"
 COMMUNICATION = PREFIX + "communication-intensity"  # low, medium or high
+COMMUNICATION_GB_PER_HOUR = PREFIX + "communication-gb-per-hour"  # GB a replica exchanges per hour
 EXPECTED_SECONDS = PREFIX + "expected-duration-seconds"
 
 

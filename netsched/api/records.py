@@ -24,12 +24,16 @@ ROW_FIELDS = {
     "priority_class": "str or null", "failures": "pod failures during the run",
     "workload_kind": "training, inference, etl or batch", "input_size_gb": "float or null",
     "communication_intensity": "low, medium, high or null",
+    "communication_gb_per_hour": "GB a replica exchanges per hour (spec.workload.communicationGBPerHour) or "
+                                 "null; absent from records written before it existed",
     "expected_duration_seconds": "int or null", "expected_steps": "int or null",
     "data_kind": "node, rack, zone, endpoint or null", "data_location": "str or null",
     "data_size_gb": "float or null",
     "data_distance": "finest level every replica shares with the data: node, rack, zone, far or null",
     "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
     "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
+    "gpu_labels": "the GPU capability labels (labels.GPU_LABELS) of each replica's node; absent from older "
+                  "records",
     "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
     "telemetry": "links of the last replica at job start (operator/placement_telemetry.py: model feature "
                  "name -> value), or null without --prometheus-url",

@@ -5,10 +5,11 @@ on each candidate. The simulator gives both, from a performance model the learne
 never sees: it learns from the rows this module writes, like from any other source.
 
 Cluster: `nodes` nodes filling `zones` x `racks_per_zone` racks (netsched.devcluster.topology
-naming); each rack has one GPU model (relative speed GPU_SPEED) and NICs of NIC_MBPS; every
+naming); each rack has one GPU model (relative speed GPU_SPEED, drawn from the profile's mix,
+PROFILES) and NICs of NIC_MBPS (times the profile's nic_scale); every
 link has a persistent quality factor (a node's own, lognormal(0, 0.2), times one per rack pair
 or rack-to-data-site path, lognormal(0, 0.15-0.2)), so two equally placed nodes differ and only
-measurement tells them apart. Zones are joined
+measurement tells them apart. In the default profile zones are joined
 by 3-12 Gbit/s links with 1-8 ms RTT; three external endpoints reach each zone at
 0.8-8 Gbit/s, 4-40 ms.
 
@@ -18,10 +19,11 @@ Completion time of job j on candidate node n, in seconds:
     pull     = (input_gb / replicas) * 8000 / (bw(n, data) * c)
     compute  = work_s * speed(gpu of n) ** -GPU_EXPONENT[kind] * (1 + CPU_SENSITIVITY[kind] * cpu_load(n))
     exchange = 2 (r-1)/r * volume_gb * 8000 / (min bw(n, peer) * c)
-               + (work_s / STEP_S[comm]) * 2 (r-1) * max rtt(n, peer) / 1000     (only with peers)
+               + (work_s / STEP_S) * 2 (r-1) * max rtt(n, peer) / 1000     (only with peers)
     c        = 1 - CONTENTION * nic_util(n)   (1 for data on n's own disk or a peer on n itself)
 
-where bw and rtt are the true link values, volume_gb = COMM_GB_PER_HOUR[comm] * work_s / 3600,
+where bw and rtt are the true link values, volume_gb = gb_per_hour * work_s / 3600 (gb_per_hour
+drawn around its level's COMM_LEVELS, lognormal(0, COMM_SIGMA)), STEP_S its step_seconds,
 and e_job ~ lognormal(0, job_noise) is shared by all candidates of a job while
 e_node ~ lognormal(0, node_noise) is drawn per candidate. The job's other replicas (its
 peers) are already placed; the candidate hosts the last one, as the extender scores it.
@@ -49,19 +51,22 @@ from netsched.models.features import (
     DATA_SCOPES,
     SCHEMA_VERSION,
     WORKLOAD_KINDS,
-    gpu_features,
     kind_features,
     peer_features,
     weakest_link,
 )
+from netsched.models.gpus import gpu_features
 from netsched.training.dataset import TARGET
 from netsched.training.policies import least_allocated_balanced
 
+# The simulator's own truth about each GPU (relative speed, the NIC it ships with): hidden from the
+# learned model, which sees only the capability table (netsched.models.gpus) or nothing.
 GPU_SPEED = {"NVIDIA-H100-80GB-HBM3": 1.0, "NVIDIA-A100-SXM4-80GB": 0.6, "NVIDIA-L40S": 0.45,
-             "Tesla-V100-SXM2-32GB": 0.3}
-GPU_SHARE = (0.3, 0.35, 0.2, 0.15)  # of racks
+             "Tesla-V100-SXM2-32GB": 0.3, "NVIDIA-H200": 1.15, "NVIDIA-A100-SXM4-40GB": 0.55,
+             "NVIDIA-L4": 0.17, "NVIDIA-A10": 0.2, "NVIDIA-A40": 0.27, "Tesla-T4": 0.08}
 NIC_MBPS = {"NVIDIA-H100-80GB-HBM3": 100_000, "NVIDIA-A100-SXM4-80GB": 100_000, "NVIDIA-L40S": 25_000,
-            "Tesla-V100-SXM2-32GB": 25_000}
+            "Tesla-V100-SXM2-32GB": 25_000, "NVIDIA-H200": 200_000, "NVIDIA-A100-SXM4-40GB": 100_000,
+            "NVIDIA-L4": 25_000, "NVIDIA-A10": 25_000, "NVIDIA-A40": 25_000, "Tesla-T4": 10_000}
 GPUS_PER_NODE = 8
 NVLINK_MBPS, NVLINK_RTT_MS = 400_000.0, 0.005
 LOCAL_DISK_MBPS, LOCAL_DISK_RTT_MS = 24_000.0, 0.02
@@ -72,7 +77,44 @@ ENDPOINTS = 3
 CONTENTION = 0.85
 STARTUP_S = 30.0
 
-KIND_SHARE = (0.45, 0.15, 0.25, 0.15)  # training, inference, etl, batch
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """What makes one simulated cluster unlike another: its shape, GPUs (share of racks), NICs
+    (scaled), links between zones and to endpoints (Mbit/s ranges), and its job mix."""
+    nodes: int
+    zones: int
+    racks_per_zone: int
+    gpus: tuple[tuple[str, float], ...]
+    nic_scale: float = 1.0
+    zone_mbps: tuple[float, float] = (3_000, 12_000)
+    endpoint_mbps: tuple[float, float] = (800, 8_000)
+    # share of training, inference, etl and batch jobs
+    kind_share: tuple[float, float, float, float] = (0.45, 0.15, 0.25, 0.15)
+
+
+# Clusters that differ in GPUs (several found in one cluster only), link speeds, topology and job
+# mix: the leave-one-cluster-out benchmark (bench/loco.py) trains on all but one.
+PROFILES = {
+    "default": ClusterProfile(64, 4, 4, (("NVIDIA-H100-80GB-HBM3", 0.3), ("NVIDIA-A100-SXM4-80GB", 0.35),
+                                         ("NVIDIA-L40S", 0.2), ("Tesla-V100-SXM2-32GB", 0.15))),
+    "inference-edge": ClusterProfile(48, 2, 4,
+                                     (("NVIDIA-L4", 0.4), ("NVIDIA-A10", 0.3), ("NVIDIA-L40S", 0.3)),
+                                     nic_scale=0.5, zone_mbps=(1_000, 4_000),
+                                     kind_share=(0.15, 0.45, 0.25, 0.15)),
+    "training-hpc": ClusterProfile(96, 3, 8, (("NVIDIA-H200", 0.4), ("NVIDIA-H100-80GB-HBM3", 0.4),
+                                             ("NVIDIA-A100-SXM4-80GB", 0.2)),
+                                   nic_scale=2.0, zone_mbps=(10_000, 40_000),
+                                   kind_share=(0.7, 0.05, 0.15, 0.1)),
+    "legacy": ClusterProfile(64, 4, 4, (("Tesla-V100-SXM2-32GB", 0.4), ("Tesla-T4", 0.3),
+                                        ("NVIDIA-A100-SXM4-40GB", 0.3)),
+                             nic_scale=0.4, zone_mbps=(1_000, 6_000), endpoint_mbps=(400, 3_000),
+                             kind_share=(0.3, 0.2, 0.2, 0.3)),
+    "mixed": ClusterProfile(80, 5, 4, (("NVIDIA-H100-80GB-HBM3", 0.2), ("NVIDIA-A40", 0.3),
+                                       ("NVIDIA-A100-SXM4-80GB", 0.2), ("NVIDIA-L40S", 0.3)),
+                            zone_mbps=(2_000, 8_000)),
+}
 REPLICAS = {"training": ((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15)), "inference": ((1,), (1.0,)),
             "etl": ((1, 2, 4), (0.5, 0.3, 0.2)), "batch": ((1, 2), (0.7, 0.3))}
 GPUS_PER_REPLICA = {"training": ((2, 4, 8), (0.3, 0.4, 0.3)), "inference": ((1, 2), (0.7, 0.3)),
@@ -83,8 +125,13 @@ COMM = {"training": ("medium", "high"), "inference": ("low",), "etl": ("low", "m
 DATA_SCOPE_SHARE = (0.15, 0.25, 0.4, 0.2)  # node, rack, zone, endpoint
 GPU_EXPONENT = {"training": 1.0, "inference": 0.8, "etl": 0.4, "batch": 0.7}
 CPU_SENSITIVITY = {"training": 0.15, "inference": 0.1, "etl": 0.5, "batch": 0.3}
-COMM_GB_PER_HOUR = {"low": 10.0, "medium": 100.0, "high": 600.0}
-STEP_S = {"low": 30.0, "medium": 5.0, "high": 1.0}
+COMM_SIGMA = 0.6  # a job's GB/h: lognormal around its level's COMM_LEVELS
+
+
+def step_seconds(gb_per_hour: float) -> float:
+    """Seconds between synchronisations: more exchange goes with more frequent steps (30 s at 10 GB/h,
+    ~4 s at 100, ~1 s at 600)."""
+    return 30.0 * (gb_per_hour / 10.0) ** -0.85
 WORK_S = (1500.0, 0.8)  # compute seconds per replica on an H100: median, sigma
 
 
@@ -96,6 +143,7 @@ class SimConfig:
     jobs: int = 3000
     candidates: int = 8
     seed: int = 0
+    profile: str = "default"  # PROFILES: GPUs, NICs, links and job mix (nodes, zones, racks stay as given)
     start_unix: float = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     mean_gap_s: float = 300.0
     job_noise: float = 0.10
@@ -106,9 +154,18 @@ class SimConfig:
     def __post_init__(self):
         if self.nodes < 2 or self.candidates < 2 or self.jobs < 1:
             raise ValueError("the simulator needs at least 2 nodes, 2 candidates and 1 job")
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown cluster profile {self.profile!r}; one of {', '.join(PROFILES)}")
         if self.candidates > self.nodes:
             raise ValueError(f"{self.candidates} candidates per job need at least as many nodes, "
                              f"not {self.nodes}")
+
+
+def profile_config(profile: str, jobs: int, seed: int, **kwargs) -> SimConfig:
+    """A SimConfig of the shape (nodes, zones, racks) the profile names."""
+    shape = PROFILES[profile]
+    return SimConfig(nodes=shape.nodes, zones=shape.zones, racks_per_zone=shape.racks_per_zone, jobs=jobs,
+                     seed=seed, profile=profile, **kwargs)
 
 
 class Cluster:
@@ -124,16 +181,18 @@ class Cluster:
         self.racks = len(rack_names)
         self.rack_zone = np.zeros(self.racks, dtype=int)
         self.rack_zone[self.rack] = self.zone
-        rack_gpu = rng.choice(list(GPU_SPEED), size=len(rack_names), p=GPU_SHARE)
+        profile = PROFILES[cfg.profile]
+        products, shares = zip(*profile.gpus, strict=True)
+        rack_gpu = rng.choice(products, size=len(rack_names), p=shares)
         self.gpu = rack_gpu[self.rack]
-        self.nic = np.array([NIC_MBPS[g] for g in self.gpu], dtype=float)
-        self.nic[rng.random(len(nodes)) < 0.2] = 25_000.0  # some nodes kept an older NIC
+        self.nic = np.array([NIC_MBPS[g] for g in self.gpu], dtype=float) * profile.nic_scale
+        self.nic[rng.random(len(nodes)) < 0.2] = 25_000.0 * profile.nic_scale  # some nodes kept an older NIC
         self.base_nic = rng.beta(2, 5, len(nodes))
         self.nic_phase = rng.uniform(0, 2 * math.pi, len(nodes))
         z = len(self.zone_names)
-        self.zone_bw = _symmetric(rng.uniform(3_000, 12_000, (z, z)))
+        self.zone_bw = _symmetric(rng.uniform(*profile.zone_mbps, (z, z)))
         self.zone_rtt = _symmetric(rng.uniform(1, 8, (z, z)))
-        self.endpoint_bw = rng.uniform(800, 8_000, (ENDPOINTS, z))
+        self.endpoint_bw = rng.uniform(*profile.endpoint_mbps, (ENDPOINTS, z))
         self.endpoint_rtt = rng.uniform(4, 40, (ENDPOINTS, z))
         self.node_quality = rng.lognormal(0, 0.2, len(nodes))
         self.rack_pair_quality = _symmetric(rng.lognormal(0, 0.15, (self.racks, self.racks)))
@@ -204,6 +263,7 @@ class Job:
     work_s: float
     input_gb: float
     comm: str
+    comm_gb_per_hour: float  # continuous exchange volume; `comm` is its level, as a GPUJob may state it
     scope: str
     where: int  # data node, rack, zone or endpoint index
     expected_s: float
@@ -224,12 +284,13 @@ def runs(cfg: SimConfig) -> Iterator[tuple[Job, list[dict]]]:
     start = cfg.start_unix
     for k in range(cfg.jobs):
         start += rng.exponential(cfg.mean_gap_s)
-        job = _job(cluster, rng, f"sim-{cfg.seed}-{k:06d}", start)
+        job = _job(cluster, rng, f"sim-{cfg.seed}-{k:06d}", start, PROFILES[cfg.profile].kind_share)
         yield job, list(_candidate_rows(cluster, cfg, rng, job))
 
 
-def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float) -> Job:
-    kind = str(rng.choice(WORKLOAD_KINDS, p=KIND_SHARE))
+def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float,
+         kind_share: tuple[float, ...]) -> Job:
+    kind = str(rng.choice(WORKLOAD_KINDS, p=kind_share))
     replicas = int(_pick(rng, REPLICAS[kind]))
     work = float(rng.lognormal(math.log(WORK_S[0]), WORK_S[1]))
     scope = str(rng.choice(list(DATA_SCOPES), p=DATA_SCOPE_SHARE))
@@ -237,8 +298,10 @@ def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float) 
               "endpoint": ENDPOINTS}
     median, sigma = INPUT_GB[kind]
     hint = work * rng.lognormal(0, 0.3) if rng.random() < 0.8 else math.nan
+    comm = str(rng.choice(COMM[kind]))
     return Job(job_id, start, kind, replicas, int(_pick(rng, GPUS_PER_REPLICA[kind])), work,
-               float(rng.lognormal(math.log(median), sigma)), str(rng.choice(COMM[kind])), scope,
+               float(rng.lognormal(math.log(median), sigma)), comm,
+               float(COMM_LEVELS[comm] * rng.lognormal(0, COMM_SIGMA)), scope,
                int(rng.integers(places[scope])), hint, _peers(cluster, rng, replicas - 1))
 
 
@@ -309,7 +372,7 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
         "start_unix": round(job.start, 3),
         "job_gpus": float(job.replicas * job.gpus_per_replica), "replicas": float(job.replicas),
         "gpus_per_replica": float(job.gpus_per_replica), "input_size_gb": job.input_gb,
-        "comm_intensity": COMM_LEVELS[job.comm], **kind_features(job.kind),
+        "comm_gb_per_hour": job.comm_gb_per_hour, **kind_features(job.kind),
         "expected_seconds": job.expected_s, "data_scope": DATA_SCOPES[job.scope],
         **gpu_features(cluster.gpu[i]), "node_gpus": float(GPUS_PER_NODE),
         "data_distance": cluster.data_distance(i, job.scope, job.where),
@@ -328,8 +391,9 @@ def _exchange(cluster: Cluster, job: Job, i: int, c: float) -> tuple[float, tupl
     bw = min(b * (1.0 if p == i else c) for (b, _), p in zip(links, job.peers, strict=True))
     rtt = max(r for _, r in links)
     r = job.replicas
-    volume = COMM_GB_PER_HOUR[job.comm] * job.work_s / 3600
-    seconds = 2 * (r - 1) / r * volume * 8000 / bw + job.work_s / STEP_S[job.comm] * 2 * (r - 1) * rtt / 1000
+    volume = job.comm_gb_per_hour * job.work_s / 3600
+    steps = job.work_s / step_seconds(job.comm_gb_per_hour)
+    seconds = 2 * (r - 1) / r * volume * 8000 / bw + steps * 2 * (r - 1) * rtt / 1000
     remote = [link for link, p in zip(links, job.peers, strict=True) if p != i]
     return seconds, weakest_link([b for b, _ in remote], [t for _, t in remote])
 

@@ -52,11 +52,11 @@ from netsched.models.features import (
     DATA_SCOPES,
     DISTANCES,
     SCHEMA_VERSION,
-    gpu_features,
     kind_features,
     peer_features,
     weakest_link,
 )
+from netsched.models.gpus import gpu_features
 from netsched.telemetry.probe import measure_rtt
 from netsched.training.dataset import TARGET, write_dataset
 
@@ -362,7 +362,7 @@ def features(job: Job, node: str, seen: dict) -> dict:
         "node": node, "site": here.zone,
         "job_gpus": float(job.replicas * job.gpus_per_replica), "replicas": float(job.replicas),
         "gpus_per_replica": float(job.gpus_per_replica), "input_size_gb": job.input_mb / 1000,
-        "comm_intensity": COMM_LEVELS[job.comm], **kind_features(job.kind),
+        "comm_gb_per_hour": COMM_LEVELS[job.comm], **kind_features(job.kind),  # a testbed job states a level
         "expected_seconds": job.expected_s,
         "data_scope": DATA_SCOPES["zone"], **gpu_features(here.gpu), "node_gpus": float(GPUS_PER_NODE),
         "node_free_gpus": float(_free_gpus(job, [node])),

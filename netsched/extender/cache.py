@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsched.api.labels import (
+    GPU_LABELS,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     JOB_GPUS,
@@ -337,6 +338,7 @@ def _node_facts(obj: KubeObject) -> NodeFacts:
         "rack": labels.get(RACK_LABEL),
         "gpus": gpus,
         "gpu_product": labels.get(GPU_PRODUCT_LABEL),
+        "gpu_labels": {k: v for k, v in labels.items() if k in GPU_LABELS},
         "cpu": cpu,
         "memory": memory,
     }

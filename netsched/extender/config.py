@@ -9,6 +9,8 @@ from netsched.api.settings import setting
 
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
 CHART_PORT = "the chart's Service and probes are bound to it"
+CHART_GPU_TABLE = ("the chart writes its gpuCapabilities value to a ConfigMap, mounts it and passes "
+                   "this flag when the value is not empty")
 CHART_TLS = ("the chart serves the extender over HTTP inside the cluster; a certificate Secret for it "
              "comes with the chart's TLS option")
 
@@ -52,6 +54,11 @@ class ExtenderConfig:
     model_reload_seconds: float = setting(
         5.0, flag="--model-reload-seconds", metavar="SECONDS", helm="extender.model.reloadSeconds",
         help="how often the model's files are checked for a new artifact (default 5)")
+    gpu_table: Path | None = setting(
+        flag="--gpu-table", metavar="FILE", fixed=CHART_GPU_TABLE,
+        help="GPU capability table (JSON or YAML: product -> tflops16, tflopsFp32, memoryBandwidthGBps, "
+        "memoryGiB) extending netsched's built-in one for the completion-time model's GPU features "
+        "(netsched/models/gpus.py)")
     explain_events: bool = setting(
         True, flag="--no-explain-events", helm="extender.explainEvents",
         help="do not write a NetworkPlacement event on each placed pod")

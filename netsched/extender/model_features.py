@@ -13,13 +13,20 @@ import math
 
 import numpy as np
 
-from netsched.api.labels import COMMUNICATION, EXPECTED_SECONDS, INPUT_SIZE_GB, REPLICAS, WORKLOAD_KIND
+from netsched.api.labels import (
+    COMMUNICATION,
+    COMMUNICATION_GB_PER_HOUR,
+    EXPECTED_SECONDS,
+    INPUT_SIZE_GB,
+    REPLICAS,
+    WORKLOAD_KIND,
+)
 from netsched.extender.locality import Place, distance_levels
 from netsched.extender.needs import NetworkNeeds, data_place
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
-from netsched.models.features import COMM_LEVELS, DATA_SCOPES, kind_features, peer_features, weakest_link
+from netsched.models.features import DATA_SCOPES, comm_gb_per_hour, kind_features, peer_features, weakest_link
 
 NAN = math.nan
 
@@ -38,7 +45,7 @@ def _job(pod: PodRef, needs: NetworkNeeds) -> dict[str, float]:
         "job_gpus": float(needs.job_gpus or pod.gpus * (replicas if replicas > 0 else 1)),
         "replicas": replicas, "gpus_per_replica": float(pod.gpus),
         "input_size_gb": _number(notes.get(INPUT_SIZE_GB)),
-        "comm_intensity": COMM_LEVELS.get(notes.get(COMMUNICATION, ""), NAN),
+        "comm_gb_per_hour": comm_gb_per_hour(notes.get(COMMUNICATION_GB_PER_HOUR), notes.get(COMMUNICATION)),
         **kind_features(notes.get(WORKLOAD_KIND)),
         "expected_seconds": _number(notes.get(EXPECTED_SECONDS)),
         "data_scope": DATA_SCOPES.get(needs.data_kind or "", NAN),
@@ -57,9 +64,9 @@ def _number(value: str | None) -> float:
 
 def _node(snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     table = snap.table
-    names, flags = table.gpu_flags
+    names, capability = table.gpu_capability
     return {
-        **{name: flags[idx, j] for j, name in enumerate(names)},
+        **{name: capability[idx, j] for j, name in enumerate(names)},
         "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": snap.free[idx].astype(float),
         "rack_free_gpus": snap.rack_free(idx),
         "node_cpu_load": _load(snap, 0, table.cpu, idx), "node_mem_load": _load(snap, 1, table.memory, idx),

@@ -229,8 +229,11 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     from netsched.api.settings import summary
     from netsched.extender.explain import DecisionLog, EventWriter
     from netsched.extender.watch import start_watches, wait_synced
+    from netsched.models.gpus import table as gpu_table
 
     log.info("netsched extender settings: %s", summary(settings))
+    gpus = gpu_table()
+    log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
     check_tls(settings)
     metrics, cache, decisions = Metrics(), ClusterCache(max_age=settings.max_cache_age), DecisionLog()
     count = metrics.events.labels

@@ -7,7 +7,7 @@ in it changes while the request runs, so the filters and scorers of one request 
 
 Node facts that rarely change (zone, rack, GPU model, allocatable GPUs) live in a
 `NodeTable` of numpy arrays, so scoring 5,000 candidates is vector arithmetic; what is
-derived from the table alone (GPU-model features) is computed once per table.
+derived from the table alone (GPU capability features) is computed once per table.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from netsched.extender.pins import Pins
-from netsched.models.features import gpu_features
+from netsched.models.gpus import gpu_features
 from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # id of a missing zone or rack label
-NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, cpu, memory of one node (cache._node_facts)
+NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, gpu_labels, cpu, memory (cache._node_facts)
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class NodeTable:
     zone_names: list[str]
     rack_names: list[str]
     gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
+    gpu_labels: list[dict[str, str]]  # the node's GPU capability labels (labels.GPU_LABELS), the same
     cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
     memory: np.ndarray
 
@@ -57,6 +58,7 @@ class NodeTable:
             zone_names=zone_names,
             rack_names=rack_names,
             gpu_product=[nodes[n]["gpu_product"] for n in names],
+            gpu_labels=[nodes[n].get("gpu_labels") or {} for n in names],
             cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
             memory=np.array([nodes[n]["memory"] for n in names], dtype=np.float64),
         )
@@ -68,11 +70,11 @@ class NodeTable:
         return self.rack_names[self.rack[i]] if self.rack[i] != UNKNOWN else None
 
     @cached_property
-    def gpu_flags(self) -> tuple[tuple[str, ...], np.ndarray]:
-        """The GPU-family features of every node (names, rows by table index): computed once per
-        table, which changes only when nodes do, so a request pays an index, not label parses."""
+    def gpu_capability(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """The GPU capability features of every node (names, rows by table index): computed once per
+        table, which changes only when nodes do, so a request pays an index, not a table lookup."""
         names = tuple(gpu_features(None))
-        rows = [gpu_features(p) for p in self.gpu_product]
+        rows = [gpu_features(p, labels) for p, labels in zip(self.gpu_product, self.gpu_labels, strict=True)]
         return names, np.array([[r[n] for n in names] for r in rows]).reshape(-1, len(names))
 
 

@@ -9,7 +9,9 @@ refused, never silently reinterpreted.
 
 Conventions: an empty value (NaN) means unknown or not applicable (no data source, no
 peers yet, link not measured); distance levels are 0 same node, 1 same rack, 2 same
-zone, 3 farther; bandwidth is Mbit/s, RTT ms, loads and utilisation 0..1.
+zone, 3 farther; bandwidth is Mbit/s, RTT ms, loads and utilisation 0..1; a node's GPU is
+four capability numbers from netsched.models.gpus (never a family flag: a GPU the model never
+saw still says how fast it is).
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from typing import Any, overload
 import numpy as np
 
 from netsched.api.distance import DISTANCES as DISTANCE_LEVELS
+from netsched.models.gpus import GPU_FEATURES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: GPU capability numbers for the GPU-family flags, exchange in GB/h for 3 levels
 
 WORKLOAD_KINDS = ("training", "inference", "etl", "batch")
-COMM_LEVELS = {"low": 1.0, "medium": 2.0, "high": 3.0}
+COMM_LEVELS = {"low": 10.0, "medium": 100.0, "high": 600.0}  # the GB/h a job stating only a level stands for
 DATA_SCOPES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "endpoint": 3.0}
 DISTANCES = {name: float(level) for name, level in DISTANCE_LEVELS.items()}
-GPU_FAMILIES = ("H100", "A100", "L40S", "V100")  # matched in the GPU product label; others are all 0
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,14 @@ FEATURES: tuple[Feature, ...] = (
     Feature("replicas", "job", "replicas (pods) of the job"),
     Feature("gpus_per_replica", "job", "GPUs the placed pod asks for"),
     Feature("input_size_gb", "job", "input data read by the job, GB (0: none)", heavy_tailed=True),
-    Feature("comm_intensity", "job", "replica exchange: 1 low, 2 medium, 3 high"),
+    Feature("comm_gb_per_hour", "job", "GB each replica exchanges with the others per hour of work "
+            "(spec.workload.communicationGBPerHour; a level low/medium/high counts as COMM_LEVELS)",
+            heavy_tailed=True),
     *(Feature(f"kind_{k}", "job", f"1 if the workload kind is {k}") for k in WORKLOAD_KINDS),
     Feature("expected_seconds", "job", "the job's own duration hint (spec.workload.expectedDurationSeconds)",
             heavy_tailed=True),
     Feature("data_scope", "job", "where the input lives: 0 a node, 1 a rack, 2 a zone, 3 an endpoint"),
-    *(Feature(f"gpu_{f.lower()}", "node", f"1 if the node's GPU product names {f}") for f in GPU_FAMILIES),
+    *(Feature(name, "node", doc, heavy_tailed=True) for name, (_, doc) in GPU_FEATURES.items()),
     Feature("node_gpus", "node", "the node's allocatable GPUs"),
     Feature("node_free_gpus", "node", "GPUs free on the node before placing"),
     Feature("rack_free_gpus", "node", "GPUs free in the node's rack before placing"),
@@ -100,9 +104,16 @@ def kind_features(kind: str | None) -> dict[str, float]:
     return {f"kind_{k}": float(k == kind) for k in WORKLOAD_KINDS}
 
 
-def gpu_features(product: str | None) -> dict[str, float]:
-    product = (product or "").upper()
-    return {f"gpu_{f.lower()}": float(f in product) for f in GPU_FAMILIES}
+def comm_gb_per_hour(gb_per_hour: object, level: object) -> float:
+    """comm_gb_per_hour from what a job states: its GB/h if a non-negative number, else what its
+    level stands for (COMM_LEVELS), else NaN (unknown)."""
+    try:
+        number = float(gb_per_hour)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if math.isfinite(number) and number >= 0:
+        return number
+    return COMM_LEVELS.get(level, math.nan) if isinstance(level, str) else math.nan
 
 
 def peer_features(distances: np.ndarray) -> dict[str, float | np.ndarray]:

@@ -27,7 +27,7 @@ from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
 from netsched.api.gpujob import JobSpec
-from netsched.api.labels import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.api.records import SCHEMA_VERSION, read_records
 
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
@@ -120,6 +120,7 @@ def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict
         "workload_kind": job.workload.get("kind", "training"),
         "input_size_gb": job.workload.get("inputSizeGB"),
         "communication_intensity": job.workload.get("communicationIntensity"),
+        "communication_gb_per_hour": job.workload.get("communicationGBPerHour"),
         "expected_duration_seconds": job.workload.get("expectedDurationSeconds"),
         "expected_steps": job.workload.get("expectedSteps"),
         "data_kind": data.kind if data else None, "data_location": data.location if data else None,
@@ -127,6 +128,7 @@ def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict
         "data_distance": _data_distance(data, nodes, node_labels),
         "nodes": nodes, "racks": racks, "zones": zones,
         "gpu_models": [node_labels.get(n, {}).get(GPU_PRODUCT_LABEL, "") for n in nodes],
+        "gpu_labels": [{k: v for k, v in node_labels.get(n, {}).items() if k in GPU_LABELS} for n in nodes],
         "distinct_nodes": len(set(nodes)), "distinct_racks": len(set(racks)),
         "distinct_zones": len(set(zones)),
         "telemetry": status.get("placementTelemetry"),

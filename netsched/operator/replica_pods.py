@@ -13,6 +13,7 @@ from netsched.api.gpujob import JobSpec
 from netsched.api.labels import (
     ATTEMPT_LABEL,
     COMMUNICATION,
+    COMMUNICATION_GB_PER_HOUR,
     DATA_SOURCE,
     EXPECTED_SECONDS,
     GPU_RESOURCE,
@@ -65,6 +66,7 @@ def workload_annotations(job: JobSpec) -> dict[str, str]:
     hints = {REPLICAS: job.replicas, WORKLOAD_KIND: job.workload.get("kind"),
              INPUT_SIZE_GB: job.workload.get("inputSizeGB"),
              COMMUNICATION: job.workload.get("communicationIntensity"),
+             COMMUNICATION_GB_PER_HOUR: job.workload.get("communicationGBPerHour"),
              EXPECTED_SECONDS: job.workload.get("expectedDurationSeconds")}
     if hints[INPUT_SIZE_GB] is None and job.data_sources:
         hints[INPUT_SIZE_GB] = job.data_sources[0].size_gb

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from netsched.models.features import FEATURE_NAMES, SCHEMA_VERSION, SchemaError
+from netsched.models.features import COMM_LEVELS, FEATURE_NAMES, SCHEMA_VERSION, SchemaError
+from netsched.models.gpus import GPU_FEATURES, gpu_features
 
 META_COLUMNS = {
     "schema_version": "this file format's version (SCHEMA_VERSION)",
@@ -144,24 +145,66 @@ def read_dataset(path: Path) -> Dataset:
 def _parse(path: Path, header: list[str], reader) -> Dataset:
     version_at = header.index("schema_version")
     columns: dict[str, list[str]] = {c: [] for c in header}
+    original = header
     lines: list[int] = []  # each row's line in the file, for error messages
+    version = None
     for cells in reader:
         if not cells:
             continue
         line = reader.line_num
         if len(cells) != len(header):
             raise SchemaError(f"{path}: line {line}: {len(cells)} cells, the header has {len(header)}")
-        if cells[version_at] != str(SCHEMA_VERSION):
+        readable = cells[version_at] in (str(SCHEMA_VERSION), str(V1))
+        if not readable or version not in (None, cells[version_at]):
             raise SchemaError(f"{path}: line {line}: schema_version {cells[version_at]!r}, this netsched "
-                              f"reads version {SCHEMA_VERSION}; regenerate the data with this version")
+                              f"reads version {SCHEMA_VERSION} (and {V1}, converted), one version a file; "
+                              "regenerate the data with this version")
         if not lines:  # after the version check: data of another version gets that message, not this one
+            version = cells[version_at]
+            if version == str(V1):
+                header = _v1_header(path, header)
             _check_header(path, header)
-        for name, cell in zip(header, cells, strict=True):
-            columns[name].append(cell)
+            columns = {c: [] for c in header}
+        for name, cell in zip(original, cells, strict=True):
+            columns.setdefault(name, []).append(cell)
         lines.append(line)
     if not lines:
         raise SchemaError(f"{path}: the header has no rows under it")
+    if version == str(V1):
+        _upgrade_v1(columns)
     return _arrays(path, columns, lines)
+
+
+V1 = 1  # schema 1: four GPU-family flags and communication as a level 1-3; read by converting (below)
+V1_GPU_FAMILIES = {"gpu_h100": "NVIDIA-H100-80GB-HBM3", "gpu_a100": "NVIDIA-A100-SXM4-80GB",
+                   "gpu_l40s": "NVIDIA-L40S", "gpu_v100": "Tesla-V100-SXM2-32GB"}  # the products v1 data held
+V1_COMM = {"1": "low", "2": "medium", "3": "high"}
+
+
+def _v1_header(path: Path, header: list[str]) -> list[str]:
+    """A schema 1 header with its columns renamed to schema 2's (the values are converted by _upgrade_v1)."""
+    if not set(V1_GPU_FAMILIES) <= set(header) or "comm_intensity" not in header:
+        raise SchemaError(f"{path}: schema_version 1 but not the version 1 columns; regenerate the data")
+    renamed = [c for c in header if c not in V1_GPU_FAMILIES and c != "comm_intensity"]
+    return renamed + list(GPU_FEATURES) + ["comm_gb_per_hour"]
+
+
+def _upgrade_v1(columns: dict[str, list[str]]) -> None:
+    """Schema 1 rows as schema 2's, in place: a GPU-family flag becomes the capability of the product
+    netsched's own v1 data meant by it (no flag: unknown), a level 1-3 the GB/h it stands for."""
+    rows = len(columns["schema_version"])
+    products = [next((p for f, p in V1_GPU_FAMILIES.items() if columns[f][i] == "1"), None)
+                for i in range(rows)]
+    capability = [gpu_features(p) for p in products]
+    for name in GPU_FEATURES:
+        columns[name] = [_text(c[name]) for c in capability]
+    columns["comm_gb_per_hour"] = [_text(COMM_LEVELS.get(V1_COMM.get(v, ""), math.nan))
+                                   for v in columns["comm_intensity"]]
+    columns["schema_version"] = [str(SCHEMA_VERSION)] * rows
+
+
+def _text(value: float) -> str:
+    return "" if math.isnan(value) else repr(value)
 
 
 def _check_header(path: Path, header: list[str]) -> None:

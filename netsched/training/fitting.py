@@ -10,6 +10,13 @@ they learn the candidate part; the job part is always a small gradient-boosted m
 record of one candidate (the operator's) has no set mean: its candidate target is its
 residual from the job part.
 
+`hist_gradient_boosting_whole` is one model of log seconds over (job, candidate) rows: the job
+part is its starting point and its trees learn every row's residual from it, never an offset
+from the other candidates of the row's set. That offset depends on candidates the row does not
+show; within one cluster it is a stable function of the cluster's GPU mix, across clusters it is
+not: on clusters left out of training (bench/loco.py) the set offset lost 20 points of top-1 to
+the residual (docs/benchmarks.md). Cross-validation picks between them (train.SELECTION_RULE).
+
 Trees read NaN (unknown) natively; the linear and kNN models get log1p of heavy-tailed
 features, median imputation with missing-value indicators, and standard scaling. Settings
 are fixed, not searched. They were chosen when scikit-learn served the trees, at ~9 us per
@@ -33,13 +40,15 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from netsched.models.estimators import JobPlusCandidate, log1p_columns
 from netsched.models.features import FEATURES
 
-MODEL_KINDS = ("hist_gradient_boosting", "random_forest", "ridge", "knn")
+MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "random_forest", "ridge", "knn")
+WHOLE = {"hist_gradient_boosting_whole": "hist_gradient_boosting"}  # kind -> its trees' settings
 JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
 KNN_MAX_ROWS = 10_000  # kNN keeps a random sample this big: its cost grows with every row it keeps
 
 
 def make_model(kind: str, features: tuple[str, ...], seed: int):
     """An unfitted regressor of `kind` over `features` (a subset of the schema, in schema order)."""
+    kind = WHOLE.get(kind, kind)
     if kind == "hist_gradient_boosting":
         return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.15, max_leaf_nodes=31,
                                              min_samples_leaf=20, early_stopping=False, random_state=seed)
@@ -64,7 +73,7 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
                                         min_samples_leaf=20, early_stopping=False, random_state=seed)
     job.fit(X[:, job_columns], set_mean)
     offset = log_seconds - set_mean
-    alone = counts[inverse] == 1
+    alone = counts[inverse] == 1 if kind not in WHOLE else np.ones(len(X), dtype=bool)
     if alone.any():
         offset[alone] = log_seconds[alone] - job.predict(X[alone][:, job_columns])
     if kind == "knn" and len(X) > KNN_MAX_ROWS:

@@ -23,15 +23,15 @@ from netsched.api.gpujob import Phase
 from netsched.api.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from netsched.api.records import read_records
 from netsched.models.features import (
-    COMM_LEVELS,
     DATA_SCOPES,
     DISTANCES,
     FEATURE_NAMES,
     SCHEMA_VERSION,
     SchemaError,
-    gpu_features,
+    comm_gb_per_hour,
     kind_features,
 )
+from netsched.models.gpus import gpu_features
 from netsched.training.dataset import TARGET, Dataset, dataset_from_rows
 
 
@@ -51,7 +51,7 @@ def record_row(record: dict) -> dict | None:
         **_job_features(record), **_peer_features(record, last),
         "data_distance": _data_distance(record, last),
         **kind_features(record.get("workload_kind")),
-        **gpu_features((record.get("gpu_models") or [""])[last]),
+        **gpu_features(_at(record.get("gpu_models"), last), _at(record.get("gpu_labels"), last)),
     }
     telemetry = record.get("telemetry") or {}
     unknown = sorted(set(telemetry) - set(FEATURE_NAMES))
@@ -71,7 +71,8 @@ def _job_features(record: dict) -> dict:
     return {
         "job_gpus": record["gpus"], "replicas": record["replicas"],
         "gpus_per_replica": record["gpus_per_replica"], "input_size_gb": _number(size),
-        "comm_intensity": COMM_LEVELS.get(record.get("communication_intensity"), math.nan),
+        "comm_gb_per_hour": comm_gb_per_hour(record.get("communication_gb_per_hour"),
+                                             record.get("communication_intensity")),
         "expected_seconds": _number(record.get("expected_duration_seconds")),
         "data_scope": DATA_SCOPES.get(record.get("data_kind"), math.nan),
     }
@@ -118,6 +119,11 @@ def _peer_features(record: dict, last: int) -> dict:
 
 def _same(labels: list[str], a: int, b: int) -> bool:
     return len(labels) > max(a, b) and bool(labels[a]) and labels[a] == labels[b]
+
+
+def _at(values: list | None, i: int):
+    """values[i], or None where the record has no such entry (an older record, an unlabelled node)."""
+    return values[i] if values and i < len(values) else None
 
 
 def _number(value) -> float:

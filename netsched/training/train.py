@@ -53,10 +53,10 @@ from netsched.training.metrics import (
 )
 
 TIME_BLOCKS = 5
-SERVABLE = ("hist_gradient_boosting", "ridge")
+SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "ridge")
 SELECTION_RULE = (
     f"Each kind's score is the mean of its by-time and by-site cross-validation scores. Only "
-    f"{' and '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
+    f"{', '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
     f"5,000 candidates, the model over the best {SCREEN_ROWS}) takes about 2 ms at the median, where "
     f"random_forest and knn take 3.5-5 ms (bench/model_kinds.py, docs/models.md); those two are "
     f"cross-validated for comparison only. No time measured while training takes part: on a busy "
@@ -157,11 +157,13 @@ def _mean_of(x: float, y: float) -> float:
     return y if math.isnan(x) else x if math.isnan(y) else (x + y) / 2
 
 
-def evaluate_kinds(ds: Dataset, seed: int) -> list[KindResult]:
+def evaluate_kinds(ds: Dataset, seed: int, kinds: tuple[str, ...] | None = None) -> list[KindResult]:
+    """Every kind's cross-validation scores (`kinds`: only these, e.g. SERVABLE, for the same pick
+    sooner: `select` never picks another)."""
     jobs = ds.jobs()
     by_time_folds, by_site_folds = time_folds(jobs), site_folds(ds, jobs)
     results = []
-    for kind in MODEL_KINDS:
+    for kind in kinds or MODEL_KINDS:
         by_time = cross_validate(ds, kind, by_time_folds, seed)
         by_site = cross_validate(ds, kind, by_site_folds, seed) if by_site_folds else None
         results.append(KindResult(kind, by_time, by_site, _mean(by_time, by_site)))

@@ -21,6 +21,7 @@ from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
 from netsched.devcluster.scheduler_config import ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
+from netsched.models.gpus import GpuCapability, parse_table
 from netsched.operator.metrics import OperatorMetrics
 from netsched.packing.policy import read_policy
 from netsched.telemetry.agent import AgentMetrics
@@ -183,6 +184,26 @@ def test_custom_values_reach_the_components(bin_dir):
     assert (config["extenders"][0]["weight"], config["extenders"][0]["ignorable"]) == (3, False)
     assert "--interval=10" in container(docs, "DaemonSet", "netsched-agent")["args"]
     assert "--budget-bytes-per-minute=1048576" in container(docs, "DaemonSet", "netsched-agent")["args"]
+
+
+def test_gpu_capabilities_reach_the_extender_and_the_retrain_job_as_a_table_file(bin_dir):
+    table = {"NVIDIA-RTX-PRO-6000": {"tflops16": 500, "tflopsFp32": 120, "memoryBandwidthGBps": 1790,
+                                     "memoryGiB": 96}}
+    docs = render(bin_dir, {"gpuCapabilities": table, "retrain": {"enabled": True}})
+    configmap = find(docs, "ConfigMap", "netsched-gpus")
+    assert parse_table(configmap["data"]["gpus.json"], "chart") == {
+        "NVIDIA-RTX-PRO-6000": GpuCapability(500, 120, 1790, 96)}
+    ext = container(docs, "Deployment", "netsched-extender")
+    assert "--gpu-table=/etc/netsched/gpus/gpus.json" in ext["args"]
+    assert {"name": "gpus", "mountPath": "/etc/netsched/gpus", "readOnly": True} in ext["volumeMounts"]
+    [job] = find(docs, "CronJob", "netsched-retrain")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"]
+    assert "--gpu-table=/etc/netsched/gpus/gpus.json" in job["args"]
+    assert not [d for d in render(bin_dir) if d["metadata"]["name"] == "netsched-gpus"]  # nothing by default
+    bad = {"gpuCapabilities": {"X1": {"tflops": 5}}}
+    failed = subprocess.run([bin_dir / "helm", "template", "x", CHART, "-f", "-"], input=yaml.safe_dump(bad),
+                            capture_output=True, text=True)
+    assert failed.returncode != 0 and "tflops" in failed.stderr
 
 
 def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):

@@ -22,7 +22,8 @@ from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.models.artifact import META_FILE, MODEL_FILE
-from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, gpu_features, kind_features
+from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, kind_features
+from netsched.models.gpus import gpu_features
 from netsched.models.predictor import Predictor
 from netsched.training.dataset import write_dataset
 from netsched.training.train import train

@@ -48,3 +48,13 @@ def test_impossible_shapes_are_refused():
         SimConfig(nodes=4)
     with pytest.raises(ValueError, match="at least 2 nodes, 2 candidates and 1 job"):
         SimConfig(jobs=0)
+
+
+def test_every_cluster_profile_simulates_its_own_gpus_and_an_unknown_profile_is_refused():
+    from netsched.datagen.simulator import PROFILES, profile_config, simulate
+
+    for name in PROFILES:
+        rows = list(simulate(profile_config(name, jobs=5, seed=1)))
+        assert len(rows) == 5 * 8 and all(r[TARGET] > 0 for r in rows)
+    with pytest.raises(ValueError, match="unknown cluster profile 'nope'; one of default"):
+        SimConfig(profile="nope")

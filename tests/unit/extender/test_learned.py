@@ -80,13 +80,14 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     values = features(p, parse_needs(p.annotations), view, idx, TelemetryStore())
     X = feature_matrix(values, 4)
     col = {name: X[:, INDEX[name]] for name in FEATURE_NAMES}
-    assert col["gpu_h100"].tolist() == [1, 1, 0, 0] and col["gpu_v100"].tolist() == [0, 0, 1, 1]
+    assert col["gpu_tflops16"].tolist() == [989, 989, 125, 125]  # H100, H100, V100, V100 (the GPU table)
+    assert col["gpu_mem_bw_gbps"].tolist() == [3350, 3350, 900, 900]
     assert col["node_free_gpus"].tolist() == [4, 8, 8, 8]
     assert col["rack_free_gpus"].tolist() == [12, 12, 16, 16]
     assert col["peer_count"].tolist() == [1] * 4
     assert col["peer_frac_node"].tolist() == [1, 0, 0, 0] and col["peer_frac_rack"].tolist() == [0, 1, 0, 0]
     assert col["data_distance"].tolist() == [3, 3, 2, 2]  # zone-b data: farther for zone-a nodes
-    assert col["comm_intensity"][0] == 3 and col["kind_training"][0] == 1
+    assert col["comm_gb_per_hour"][0] == 600 and col["kind_training"][0] == 1  # "high" stands for 600 GB/h
     assert col["expected_seconds"][0] == 3000
     assert col["node_cpu_load"].tolist() == [0.5, 0, 0, 0]  # 48 of 96 cores requested
     assert col["node_mem_load"].tolist() == [0.25, 0, 0, 0]  # 256Gi of 1024Gi

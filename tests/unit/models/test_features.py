@@ -8,8 +8,8 @@ from netsched.models.features import (
     FEATURES,
     NETWORK_BLIND,
     SchemaError,
+    comm_gb_per_hour,
     feature_matrix,
-    gpu_features,
     kind_features,
 )
 
@@ -30,7 +30,7 @@ def test_feature_matrix_broadcasts_job_scalars_and_keeps_schema_order():
 def test_feature_matrix_names_every_missing_feature():
     values = dict.fromkeys(FEATURE_NAMES, 1.0)
     del values["nic_util"], values["replicas"]
-    with pytest.raises(SchemaError, match=r"missing for replicas, nic_util \(schema v1\); pass NaN"):
+    with pytest.raises(SchemaError, match=r"missing for replicas, nic_util \(schema v2\); pass NaN"):
         feature_matrix(values, 2)
 
 
@@ -50,5 +50,10 @@ def test_one_hot_helpers():
     assert kind_features("etl") == {"kind_training": 0.0, "kind_inference": 0.0, "kind_etl": 1.0,
                                     "kind_batch": 0.0}
     assert sum(kind_features(None).values()) == 0
-    assert gpu_features("NVIDIA-A100-SXM4-80GB")["gpu_a100"] == 1.0
-    assert sum(gpu_features("AMD-MI300X").values()) == 0
+
+
+
+def test_communication_is_the_stated_gb_per_hour_else_what_its_level_stands_for():
+    assert comm_gb_per_hour("42.5", "high") == 42.5
+    assert comm_gb_per_hour(None, "high") == 600.0 and comm_gb_per_hour("lots", "low") == 10.0
+    assert math.isnan(comm_gb_per_hour(None, None)) and math.isnan(comm_gb_per_hour(-1, "extreme"))

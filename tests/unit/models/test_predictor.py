@@ -57,14 +57,14 @@ def test_fastest_finds_the_full_predicts_best_when_the_screen_keeps_it(predictor
 def test_refuses_another_schema_version(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
     edit_meta(directory, schema_version=99)
-    with pytest.raises(ArtifactError, match="tiny: model schema version 99, this netsched uses 1; retrain"):
+    with pytest.raises(ArtifactError, match="tiny: model schema version 99, this netsched uses 2; retrain"):
         Predictor.load(directory)
 
 
 def test_refuses_another_feature_list(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
     edit_meta(directory, features=list(reversed(FEATURE_NAMES)))
-    with pytest.raises(ArtifactError, match=r"feature list does not match schema v1 \(same names, another"):
+    with pytest.raises(ArtifactError, match=r"feature list does not match schema v2 \(same names, another"):
         Predictor.load(directory)
     edit_meta(directory, features=[*FEATURE_NAMES[:-1], "gpu_temperature"])
     with pytest.raises(ArtifactError, match=r"missing \['nic_util'\], unexpected \['gpu_temperature'\]"):
@@ -93,8 +93,9 @@ def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
 
 
 def test_serves_from_the_files_written_with_the_artifact_as_the_pickled_model_ranks(predictor, rows):
-    assert predictor.meta["model_kind"] == "ridge"  # the job part's trees in ONNX, the candidate part linear
-    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx"}
+    # the job part's trees in ONNX; the candidate part too when it is trees, else linear in serving.json
+    trees = predictor.meta["model_kind"] == "hist_gradient_boosting"
+    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx", *(["candidate.onnx"] * trees)}
     pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
     np.testing.assert_allclose(np.log(predictor.predict(rows)), pickled.predict(rows), atol=1e-5)  # float32
     bundle_screen = joblib.load(predictor.path / "model.joblib")["screen"]

@@ -65,7 +65,8 @@ def finished(nodes: list[str], phase="Succeeded", reason="AllReplicasSucceeded",
 
 def test_job_record_row():
     j = job(replicas=3, gpus=4, created="2025-01-01T10:00:00Z", priorityClassName="high",
-            workload={"kind": "training", "inputSizeGB": 120, "communicationIntensity": "high"},
+            workload={"kind": "training", "inputSizeGB": 120, "communicationIntensity": "high",
+                      "communicationGBPerHour": 450},
             dataSources=[{"name": "imagenet", "kind": "rack", "location": "rack-a1", "sizeGB": 150}])
     row = job_record(j, finished(["a1-0", "a2-0", "a1-0"]), LABELS)
     assert json.loads(json.dumps(row)) == row
@@ -76,10 +77,12 @@ def test_job_record_row():
         "completion_time": "2025-01-01T11:00:30Z", "duration_seconds": 3600.0, "queue_seconds": 30.0,
         "replicas": 3, "gpus_per_replica": 4, "gpus": 12, "min_available": 3, "priority_class": "high",
         "failures": 1, "workload_kind": "training", "input_size_gb": 120, "communication_intensity": "high",
+        "communication_gb_per_hour": 450,
         "expected_duration_seconds": None, "expected_steps": None,
         "data_kind": "rack", "data_location": "rack-a1", "data_size_gb": 150, "data_distance": "zone",
         "nodes": ["a1-0", "a2-0", "a1-0"], "racks": ["rack-a1", "rack-a2", "rack-a1"],
         "zones": ["zone-a", "zone-a", "zone-a"], "gpu_models": ["NVIDIA-H100-80GB-HBM3"] * 3,
+        "gpu_labels": [{}, {}, {}],
         "distinct_nodes": 2, "distinct_racks": 2, "distinct_zones": 1, "telemetry": None,
     }
     assert {k: v for k, v in row.items() if k != "recorded_at"} == expected

@@ -57,13 +57,13 @@ def good(tmp_path):
 def test_a_header_missing_a_column(tmp_path, good):
     header = [c for c in COLUMNS if c != "nic_util"]
     rows = [[v for c, v in zip(COLUMNS, r, strict=True) if c != "nic_util"] for r in good]
-    with pytest.raises(SchemaError, match=r"header does not match schema v1: missing \['nic_util'\]"):
+    with pytest.raises(SchemaError, match=r"header does not match schema v2: missing \['nic_util'\]"):
         read_dataset(write_csv(tmp_path / "d.csv", header, rows))
 
 
 def test_another_schema_version_names_the_line(tmp_path, good):
-    good[2][0] = "2"
-    with pytest.raises(SchemaError, match="d.csv: line 4: schema_version '2', this netsched reads version 1"):
+    good[2][0] = "3"
+    with pytest.raises(SchemaError, match="d.csv: line 4: schema_version '3', this netsched reads version 2"):
         read_dataset(write_csv(tmp_path / "d.csv", COLUMNS, good))
 
 
@@ -109,3 +109,24 @@ def test_files_that_are_not_datasets(tmp_path):
 
 def test_columns_are_meta_then_features_then_target():
     assert COLUMNS[:8][0] == "schema_version" and COLUMNS[8:-1] == FEATURE_NAMES and COLUMNS[-1] == TARGET
+
+
+def test_a_schema_1_file_is_read_as_schema_2_gpu_flags_as_capability_levels_as_gb_per_hour(tmp_path):
+    from netsched.models.features import INDEX
+
+    v1 = ["schema_version", "source", "job_id", "candidate_set", "node", "site", "start_unix", "chosen",
+          *[c for c in COLUMNS[8:] if not c.startswith("gpu_") and c != "comm_gb_per_hour"],
+          "comm_intensity", "gpu_h100", "gpu_a100", "gpu_l40s", "gpu_v100"]
+    rows = []
+    for i, (comm, flags) in enumerate([("3", "1000"), ("1", "0001"), ("", "0000")]):
+        row = dict.fromkeys(v1, "1")
+        row.update(schema_version="1", job_id=f"j{i}", candidate_set=f"j{i}", start_unix=str(i), chosen="1",
+                   comm_intensity=comm, **dict(zip(["gpu_h100", "gpu_a100", "gpu_l40s", "gpu_v100"], flags,
+                                                   strict=True)))
+        rows.append([row[c] for c in v1])
+    path = tmp_path / "v1.csv"
+    write_csv(path, v1, rows)
+    ds = read_dataset(path)
+    assert ds.X[:, INDEX["gpu_tflops16"]][:2].tolist() == [989.0, 125.0]  # H100, V100
+    assert ds.X[:, INDEX["comm_gb_per_hour"]][:2].tolist() == [600.0, 10.0]
+    assert np.isnan(ds.X[2, INDEX["gpu_tflops16"]]) and np.isnan(ds.X[2, INDEX["comm_gb_per_hour"]])

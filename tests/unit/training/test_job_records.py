@@ -62,11 +62,12 @@ def test_a_real_operator_record_becomes_the_last_replicas_row():
     assert (row["node"], row["site"], row["job_id"], row["chosen"]) == ("a1-0", "zone-a", "uid-1", 1)
     assert row["start_unix"] == 1_767_261_630.0 and row[TARGET] == 3600.0
     assert {k: features[k] for k in ("job_gpus", "replicas", "gpus_per_replica", "input_size_gb",
-                                     "comm_intensity", "kind_training", "expected_seconds", "data_scope",
-                                     "gpu_h100", "peer_count", "peer_frac_node", "peer_frac_rack",
+                                     "comm_gb_per_hour", "kind_training", "expected_seconds", "data_scope",
+                                     "gpu_tflops16", "peer_count", "peer_frac_node", "peer_frac_rack",
                                      "peer_frac_zone")} == {
-        "job_gpus": 12, "replicas": 3, "gpus_per_replica": 4, "input_size_gb": 120.0, "comm_intensity": 3.0,
-        "kind_training": 1.0, "expected_seconds": 3000.0, "data_scope": 1.0, "gpu_h100": 1.0,
+        "job_gpus": 12, "replicas": 3, "gpus_per_replica": 4, "input_size_gb": 120.0,
+        "comm_gb_per_hour": 600.0,
+        "kind_training": 1.0, "expected_seconds": 3000.0, "data_scope": 1.0, "gpu_tflops16": 989.0,
         "peer_count": 2.0, "peer_frac_node": 0.5, "peer_frac_rack": 0.0, "peer_frac_zone": 0.5}
     assert features["data_distance"] == 1.0  # the last replica itself sits in the data's rack
     unknown = {k for k, v in features.items() if isinstance(v, float) and math.isnan(v)}
@@ -102,7 +103,7 @@ def test_data_distance_is_the_last_replicas_own(kind, location, nodes, distance)
 def test_no_data_source_reads_nothing():
     row = record_row(operator_record(["a1-0"], workload={"kind": "inference"}))
     assert row["input_size_gb"] == 0.0 and math.isnan(row["data_scope"]) and math.isnan(row["data_distance"])
-    assert math.isnan(row["comm_intensity"]) and row["kind_inference"] == 1.0
+    assert math.isnan(row["comm_gb_per_hour"]) and row["kind_inference"] == 1.0
 
 
 def write_records(path, records, torn=False):
@@ -155,3 +156,14 @@ def test_a_record_without_a_field_the_model_needs(tmp_path):
 def test_a_file_with_no_usable_job(tmp_path):
     with pytest.raises(SchemaError, match="no Succeeded job with a duration yet"):
         read_dataset(write_records(tmp_path / "r.jsonl", [operator_record(["a1-0"], phase="Failed")]))
+
+
+def test_a_record_reads_its_gb_per_hour_and_its_last_nodes_gpu_labels_and_older_records_still_read():
+    record = operator_record(["a1-0", "a2-0"], workload={"kind": "training", "communicationIntensity": "high",
+                                                         "communicationGBPerHour": 42})
+    record["gpu_labels"] = [{}, {"netsched.io/gpu-tflops": "123"}]
+    row = record_row(record)
+    assert row["comm_gb_per_hour"] == 42.0 and row["gpu_tflops16"] == 123.0
+    assert row["gpu_mem_bw_gbps"] == 2039.0  # the rest from its product, an A100 SXM4 80GB (LABELS)
+    older = {k: v for k, v in record.items() if k not in ("gpu_labels", "communication_gb_per_hour")}
+    assert record_row(older)["comm_gb_per_hour"] == 600.0 and record_row(older)["gpu_tflops16"] == 312.0

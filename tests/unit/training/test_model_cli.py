@@ -17,7 +17,7 @@ def test_help_lists_the_model_commands(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for command in ("simulate", "train", "evaluate", "retrain"):
+    for command in ("simulate", "train", "evaluate", "predict", "retrain"):
         assert f"\n  {command} " in out
 
 
@@ -37,9 +37,9 @@ def test_evaluate_a_corrupt_artifact_and_train_on_a_missing_file_exit_2(tmp_path
     assert "model.joblib: sha256 differs from meta.json's artifact_sha256" in error_line(capsys)
     assert main(["train", str(tmp_path / "none.csv"), "--out", str(tmp_path)]) == 2
     assert error_line(capsys) == f"netsched: error: train: {tmp_path / 'none.csv'}: no such dataset file\n"
-    (tmp_path / "v2.csv").write_text("schema_version,x\n2,0\n")
-    assert main(["retrain", str(tmp_path / "v2.csv"), "--models", str(tmp_path / "m")]) == 2
-    assert "v2.csv: line 2: schema_version '2', this netsched reads version 1" in error_line(capsys)
+    (tmp_path / "v3.csv").write_text("schema_version,x\n3,0\n")
+    assert main(["retrain", str(tmp_path / "v3.csv"), "--models", str(tmp_path / "m")]) == 2
+    assert "v3.csv: line 2: schema_version '3', this netsched reads version 2" in error_line(capsys)
 
 
 def test_simulate_then_evaluate_prints_the_table_and_writes_the_report(tmp_path, capsys):

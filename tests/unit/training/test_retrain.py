@@ -29,7 +29,7 @@ def manifest(models) -> str:
     return json.loads((models / "current.json").read_text())["artifact"]
 
 
-ROWS = sim_rows(jobs=40, seed=2)
+ROWS = sim_rows(jobs=40, seed=9)
 EARLIER = ROWS[:32 * 8]  # the first 32 jobs: all but the 8 that retrain on ROWS holds out
 
 
@@ -90,7 +90,7 @@ def test_a_current_model_that_cannot_load_is_replaced(tmp_path, data):
     decision = retrain(data, models, log=quiet)
     assert decision.promoted and decision.current is None and decision.current_scores is None
     assert "cannot be loaded, so it is replaced: " in decision.reason
-    assert "old: model schema version 0, this netsched uses 1" in decision.reason
+    assert "old: model schema version 0, this netsched uses 2" in decision.reason
     assert manifest(models) == decision.challenger.name
     [logged] = log_lines(models)
     assert logged["decision"] == "promoted" and logged["reason"] == decision.reason
@@ -112,8 +112,8 @@ def test_sets_of_one_are_judged_by_pairwise_accuracy(tmp_path, monkeypatch):
 
 def test_bad_data_changes_nothing(tmp_path):
     bad = tmp_path / "bad.csv"
-    bad.write_text("schema_version,x\n2,1\n")
+    bad.write_text("schema_version,x\n3,1\n")
     models = tmp_path / "models"
-    with pytest.raises(SchemaError, match="bad.csv: line 2: schema_version '2'"):
+    with pytest.raises(SchemaError, match="bad.csv: line 2: schema_version '3'"):
         retrain([bad], models, log=quiet)
     assert not models.exists()

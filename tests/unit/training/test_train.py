@@ -1,11 +1,13 @@
 import json
 import math
 
+import joblib
 import numpy as np
 import pytest
 
 from netsched.models.artifact import file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
+from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
 from netsched.training.dataset import data_sha256, dataset_from_rows, read_dataset, write_dataset
 from netsched.training.fitting import MODEL_KINDS, fit_model
@@ -123,3 +125,29 @@ def test_the_candidate_part_ranks_even_from_sets_of_one():
     quiet, busy = model.predict(job)[::-1]
     assert busy - quiet > 0.5  # truth: 0.8
     assert math.isclose(np.mean(model.predict(X) - log_y), 0, abs_tol=0.05)
+
+
+def test_the_whole_kind_learns_each_rows_residual_from_the_job_part_not_its_offset_from_its_set():
+    ds = dataset_from_rows(sim_rows(jobs=60, seed=5))
+    log_y = np.log(ds.y)
+    whole = fit_model("hist_gradient_boosting_whole", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
+    two_part = fit_model("hist_gradient_boosting", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
+    residual = log_y - whole.job.predict(ds.X[:, whole.job_columns])
+    per_set = [(whole.candidate.predict(ds.X[rows]).mean(), residual[rows].mean(),
+                two_part.candidate.predict(ds.X[rows]).mean()) for rows in ds.sets()]
+    whole_mean, residual_mean, offset_mean = np.array(per_set).T
+    assert np.corrcoef(whole_mean, residual_mean)[0, 1] > 0.8  # follows what the job part missed
+    assert offset_mean.std() < whole_mean.std() / 3  # the two-part's is centred on each set's mean
+
+
+def test_a_whole_model_is_served_from_its_onnx_files_as_its_pickle_predicts(tmp_path, monkeypatch):
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting_whole",))
+    data = tmp_path / "sim.csv"
+    write_dataset(data, sim_rows(jobs=40, seed=6))
+    directory = train([data], tmp_path, name="whole", log=lambda *_: None)
+    predictor = Predictor.load(directory)
+    assert predictor.meta["model_kind"] == "hist_gradient_boosting_whole"
+    assert set(predictor.meta["serving"]) == {"serving.json", "job.onnx", "candidate.onnx"}
+    X = dataset_from_rows(sim_rows(jobs=5, seed=7)).X
+    pickled = joblib.load(directory / "model.joblib")["estimator"]
+    np.testing.assert_allclose(np.log(predictor.predict_one_job(X[:8])), pickled.predict(X[:8]), atol=1e-5)

@@ -1,0 +1,123 @@
+"""Leave-one-cluster-out: does the completion-time model pick good nodes on a cluster it never saw?
+
+    python bench/loco.py [--jobs 1500] [--seed 0] [--write]
+
+The simulator (netsched.datagen.simulator.PROFILES) draws five clusters that differ in GPU
+models (several found in one cluster only: H200, L4, A10, T4, A40, A100-40GB), NIC and
+inter-zone link speeds, shape (48-96 nodes, 2-5 zones) and job mix. For each cluster in turn,
+every policy is fitted on the other four and judged on all of its jobs; nothing is tuned on
+the held-out cluster. Policies, each picking the candidate it ranks first:
+
+- default: kube-scheduler's scoring (least allocated + balanced), from CPU and memory load;
+- heuristic: the extender's topology heuristic (netsched.training.policies.heuristic_cost);
+- network-blind: netsched's model fitted on the same rows, network columns removed;
+- plain HGBR: scikit-learn's HistGradientBoostingRegressor at its defaults on every raw
+  column, log seconds as target, one model over (job, candidate) rows;
+- netsched: the kind `netsched train` picks by its own cross-validation and selection rule
+  on the training clusters (netsched.training.train: evaluate_kinds over the servable kinds, the
+  only ones it may pick, then select), fitted on all of them; the table names the kind;
+- two-part: the kind hist_gradient_boosting whatever the pick (the shipped model's kind), for
+  comparison.
+
+Scores: top-1 (picked the truly fastest), median and p95 regret (picked / best - 1), and
+the JCT ratio: mean picked completion time over the mean best possible. `--write` replaces
+the section "Leave-one-cluster-out" of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+from netsched.datagen.simulator import PROFILES, profile_config, simulate
+from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION
+from netsched.training.dataset import Dataset, concat, dataset_from_rows
+from netsched.training.fitting import fit_model
+from netsched.training.metrics import Scores, score
+from netsched.training.policies import default_scheduler_cost, heuristic_cost
+from netsched.training.train import SERVABLE, evaluate_kinds, select
+
+sys.path.insert(0, str(Path(__file__).parent))
+from report import publish  # noqa: E402
+
+SECTION = "## Leave-one-cluster-out"
+POLICIES = ("default", "heuristic", "network-blind", "plain HGBR", "two-part", "netsched")
+
+
+def clusters(jobs: int, seed: int) -> dict[str, Dataset]:
+    return {name: dataset_from_rows(list(simulate(profile_config(name, jobs, seed + k))))
+            for k, name in enumerate(PROFILES)}
+
+
+def costs(train: Dataset, test: Dataset, seed: int) -> tuple[str, dict[str, np.ndarray]]:
+    """The kind netsched picks, and each policy's cost per row of `test` (lower is picked), the
+    learned ones fitted on `train`."""
+    log_y = np.log(train.y)
+    blind = [INDEX[f] for f in NETWORK_BLIND]
+    kind = select(evaluate_kinds(train, seed, SERVABLE)).kind
+    netsched = fit_model(kind, FEATURE_NAMES, train.X, log_y, train.candidate_set, seed)
+    two_part = fit_model("hist_gradient_boosting", FEATURE_NAMES, train.X, log_y, train.candidate_set, seed)
+    network_blind = fit_model(kind, NETWORK_BLIND, train.X[:, blind], log_y, train.candidate_set, seed)
+    plain = HistGradientBoostingRegressor(random_state=seed).fit(train.X, log_y)
+    return kind, {"default": default_scheduler_cost(test), "heuristic": heuristic_cost(test, test.sets()),
+                  "network-blind": network_blind.predict(test.X[:, blind]),
+                  "plain HGBR": plain.predict(test.X), "two-part": two_part.predict(test.X),
+                  "netsched": netsched.predict(test.X)}
+
+
+def jct_ratio(s: Scores, best: Scores) -> float:
+    return s.mean_jct / best.mean_jct
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1500, help="simulated jobs per cluster (default 1500)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    data = clusters(args.jobs, args.seed)
+    lines = ["| held-out cluster | policy | top-1 | regret median | regret p95 | JCT / best |",
+             "|---|---|---:|---:|---:|---:|"]
+    pooled: dict[str, list[tuple[Scores, float]]] = {p: [] for p in POLICIES}
+    for held in data:
+        test = data[held]
+        train = concat([d for name, d in data.items() if name != held])
+        sets = test.sets()
+        best = score(test.y, test.y, sets)
+        kind, policies = costs(train, test, args.seed)
+        for policy, cost in policies.items():
+            s = score(test.y, cost, sets)
+            pooled[policy].append((s, jct_ratio(s, best)))
+            name = f"netsched ({kind})" if policy == "netsched" else policy
+            lines.append(f"| {held} | {name} | {s.top1:.1%} | {s.regret_median:.1%} | {s.regret_p95:.1%} | "
+                         f"{jct_ratio(s, best):.3f} |")
+        print(f"{held}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    lines += ["", "Mean over the five held-out clusters:", "",
+              "| policy | top-1 | regret median | regret p95 | JCT / best |", "|---|---:|---:|---:|---:|"]
+    for policy, results in pooled.items():
+        mean = {k: np.mean([getattr(s, k) for s, _ in results])
+                for k in ("top1", "regret_median", "regret_p95")}
+        ratio = np.mean([r for _, r in results])
+        lines.append(f"| {policy} | {mean['top1']:.1%} | {mean['regret_median']:.1%} | "
+                     f"{mean['regret_p95']:.1%} | {ratio:.3f} |")
+    command = f"python bench/loco.py --jobs {args.jobs} --seed {args.seed}"
+    intro = (f"Command: `{command}` ({time.strftime('%Y-%m-%d')}, 2 cores, feature schema v{SCHEMA_VERSION}, "
+             f"{time.perf_counter() - started:.0f} s). {args.jobs} jobs of 8 candidates per cluster; "
+             f"each cluster held out in turn, every policy fitted on the other four "
+             f"(bench/loco.py says what each policy is).")
+    section = "\n".join([SECTION, "", intro, "", *lines]) + "\n"
+    if args.write:
+        publish(section)
+    else:
+        print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
