@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install controlplane prometheus demo test unit integration faults lint clean
+.PHONY: install controlplane prometheus image image-train demo test unit integration faults lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ controlplane:
 prometheus:
 	@command -v prometheus >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+# The serving image netsched:<version> (and netsched:<version>-train), built with buildah from a
+# base image it makes itself where no registry serves python:3.11-slim (hack/image/build.sh; root).
+image:
+	@bash hack/image/build.sh
+
+image-train:
+	@bash hack/image/build.sh --train
 
 demo: install controlplane
 	$(BIN)/netsched demo
