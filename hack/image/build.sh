@@ -111,7 +111,7 @@ volumes=()
 for f in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf; do
   [[ -f $f ]] && volumes+=(--volume "$f:$f:ro")
 done
-step "building $image from $root/Dockerfile (cold: ~3 min; layers cached by buildah)"
+step "building $image from $root/Dockerfile (cold: ~1 min; layers cached by buildah)"
 t=$SECONDS
 buildah bud --runtime "$runtime" --pull=never --network host --layers --format docker \
   "${volumes[@]}" --target "$target" --tag "$image" "$root" >&2 || die "buildah bud failed (above)"
