@@ -117,8 +117,9 @@ buildah bud --runtime "$runtime" --pull=never --network host --layers --format d
   "${volumes[@]}" --target "$target" --tag "$image" "$root" >&2 || die "buildah bud failed (above)"
 step "built $image in $((SECONDS - t)) s, $(buildah images --format '{{.Size}}' "$image" | head -n1)"
 
-# Every component's code imports in the image, as the image's user, and the default model loads
-# (serving must not need a training dependency); `netsched --version` is timed.
+# Every component's code imports in the image, as the image's user, the default model predicts
+# (serving must not need a training dependency), CP-SAT solves, the stripped extension modules
+# load; `netsched --version` is timed.
 t=$SECONDS
 ctr="$(buildah from --pull=never "$image")"
 trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
@@ -128,8 +129,13 @@ from netsched.models.predictor import Predictor
 p = Predictor.load("/opt/netsched/models/current.json")
 import numpy as np
 assert np.isfinite(p.predict(np.full((2, len(p.features)), np.nan))).all()
-print("[image] check: components import; default model", p.path.name, "predicts, served by",
-      type(p.served).__name__)'
+from ortools.sat.python import cp_model
+m = cp_model.CpModel(); x = m.new_int_var(0, 3, "x"); m.maximize(x)
+assert cp_model.CpSolver().solve(m) == cp_model.OPTIMAL
+import aiohttp, uvloop, yaml
+uvloop.new_event_loop().close(); yaml.load("a: 1", Loader=yaml.CSafeLoader)
+print("[image] check: components import, CP-SAT solves, default model", p.path.name,
+      "predicts, served by", type(p.served).__name__)'
 buildah run --runtime "$runtime" --network none "$ctr" -- python -c "$check" >&2 \
   || die "$image: a component does not import, or the default model does not load (above)"
 for sub in extender operator agent; do
