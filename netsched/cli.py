@@ -51,7 +51,8 @@ def _cluster(args: argparse.Namespace):
 
     kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone,
               "run_extender": not getattr(args, "no_extender", False),
-              "run_operator": not getattr(args, "no_operator", False)}
+              "run_operator": not getattr(args, "no_operator", False),
+              "real_node": getattr(args, "real_node", False)}
     if getattr(args, "extender_url", None):
         kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
     if getattr(args, "model", None):
@@ -390,6 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
     up.add_argument("--no-operator", action="store_true",
                     help="do not run the GPUJob operator (its CRD is still installed)")
+    up.add_argument("--real-node", action="store_true",
+                    help="add one real kubelet node (containerd, kube-proxy) in a private network "
+                    "namespace, for pods that really run, e.g. the Helm chart's "
+                    "(root; see docs/dev-cluster.md)")
     up.add_argument("--foreground", action="store_true",
                     help="stay in the foreground; Ctrl-C stops every component")
     up.set_defaults(func=cmd_up)
