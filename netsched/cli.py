@@ -472,16 +472,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The dev-cluster's errors say what to do: printed without a traceback. Only a command that used the
+# dev-cluster raises them, and importing it needs the `dev` extra, which the image does not have.
+DEV_CLUSTER_ERRORS = (("netsched.devcluster.binaries", "BuildError"),
+                      ("netsched.devcluster.devcluster", "ClusterError"),
+                      ("netsched.devcluster.processes", "ComponentFailed"),
+                      ("netsched.devcluster.realnode", "RealNodeError"),
+                      ("netsched.devcluster.wait", "Timeout"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from netsched.devcluster.binaries import BuildError
-    from netsched.devcluster.devcluster import ClusterError
-    from netsched.devcluster.processes import ComponentFailed
-    from netsched.devcluster.wait import Timeout
-
     try:
         return args.func(args)
-    except (BuildError, ClusterError, ComponentFailed, Timeout) as exc:
+    except Exception as exc:
+        kinds = tuple(getattr(sys.modules[m], name) for m, name in DEV_CLUSTER_ERRORS if m in sys.modules)
+        if not isinstance(exc, kinds):
+            raise
         print(f"netsched: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

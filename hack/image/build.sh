@@ -142,6 +142,14 @@ for sub in extender operator agent; do
   buildah run --runtime "$runtime" --network none "$ctr" -- netsched "$sub" --help >/dev/null \
     || die "$image: netsched $sub --help fails"
 done
+# Past argument parsing, up to the first API call: fails on the missing kubeconfig, not on an import.
+for sub in extender operator; do
+  out="$(buildah run --runtime "$runtime" --network none "$ctr" -- \
+    netsched "$sub" --kubeconfig=/nonexistent 2>&1 || true)"
+  if grep -q -E 'ModuleNotFoundError|ImportError' <<<"$out"; then
+    die "$image: netsched $sub cannot import what it needs: $(grep -E 'ModuleNotFoundError|ImportError' <<<"$out")"
+  fi
+done
 buildah run --runtime "$runtime" --network none "$ctr" -- sh -c \
   'start=$(date +%s%N); netsched --version >/dev/null; echo "[image] check: netsched --version in $((($(date +%s%N) - start) / 1000000)) ms"' >&2
 buildah rm "$ctr" >/dev/null
