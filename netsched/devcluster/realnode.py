@@ -69,6 +69,21 @@ def check_prerequisites() -> None:
         raise RealNodeError("cannot start a real node: " + "; ".join(problems))
 
 
+def pack_binary_image(binary: Path, path: str, tarball: Path) -> Path:
+    """An OCI image (tar of an OCI layout, tag "dev") holding one static binary at `path`, its
+    entrypoint: the pause image, or the upstream kube-scheduler image's layout, without a registry."""
+    layout = tarball.with_suffix(".oci")
+    shutil.rmtree(layout, ignore_errors=True)
+    ref = f"{layout}:dev"
+    _run("umoci", "init", "--layout", str(layout))
+    _run("umoci", "new", "--image", ref)
+    _run("umoci", "insert", "--image", ref, str(binary), path)
+    _run("umoci", "config", "--image", ref, "--config.entrypoint", path)
+    _run("tar", "-C", str(layout), "-cf", str(tarball), ".")
+    shutil.rmtree(layout)
+    return tarball
+
+
 def _run(*argv: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run(argv, capture_output=True, text=True, input=input)
     if check and proc.returncode != 0:
@@ -189,14 +204,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         (d / "kube-proxy.yaml").write_text(yaml.safe_dump(proxy))
 
     def _pack_pause_image(self) -> None:
-        layout = self.directory / "pause-oci"
-        shutil.rmtree(layout, ignore_errors=True)
-        ref = f"{layout}:dev"
-        _run("umoci", "init", "--layout", str(layout))
-        _run("umoci", "new", "--image", ref)
-        _run("umoci", "insert", "--image", ref, str(self.bin_dir / "pause"), "/pause")
-        _run("umoci", "config", "--image", ref, "--config.entrypoint", "/pause")
-        _run("tar", "-C", str(layout), "-cf", str(self.directory / "pause.tar"), ".")
+        pack_binary_image(self.bin_dir / "pause", "/pause", self.directory / "pause.tar")
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess:
         return _run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args)
@@ -206,8 +214,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.ctr("images", "import", "--no-unpack", str(tarball))
 
     def import_pause(self) -> None:
-        base_name = PAUSE_IMAGE.rsplit(":", 1)[0]
-        self.ctr("images", "import", "--base-name", base_name, str(self.directory / "pause.tar"))
+        self.import_binary_image(self.directory / "pause.tar", PAUSE_IMAGE)
+
+    def import_binary_image(self, tarball: Path, name: str) -> None:
+        """An image `pack_binary_image` wrote, under `name` (repository:tag, the tag being "dev"
+        or given to the packer)."""
+        repository, _, tag = name.rpartition(":")
+        self.ctr("images", "import", "--base-name", repository, str(tarball))
+        if tag != "dev":
+            self.ctr("images", "tag", "--force", f"{repository}:dev", name)
 
     # ---- the node's processes ---------------------------------------------------------
     def argv(self, component: str, kubeconfigs: dict[str, Path],
