@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +19,11 @@ import pytest
 from kubernetes import client
 
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import JOB_LABEL
 from netsched.devcluster.binaries import ensure_binaries, read_versions
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.realnode import NODE_LABEL, RealNode
+from netsched.devcluster.nodenet import in_netns
+from netsched.devcluster.realnode import NODE_IP, NODE_LABEL, RealNode
 from netsched.devcluster.wait import poll
 from netsched.extender.explain import EVENT_REASON
 from netsched.testing.builders import make_gpujob
@@ -79,6 +82,28 @@ def helm(cluster: DevCluster, *args: str | Path) -> str:
     return sh(ensure_binaries(quiet=True) / "helm", "--kubeconfig", cluster.kubeconfig, *args)
 
 
+def deployments(apps: client.AppsV1Api) -> dict[str, int]:
+    """Deployment name -> metadata.generation, in the release's namespace."""
+    return {d.metadata.name: d.metadata.generation for d in apps.list_namespaced_deployment(NAMESPACE).items}
+
+
+def run_gpujobs(core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str,
+                jobs: dict[str, dict]) -> None:
+    """Create `jobs`, wait until each Succeeded; each pod went through the chart's scheduler and got
+    the extender's NetworkPlacement event."""
+    for body in jobs.values():
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    for name in jobs:
+        poll(lambda name=name: gpujob_phase(custom, ns, name) == "Succeeded", timeout=240,
+             what=f"GPUJob {name} to succeed through the chart's scheduler")
+    pods = core.list_namespaced_pod(ns).items
+    job_pods = [p for p in pods if (p.metadata.labels or {}).get(JOB_LABEL) in jobs]
+    assert job_pods and {p.spec.scheduler_name for p in job_pods} == {SCHEDULER_NAME}
+    events = core.list_namespaced_event(ns).items
+    placed = {e.involved_object.name for e in events if e.reason == EVENT_REASON}
+    assert {p.metadata.name for p in job_pods} <= placed, "a pod without a NetworkPlacement event"
+
+
 def gpujob_phase(custom: client.CustomObjectsApi, namespace: str, name: str) -> str | None:
     job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     return (job.get("status") or {}).get("phase")
@@ -86,7 +111,7 @@ def gpujob_phase(custom: client.CustomObjectsApi, namespace: str, name: str) -> 
 
 def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly(cluster, tmp_path):
     api = cluster.api_client()
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core, custom, apps = client.CoreV1Api(api), client.CustomObjectsApi(api), client.AppsV1Api(api)
     t = time.monotonic()
     load_images(cluster, tmp_path)
     t = timed("image built and loaded, kube-scheduler image loaded", t)
@@ -102,21 +127,33 @@ def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly
         assert pod.spec.node_name in real and pod.status.phase == "Running", pod.metadata.name
         assert all(s.ready and s.restart_count == 0 for s in pod.status.container_statuses), pod.metadata.name
 
+    node = RealNode(cluster.directory / "node", Path())
+
+    def scrape() -> str:
+        with in_netns(node.netns):  # the agent serves on the node's network (hostNetwork)
+            return urllib.request.urlopen(f"http://{NODE_IP}:9101/metrics", timeout=10).read().decode()
+
+    # Ready is not serving: the agent has no readiness probe, and its HTTP server starts after imports.
+    metrics = poll(scrape, timeout=60, what="the agent's /metrics on the real node")
+    assert "# TYPE netsched_link_rtt_seconds gauge" in metrics
+
     with scratch_namespace(core, "e2e") as ns:
-        jobs = {"single": make_gpujob("single", replicas=1, gpus=1, manifest=True, duration="5s"),
-                "gang": make_gpujob("gang", replicas=2, gpus=8, manifest=True, duration="5s",
-                                    gang={"minAvailable": 2})}
-        for body in jobs.values():
-            custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-        for name in jobs:
-            poll(lambda name=name: gpujob_phase(custom, ns, name) == "Succeeded", timeout=240,
-                 what=f"GPUJob {name} to succeed through the chart's scheduler")
+        run_gpujobs(core, custom, ns, {
+            "single": make_gpujob("single", replicas=1, gpus=1, manifest=True, duration="5s"),
+            "gang": make_gpujob("gang", replicas=2, gpus=8, manifest=True, duration="5s",
+                                gang={"minAvailable": 2})})
         t = timed("a 1-GPU GPUJob and a 2x8 gang Succeeded", t)
-        job_pods = core.list_namespaced_pod(ns).items
-        assert job_pods and {p.spec.scheduler_name for p in job_pods} == {SCHEDULER_NAME}
-        placed = {e.involved_object.name for e in core.list_namespaced_event(ns).items
-                  if e.reason == EVENT_REASON}
-        assert {p.metadata.name for p in job_pods} <= placed, "a pod without a NetworkPlacement event"
+
+        before = deployments(apps)
+        helm(cluster, "upgrade", RELEASE, ROOT / "charts/netsched", "-n", NAMESPACE, "-f",
+             ROOT / "tests/e2e/values.yaml", "--set", "extender.shortlist=2", "--wait", "--timeout", "6m")
+        after = deployments(apps)
+        rolled = {name for name in after if after[name] != before.get(name)}
+        assert rolled == {f"{RELEASE}-extender"}, f"helm upgrade of an extender value rolled {rolled}"
+        assert all(gpujob_phase(custom, ns, name) == "Succeeded" for name in ("single", "gang"))
+        run_gpujobs(core, custom, ns, {"after-upgrade": make_gpujob("after-upgrade", replicas=1, gpus=2,
+                                                                    manifest=True, duration="5s")})
+        t = timed("helm upgrade rolled the extender only; a GPUJob Succeeded after it", t)
 
     helm(cluster, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
     poll(lambda: not core.list_namespaced_pod(NAMESPACE).items, timeout=120, what="no netsched pod left")
