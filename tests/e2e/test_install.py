@@ -48,7 +48,16 @@ def cluster(tmp_path_factory) -> Iterator[DevCluster]:
     with running(cluster):
         timed("dev-cluster up --real-node", t)
         yield cluster
+        assert not host_network_traces(), "the real node wrote to the host's network namespace"
     assert not RealNode(cluster.directory / "node", Path()).leftovers(), "the real node left host state"
+    assert not host_network_traces()
+
+
+def host_network_traces() -> list[str]:
+    """kube-proxy's and the CNI's iptables chains, and the node's bridge, in the host's namespace."""
+    rules = sh("iptables-save").splitlines()
+    links = sh("ip", "-o", "link", "show").splitlines()
+    return [r for r in rules if "KUBE-" in r or "CNI-" in r] + [x for x in links if ": cni0:" in x]
 
 
 def sh(*argv: str | Path) -> str:
