@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install controlplane prometheus demo test unit integration faults lint clean
+.PHONY: install controlplane prometheus node-packages image image-train demo test unit integration faults e2e lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,24 @@ install: $(VENV)/.installed
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
+# The image build (buildah, mmdebstrap) and the dev-cluster's real node (containerd, runc, CNI).
+NODE_PACKAGES := buildah mmdebstrap runc containerd umoci containernetworking-plugins iptables conntrack
+node-packages:
+	@dpkg -s $(NODE_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES) >/dev/null; }
+
 # The telemetry tests scrape the agents with a real Prometheus (Debian's package).
 prometheus:
 	@command -v prometheus >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+# The serving image netsched:<version> (and netsched:<version>-train), built with buildah from a
+# base image it makes itself where no registry serves python:3.11-slim (hack/image/build.sh; root).
+image: node-packages
+	@bash hack/image/build.sh
+
+image-train:
+	@bash hack/image/build.sh --train
 
 demo: install controlplane
 	$(BIN)/netsched demo
@@ -40,9 +54,15 @@ integration: install controlplane prometheus
 faults: install controlplane
 	$(BIN)/pytest tests/faults
 
+# The install path end to end (root): image, real node, helm install, GPUJobs, uninstall. Not
+# part of `make test` yet.
+e2e: install controlplane node-packages
+	@bash hack/controlplane/build.sh --node >/dev/null
+	$(BIN)/pytest tests/e2e -s
+
 # pytest exits 5 when it collects no tests; make treats that as the failure it is.
 test: lint controlplane prometheus
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests --ignore=tests/e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

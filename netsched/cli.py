@@ -59,7 +59,8 @@ def _cluster(args: argparse.Namespace):
 
     kwargs = {"nodes": args.nodes, "zones": args.zones, "racks_per_zone": args.racks_per_zone,
               "run_extender": not getattr(args, "no_extender", False),
-              "run_operator": not getattr(args, "no_operator", False)}
+              "run_operator": not getattr(args, "no_operator", False),
+              "real_node": getattr(args, "real_node", False)}
     if getattr(args, "extender_url", None):
         kwargs["extender"] = ExtenderSettings(url_prefix=args.extender_url)
     if getattr(args, "model", None):
@@ -471,6 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
     up.add_argument("--no-operator", action="store_true",
                     help="do not run the GPUJob operator (its CRD is still installed)")
+    up.add_argument("--real-node", action="store_true",
+                    help="add one real kubelet node (containerd, kube-proxy) in a private network "
+                    "namespace, for pods that really run, e.g. the Helm chart's "
+                    "(root; see docs/dev-cluster.md)")
     up.add_argument("--foreground", action="store_true",
                     help="stay in the foreground; Ctrl-C stops every component")
     up.set_defaults(func=cmd_up)
@@ -570,13 +575,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The dev-cluster's errors say what to do: printed without a traceback. Only a command that used the
+# dev-cluster raises them, and importing it needs the `dev` extra, which the image does not have.
+DEV_CLUSTER_ERRORS = (("netsched.devcluster.binaries", "BuildError"),
+                      ("netsched.devcluster.devcluster", "ClusterError"),
+                      ("netsched.devcluster.processes", "ComponentFailed"),
+                      ("netsched.devcluster.realnode", "RealNodeError"),
+                      ("netsched.devcluster.wait", "Timeout"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from netsched.devcluster.binaries import BuildError
-    from netsched.devcluster.devcluster import ClusterError
-    from netsched.devcluster.processes import ComponentFailed
-    from netsched.devcluster.wait import Timeout
-
     if getattr(args, "gpu_table", None):
         from netsched.models.gpus import GpuTableError, configure
 
@@ -587,7 +596,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         return args.func(args)
-    except (BuildError, ClusterError, ComponentFailed, Timeout) as exc:
+    except Exception as exc:
+        kinds = tuple(getattr(sys.modules[m], name) for m, name in DEV_CLUSTER_ERRORS if m in sys.modules)
+        if not isinstance(exc, kinds):
+            raise
         print(f"netsched: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ BINARIES = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
     "kubectl", "kwok", "helm",
 )
+NODE_BINARIES = ("kubelet", "kube-proxy", "pause")  # `build.sh --node`, for the real node
 
 
 class BuildError(RuntimeError):
@@ -44,7 +45,7 @@ def read_versions(directory: Path | None = None) -> dict[str, str]:
     return versions
 
 
-def ensure_binaries(quiet: bool = False) -> Path:
+def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
     """Return the directory holding every control-plane binary, building on a cold cache.
 
     Build progress goes to stderr unless `quiet`; a failed build raises BuildError
@@ -52,7 +53,7 @@ def ensure_binaries(quiet: bool = False) -> Path:
     """
     override = os.environ.get("NETSCHED_BIN_DIR")
     if override:
-        return _check(Path(override))
+        return _check(Path(override), node)
     script = controlplane_dir() / "build.sh"
     if not script.exists():
         raise BuildError(
@@ -61,9 +62,8 @@ def ensure_binaries(quiet: bool = False) -> Path:
         )
     started = time.monotonic()
     tail: deque[str] = deque(maxlen=40)
-    proc = subprocess.Popen(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    proc = subprocess.Popen(["bash", str(script), *(["--node"] if node else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         tail.append(line.rstrip())
@@ -75,11 +75,11 @@ def ensure_binaries(quiet: bool = False) -> Path:
     bin_dir = Path(tail[-1])
     if not quiet and time.monotonic() - started > 5:
         print(f"[controlplane] binaries in {bin_dir}", file=sys.stderr)
-    return _check(bin_dir)
+    return _check(bin_dir, node)
 
 
-def _check(bin_dir: Path) -> Path:
-    missing = [b for b in BINARIES if not (bin_dir / b).is_file()]
+def _check(bin_dir: Path, node: bool = False) -> Path:
+    missing = [b for b in BINARIES + (NODE_BINARIES if node else ()) if not (bin_dir / b).is_file()]
     if missing:
         raise BuildError(f"{bin_dir} lacks {', '.join(missing)}; rebuild with hack/controlplane/build.sh")
     return bin_dir

@@ -30,14 +30,16 @@ from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.crds import install_crds
 from netsched.devcluster.kwok_stages import stages_yaml
 from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
+from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
-from netsched.devcluster.topology import gpu_nodes
+from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 from netsched.devcluster.wait import poll
 
 EXTENDER = "netsched-extender"
 OPERATOR = "netsched-operator"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", OPERATOR,
               "kwok")
+NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_node`, in start order
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 
@@ -66,6 +68,7 @@ class DevCluster:
     run_extender: bool = True
     extender_args: tuple[str, ...] = ()  # more `netsched extender` flags, e.g. ("--model=<path>",)
     run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
+    real_node: bool = False  # one real kubelet node besides the KWOK ones (netsched.devcluster.realnode)
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
@@ -106,19 +109,26 @@ class DevCluster:
                 "run `netsched dev-cluster down` first (or pass another --dir)"
             )
         started = time.monotonic()
-        bin_dir = ensure_binaries()
+        if self.real_node:
+            check_prerequisites()
+        bin_dir = ensure_binaries(node=self.real_node)
+        self._remove_real_node()  # what a killed earlier run may have left
         self._reset_directory()
-        state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports()}
+        state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports(),
+                       "real_node": self.real_node}
         try:
             self._start_all(bin_dir, state)
             self._create_nodes()
+            if self.real_node:
+                self._start_real_node(bin_dir, state)
         except BaseException:
             self.progress("start failed; stopping the components that started")
             self.down(quiet=True)
             raise
         state["start_seconds"] = round(time.monotonic() - started, 1)
         self._save(state)
-        self.progress(f"dev-cluster up in {state['start_seconds']} s: {self.nodes} GPU nodes Ready")
+        real = f" and real node {self._node(bin_dir).name}" if self.real_node else ""
+        self.progress(f"dev-cluster up in {state['start_seconds']} s: {self.nodes} GPU nodes{real} Ready")
         return state
 
     def down(self, quiet: bool = False) -> list[str]:
@@ -126,6 +136,8 @@ class DevCluster:
         state = self._load()
         stopped = []
         for name, info in reversed(list(state.get("components", {}).items())):
+            if name == "containerd" and processes.pid_alive(info["pid"]):
+                self._node(Path(state["bin_dir"])).stop_containers()  # the kubelet has stopped
             processes.stop(info["pid"])
             stopped.append(name)
             if not quiet:
@@ -133,7 +145,20 @@ class DevCluster:
         if state:
             state["components"] = {}
             self._save(state)
+        for what in self._remove_real_node():
+            if not quiet:
+                self.progress(f"removed {what}")
         return stopped
+
+    def _node(self, bin_dir: Path) -> RealNode:
+        return RealNode(self.directory / "node", bin_dir)
+
+    def _remove_real_node(self) -> list[str]:
+        """Undo the real node's host changes (netns, mounts, cgroups, mount points), if any."""
+        node = self._node(Path(self._load().get("bin_dir", ".")))
+        if not node.directory.exists() and not node.leftovers():
+            return []
+        return node.remove()
 
     def running_components(self) -> list[str]:
         comps = self._load().get("components", {})
@@ -166,6 +191,49 @@ class DevCluster:
         skip = {EXTENDER} if not self.run_extender or self.extender else set()
         skip |= set() if self.run_operator else {OPERATOR}
         return tuple(c for c in COMPONENTS if c not in skip)
+
+    def _start_real_node(self, bin_dir: Path, state: dict) -> None:
+        """The node's netns and files, then node-net, containerd (with the pause image), kubelet and
+        kube-proxy, each recorded before it is awaited, as the control plane's components are."""
+        from netsched.devcluster.nodenet import in_netns
+
+        node = self._node(bin_dir)
+        t0 = time.monotonic()
+        node.prepare()
+        pki = pkilib.Pki(self.directory / "pki")
+        node.write_kubeconfigs(state["ports"]["apiserver"], pki.ca_cert, pkilib.read_tokens(pki))
+        kubeconfigs = {"admin": self.kubeconfig}
+        core = client.CoreV1Api(self.api_client())
+
+        def node_ready() -> bool:
+            try:
+                n = core.read_node(node.name)
+            except client.ApiException as exc:
+                if exc.status == 404:  # not registered yet
+                    return False
+                raise
+            return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+
+        def proxy_healthy() -> bool:
+            with in_netns(node.netns):
+                return _http_ok(f"http://{NODE_IP}:10256/healthz")
+
+        checks = {"node-net": lambda: "relaying" in self.log("node-net").read_text(errors="replace"),
+                  "containerd": node.containerd_ready, "kubelet": node_ready, "kube-proxy": proxy_healthy}
+        for name in NODE_COMPONENTS:
+            t = time.monotonic()
+            pid = state["components"].get("containerd", {}).get("pid")
+            argv = node.argv(name, kubeconfigs, containerd_pid=pid)
+            with processes.signals_deferred():
+                proc = processes.start(name, argv, self.log(name), cwd=self.directory)
+                state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": argv}
+                self._save(state)
+            processes.wait_until(proc, checks[name], timeout=120)
+            if name == "containerd":
+                node.import_pause()
+            self.progress(f"{name} ready in {time.monotonic() - t:.1f} s (log: {proc.log})")
+        self.progress(f"real node {node.name} ({NODE_IP}, netns {node.netns}) Ready in "
+                      f"{time.monotonic() - t0:.1f} s")
 
     def restart(self, name: str, extra_args: tuple[str, ...] = ()) -> None:
         """Start a recorded component again (after it died or was killed) and wait until it serves;
@@ -225,7 +293,7 @@ class DevCluster:
         stages = d / "kwok-stages.yaml"
         stages.write_text(stages_yaml())
 
-        plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages)
+        plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages, self.real_node)
         plan[EXTENDER] += self.extender_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
         for name in self.components():
@@ -283,10 +351,22 @@ def _component_argv(
     kubeconfigs: dict[str, Path],
     scheduler_yaml: Path,
     stages: Path,
+    real_node: bool = False,
 ) -> dict[str, list[str]]:
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     kcm = str(kubeconfigs["system:kube-controller-manager"])
     sched = str(kubeconfigs["system:kube-scheduler"])
+    if real_node:
+        # The `kubernetes` Service's endpoint is the node IP, where node-net relays to the apiserver,
+        # so pods reach it through kube-proxy. KWOK leaves the real node to its kubelet.
+        endpoints = [f"--advertise-address={NODE_IP}", "--endpoint-reconciler-type=lease",
+                     "--kubelet-preferred-address-types=InternalIP,Hostname"]
+        kwok_nodes = ["--manage-all-nodes=false",
+                      f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake"]
+    else:
+        endpoints = ["--advertise-address=127.0.0.1",
+                     "--endpoint-reconciler-type=none"]  # 127.0.0.1 cannot be a Service endpoint
+        kwok_nodes = ["--manage-all-nodes=true"]
     return {
         "etcd": [
             str(bin_dir / "etcd"), f"--data-dir={d / 'etcd'}",
@@ -298,7 +378,7 @@ def _component_argv(
         ],
         "kube-apiserver": [
             str(bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--bind-address=127.0.0.1", *endpoints,
             f"--secure-port={ports['apiserver']}",
             f"--tls-cert-file={pki.apiserver_cert}", f"--tls-private-key-file={pki.apiserver_key}",
             f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.token_file}",
@@ -307,7 +387,6 @@ def _component_argv(
             f"--service-account-key-file={pki.service_account_key}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
-            "--endpoint-reconciler-type=none",  # 127.0.0.1 cannot be a Service endpoint
         ],
         "kube-controller-manager": [
             str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm}",
@@ -337,7 +416,7 @@ def _component_argv(
         ],
         "kwok": [
             str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",
-            "--manage-all-nodes=true", f"--server-address=127.0.0.1:{ports['kwok']}",
+            *kwok_nodes, f"--server-address=127.0.0.1:{ports['kwok']}",
             f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40", f"--config={stages}",
         ],
     }

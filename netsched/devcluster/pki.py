@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 SERVICE_IP = "10.0.0.1"  # first address of the service range; the apiserver's in-cluster IP
+NODE_IP = "10.88.0.1"  # the real node's address (`up --real-node`), where it reaches the apiserver
+REAL_NODE = "netsched-node"
 API_DNS_NAMES = [
     "localhost",
     "kubernetes",
@@ -45,6 +47,8 @@ USERS = (
     User("kwok", ("system:masters",)),
     User("netsched-extender"),  # granted netsched:extender by the dev-cluster (cluster/rbac.py)
     User("netsched-operator"),  # granted netsched:operator
+    User(f"system:node:{REAL_NODE}", ("system:nodes",)),  # the real node's kubelet (Node authorizer)
+    User("system:kube-proxy"),  # bootstrap RBAC binds system:node-proxier
 )
 
 
@@ -140,7 +144,7 @@ def write_pki(directory: Path) -> Pki:
     ca = _cert("netsched-dev-ca", ca_key, None, ca_key, ca=True)
     server_key = _key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in API_DNS_NAMES]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", SERVICE_IP)]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", SERVICE_IP, NODE_IP)]
     server = _cert("kube-apiserver", server_key, ca.subject, ca_key, ca=False, sans=sans)
 
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))

@@ -85,6 +85,10 @@ def load_bundle(directory: Path, meta: dict) -> dict:
                             "or was replaced; retrain or restore the artifact")
     try:
         bundle = joblib.load(path)
+    except ModuleNotFoundError as exc:  # a pickled scikit-learn model where only serving is installed
+        raise ArtifactError(f"{path}: cannot be loaded without {exc.name} (this artifact has no ONNX "
+                            "serving files): install netsched[train], or retrain it with `netsched train`, "
+                            "which writes them") from None
     except Exception as exc:  # an unpickling failure can raise almost anything
         raise ArtifactError(f"{path}: cannot be loaded ({type(exc).__name__}: {exc}); "
                             "retrain the model") from None

@@ -55,7 +55,10 @@ def onnx_graph(model: object, n_features: int) -> bytes:
 
 
 def is_trees(model: object) -> bool:
-    from sklearn.ensemble import HistGradientBoostingRegressor
+    try:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+    except ModuleNotFoundError:  # serving without the `train` extra: no sklearn model can have loaded
+        return False
 
     return isinstance(model, HistGradientBoostingRegressor)
 

@@ -280,6 +280,8 @@ def test_retraining_reads_the_records_claim_and_writes_a_models_claim_the_extend
     cron = find(docs, "CronJob", "netsched-retrain")
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert cron["spec"]["schedule"] == "30 2 * * 0" and pod["restartPolicy"] == "Never"
+    serving = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["containers"][0]
+    assert pod["containers"][0]["image"] == serving["image"] + "-train"  # the image with scikit-learn
     claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
     assert claims == {"records": {"claimName": "netsched-operator-records", "readOnly": True},
                       "models": {"claimName": "netsched-models"}}

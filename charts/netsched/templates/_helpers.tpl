@@ -41,6 +41,11 @@ labels:
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
+{{/* The -train image (Dockerfile target `train`): the serving image has no scikit-learn. */}}
+{{- define "netsched.trainImage" -}}
+{{- printf "%s-train" (include "netsched.image" .) -}}
+{{- end -}}
+
 {{/* The extender Service's in-cluster URL, the scheduler's urlPrefix. */}}
 {{- define "netsched.extenderURL" -}}
 {{- printf "http://%s.%s.svc:8888" (include "netsched.componentName" (dict "ctx" . "component" "extender")) .Release.Namespace -}}

@@ -1,0 +1,147 @@
+"""The real node's view of the control plane: the apiserver and cluster DNS inside its netns.
+
+The dev-cluster's control plane listens on the host's 127.0.0.1; the real node (kubelet,
+kube-proxy, containerd, pods) lives in a private network namespace with no route to it. This
+process opens its listening sockets inside that namespace and connects out from the host's:
+
+- TCP on <node IP>:<apiserver port> is relayed to 127.0.0.1:<apiserver port>, so the kubelet
+  and, through the `kubernetes` Service's endpoint, every pod reach the apiserver;
+- UDP on <node IP>:53 answers A queries for `<service>.<namespace>.svc.cluster.local` with the
+  Service's ClusterIP (NXDOMAIN otherwise): the cluster DNS the kubelet hands to pods, a
+  stand-in for CoreDNS.
+
+Nothing binds or changes anything in the host's network namespace.
+    python -m netsched.devcluster.nodenet --netns NAME --node-ip IP --apiserver-port P --kubeconfig F
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import socket
+import struct
+import threading
+import time
+
+from kubernetes import client
+
+from netsched.api.connect import api_client
+
+CLONE_NEWNET = 0x40000000
+DOMAIN = "svc.cluster.local"
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def in_netns(name: str):
+    """Run the block with this thread in network namespace `name` (sockets keep theirs after)."""
+    with open("/proc/self/ns/net") as home, open(f"/run/netns/{name}") as target:
+        _setns(target.fileno())
+        try:
+            yield
+        finally:
+            _setns(home.fileno())
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def relay(listener: socket.socket, target: tuple[str, int]) -> None:
+    while True:
+        conn, _ = listener.accept()
+        try:
+            upstream = socket.create_connection(target, timeout=5)
+            upstream.settimeout(None)
+        except OSError:
+            conn.close()
+            continue
+        for a, b in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+
+class Services:
+    """`name.namespace` -> ClusterIP, refreshed at most once a second."""
+
+    def __init__(self, kubeconfig: str):
+        self.core = client.CoreV1Api(api_client(kubeconfig))
+        self.table: dict[str, str] = {}
+        self.read_at = 0.0
+
+    def lookup(self, name: str) -> str | None:
+        if time.monotonic() - self.read_at > 1.0:
+            with contextlib.suppress(Exception):  # answer from the last table if the apiserver hiccups
+                items = self.core.list_service_for_all_namespaces().items
+                self.table = {f"{s.metadata.name}.{s.metadata.namespace}": s.spec.cluster_ip
+                              for s in items if s.spec.cluster_ip and s.spec.cluster_ip != "None"}
+                self.read_at = time.monotonic()
+        return self.table.get(name)
+
+
+def answer(query: bytes, services: Services) -> bytes | None:
+    """A DNS response to `query`: the A record of a Service, else NXDOMAIN."""
+    if len(query) < 12:
+        return None
+    ident, _flags, qdcount = struct.unpack("!HHH", query[:6])
+    labels, i = [], 12
+    while i < len(query) and query[i]:
+        labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace").lower())
+        i += 1 + query[i]
+    end = i + 5  # the root label, QTYPE, QCLASS
+    if qdcount != 1 or end > len(query):
+        return None
+    qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
+    question = query[12:end]
+    name = ".".join(labels)
+    ip = services.lookup(name.removesuffix("." + DOMAIN)) if name.endswith("." + DOMAIN) else None
+    if ip is None:
+        return struct.pack("!HHHHHH", ident, 0x8183, 1, 0, 0, 0) + question  # NXDOMAIN
+    if qtype != 1:  # the name exists, but has no record of that type (AAAA): NOERROR, no answer
+        return struct.pack("!HHHHHH", ident, 0x8180, 1, 0, 0, 0) + question
+    record = struct.pack("!HHHIH", 0xC00C, 1, 1, 5, 4) + socket.inet_aton(ip)
+    return struct.pack("!HHHHHH", ident, 0x8180, 1, 1, 0, 0) + question + record
+
+
+def serve_dns(sock: socket.socket, services: Services) -> None:
+    while True:
+        query, peer = sock.recvfrom(512)
+        with contextlib.suppress(Exception):
+            response = answer(query, services)
+            if response:
+                sock.sendto(response, peer)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--netns", required=True)
+    parser.add_argument("--node-ip", required=True)
+    parser.add_argument("--apiserver-port", type=int, required=True)
+    parser.add_argument("--kubeconfig", required=True, help="for the Service lookups of the DNS")
+    args = parser.parse_args()
+    with in_netns(args.netns):
+        api = socket.create_server((args.node_ip, args.apiserver_port), backlog=128)
+        dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        dns.bind((args.node_ip, 53))
+    threading.Thread(target=serve_dns, args=(dns, Services(args.kubeconfig)), daemon=True).start()
+    print(f"relaying {args.node_ip}:{args.apiserver_port} in netns {args.netns} to 127.0.0.1; "
+          f"DNS for *.{DOMAIN} on {args.node_ip}:53", flush=True)
+    relay(api, ("127.0.0.1", args.apiserver_port))
+
+
+if __name__ == "__main__":
+    main()

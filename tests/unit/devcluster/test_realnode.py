@@ -1,0 +1,74 @@
+"""The real node's command lines, prerequisites and cluster DNS answers, without starting anything."""
+
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from netsched.devcluster import realnode
+from netsched.devcluster.nodenet import answer
+from netsched.devcluster.realnode import RealNode
+
+
+def node(tmp_path: Path) -> RealNode:
+    return RealNode(tmp_path / "node", Path("/bin-dir"))
+
+
+def test_the_kubelet_joins_containerds_mount_namespace_and_the_nodes_netns(tmp_path):
+    n = node(tmp_path)
+    kubelet = n.argv("kubelet", {}, containerd_pid=4242)
+    assert kubelet[:3] == ["nsenter", "--mount=/proc/4242/ns/mnt", f"--net=/run/netns/{n.netns}"]
+    assert "/bin-dir/kubelet" in kubelet and f"--node-ip={realnode.NODE_IP}" in kubelet
+
+
+def test_containerd_keeps_the_hosts_sys_and_sees_the_kubelets_sysctls_read_only(tmp_path):
+    n = node(tmp_path)
+    argv = n.argv("containerd", {})
+    assert argv[:2] == ["nsenter", f"--net=/run/netns/{n.netns}"]  # not `ip netns exec`: it remounts /sys
+    script = argv[-1]
+    for key in realnode.KUBELET_SYSCTLS:
+        assert f"mount -o remount,bind,ro /proc/sys/{key}" in script
+    for path in realnode.HOST_PATHS:
+        assert f" {path} &&" in script
+    assert script.endswith(f"exec containerd --config {n.directory / 'containerd.toml'}")
+
+
+def test_each_cluster_directory_gets_its_own_netns(tmp_path):
+    assert node(tmp_path / "a").netns != node(tmp_path / "b").netns
+    assert node(tmp_path).netns.startswith("netsched-")
+
+
+def test_missing_prerequisites_are_named_with_the_command_that_installs_them(monkeypatch):
+    monkeypatch.setattr(realnode.os, "geteuid", lambda: 1000)
+    missing = ("umoci", "conntrack")
+    monkeypatch.setattr(realnode.shutil, "which", lambda tool: None if tool in missing else "/x")
+    with pytest.raises(realnode.RealNodeError) as err:
+        realnode.check_prerequisites()
+    assert "run as root" in str(err.value)
+    assert "apt-get install -y conntrack umoci" in str(err.value)
+
+
+class FakeServices:
+    def lookup(self, name: str) -> str | None:
+        return {"netsched-extender.netsched-system": "10.0.0.42"}.get(name)
+
+
+def query(name: str, qtype: int = 1) -> bytes:
+    labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split("."))
+    return struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack("!HH", qtype, 1)
+
+
+@pytest.mark.parametrize(("name", "qtype", "rcode", "ip"), [
+    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 1, 0, "10.0.0.42", id="service"),
+    pytest.param("netsched-extender.netsched-system.svc.svc.cluster.local", 1, 3, None, id="search-miss"),
+    pytest.param("example.com", 1, 3, None, id="outside-the-cluster"),
+    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 28, 0, None, id="aaaa-no-data"),
+])
+def test_cluster_dns_answers_services_only(name, qtype, rcode, ip):
+    response = answer(query(name, qtype), FakeServices())  # type: ignore[arg-type]
+    ident, flags, _qd, ancount = struct.unpack("!HHHH", response[:8])
+    assert ident == 7 and flags & 0xF == rcode
+    assert ancount == (1 if ip else 0)
+    if ip:
+        assert socket.inet_ntoa(response[-4:]) == ip
