@@ -31,13 +31,10 @@ from netsched.api.records import read_records
 from netsched.api.resources import Resources, pod_requests
 from netsched.operator.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
 from netsched.operator.cluster_snapshot import cluster_state
-from netsched.operator.config import PackerConfig
 from netsched.operator.forecast import cluster_forecast
-from netsched.operator.packer import Packer, blocked_message
 from netsched.operator.records import job_record
 from netsched.operator.replica_pods import network_annotations, replica_pod, replica_request
 from netsched.operator.validation import problems
-from netsched.packing.report import plan_json
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
 
@@ -147,6 +144,12 @@ def room_table(job: JobSpec, rooms: list[NodeRoom], pods: list[dict], level: str
 
 def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]:
     """What a packing pass would do now with this gang waiting, writing nothing."""
+    # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
+    # now does not need it
+    from netsched.operator.config import PackerConfig
+    from netsched.operator.packer import Packer, blocked_message
+    from netsched.packing.report import plan_json
+
     packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
     snapshot, policy = packer.snapshot(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
     decision = packer.decide(snapshot, policy, [*cluster.pods, *pods], cluster.pdbs)

@@ -20,9 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kopf
 from kubernetes import client
 
 from netsched.api import conditions as c
@@ -40,6 +39,9 @@ from netsched.operator.replica_pods import ungate_patch
 from netsched.packing.policy import DisruptionPolicy, Policy
 from netsched.packing.snapshot import Pod, Snapshot
 from netsched.packing.solver import Changes, Plan, solve
+
+if TYPE_CHECKING:
+    import kopf
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-packer"
@@ -355,6 +357,8 @@ def _reason(waiting: list[Pod]) -> str:
 
 # ---- kopf registration -------------------------------------------------------------------
 def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
+    import kopf  # here, not at the top: `netsched whatif` uses the Packer without kopf's second of imports
+
     def active(body, **_) -> bool:
         return plans.is_active(body)
 
