@@ -102,8 +102,9 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["image"] == "netsched:0.1.0"
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
-                                "--telemetry-max-age=120", "--scheduler-name=netsched", "--pack-budget=1",
-                                "--pack-after=5", "--pack-cooldown=10", "--plan-deadline=120",
+                                "--forecast-interval=15", "--telemetry-max-age=120",
+                                "--scheduler-name=netsched", "--pack-budget=1", "--pack-after=5",
+                                "--pack-cooldown=10", "--plan-deadline=120",
                                 "--pack-policy=/etc/netsched/packer/policy.yaml"]
     assert {"name": "packer-policy", "mountPath": "/etc/netsched/packer", "readOnly": True} \
         in operator["volumeMounts"]
