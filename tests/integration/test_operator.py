@@ -206,7 +206,7 @@ def test_the_examples_apply_and_run_with_kubectl(dev_cluster, jobs, namespace):
     for name in ("notebook", "llm-finetune"):
         _phase(jobs, namespace, name, "Succeeded", timeout=120)
     listing = subprocess.run([*kubectl, "get", "gj"], capture_output=True, text=True, check=True).stdout
-    assert listing.split("\n")[0].split() == ["NAME", "PHASE", "READY", "GPUS", "AGE"]
+    assert listing.split("\n")[0].split() == ["NAME", "PHASE", "READY", "GPUS", "ETA", "FINISH", "AGE"]
     assert "llm-finetune   Succeeded   0/4     32" in listing
     port = json.loads((dev_cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
