@@ -72,7 +72,7 @@ def test_topology_features_follow_the_declared_nodes(dataset):
     n1, n4 = (rows_of(dataset, "exchange")[n] for n in ("n1", "n4"))
     assert feature(dataset, n1, "peer_frac_zone") == 1 and feature(dataset, n1, "data_distance") == 2
     assert feature(dataset, n4, "peer_frac_zone") == 0 and feature(dataset, n4, "data_distance") == 3
-    assert feature(dataset, n4, "gpu_v100") == 1
+    assert (feature(dataset, n4, "gpu_tflops16"), feature(dataset, n4, "gpu_memory_gib")) == (125, 32)  # V100
     n2 = rows_of(dataset, "mixed")["n2"]
     assert feature(dataset, n2, "peer_frac_node") == 0.5 and feature(dataset, n2, "peer_count") == 2
 
