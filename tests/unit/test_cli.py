@@ -88,3 +88,15 @@ def test_serving_commands_run_without_the_dev_extra(command):
     assert proc.returncode != 0  # the kubeconfig is missing ...
     assert "ModuleNotFoundError" not in proc.stderr, proc.stderr[-2000:]  # ... and nothing else
     assert "kube-config" in proc.stderr or "kubeconfig" in proc.stderr.lower(), proc.stderr[-2000:]
+
+
+def test_training_without_the_train_extra_says_how_to_get_it(tmp_path):
+    import subprocess
+    import sys
+
+    script = SERVING_WITHOUT_DEV_EXTRA.replace('"cryptography"', '"sklearn"').replace(
+        'main([sys.argv[1], "--kubeconfig=/nonexistent"])', 'sys.exit(main(sys.argv[1:]))')
+    proc = subprocess.run([sys.executable, "-c", script, "train", str(tmp_path / "records.jsonl"),
+                           "--out", str(tmp_path / "model")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "pip install 'netsched[train]'" in proc.stderr
