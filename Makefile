@@ -54,15 +54,16 @@ integration: install controlplane prometheus
 faults: install controlplane
 	$(BIN)/pytest tests/faults
 
-# The install path end to end (root): image, real node, helm install, GPUJobs, uninstall. Not
-# part of `make test` yet.
+# The install path end to end (root): image, real node, helm install, GPUJobs, uninstall. `make
+# test` runs it too.
 e2e: install controlplane node-packages
 	@bash hack/controlplane/build.sh --node >/dev/null
 	$(BIN)/pytest tests/e2e -s
 
 # pytest exits 5 when it collects no tests; make treats that as the failure it is.
-test: lint controlplane prometheus
-	$(BIN)/pytest tests --ignore=tests/e2e
+test: lint controlplane prometheus node-packages
+	@bash hack/controlplane/build.sh --node >/dev/null
+	$(BIN)/pytest tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -584,6 +584,9 @@ DEV_CLUSTER_ERRORS = (("netsched.devcluster.binaries", "BuildError"),
                       ("netsched.devcluster.wait", "Timeout"))
 
 
+TRAIN_EXTRA = {"sklearn", "skl2onnx", "scipy", "matplotlib"}  # what `pip install netsched` leaves out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "gpu_table", None):
@@ -596,6 +599,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         return args.func(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in TRAIN_EXTRA:
+            raise
+        print(f"netsched: error: `netsched {args.command}` needs {exc.name}, of the train extra: "
+              "pip install 'netsched[train]', or run the -train image", file=sys.stderr)
+        return 1
     except Exception as exc:
         kinds = tuple(getattr(sys.modules[m], name) for m, name in DEV_CLUSTER_ERRORS if m in sys.modules)
         if not isinstance(exc, kinds):

@@ -84,6 +84,7 @@ def load_images(cluster: DevCluster, work: Path) -> None:
         subprocess.run(["buildah", "rm", ctr], capture_output=True)
     tarball = work / "kube-scheduler.tar"
     sh("buildah", "push", "--quiet", scheduler, f"docker-archive:{tarball}:{scheduler}")
+    sh("buildah", "rmi", scheduler)  # made again next run: no untagged copy piles up per run
     node.import_image(tarball)
 
 

@@ -64,3 +64,39 @@ def test_operator_flags_reach_run_operator_as_one_settings_object(monkeypatch):
     assert main(["operator", "--interval=2", "--no-packer", "--plan-deadline=30", "--records=r.jsonl"]) == 0
     assert ran == [OperatorConfig(interval=2.0, records=Path("r.jsonl"),
                                   packer=PackerConfig(enabled=False, deadline=30))]
+
+
+SERVING_WITHOUT_DEV_EXTRA = """
+import sys
+class NoDevExtra:  # the serving image: no cryptography (the dev extra's)
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "cryptography":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoDevExtra())
+from netsched.cli import main
+main([sys.argv[1], "--kubeconfig=/nonexistent"])
+"""
+
+
+@pytest.mark.parametrize("command", ["extender", "operator"])
+def test_serving_commands_run_without_the_dev_extra(command):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", SERVING_WITHOUT_DEV_EXTRA, command],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0  # the kubeconfig is missing ...
+    assert "ModuleNotFoundError" not in proc.stderr, proc.stderr[-2000:]  # ... and nothing else
+    assert "kube-config" in proc.stderr or "kubeconfig" in proc.stderr.lower(), proc.stderr[-2000:]
+
+
+def test_training_without_the_train_extra_says_how_to_get_it(tmp_path):
+    import subprocess
+    import sys
+
+    script = SERVING_WITHOUT_DEV_EXTRA.replace('"cryptography"', '"sklearn"').replace(
+        'main([sys.argv[1], "--kubeconfig=/nonexistent"])', 'sys.exit(main(sys.argv[1:]))')
+    proc = subprocess.run([sys.executable, "-c", script, "train", str(tmp_path / "records.jsonl"),
+                           "--out", str(tmp_path / "model")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "pip install 'netsched[train]'" in proc.stderr
