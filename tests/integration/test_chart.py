@@ -141,6 +141,7 @@ def test_defaults_render_the_documented_components(bin_dir):
         "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
     assert [p["containerPort"] for p in agent["ports"]] == [9101, 9102]
     assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert agent["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}  # Ready once it serves
     assert not any(d["kind"] in ("ServiceMonitor", "ClusterKopfPeering") for d in docs)
 
 
