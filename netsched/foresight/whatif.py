@@ -106,6 +106,7 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
     meta = job.template.get("metadata") or {}
     found = problems(manifest["spec"], {**(meta.get("annotations") or {}), **network_annotations(job)}, rooms)
+    found += _missing_priority_class(job, cluster.priority_classes)
     if found:
         answer["problems"] = found
         return answer
@@ -160,6 +161,17 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     doc = plan_json(decision.snapshot, decision.plan)
     return {"wouldPlan": True, "evictions": doc["evictions"], "moves": doc["moves"],
             "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
+
+
+def _missing_priority_class(job: JobSpec, classes: list[dict]) -> list[str]:
+    """The API server refuses a pod naming a PriorityClass that does not exist (the operator would
+    say PodCreateFailed): said here before anything else, as the operator's own checks are."""
+    name = job.priority_class or job.template["spec"].get("priorityClassName")
+    if not name or any(pc["metadata"]["name"] == name for pc in classes):
+        return []
+    known = ", ".join(sorted(pc["metadata"]["name"] for pc in classes)) or "none"
+    return [f"spec.priorityClassName {name!r}: no such PriorityClass, so the API server would refuse its "
+            f"pods; create it or name one that exists ({known})"]
 
 
 def _priority(job: JobSpec, classes: list[dict]) -> int:
@@ -227,7 +239,7 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     lines = [f"GPUJob {answer['job']}: {answer['replicas']} replica(s) × {answer['gpusPerReplica']} GPU(s) "
              f"= {gpus} GPUs, priority {answer['priority']}"]
     if answer.get("problems"):
-        lines.append("It could not run as written (the operator would say InvalidSpec):")
+        lines.append("It could not run as written (the operator would say so in its status):")
         lines += [f"  - {p}" for p in answer["problems"]]
         return "\n".join(lines + ["Nothing was created."])
     s = answer["schedulable"]

@@ -66,6 +66,12 @@ def test_a_spec_the_operator_would_refuse_is_said_with_its_field():
     assert "spec.network.maxDataDistance" in answer["problems"][0] and "schedulable" not in answer
 
 
+def test_a_priority_class_that_does_not_exist_is_said_before_any_fit():
+    answer = what_if(full_cluster(), manifest(priorityClassName="urgnet"), HISTORY, now=NOW)
+    assert answer["problems"] == ["spec.priorityClassName 'urgnet': no such PriorityClass, so the API server "
+                                  "would refuse its pods; create it or name one that exists (urgent)"]
+
+
 def test_a_file_that_is_not_a_gpujob_is_refused_with_what_to_fix(tmp_path):
     path = tmp_path / "pod.yaml"
     path.write_text("kind: Pod\nmetadata: {name: p}\n")
