@@ -38,6 +38,7 @@ from netsched.datagen.simulator import SimConfig, runs
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
+from netsched.testing.cluster import running
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gang_locality import code  # noqa: E402
@@ -90,44 +91,43 @@ def run(args: argparse.Namespace) -> dict:
     mean_run = statistics.fmean(j.run for j in past)
     submitted: dict[str, float] = {}
     first_seen: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as d:
-        cluster = DevCluster(directory=Path(d), nodes=args.nodes,
-                             progress=lambda m: print(m, file=sys.stderr))
-        cluster.up()
-        try:
-            (cluster.directory / "job-records.jsonl").write_text(
-                "".join(json.dumps(r) + "\n" for r in history_rows(past)))
-            api = cluster.api_client()
-            core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-            ns = "forecast"
-            core.create_namespace({"metadata": {"name": ns}})
-            poll(lambda: core.read_namespaced_service_account("default", ns), 60, "the default SA")
-            t0 = time.time()
+    with tempfile.TemporaryDirectory() as d, running(DevCluster(
+            directory=Path(d), nodes=args.nodes, progress=lambda m: print(m, file=sys.stderr))) as cluster:
+        (cluster.directory / "job-records.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in history_rows(past)))
+        api = cluster.api_client()
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        ns = "forecast"
+        core.create_namespace({"metadata": {"name": ns}})
+        poll(lambda: core.read_namespaced_service_account("default", ns), 60, "the default SA")
+        t0 = time.time()
 
-            def submit() -> None:
-                for job in jobs:
-                    time.sleep(max(0.0, t0 + job.arrival - time.time()))
-                    submitted[job.name] = time.time()
-                    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest(job))
-            feeder = threading.Thread(target=submit, daemon=True)
-            feeder.start()
-            done: dict[str, dict] = {}
-            while len(done) < len(jobs):
-                for body in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]:
-                    name, status = body["metadata"]["name"], body.get("status") or {}
-                    if name not in first_seen and status.get("predictedCompletionTime"):
-                        first_seen[name] = {"start": status.get("predictedStartTime"),
-                                            "finish": status["predictedCompletionTime"],
-                                            "phase": status.get("phase"),
-                                            "basis": status.get("predictionBasis")}
-                    if status.get("phase") in ("Succeeded", "Failed"):
-                        done[name] = status
-                print(f"\r{len(submitted)}/{len(jobs)} submitted, {len(first_seen)} forecast, "
-                      f"{len(done)} done", end="", file=sys.stderr)
-                time.sleep(1.0)
-            print(file=sys.stderr)
-        finally:
-            cluster.down(quiet=True)
+        def submit() -> None:
+            for job in jobs:
+                time.sleep(max(0.0, t0 + job.arrival - time.time()))
+                sent = time.time()
+                custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest(job))
+                submitted[job.name] = sent
+        feeder = threading.Thread(target=submit, daemon=True)
+        feeder.start()
+        done: dict[str, dict] = {}
+        while len(done) < len(jobs):
+            if not feeder.is_alive() and len(submitted) < len(jobs):
+                raise RuntimeError(f"submitting stopped after {len(submitted)} of {len(jobs)} jobs: see the "
+                                   "thread's traceback above")
+            for body in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]:
+                name, status = body["metadata"]["name"], body.get("status") or {}
+                if name not in first_seen and status.get("predictedCompletionTime"):
+                    first_seen[name] = {"start": status.get("predictedStartTime"),
+                                        "finish": status["predictedCompletionTime"],
+                                        "phase": status.get("phase"),
+                                        "basis": status.get("predictionBasis")}
+                if status.get("phase") in ("Succeeded", "Failed"):
+                    done[name] = status
+            print(f"\r{len(submitted)}/{len(jobs)} submitted, {len(first_seen)} forecast, "
+                  f"{len(done)} done", end="", file=sys.stderr)
+            time.sleep(1.0)
+        print(file=sys.stderr)
     return measure(jobs, submitted, first_seen, done, mean_run, args)
 
 

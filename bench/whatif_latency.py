@@ -28,6 +28,7 @@ from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, history, load_manifest, what_if
 from netsched.testing.builders import make_gpujob
+from netsched.testing.cluster import running
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gang_locality import code  # noqa: E402
@@ -45,15 +46,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-publish", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        cluster = DevCluster(directory=Path(d), nodes=args.nodes, zones=4,
-                             racks_per_zone=max(1, args.nodes // 80),
-                             progress=lambda m: print(m, file=sys.stderr))
-        cluster.up()
-        try:
-            result = measure(cluster, Path(d), args)
-        finally:
-            cluster.down(quiet=True)
+    with tempfile.TemporaryDirectory() as d, running(DevCluster(
+            directory=Path(d), nodes=args.nodes, zones=4, racks_per_zone=max(1, args.nodes // 80),
+            progress=lambda m: print(m, file=sys.stderr))) as cluster:
+        result = measure(cluster, Path(d), args)
     text = section(result, args)
     print(text) if args.no_publish else publish(text)
 

@@ -21,12 +21,11 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api import plans
-from netsched.api.events import now_rfc3339
 from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
-from netsched.foresight.whatif import Cluster, history, render, what_if
+from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
 from netsched.operator.records import read_rows
 
@@ -112,8 +111,7 @@ def _priorities(cluster: DevCluster, api: client.ApiClient) -> None:
     print(f"\nthe cluster is full: backfill runs {gpus // 8} x 8 GPUs at priority 0 for 120 s")
 
     state = Cluster.read(api)
-    manifest = {**URGENT, "metadata": {"name": "urgent", "namespace": NAMESPACE, "uid": "whatif",
-                                      "generation": 1, "creationTimestamp": now_rfc3339()}}
+    manifest = as_submitted(URGENT, NAMESPACE)
     print("\n$ netsched whatif -f urgent.yaml   (before submitting it; nothing is created)")
     print(_indent(render(what_if(state, manifest, history(state, cluster.records_file)))))
 

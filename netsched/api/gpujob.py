@@ -64,6 +64,16 @@ class JobSpec:
         return self.replicas * self.gpus_per_replica
 
     @property
+    def data(self) -> tuple[str, str] | None:
+        """(kind, location) of the data source that steers placement (the first), if any."""
+        return (self.data_sources[0].kind, self.data_sources[0].location) if self.data_sources else None
+
+    @property
+    def priority_class_name(self) -> str | None:
+        """The PriorityClass its pods name: the spec's, else the template's."""
+        return self.priority_class or self.template["spec"].get("priorityClassName")
+
+    @property
     def key(self) -> tuple[str, str, str]:
         """How the operator's pod index finds this job's pods (a re-created job has a new uid)."""
         return self.namespace, self.name, self.uid

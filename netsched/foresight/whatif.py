@@ -31,7 +31,7 @@ from netsched.api.records import read_records
 from netsched.api.resources import Resources, pod_requests
 from netsched.operator.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
 from netsched.operator.cluster_snapshot import cluster_state
-from netsched.operator.forecast import cluster_forecast
+from netsched.operator.forecast import bound_usage, cluster_forecast
 from netsched.operator.records import job_record
 from netsched.operator.replica_pods import network_annotations, replica_pod, replica_request
 from netsched.operator.validation import problems
@@ -74,12 +74,17 @@ def load_manifest(path: Path, namespace: str) -> dict:
     for field in ("replicas", "gpusPerReplica", "template"):
         if not isinstance(spec, dict) or field not in spec:
             raise WhatIfError(f"{path}: spec.{field} is required (see docs/operator.md)")
-    meta = body.setdefault("metadata", {})
-    if not meta.get("name"):
+    if not (body.get("metadata") or {}).get("name"):
         raise WhatIfError(f"{path}: metadata.name is required")
-    meta.setdefault("namespace", namespace)
-    meta.update(uid=WHATIF_UID, generation=1, creationTimestamp=now_rfc3339())
-    return body
+    return as_submitted(body, namespace)
+
+
+def as_submitted(body: dict, namespace: str) -> dict:
+    """A GPUJob manifest with what the API server would add on creation: a namespace (unless it has
+    one), a uid no real object has, a generation and a creation time."""
+    meta = {"namespace": namespace, **body.get("metadata", {}), "uid": WHATIF_UID, "generation": 1,
+            "creationTimestamp": now_rfc3339()}
+    return {**body, "metadata": meta}
 
 
 def history(cluster: Cluster, records: Path | None) -> list[dict]:
@@ -111,10 +116,9 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
         answer["problems"] = found
         return answer
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
-    used = _used(cluster.pods)
+    used = bound_usage(cluster.pods)
     request = replica_request(job)
-    data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
-    template_spec = job.template["spec"]
+    data, template_spec = job.data, job.template["spec"]
     fit = gang_fit(rooms, used, _pending(cluster.pods), request, job.min_available, template_spec,
                    job.network, data)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
@@ -136,9 +140,8 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
 def room_table(job: JobSpec, rooms: list[NodeRoom], pods: list[dict], level: str,
                rows: int = 5) -> list[dict[str, Any]]:
     """The `rows` roomiest nodes, racks or zones for `job` now: free GPUs and replicas that fit."""
-    data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
-    table = domain_room(rooms, _used(pods), replica_request(job), job.template["spec"], job.network, data,
-                        level)
+    table = domain_room(rooms, bound_usage(pods), replica_request(job), job.template["spec"], job.network,
+                        job.data, level)
     return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
             for name, gpus, fits in table[:rows]]
 
@@ -166,7 +169,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
 def _missing_priority_class(job: JobSpec, classes: list[dict]) -> list[str]:
     """The API server refuses a pod naming a PriorityClass that does not exist (the operator would
     say PodCreateFailed): said here before anything else, as the operator's own checks are."""
-    name = job.priority_class or job.template["spec"].get("priorityClassName")
+    name = job.priority_class_name
     if not name or any(pc["metadata"]["name"] == name for pc in classes):
         return []
     known = ", ".join(sorted(pc["metadata"]["name"] for pc in classes)) or "none"
@@ -175,7 +178,7 @@ def _missing_priority_class(job: JobSpec, classes: list[dict]) -> list[str]:
 
 
 def _priority(job: JobSpec, classes: list[dict]) -> int:
-    name = job.priority_class or job.template["spec"].get("priorityClassName")
+    name = job.priority_class_name
     for pc in classes:
         if (name and pc["metadata"]["name"] == name) or (not name and pc.get("globalDefault")):
             return int(pc.get("value") or 0)
@@ -188,17 +191,6 @@ def _pretend(pod: dict, priority: int) -> dict:
     pod["status"] = {"phase": "Pending"}
     pod["metadata"]["uid"] = f"{WHATIF_UID}-{pod['metadata']['name']}"
     return pod
-
-
-def _used(pods: list[dict]) -> dict[str, Resources]:
-    used: dict[str, dict[str, float]] = {}
-    for p in pods:
-        spec = p.get("spec") or {}
-        if spec.get("nodeName") and (p.get("status") or {}).get("phase") not in DONE:
-            room = used.setdefault(spec["nodeName"], {})
-            for k, v in pod_requests(spec).items():
-                room[k] = room.get(k, 0.0) + v
-    return used
 
 
 def _pending(pods: list[dict]) -> list[Resources]:

@@ -140,6 +140,21 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
     return starts
 
 
+def bound_usage(pods: list[dict]) -> dict[str, Resources]:
+    """What the bound, unfinished pods among `pods` (plain dicts) take on each node."""
+    used: dict[str, Resources] = {}
+    for pod in pods:
+        if _holds_room(pod):
+            _add(used, pod["spec"]["nodeName"], pod_requests(pod["spec"]), 1)
+    return used
+
+
+def _holds_room(pod: dict) -> bool:
+    """Bound and not finished: its requests count on its node."""
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    return bound and (pod.get("status") or {}).get("phase") not in DONE
+
+
 def _add(room: dict[str, Resources], node: str, request: Resources, sign: int) -> None:
     used = room.setdefault(node, {})
     for k, v in request.items():
@@ -169,26 +184,21 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], job
         started = status.get("startTime")
         if started and estimate.seconds is not None:
             running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
-    used: dict[str, Resources] = {}
     releases: list[Release] = []
     priorities: dict[str, int] = defaultdict(int)
     for pod in pods:
-        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        meta, spec = pod["metadata"], pod.get("spec") or {}
         owner = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_LABEL)}"
         priorities[owner] = max(priorities[owner], spec.get("priority") or 0)
-        if not spec.get("nodeName") or status.get("phase") in DONE:
-            continue
-        request = pod_requests(spec)
-        _add(used, spec["nodeName"], request, 1)
-        if owner in running_until:
-            releases.append(Release(running_until[owner], spec["nodeName"], request, owner))
+        if owner in running_until and _holds_room(pod):
+            releases.append(Release(running_until[owner], spec["nodeName"], pod_requests(spec), owner))
+    used = bound_usage(pods)
     queue = []
     for key, body in specs.items():
         if key in estimates and (body.get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
             job = job_spec(body)
-            data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
             queue.append(Waiting(key, priorities[key], parse_rfc3339(job.created), replica_request(job),
-                                 job.min_available, job.template.get("spec") or {}, job.network, data,
+                                 job.min_available, job.template.get("spec") or {}, job.network, job.data,
                                  estimates[key].seconds))
     starts = predict_starts(now, nodes, used, releases, queue)
     out = {}

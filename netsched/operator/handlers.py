@@ -166,10 +166,9 @@ class Operator:
                 del self._reserved[key]
             elif key != job.key:
                 reserved += [req] * waiting
-        data = (job.data_sources[0].kind, job.data_sources[0].location) if job.data_sources else None
         pending = list(indices.pending.get(None, ()))
         result = gang_fit(nodes, indices.used(), pending + reserved, replica_request(job), job.min_available,
-                          job.template["spec"], job.network, data)
+                          job.template["spec"], job.network, job.data)
         note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
         return replace(result, message=f"{result.message}; {note}") if note else result
 
