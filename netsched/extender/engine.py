@@ -57,10 +57,11 @@ class StaleCache(RuntimeError):
 @dataclass
 class Priorities:
     hosts: list[str]
-    scores: list[int]
+    scores: np.ndarray  # 0..MAX_SCORE integers
+    heads: np.ndarray  # the hosts' HostPriority JSON up to the score (NodeTable.priority_heads)
 
     def as_dict(self) -> dict[str, int]:
-        return dict(zip(self.hosts, self.scores, strict=True))
+        return dict(zip(self.hosts, self.scores.tolist(), strict=True))
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Extender:
             self.metrics.filtered.labels("invalid_annotation").inc(len(names))
             return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
         req = Request(pod, needs, snap)
-        idx, known, unknown = self._index(snap, names)
+        idx, known, unknown = snap.table.positions(names)
         reasons = self._reject(req, idx, count=True)
         unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
         unknown_names = [names[pos] for pos in unknown]
@@ -144,22 +145,23 @@ class Extender:
         if kept is not None and not kept.usable(snap.table, self.cache.clock()):
             kept = None
         if kept is not None and kept.names == names:  # the usual cycle: the very nodes filter passed
-            return self._prioritized("reused", names, kept.scores)
-        idx, known, _ = self._index(snap, names)
+            return self._prioritized("reused", snap.table, names, kept.idx, kept.scores)
+        idx, known, _ = snap.table.positions(names)
         hosts = names if len(known) == len(names) else [names[k] for k in known]
         scores = kept.at_nodes(idx) if kept is not None else None
         if scores is not None:
-            return self._prioritized("reused", hosts, scores)
+            return self._prioritized("reused", snap.table, hosts, idx, scores)
         try:
             needs = parse_needs(pod.annotations)
         except InvalidNeeds:
             needs = NetworkNeeds()  # filter already told the user; score on topology alone
         scored = self.scorer.score(Request(pod, needs, snap), idx)  # filter recorded the why
-        return self._prioritized("fresh", hosts, scored.scores())
+        return self._prioritized("fresh", snap.table, hosts, idx, scored.scores())
 
-    def _prioritized(self, source: str, hosts: list[str], scores: np.ndarray) -> Priorities:
+    def _prioritized(self, source: str, table: NodeTable, hosts: list[str], idx: np.ndarray,
+                     scores: np.ndarray) -> Priorities:
         self.metrics.prioritized.labels(source).inc()
-        return Priorities(hosts, scores.tolist())
+        return Priorities(hosts, scores, table.priority_heads[idx])
 
     def preempt(self, pod: PodRef, victims: dict[str, KubeObject]) -> dict[str, KubeObject]:
         """Keep only the preemption candidates on nodes the pod's network needs and the active
@@ -172,7 +174,7 @@ class Extender:
             return victims
         needs = parse_needs(pod.annotations)
         names = list(victims)
-        idx, known, unknown = self._index(snap, names)
+        idx, known, unknown = snap.table.positions(names)
         reasons = self._reject(Request(pod, needs, snap, preempting=True), idx)
         keep = {names[k] for pos, k in enumerate(known) if pos not in reasons}
         if not needs and not (snap.pins and snap.pins.pinned(pod)):
@@ -195,16 +197,6 @@ class Extender:
         if not count:
             return run_filters(self.filters, req, idx)
         return run_filters(self.filters, req, idx, lambda name, n: self.metrics.filtered.labels(name).inc(n))
-
-    @staticmethod
-    def _index(snap: Snapshot, names: list[str]) -> tuple[np.ndarray, Sequence[int], list[int]]:
-        """Table indices of the names netsched knows, with positions of known and unknown names."""
-        found = list(map(snap.table.index.get, names))
-        if None not in found:  # the usual case: one C-speed pass, no per-name Python
-            return np.fromiter(found, dtype=np.int64, count=len(found)), range(len(found)), []
-        known = [pos for pos, i in enumerate(found) if i is not None]
-        unknown = [pos for pos, i in enumerate(found) if i is None]
-        return np.array([found[pos] for pos in known], dtype=np.int64), known, unknown
 
     def _narrow(self, snap: Snapshot, ok_idx: np.ndarray, scored: Scored, order: list[int],
                 unknown: list[str], strict: bool) -> tuple[list[str], dict[str, str]]:

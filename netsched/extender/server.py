@@ -141,9 +141,9 @@ def _filter(extender: Extender, doc: object) -> dict[str, Any]:
     return filter_result(out.passed, out.failed, out.unresolvable, nodes=args.nodes)
 
 
-def _prioritize(extender: Extender, doc: object) -> list[dict[str, Any]]:
+def _prioritize(extender: Extender, doc: object) -> orjson.Fragment:
     answer = extender.prioritize(parse_args(doc))
-    return host_priority_list(answer.hosts, answer.scores)
+    return host_priority_list(answer.heads, answer.scores)
 
 
 def _preempt(extender: Extender, doc: object) -> dict[str, Any]:

@@ -179,3 +179,17 @@ def test_without_the_packingplan_crd_the_cache_serves_nodes_and_pods_and_takes_p
     assert cache.snapshot().stale  # once synced, a silent plan watch is staleness like any other
     with pytest.raises(ValueError, match="required"):
         cache.absent("pods")
+
+
+def test_a_candidate_list_is_looked_up_once_per_table_and_unknown_names_are_told_apart():
+    cache = cache_of(CLUSTER)
+    table = cache.snapshot("", None).table
+    names = ["b1-0", "a1-1"]
+    idx, known, unknown = table.positions(names)
+    assert [table.names[i] for i in idx] == names and list(known) == [0, 1] and unknown == []
+    assert table.positions(list(names)) is table.positions(names)  # an equal list: the remembered answer
+    idx, known, unknown = table.positions(["a1-1", "new-node", "b1-0"])
+    assert [table.names[i] for i in idx] == ["a1-1", "b1-0"] and list(known) == [0, 2] and unknown == [1]
+    cache.apply("nodes", "ADDED", node("new-node", "zone-a", "rack-a9"))
+    rebuilt = cache.snapshot("", None).table
+    assert rebuilt is not table and rebuilt.positions(["new-node"])[2] == []  # a new table looks again

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import numpy as np
+import orjson
 import pytest
 
 from netsched.extender.protocol import (
@@ -10,6 +12,7 @@ from netsched.extender.protocol import (
     filter_result,
     host_priority_list,
     parse_args,
+    priority_heads,
 )
 
 GOLDEN = Path(__file__).parents[2] / "fixtures" / "extender-v1"
@@ -41,7 +44,16 @@ def test_filter_result_has_the_shape_the_scheduler_accepted():
 
 def test_priority_list_uses_go_field_names_and_omits_zero_scores():
     accepted = golden("prioritize-result.accepted.json")
-    assert host_priority_list(["kwok-gpu-1", "kwok-gpu-2"], [0, 10]) == [h for h in accepted if h["Score"]]
+    heads = priority_heads(["kwok-gpu-1", "kwok-gpu-2"])
+    sent = orjson.loads(orjson.dumps(host_priority_list(heads, np.array([0, 10]))))
+    assert sent == [h for h in accepted if h["Score"]]
+
+
+def test_priority_list_encodes_names_as_json_and_every_score():
+    odd = ["node-\"quoted\"", "node-ü", *[f"n{s}" for s in range(11)]]
+    scores = np.array([3, 7, *range(11)])
+    sent = orjson.loads(orjson.dumps(host_priority_list(priority_heads(odd), scores)))
+    assert sent == [{"Host": h, "Score": int(s)} for h, s in zip(odd, scores, strict=True) if s]
 
 
 def _pod(**meta):
