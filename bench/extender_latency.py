@@ -203,9 +203,20 @@ def check_answers(client: Client, body: bytes) -> None:
         raise RuntimeError("prioritize did not answer with a HostPriorityList")
 
 
-def measure_http(port: int, bodies: list[bytes], count: int, warmup: int) -> dict[str, np.ndarray]:
-    """A filter then a prioritize on the same names, `count` times: seconds of each and of both."""
+def serving_thread(pid: int) -> np.ndarray:
+    """Seconds the server's main thread (where requests run) has spent on a CPU and waiting in the
+    run queue for one (/proc schedstat): around a request, what is left of its wall time went to
+    neither, e.g. to waiting for Python's interpreter lock."""
+    ran, queued = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:2]
+    return np.array([int(ran), int(queued)]) / 1e9
+
+
+def measure_http(port: int, bodies: list[bytes], count: int, warmup: int,
+                 pid: int | None = None) -> dict[str, np.ndarray]:
+    """A filter then a prioritize on the same names, `count` times: seconds of each and of both; with
+    the server's `pid`, also its main thread's CPU and run-queue seconds per filter ("filter_thread")."""
     client = Client(port)
+    thread = np.zeros((count, 2))
     try:
         check_answers(client, bodies[0])
         for i in range(warmup):
@@ -213,10 +224,14 @@ def measure_http(port: int, bodies: list[bytes], count: int, warmup: int) -> dic
         times = np.zeros((count, 2))
         for i in range(count):
             body = bodies[i % len(bodies)]
-            times[i] = client.post("filter", body)[0], client.post("prioritize", body)[0]
+            before = serving_thread(pid) if pid else 0
+            times[i, 0] = client.post("filter", body)[0]
+            thread[i] = serving_thread(pid) - before if pid else 0
+            times[i, 1] = client.post("prioritize", body)[0]
     finally:
         client.close()
-    return {"filter": times[:, 0], "prioritize": times[:, 1], "both": times.sum(axis=1)}
+    return {"filter": times[:, 0], "prioritize": times[:, 1], "both": times.sum(axis=1),
+            "filter_thread": thread}
 
 
 def measure_calls(call: Callable[[int], object], count: int, warmup: int) -> np.ndarray:

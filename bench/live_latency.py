@@ -106,7 +106,7 @@ def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int) ->
     """`count` filter + prioritize pairs: seconds of each, and the extender's CPU seconds per pair
     (when that stays put while latency grows, requests wait for the CPU, not for the extender)."""
     before, load = cpu_seconds(proc.pid), os.getloadavg()[0]
-    times = measure_http(port, bodies, count, WARMUP)
+    times = measure_http(port, bodies, count, WARMUP, pid=proc.pid)
     cpu = (cpu_seconds(proc.pid) - before) / (count + WARMUP // 2 + 1)
     return {**times, "cpu": cpu, "load": (load + os.getloadavg()[0]) / 2}
 
@@ -170,6 +170,22 @@ def report(args: argparse.Namespace, rows: list[dict]) -> str:
             lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {len(filt)} | "
                          f"{stats(filt)} | {stats(prio)} | {np.mean([t['cpu'] for t in held]) * 1000:.2f} | "
                          f"{np.mean([t['load'] for t in held]):.1f} |")
+    lines += ["", "Where the slowest filters' time went: the filters at or above their condition's p95, "
+              "mean ms of their wall time, of the extender's request thread on a CPU, and of that thread "
+              "waiting in the run queue for a CPU (/proc schedstat); the rest is neither, e.g. waiting for "
+              "Python's interpreter lock, or the client and the loopback:", "",
+              "| nodes | scorer | condition | filters | wall | on a CPU | waiting for a CPU | rest |",
+              "|---:|---|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        for condition in ("live", "quiet"):
+            held = [t for c, t in row["holds"] if c == condition]
+            wall = np.concatenate([t["filter"] for t in held])
+            thread = np.concatenate([t["filter_thread"] for t in held])
+            slow = wall >= np.percentile(wall, 95)
+            ran, queued = thread[slow].mean(axis=0) * 1000
+            lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {slow.sum()} | "
+                         f"{wall[slow].mean() * 1000:.2f} | {ran:.2f} | {queued:.2f} | "
+                         f"{wall[slow].mean() * 1000 - ran - queued:.2f} |")
     lines += ["", "Filter p99 per hold (ms), and live over quiet (the mean p99 of each condition's holds):",
               "", "| nodes | scorer | holds | live / quiet |", "|---:|---|---|---:|"]
     for row in rows:

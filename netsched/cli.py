@@ -122,11 +122,11 @@ def cmd_extender(args: argparse.Namespace) -> int:
     import logging
 
     from netsched.api.connect import api_client
-    from netsched.extender.server import serve
+    from netsched.extender.server import CONNECTIONS, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = from_args(ExtenderConfig, args)
-    serve(api_client(settings.kubeconfig), settings)
+    serve(api_client(settings.kubeconfig, connections=CONNECTIONS), settings)
     return 0
 
 

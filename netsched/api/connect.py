@@ -9,15 +9,22 @@ from typing import Any
 from kubernetes import client, config
 
 
-def api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """From a kubeconfig file if given, else in-cluster credentials, else ~/.kube/config."""
+def api_client(kubeconfig: str | None = None, connections: int | None = None) -> client.ApiClient:
+    """From a kubeconfig file if given, else in-cluster credentials, else ~/.kube/config.
+    `connections`: how many connections to keep open to the API server (the client's default is 5 per
+    CPU); a process with more threads talking at once needs as many, or each extra request opens and
+    then throws away a connection of its own (a TLS handshake every time)."""
+    settings = client.Configuration()
+    if connections:
+        settings.connection_pool_maxsize = connections
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=settings)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=settings)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=settings)
+    return client.ApiClient(settings)
 
 
 def items(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:

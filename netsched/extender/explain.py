@@ -105,16 +105,20 @@ class DecisionLog:
             return list(self._by_uid.values())[-n:]
 
 
+# Threads writing explanations. A write waits tens of milliseconds on a busy API server, so a burst
+# of bindings needs many in flight: with 4, a burst of 1,000 bindings at 1,000 nodes (about 100 a
+# second) left explanations 6.1 s (p50) behind their pods, 5.9 s of it queued in the writer; with 16,
+# 0.95 s (docs/benchmarks.md, "Extender throughput").
+WRITERS = 16
+
+
 class EventWriter:
     """Writes explanation events from a queue on `writers` threads; drops them when the queue is full.
-
-    Several writers, and the answer left undecoded: with one thread decoding every created Event
-    into the client's model classes, a burst of 1,000 bindings at 1,000 nodes left explanations
-    12 s (p50) to 21 s (p95) behind their pods; with these, 7.7 s and 9.9 s on the same loaded
-    machine (docs/benchmarks.md, "Extender throughput")."""
+    The answer is read, never decoded into the client's model classes: decoding every created Event
+    on one thread left explanations 12 s (p50) to 21 s (p95) behind in the same burst."""
 
     def __init__(self, api: client.ApiClient, on_outcome: Callable[[str], object] = lambda outcome: None,
-                 capacity: int = 10_000, writers: int = 4,
+                 capacity: int = 10_000, writers: int = WRITERS,
                  on_written: Callable[[float], object] = lambda seconds: None):
         self.core = client.CoreV1Api(api)
         self.on_outcome, self.on_written = on_outcome, on_written

@@ -37,6 +37,7 @@ from netsched.api.objects import KubeObject
 from netsched.extender.cache import WATCHED, ClusterCache
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
+from netsched.extender.explain import WRITERS
 from netsched.extender.metrics import Metrics
 from netsched.extender.needs import InvalidNeeds
 from netsched.extender.protocol import (
@@ -57,6 +58,7 @@ JSON = b"application/json"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)
 MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reused (glibc's maximum)
 TRIM_THRESHOLD = 256 * 1024 * 1024  # free memory kept at the top of the heap before returning any
+CONNECTIONS = WRITERS + len(WATCHED) + 1  # to the API server: a writer's each, a watch's each, a spare
 
 
 Message = dict[str, Any]  # an ASGI event or scope

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from netsched.cli import build_parser, main
+from netsched.extender.server import CONNECTIONS
 
 
 def test_help_explains_every_subcommand(capsys):
@@ -49,11 +50,12 @@ def test_extender_flags_reach_serve_as_one_settings_object(monkeypatch):
     from netsched.extender.config import ExtenderConfig
 
     served = []
-    monkeypatch.setattr("netsched.api.connect.api_client", lambda kubeconfig: f"api({kubeconfig})")
+    monkeypatch.setattr("netsched.api.connect.api_client",
+                        lambda kubeconfig, connections: f"api({kubeconfig}, {connections})")
     monkeypatch.setattr("netsched.extender.server.serve", lambda *call: served.append(call))
     assert main(["extender", "--kubeconfig=k", "--shortlist=0", "--no-explain-events", "--model=m"]) == 0
-    assert served == [("api(k)", ExtenderConfig(kubeconfig="k", shortlist=0, explain_events=False,
-                                                 model=Path("m")))]
+    settings = ExtenderConfig(kubeconfig="k", shortlist=0, explain_events=False, model=Path("m"))
+    assert served == [(f"api(k, {CONNECTIONS})", settings)]
 
 
 def test_operator_flags_reach_run_operator_as_one_settings_object(monkeypatch):
