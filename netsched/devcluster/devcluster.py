@@ -42,6 +42,7 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "ku
 NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_node`, in start order
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def default_dir() -> Path:
@@ -320,13 +321,16 @@ class DevCluster:
         for node in gpu_nodes(self.nodes, self.zones, self.racks_per_zone):
             core.create_node(node.manifest())
         poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=60 + self.nodes / 10,
-             what=f"{self.nodes} GPU nodes to become Ready (kwok)")
+             what=f"{self.nodes} GPU nodes to become Ready and schedulable (kwok)")
 
     @staticmethod
     def _ready_node_count(api: client.ApiClient) -> int:
+        """Nodes Ready and no longer tainted not-ready: the controller-manager lifts that taint up to
+        a node-monitor period after Ready, and until it does kube-scheduler places nothing there."""
         nodes = client.CoreV1Api(api).list_node().items
         return sum(
             any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            and not any(t.key in NOT_READY_TAINTS for t in (n.spec.taints or []))
             for n in nodes
         )
 

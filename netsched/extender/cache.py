@@ -18,6 +18,14 @@ node is blocked for long by a job that never sends its other replicas.
 
 Active PackingPlans are kept too, as the `Pins` the filter enforces.
 
+Node changes a request reads (a new or deleted node, labels, allocatable) need a new node table.
+Once `start_publisher` runs, a thread builds it off the request path, with what is derived from it
+(GPU capability rows, encoded host entries), coalescing a burst of changes into one build, and
+swaps it in; until then requests read the previous table. A fresh LIST of nodes is published by
+the watch thread before the cache counts as synced. Without the publisher (tests, tools),
+the next snapshot builds it. At 5,000 nodes a build with what derives from it takes some 20 ms,
+which the request that found the table out of date used to pay.
+
 Age is the time since the apiserver was last heard from on the slowest of the
 watches; `Snapshot.stale` says it is past `max_age`, and the extender then answers with
 its documented fallback instead of stale data.
@@ -60,6 +68,7 @@ from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 
 WATCHED = ("nodes", "pods", "packingplans")
 REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served)
+PUBLISH_AFTER = 0.2  # seconds the publisher waits after a node change for more before building
 HOLD_SECONDS = 15.0  # how long a job's first node keeps its room for the job's other replicas
 JOB_SIZES = 10_000  # jobs whose size the cache remembers (the newest)
 
@@ -104,6 +113,10 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
         self._table: NodeTable | None = None
+        self._outdated = True  # the nodes changed since _table was built
+        self._changed = threading.Event()  # wakes the publisher
+        self._publisher: threading.Thread | None = None
+        self._building = threading.Lock()  # one build at a time: a second waits, then finds it done
         self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs held per table index
         self._requested = np.zeros((2, 0))  # CPU cores and memory bytes requested per table index
         self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
@@ -127,7 +140,7 @@ class ClusterCache:
         with self._lock:
             if kind == "nodes":
                 self._nodes = {o["metadata"]["name"]: _node_facts(o) for o in objects}
-                self._table = None
+                self._node_changed()
             elif kind == "packingplans":
                 self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
                 self._pins = None
@@ -136,6 +149,9 @@ class ClusterCache:
                     self._forget(uid)
                 for o in objects:  # a LIST says where pods are, not which just landed: no holds
                     self._apply_pod("ADDED", o, hold=False)
+        if kind == "nodes":
+            self.publish()  # so that once the cache says it is synced, requests see the listed nodes
+        with self._lock:
             self._synced.add(kind)
             self._absent.discard(kind)
         self.heard(kind)
@@ -186,12 +202,54 @@ class ClusterCache:
         name = obj["metadata"]["name"]
         if event_type == "DELETED":
             self._nodes.pop(name, None)
-            self._table = None
+            self._node_changed()
             return
         facts = _node_facts(obj)
         if self._nodes.get(name) != facts:
             self._nodes[name] = facts
-            self._table = None
+            self._node_changed()
+
+    def _node_changed(self) -> None:
+        self._outdated = True
+        self._changed.set()
+
+    # ---- the node table (publisher) ---------------------------------------------
+    def start_publisher(self) -> None:
+        """From now on new node tables are built on a thread of their own, not by requests."""
+        if self._publisher is None:
+            self._publisher = threading.Thread(target=self._publish_loop, name="node-table", daemon=True)
+            self._publisher.start()
+
+    def _publish_loop(self) -> None:
+        while True:
+            self._changed.wait()
+            time.sleep(PUBLISH_AFTER)  # a burst of node changes (a relist, a relabelling) makes one table
+            self._changed.clear()
+            self.publish()
+
+    def publish(self) -> None:
+        """Build a node table from the nodes as they are now, with what derives from it, and swap it in."""
+        with self._building:
+            with self._lock:
+                if not self._outdated:
+                    return
+                self._outdated = False
+                nodes = dict(self._nodes)
+            table = NodeTable.build(nodes)
+            table.gpu_capability, table.priority_heads  # noqa: B018 - derived now, not by the first request
+            with self._lock:
+                self._install(table)
+
+    def _install(self, table: NodeTable) -> None:
+        """Make `table` the one requests read, with GPUs and requests counted per its indices."""
+        self._table = table
+        self._used = np.zeros(len(table.names), dtype=np.int32)
+        self._requested = np.zeros((2, len(table.names)))
+        for p in self._pods.values():
+            if p.node in table.index:
+                i = table.index[p.node]
+                self._used[i] += p.gpus
+                self._requested[:, i] += (p.cpu, p.memory)
 
     def _apply_plan(self, event_type: str, obj: KubeObject) -> None:
         name = obj["metadata"]["name"]
@@ -266,9 +324,12 @@ class ClusterCache:
     # ---- readers (requests) ----------------------------------------------------
     def snapshot(self, namespace: str = "", job: str | None = None) -> Snapshot:
         now = self.clock()
+        if self._table is None or (self._outdated and self._publisher is None):
+            self.publish()
         with self._lock:
             self._drop_expired(now)
-            table = self._node_table()
+            table = self._table
+            assert table is not None  # published above
             free = np.maximum(table.allocatable - self._used, 0)
             requested = self._requested.copy()
             nodes = self._jobs.get(f"{namespace}/{job}") if job else None
@@ -305,18 +366,6 @@ class ClusterCache:
         if not all(k in self._heard for k in kinds):
             return float("inf")
         return now - min(self._heard[k] for k in kinds)
-
-    def _node_table(self) -> NodeTable:
-        if self._table is None:
-            self._table = NodeTable.build(self._nodes)
-            self._used = np.zeros(len(self._table.names), dtype=np.int32)
-            self._requested = np.zeros((2, len(self._table.names)))
-            for p in self._pods.values():
-                if p.node in self._table.index:
-                    i = self._table.index[p.node]
-                    self._used[i] += p.gpus
-                    self._requested[:, i] += (p.cpu, p.memory)
-        return self._table
 
     def _drop_expired(self, now: float) -> None:
         for uid in [u for u, expiry in self._expiry.items() if expiry < now]:

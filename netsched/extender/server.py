@@ -252,6 +252,7 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     for kind in WATCHED:
         metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
     start_watches(api, cache, on_pod_event)
+    cache.start_publisher()
     if not wait_synced(cache, sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)

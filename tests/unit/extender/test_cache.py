@@ -1,6 +1,10 @@
+import threading
+import time
+
 import pytest
 
 from netsched.extender.cache import ClusterCache, Placement
+from netsched.extender.snapshot import NodeTable
 from netsched.testing.extender import CLUSTER, cache_of, node, pod
 
 
@@ -77,6 +81,41 @@ def test_a_heartbeat_changes_nothing_a_request_reads_so_the_node_table_is_not_re
     cache.apply("nodes", "MODIFIED", node("a1-0", gpus=4))  # what a request reads did change
     view = cache.snapshot()
     assert view.table is not table and view.free[view.table.index["a1-0"]] == 1
+
+
+def test_with_the_publisher_a_node_change_reaches_requests_in_a_table_built_off_their_path(monkeypatch):
+    cache = cache_of(CLUSTER, [pod("a", "a1-0", gpus=3)])
+    table = cache.snapshot().table
+    builders, release, build = [], threading.Event(), NodeTable.build
+
+    def held_build(cls, nodes):
+        builders.append(threading.current_thread().name)
+        release.wait(30)
+        return build(nodes)
+
+    monkeypatch.setattr(NodeTable, "build", classmethod(held_build))
+    cache.start_publisher()
+    cache.apply("nodes", "MODIFIED", node("a1-0", gpus=4))
+    assert cache.snapshot().table is table  # until the new table is ready, requests read the last one
+    release.set()
+    deadline = time.monotonic() + 30
+    while cache.snapshot().table is table and time.monotonic() < deadline:
+        time.sleep(0.01)
+    view = cache.snapshot()
+    assert view.table is not table and view.free[view.table.index["a1-0"]] == 1
+    assert builders == ["node-table"]  # built once, by the publisher, never by a request
+    assert {"gpu_capability", "priority_heads"} <= set(vars(view.table))  # derived before it was seen
+
+
+def test_once_the_cache_is_synced_requests_see_every_listed_node_without_waiting_for_the_publisher():
+    cache = ClusterCache()
+    cache.start_publisher()
+    cache.snapshot()  # a request before the first LIST: an empty table
+    cache.replace("nodes", CLUSTER)
+    cache.replace("pods", [])
+    cache.absent("packingplans")
+    view = cache.snapshot()
+    assert not view.stale and len(view.table.names) == len(CLUSTER)
 
 
 def test_a_cache_is_stale_until_every_watch_syncs_and_again_when_one_is_not_heard_from():
