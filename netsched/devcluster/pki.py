@@ -162,6 +162,19 @@ def write_pki(directory: Path) -> Pki:
     return pki
 
 
+def serving_certificate(common_name: str, dns_names: list[str]) -> tuple[bytes, bytes, bytes]:
+    """A new CA and a server certificate it signs for `dns_names`: (CA, certificate, key) as PEM,
+    for a server outside the dev-cluster's own PKI (the certificate a user brings to the chart)."""
+    ca_key, key = _key(), _key()
+    ca = _cert(f"{common_name} CA", ca_key, None, ca_key, ca=True)
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    cert = _cert(common_name, key, ca.subject, ca_key, ca=False, sans=sans)
+    pem = serialization.Encoding.PEM
+    openssl = serialization.PrivateFormat.TraditionalOpenSSL
+    key_pem = key.private_bytes(pem, openssl, serialization.NoEncryption())
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+
+
 def read_tokens(pki: Pki) -> dict[str, str]:
     """Map user name -> bearer token from the token file."""
     tokens = {}
