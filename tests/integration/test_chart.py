@@ -128,6 +128,9 @@ def test_defaults_render_the_documented_components(bin_dir):
                            "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # Ready about a second after it serves, and never killed for starting slowly (2 minutes)
+    assert ext["startupProbe"]["httpGet"]["path"] == "/healthz" and ext["startupProbe"]["periodSeconds"] == 1
+    assert ext["startupProbe"]["periodSeconds"] * ext["startupProbe"]["failureThreshold"] >= 120
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
         {"name": "http", "port": 8888, "targetPort": "http"}]
     assert find(docs, "PodDisruptionBudget", "netsched-extender")["spec"]["minAvailable"] == 1
@@ -302,7 +305,7 @@ def test_tls_with_the_certificate_the_chart_makes_gives_the_scheduler_its_ca(bin
     [volume] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
     assert volume["secret"]["secretName"] == "netsched-extender-tls"
     assert volume["secret"]["defaultMode"] == 0o440
-    probes = [ext[p]["httpGet"] for p in ("readinessProbe", "livenessProbe")]
+    probes = [ext[p]["httpGet"] for p in ("startupProbe", "readinessProbe", "livenessProbe")]
     assert all(p["scheme"] == "HTTPS" and p["port"] == "https" for p in probes)
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
         {"name": "https", "port": 8888, "targetPort": "https"}]
