@@ -185,7 +185,8 @@ def check_succeeded_through_the_extender(core: client.CoreV1Api, custom: client.
     assert {p.metadata.name for p in job_pods} <= placed, "a pod without a NetworkPlacement event"
 
 
-def run_gpujobs(core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str, jobs: dict[str, dict]) -> None:
+def run_gpujobs(core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str,
+                jobs: dict[str, dict]) -> None:
     create_gpujobs(custom, ns, jobs)
     check_succeeded_through_the_extender(core, custom, ns, list(jobs))
 
