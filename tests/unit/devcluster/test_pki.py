@@ -4,6 +4,7 @@ import yaml
 from cryptography import x509
 
 from netsched.devcluster.pki import (
+    FRONT_PROXY_CLIENT,
     USERS,
     read_tokens,
     serving_certificate,
@@ -36,6 +37,17 @@ def test_every_user_gets_a_distinct_token_and_a_kubeconfig(tmp_path):
     config = yaml.safe_load(path.read_text())
     assert config["users"][0]["user"]["token"] == tokens["admin"]
     assert config["clusters"][0]["cluster"]["certificate-authority"] == str(pki.ca_cert)
+
+
+def test_the_front_proxy_client_is_signed_by_a_ca_of_its_own(tmp_path):
+    pki = write_pki(tmp_path)
+    proxy_ca = x509.load_pem_x509_certificate(pki.front_proxy_ca_cert.read_bytes())
+    client = x509.load_pem_x509_certificate(pki.front_proxy_client_cert.read_bytes())
+
+    client.verify_directly_issued_by(proxy_ca)
+    assert client.subject.rfc4514_string() == f"CN={FRONT_PROXY_CLIENT}"
+    assert proxy_ca.subject != x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    assert oct(pki.front_proxy_client_key.stat().st_mode & 0o777) == "0o600"
 
 
 def test_a_serving_certificate_comes_with_the_ca_that_signed_it():
