@@ -3,6 +3,10 @@
 One CA signs the apiserver's serving certificate; clients authenticate with
 bearer tokens from a token file (one user per component) and verify the
 apiserver against the CA, so nothing in the dev-cluster runs with TLS checks off.
+A second CA, the front proxy's, signs the client certificate the apiserver
+presents when it proxies to aggregated servers; the apiserver publishes it in
+kube-system/extension-apiserver-authentication, where every component that
+delegates authentication (a kube-scheduler in a pod, say) expects to find it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from cryptography.x509.oid import NameOID
 SERVICE_IP = "10.0.0.1"  # first address of the service range; the apiserver's in-cluster IP
 NODE_IP = "10.88.0.1"  # the real node's address (`up --real-node`), where it reaches the apiserver
 REAL_NODE = "netsched-node"
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the apiserver's name as a proxy (--requestheader-allowed-names)
 API_DNS_NAMES = [
     "localhost",
     "kubernetes",
@@ -128,6 +133,18 @@ class Pki:
         return self.dir / "apiserver.key"
 
     @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.dir / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client_cert(self) -> Path:
+        return self.dir / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.dir / "front-proxy-client.key"
+
+    @property
     def service_account_key(self) -> Path:
         return self.dir / "sa.key"
 
@@ -153,6 +170,13 @@ def write_pki(directory: Path) -> Pki:
     _write_key(server_key, pki.apiserver_key)
     _write_key(_key(), pki.service_account_key)
 
+    proxy_ca_key, proxy_key = _key(), _key()
+    proxy_ca = _cert("netsched-dev-front-proxy-ca", proxy_ca_key, None, proxy_ca_key, ca=True)
+    proxy = _cert(FRONT_PROXY_CLIENT, proxy_key, proxy_ca.subject, proxy_ca_key, ca=False)
+    pki.front_proxy_ca_cert.write_bytes(proxy_ca.public_bytes(serialization.Encoding.PEM))
+    pki.front_proxy_client_cert.write_bytes(proxy.public_bytes(serialization.Encoding.PEM))
+    _write_key(proxy_key, pki.front_proxy_client_key)
+
     lines = []
     for i, user in enumerate(USERS):
         groups = ",".join(user.groups)
@@ -160,6 +184,19 @@ def write_pki(directory: Path) -> Pki:
     pki.token_file.write_text("\n".join(lines) + "\n")
     pki.token_file.chmod(0o600)
     return pki
+
+
+def serving_certificate(common_name: str, dns_names: list[str]) -> tuple[bytes, bytes, bytes]:
+    """A new CA and a server certificate it signs for `dns_names`: (CA, certificate, key) as PEM,
+    for a server outside the dev-cluster's own PKI (the certificate a user brings to the chart)."""
+    ca_key, key = _key(), _key()
+    ca = _cert(f"{common_name} CA", ca_key, None, ca_key, ca=True)
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    cert = _cert(common_name, key, ca.subject, ca_key, ca=False, sans=sans)
+    pem = serialization.Encoding.PEM
+    openssl = serialization.PrivateFormat.TraditionalOpenSSL
+    key_pem = key.private_bytes(pem, openssl, serialization.NoEncryption())
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
 
 
 def read_tokens(pki: Pki) -> dict[str, str]:

@@ -11,8 +11,8 @@ IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
 CHART_PORT = "the chart's Service and probes are bound to it"
 CHART_GPU_TABLE = ("the chart writes its gpuCapabilities value to a ConfigMap, mounts it and passes "
                    "this flag when the value is not empty")
-CHART_TLS = ("the chart serves the extender over HTTP inside the cluster; a certificate Secret for it "
-             "comes with the chart's TLS option")
+CHART_TLS = ("the chart passes both with extender.tls.enabled: the certificate Secret it mounts is "
+             "extender.tls.secretName's, or one the chart makes")
 
 
 @dataclass(frozen=True)

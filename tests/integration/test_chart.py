@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import ssl
@@ -13,10 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from netsched.cli import build_parser
 from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, read_versions
+from netsched.devcluster.pki import serving_certificate
 from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
 from netsched.devcluster.scheduler_config import ExtenderSettings
 from netsched.devcluster.wait import poll
@@ -36,7 +40,7 @@ CUSTOM_VALUES = {
     "operator": {"replicas": 2, "records": {"persistence": {"accessModes": ["ReadWriteMany"],
                                                             "storageClassName": "shared"}},
                  "packer": {"enabled": False}},
-    "extender": {"replicas": 3, "shortlist": 0,
+    "extender": {"replicas": 3, "shortlist": 0, "tls": {"enabled": True},
                  "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"},
                  "model": {"source": "pvc", "claimName": "netsched-models", "path": "current.json"}},
     # Its own schedulerName: the scheduler started below must not take the dev-cluster's pods.
@@ -124,6 +128,9 @@ def test_defaults_render_the_documented_components(bin_dir):
                            "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # Ready about a second after it serves, and never killed for starting slowly (2 minutes)
+    assert ext["startupProbe"]["httpGet"]["path"] == "/healthz" and ext["startupProbe"]["periodSeconds"] == 1
+    assert ext["startupProbe"]["periodSeconds"] * ext["startupProbe"]["failureThreshold"] >= 120
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
         {"name": "http", "port": 8888, "targetPort": "http"}]
     assert find(docs, "PodDisruptionBudget", "netsched-extender")["spec"]["minAvailable"] == 1
@@ -263,6 +270,70 @@ def test_scheduler_config_calls_the_extender_as_the_dev_cluster_does(bin_dir):
     assert config["extenders"] == [dev_cluster_block]
 
 
+def _decoded(data: str) -> bytes:
+    return base64.b64decode(data)
+
+
+def test_tls_with_the_certificate_the_chart_makes_gives_the_scheduler_its_ca(bin_dir):
+    docs = render(bin_dir, {"extender": {"tls": {"enabled": True}}}, namespace="gpu-sched")
+    secret = find(docs, "Secret", "netsched-extender-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    ca = x509.load_pem_x509_certificate(_decoded(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(_decoded(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    key = serialization.load_pem_private_key(_decoded(secret["data"]["tls.key"]), password=None)
+    assert key.public_key() == cert.public_key()
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(names.get_values_for_type(x509.DNSName)) == {
+        "netsched-extender", "netsched-extender.gpu-sched", "netsched-extender.gpu-sched.svc",
+        "netsched-extender.gpu-sched.svc.cluster.local"}
+
+    [block] = scheduler_yaml(docs, "netsched")["extenders"]
+    assert block["urlPrefix"] == "https://netsched-extender.gpu-sched.svc:8888"
+    # enableHTTPS without a CA would skip verification
+    assert block["enableHTTPS"] is True and _decoded(block["tlsConfig"]["caData"]) == ca.public_bytes(
+        serialization.Encoding.PEM)
+    assert find(docs, "ConfigMap", "netsched-extender-ca")["data"]["ca.crt"].strip() == \
+        _decoded(secret["data"]["ca.crt"]).decode().strip()
+
+    deployment = find(docs, "Deployment", "netsched-extender")
+    ext = container(docs, "Deployment", "netsched-extender")
+    parsed = build_parser().parse_args(ext["args"])
+    assert (parsed.tls_cert_file, parsed.tls_private_key_file) == (
+        Path("/etc/netsched/tls/tls.crt"), Path("/etc/netsched/tls/tls.key"))
+    assert {"name": "tls", "mountPath": "/etc/netsched/tls", "readOnly": True} in ext["volumeMounts"]
+    [volume] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["secretName"] == "netsched-extender-tls"
+    assert volume["secret"]["defaultMode"] == 0o440
+    probes = [ext[p]["httpGet"] for p in ("startupProbe", "readinessProbe", "livenessProbe")]
+    assert all(p["scheme"] == "HTTPS" and p["port"] == "https" for p in probes)
+    assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
+        {"name": "https", "port": 8888, "targetPort": "https"}]
+    assert "checksum/tls-ca" in deployment["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_tls_with_the_users_secret_trusts_the_given_ca_and_makes_no_secret(bin_dir):
+    ca, _, _ = serving_certificate("netsched-extender.netsched-system.svc", ["netsched-extender"])
+    tls = {"enabled": True, "secretName": "my-extender-tls", "caBundle": ca.decode()}
+    values = {"extender": {"tls": tls}, "serviceMonitor": {"enabled": True}}
+    docs = render(bin_dir, values)
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    [block] = scheduler_yaml(docs, "netsched")["extenders"]
+    assert _decoded(block["tlsConfig"]["caData"]) == ca
+    volumes = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
+    assert [v["secret"]["secretName"] for v in volumes if v["name"] == "tls"] == ["my-extender-tls"]
+    [endpoint] = find(docs, "ServiceMonitor", "netsched-extender")["spec"]["endpoints"]
+    assert endpoint["port"] == "https" and endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"ca": {"configMap": {"name": "netsched-extender-ca", "key": "ca.crt"}},
+                                     "serverName": "netsched-extender.netsched-system.svc"}
+    # a new CA restarts the extender, which reads its certificate once
+    other, _, _ = serving_certificate("x", ["x"])
+    annotations = [find(render(bin_dir, v), "Deployment", "netsched-extender")["spec"]["template"]["metadata"]
+                   ["annotations"]["checksum/tls-ca"]
+                   for v in (values, {"extender": {"tls": tls | {"caBundle": other.decode()}}})]
+    assert annotations[0] != annotations[1]
+
+
 def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
     docs = render(bin_dir)
     assert find(docs, "ClusterRole", "netsched-extender")["rules"] == EXTENDER_RULES
@@ -357,6 +428,10 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  "at '/retrain/schedule': 'nightly' does not match pattern", id="retrain-schedule"),
     pytest.param({"extender": {"model": {"source": "pvc"}}},
                  "at '/extender/model/claimName': minLength: got 0, want 1", id="model-pvc-without-claim"),
+    pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine"}}},
+                 "at '/extender/tls/caBundle': minLength: got 0, want 1", id="tls-secret-without-ca"),
+    pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine", "caBundle": "trust me"}}},
+                 "at '/extender/tls/caBundle': 'trust me' does not match pattern", id="tls-ca-not-pem"),
     pytest.param({"extender": {"model": {"source": "s3"}}},
                  "at '/extender/model/source': value must be one of 'image', 'pvc', 'none'",
                  id="unknown-model-source"),

@@ -48,7 +48,50 @@ labels:
 
 {{/* The extender Service's in-cluster URL, the scheduler's urlPrefix. */}}
 {{- define "netsched.extenderURL" -}}
-{{- printf "http://%s.%s.svc:8888" (include "netsched.componentName" (dict "ctx" . "component" "extender")) .Release.Namespace -}}
+{{- $scheme := ternary "https" "http" .Values.extender.tls.enabled -}}
+{{- printf "%s://%s.%s.svc:8888" $scheme (include "netsched.componentName" (dict "ctx" . "component" "extender")) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The name of the extender's port: https when it serves TLS (service meshes go by the name). */}}
+{{- define "netsched.extenderPort" -}}
+{{- ternary "https" "http" .Values.extender.tls.enabled -}}
+{{- end -}}
+
+{{/* The Secret holding the extender's certificate and key: the user's, or the one the chart makes. */}}
+{{- define "netsched.extenderTLSSecret" -}}
+{{- .Values.extender.tls.secretName | default (include "netsched.componentName" (dict "ctx" . "component" "extender-tls")) -}}
+{{- end -}}
+
+{{/*
+The extender's TLS material as JSON: ca (the PEM the scheduler trusts) and, when the chart makes the
+certificate itself, cert and key. Worked out once per render and kept in .Release, which every
+template of the chart shares: the Secret and the scheduler's configuration must carry the same CA,
+and genCA gives a new one at each call. On an upgrade the Secret already in the cluster is reused
+(lookup), so the certificate stays and neither the scheduler nor the extender rolls for it.
+*/}}
+{{- define "netsched.extenderTLS" -}}
+{{- if not (hasKey .Release "netschedExtenderTLS") -}}
+{{- $tls := .Values.extender.tls -}}
+{{- $out := dict "ca" $tls.caBundle -}}
+{{- if not $tls.secretName -}}
+{{- $name := include "netsched.extenderTLSSecret" . -}}
+{{- $old := lookup "v1" "Secret" .Release.Namespace $name | default dict -}}
+{{- $data := dig "data" dict $old -}}
+{{- if and (hasKey $data "tls.crt") (hasKey $data "tls.key") (hasKey $data "ca.crt") -}}
+{{- $out = dict "ca" (b64dec (get $data "ca.crt")) "cert" (b64dec (get $data "tls.crt")) "key" (b64dec (get $data "tls.key")) -}}
+{{- else -}}
+{{- $svc := include "netsched.componentName" (dict "ctx" . "component" "extender") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $dns := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- $ca := genCA (printf "%s CA" $svc) 3650 -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $dns 3650 $ca -}}
+{{- $out = dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $out "ca" (printf "%s\n" (trim $out.ca)) -}}
+{{- $_ := set .Release "netschedExtenderTLS" $out -}}
+{{- end -}}
+{{- toJson (get .Release "netschedExtenderTLS") -}}
 {{- end -}}
 
 {{/* Pod-level settings shared by every component; call with the component's values as .values. */}}
