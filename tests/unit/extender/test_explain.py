@@ -16,7 +16,9 @@ def decision(pod: str = "p", node: str | None = "a1-0") -> Decision:
 
 def writer(kube: FakeKube, capacity: int = 10) -> tuple[EventWriter, queue.Queue]:
     outcomes: queue.Queue[str] = queue.Queue()
-    return EventWriter(kube, outcomes.put, capacity), outcomes
+    # one writer thread: with several, two decisions may be written in either order, and one waiting
+    # in the queue may be taken by an idle writer before the next finds the queue full
+    return EventWriter(kube, outcomes.put, capacity, writers=1), outcomes
 
 
 def test_a_bound_pods_decision_becomes_one_event_on_the_pod():
