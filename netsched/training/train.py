@@ -35,8 +35,9 @@ from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
 from netsched.models.compiled import compiled, is_trees, onnx_graph
-from netsched.models.estimators import JobPlusCandidate
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
+from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, read_datasets
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
@@ -53,7 +54,8 @@ from netsched.training.metrics import (
 )
 
 TIME_BLOCKS = 5
-SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "ridge")
+SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
+            "ridge")
 SELECTION_RULE = (
     f"Each kind's score is the mean of its by-time and by-site cross-validation scores. Only "
     f"{', '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
@@ -124,7 +126,7 @@ def site_folds(ds: Dataset, jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np
     return folds
 
 
-def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate:
+def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees:
     return fit_model(kind, FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set, seed)
 
 
@@ -189,7 +191,7 @@ class Validation:
     judged_by: str | None  # metrics.judged_by of the pick's cross-validation scores
     holdout: float
     recent: Dataset  # the held-out most recent jobs; empty without a holdout
-    recent_model: JobPlusCandidate | None  # None without a holdout
+    recent_model: JobPlusCandidate | LinearPlusTrees | None  # None without a holdout
     recent_scores: Scores | None
 
     def to_json(self) -> dict:
@@ -265,6 +267,9 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
     model that cannot be written so."""
     estimator = bundle["estimator"]
     files: dict[str, bytes] = {}
+    screen = LinearScreen(bundle["screen"], FEATURE_NAMES).params()
+    if isinstance(estimator, LinearPlusTrees):
+        return _linear_plus_trees_files(estimator, screen, log)
     try:
         files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
         if is_trees(estimator.candidate):
@@ -276,8 +281,25 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
         log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
         return None
     spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
-            "screen": LinearScreen(bundle["screen"], FEATURE_NAMES).params()}
+            "screen": screen}
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), **files}
+
+
+def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print) -> dict[str, bytes] | None:
+    """A LinearPlusTrees as the extender loads it: the physics estimates it appends (by name, so a
+    netsched that computes other ones refuses it), the linear part's parameters over the features and
+    those estimates, and the trees as an ONNX graph."""
+    names = (*estimator.features, *estimate_names(estimator.features))
+    try:
+        trees = onnx_graph(estimator.trees, len(names))
+    except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
+        log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
+        return None
+    spec = {"linear_plus_trees": {"estimates": list(estimate_names(estimator.features)),
+                                  "linear": LinearScreen(estimator.linear, names).params(),
+                                  "trees": "trees.onnx"},
+            "screen": screen}
+    return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), "trees.onnx": trees}
 
 
 def _serving_ms(bundle: dict, X: np.ndarray) -> float:
@@ -295,11 +317,16 @@ def _name(data: Dataset, digest: str) -> str:
 def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], digest: str, seed: int,
           train_seconds: float) -> dict:
     estimator = bundle["estimator"]
+    if isinstance(estimator, LinearPlusTrees):
+        params = {"linear": _params(estimator.linear), "trees": _params(estimator.trees),
+                  "estimates": list(estimate_names(estimator.features))}
+    else:
+        params = {"job": _params(estimator.job), "candidate": _params(estimator.candidate)}
     return {
         "schema_version": SCHEMA_VERSION, "features": bundle["features"],
         "network_blind_features": bundle["network_blind_features"], "target": bundle["target"],
         "model_kind": checked.pick.kind,
-        "model_params": {"job": _params(estimator.job), "candidate": _params(estimator.candidate)},
+        "model_params": params,
         "selection_rule": SELECTION_RULE, "cv": {r.kind: r.to_json() for r in checked.results},
         "validation": checked.to_json(),
         "training_data": {  # all of it: the model is refit on every row after validation
@@ -318,10 +345,13 @@ def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], d
 def _params(model) -> dict:
     if hasattr(model, "steps"):
         return {"steps": [type(s).__name__ for _, s in model.steps]}
-    return {k: v for k, v in model.get_params(deep=False).items() if _jsonable(v)}
+    params = model.get_params(deep=False).items()
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in params if _jsonable(v)}
 
 
 def _jsonable(v) -> bool:
+    if isinstance(v, (list, np.ndarray)):
+        return all(_jsonable(x) for x in np.asarray(v).ravel().tolist())
     return v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v))
 
 
