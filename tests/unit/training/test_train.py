@@ -5,7 +5,7 @@ import joblib
 import numpy as np
 import pytest
 
-from netsched.models.artifact import file_sha256
+from netsched.models.artifact import ArtifactError, file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
 from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
@@ -140,14 +140,33 @@ def test_the_whole_kind_learns_each_rows_residual_from_the_job_part_not_its_offs
     assert offset_mean.std() < whole_mean.std() / 3  # the two-part's is centred on each set's mean
 
 
-def test_a_whole_model_is_served_from_its_onnx_files_as_its_pickle_predicts(tmp_path, monkeypatch):
-    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting_whole",))
+def trained_kind(tmp_path, monkeypatch, kind: str) -> Predictor:
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", (kind,))
     data = tmp_path / "sim.csv"
     write_dataset(data, sim_rows(jobs=40, seed=6))
-    directory = train([data], tmp_path, name="whole", log=lambda *_: None)
-    predictor = Predictor.load(directory)
-    assert predictor.meta["model_kind"] == "hist_gradient_boosting_whole"
-    assert set(predictor.meta["serving"]) == {"serving.json", "job.onnx", "candidate.onnx"}
+    return Predictor.load(train([data], tmp_path, name=kind, log=lambda *_: None))
+
+
+@pytest.mark.parametrize("kind, files", [
+    ("hist_gradient_boosting_whole", {"job.onnx", "candidate.onnx"}),
+    ("hist_gradient_boosting_physics", {"trees.onnx"}),  # the linear part's parameters in serving.json
+])
+def test_a_one_model_kind_is_served_from_its_files_as_its_pickle_predicts(tmp_path, monkeypatch, kind, files):
+    predictor = trained_kind(tmp_path, monkeypatch, kind)
+    assert predictor.meta["model_kind"] == kind
+    assert set(predictor.meta["serving"]) == {"serving.json", *files}
     X = dataset_from_rows(sim_rows(jobs=5, seed=7)).X
-    pickled = joblib.load(directory / "model.joblib")["estimator"]
+    pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
     np.testing.assert_allclose(np.log(predictor.predict_one_job(X[:8])), pickled.predict(X[:8]), atol=1e-5)
+
+
+def test_a_physics_model_trained_on_other_estimates_is_refused(tmp_path, monkeypatch):
+    directory = trained_kind(tmp_path, monkeypatch, "hist_gradient_boosting_physics").path
+    spec = json.loads((directory / "serving.json").read_text())
+    spec["linear_plus_trees"]["estimates"] = ["est_log_compute_s"]  # what another netsched might compute
+    (directory / "serving.json").write_text(json.dumps(spec))
+    meta = json.loads((directory / "meta.json").read_text())
+    meta["serving"]["serving.json"] = file_sha256(directory / "serving.json")
+    (directory / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="trained on the estimates"):
+        Predictor.load(directory)
