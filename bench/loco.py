@@ -13,9 +13,10 @@ the held-out cluster. Policies, each picking the candidate it ranks first:
 - network-blind: netsched's model fitted on the same rows, network columns removed;
 - plain HGBR: scikit-learn's HistGradientBoostingRegressor at its defaults on every raw
   column, log seconds as target, one model over (job, candidate) rows;
-- netsched: the kind `netsched train` picks by its own cross-validation and selection rule
-  on the training clusters (netsched.training.train: evaluate_kinds over the servable kinds, the
-  only ones it may pick, then select), fitted on all of them; the table names the kind;
+- netsched: the kind `netsched train --clusters-by-file` picks by its own cross-validation and
+  selection rule on the training clusters (netsched.training.train: evaluate_kinds over the
+  servable kinds, the only ones it may pick, then select; its by-site folds hold out one training
+  cluster at a time), fitted on all of them; the table names the kind;
 - two-part: the kind hist_gradient_boosting whatever the pick (the shipped model's kind), for
   comparison;
 - noise-free oracle: not a policy but the ceiling. It picks by the true completion time without
@@ -57,7 +58,7 @@ POLICIES = ("default", "heuristic", "network-blind", "plain HGBR", "two-part", "
 
 
 def clusters(jobs: int, seed: int, **config) -> dict[str, Dataset]:
-    return {name: dataset_from_rows(list(simulate(profile_config(name, jobs, seed + k, **config))))
+    return {name: dataset_from_rows(list(simulate(profile_config(name, jobs, seed + k, **config))), name)
             for k, name in enumerate(PROFILES)}
 
 

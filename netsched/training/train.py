@@ -8,7 +8,9 @@ that started after one it is tested on):
 - by time: the jobs in start order cut into 5 blocks; fold k trains on blocks before k and
   tests on block k;
 - by site: the same folds, fold k testing only the rows of one zone (zone by zone in turn)
-  and training only on the other zones' rows (no node on both sides).
+  and training only on the other zones' rows (no node on both sides); where the records name
+  several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
+  that a kind is also judged on clusters it never saw.
 
 A kind is picked by ranking (metrics.better: top-1, then p95 regret; pairwise accuracy for
 records of one row per job) and, fitted on the earlier jobs, scored on the held-out ones:
@@ -112,18 +114,29 @@ def time_folds(jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def site_folds(ds: Dataset, jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The time folds, fold k tested on one zone's rows (zone by zone in turn) and trained on the
-    other zones' rows: no node, no job and no later job on both sides."""
-    sites = sorted(set(ds.site))
+    """The time folds, fold k tested on one site's rows (site by site in turn) and trained on the
+    other sites' rows: no node, no job and no later job on both sides. A site is a zone, or a whole
+    cluster where the records name several (`cluster_groups`): a model must then place jobs on a
+    cluster it never saw, as it will on one it was not trained on."""
+    groups = cluster_groups(ds)
+    if groups is None:
+        groups = ds.site
+    sites = sorted(set(groups))
     if len(sites) < 2:
         return []
     folds = []
     for k, (train, test) in enumerate(time_folds(jobs)):
         site = sites[k % len(sites)]
-        train, test = train[ds.site[train] != site], test[ds.site[test] == site]
+        train, test = train[groups[train] != site], test[groups[test] == site]
         if len(test) and len(train):
             folds.append((train, test))
     return folds
+
+
+def cluster_groups(ds: Dataset) -> np.ndarray | None:
+    """Each row's cluster, where the records name two clusters or more (zone names repeat from one
+    cluster to the next, so zones then are no sites); else None."""
+    return ds.cluster if len(set(ds.cluster)) > 1 else None
 
 
 def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees:
@@ -206,6 +219,9 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
     """Cross-validate every kind on all but the most recent `holdout` share of jobs, pick one by
     SELECTION_RULE, and score it, fitted on those earlier jobs, on the held-out ones."""
     earlier, recent = split_holdout(data, holdout)
+    if cluster_groups(earlier) is not None:
+        log(f"the records name {len(set(earlier.cluster))} clusters: the by-site folds hold out one cluster "
+            "at a time")
     log(f"cross-validating {len(MODEL_KINDS)} kinds on {len(earlier)} rows, {len(earlier.jobs())} jobs "
         f"(folds split by job, later jobs tested by models of earlier ones); the {len(recent.jobs())} most "
         f"recent jobs held out")
@@ -231,12 +247,14 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
 
 
 def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
-          log=print, dataset: Dataset | None = None, validation: Validation | None = None) -> Path:
+          log=print, dataset: Dataset | None = None, validation: Validation | None = None,
+          clusters_by_file: bool = False) -> Path:
     """Train on `paths` (`dataset`: their rows, when the caller has read them already; `validation`:
-    `validate`'s answer on them, when the caller has it already), write the artifact under `out`,
-    return its directory. The artifact is fitted on all rows, the held-out ones included."""
+    `validate`'s answer on them, when the caller has it already; `clusters_by_file`: each file is one
+    cluster's records), write the artifact under `out`, return its directory. The artifact is fitted
+    on all rows, the held-out ones included."""
     started = time.perf_counter()
-    data = dataset if dataset is not None else read_datasets(paths)
+    data = dataset if dataset is not None else read_datasets(paths, clusters_by_file)
     checked = validation or validate(data, holdout, seed, log)
     pick = checked.pick
     log(f"fitting {pick.kind} on all {len(data)} rows, {len(data.jobs())} jobs (the held-out ones included)")

@@ -9,7 +9,13 @@ from netsched.models.artifact import ArtifactError, file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
 from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
-from netsched.training.dataset import data_sha256, dataset_from_rows, read_dataset, write_dataset
+from netsched.training.dataset import (
+    data_sha256,
+    dataset_from_rows,
+    read_dataset,
+    read_datasets,
+    write_dataset,
+)
 from netsched.training.fitting import MODEL_KINDS, fit_model
 from netsched.training.metrics import BY_PAIRS, BY_RANKING, REGRET_TIE, TOP1_TIE, Scores
 from netsched.training.train import (
@@ -109,6 +115,22 @@ def test_folds_are_split_by_job_and_never_train_on_a_later_job_nor_on_the_tested
     for fit, test in site:
         assert len(set(ds.site[test])) == 1 and not set(ds.site[test]) & set(ds.site[fit])
     assert len({ds.site[test][0] for _, test in site}) == 2  # every zone is tested in turn
+
+
+def test_where_the_records_name_several_clusters_each_fold_tests_a_cluster_it_never_trained_on(tmp_path):
+    """Zone names repeat from cluster to cluster: one cluster is held out at a time, not one zone."""
+    paths = []
+    for k, name in enumerate(("east", "west")):
+        paths.append(tmp_path / f"{name}.csv")
+        write_dataset(paths[-1], sim_rows(jobs=20, seed=20 + k))
+    assert set(read_datasets(paths).cluster) == {""}  # unnamed unless the caller says so
+    ds = read_datasets(paths, clusters_by_file=True)
+    site = site_folds(ds, ds.jobs())
+    assert {ds.cluster[test][0] for _, test in site} == {"east.csv", "west.csv"}
+    for fit, test in site:
+        assert len(set(ds.cluster[test])) == 1 and not set(ds.cluster[test]) & set(ds.cluster[fit])
+        assert set(ds.site[test]) & set(ds.site[fit])  # the same zone names on both sides
+        assert ds.start[fit].max() < ds.start[test].min()
 
 
 def test_the_candidate_part_ranks_even_from_sets_of_one():
