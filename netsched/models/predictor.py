@@ -134,7 +134,7 @@ class Predictor:
         _check(directory, bundle.get("schema_version"), bundle.get(features_key), expected)
         features, estimator = tuple(expected), bundle[estimator_key]
         return cls(features, estimator, LinearScreen(bundle[screen_key], features), meta, directory,
-                   compiled(estimator, len(features)))
+                   _served(compiled(estimator, len(features))))
 
     @classmethod
     def _load_serving(cls, directory: Path, meta: dict[str, Any], features: tuple[str, ...]) -> Predictor:
@@ -218,6 +218,15 @@ def fastest(matrix: np.ndarray, k: int, screen: Callable[[np.ndarray], np.ndarra
     log_seconds = exact(matrix[rows]) if len(rows) else np.empty(0)
     best = np.argsort(log_seconds, kind="stable")[:k]
     return rows[best], np.exp(log_seconds[best])
+
+
+def _served(estimator: object) -> object:
+    """A LinearPlusTrees' linear part as one numpy expression: scikit-learn's pipeline validates its
+    input at each of its four steps, 0.7 ms on 128 rows where the model's trees take 0.2."""
+    if isinstance(estimator, LinearPlusTrees) and not isinstance(estimator.linear, LinearScreen):
+        names = (*estimator.features, *estimate_names(estimator.features))
+        return LinearPlusTrees(estimator.features, LinearScreen(estimator.linear, names), estimator.trees)
+    return estimator
 
 
 def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[str, bytes],

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from netsched.models.artifact import ArtifactError
+from netsched.models.estimators import LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND
-from netsched.models.predictor import Predictor
+from netsched.models.predictor import LinearScreen, Predictor
 from netsched.testing.models import copy_of, sim_rows, trained
 from netsched.training.dataset import dataset_from_rows
 
@@ -118,7 +119,11 @@ def test_an_artifact_without_serving_files_is_served_from_its_pickle(tmp_path, r
     meta = json.loads((directory / "meta.json").read_text())
     del meta["serving"]
     (directory / "meta.json").write_text(json.dumps(meta))
-    np.testing.assert_allclose(Predictor.load(directory).predict(rows), predictor.predict(rows), rtol=1e-4)
+    pickled = Predictor.load(directory)
+    np.testing.assert_allclose(pickled.predict(rows), predictor.predict(rows), rtol=1e-4)
+    np.testing.assert_allclose(pickled.predict_one_job(rows[:8]), predictor.predict_one_job(rows[:8]), rtol=1e-4)
+    if isinstance(pickled.served, LinearPlusTrees):  # its linear part served as numpy, not the pipeline
+        assert isinstance(pickled.served.linear, LinearScreen)
 
 
 def test_a_corrupt_serving_file_is_refused_naming_it(tmp_path):
