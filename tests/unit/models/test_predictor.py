@@ -121,7 +121,8 @@ def test_an_artifact_without_serving_files_is_served_from_its_pickle(tmp_path, r
     (directory / "meta.json").write_text(json.dumps(meta))
     pickled = Predictor.load(directory)
     np.testing.assert_allclose(pickled.predict(rows), predictor.predict(rows), rtol=1e-4)
-    np.testing.assert_allclose(pickled.predict_one_job(rows[:8]), predictor.predict_one_job(rows[:8]), rtol=1e-4)
+    job = rows[:8]
+    np.testing.assert_allclose(pickled.predict_one_job(job), predictor.predict_one_job(job), rtol=1e-4)
     if isinstance(pickled.served, LinearPlusTrees):  # its linear part served as numpy, not the pipeline
         assert isinstance(pickled.served.linear, LinearScreen)
 
