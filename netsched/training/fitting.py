@@ -23,8 +23,12 @@ and exchange seconds), then the same trees learning its residual, constrained to
 where the direction is physics (MONOTONE: more GPU TFLOPS or bandwidth, more link bandwidth
 never slower; more RTT, NIC load or estimated seconds never faster). Trees alone score a GPU or
 link outside their training range like the nearest one they saw; the linear part in the logs
-carries it on. On clusters left out of training this added 6-8 points of top-1 over plain
-gradient boosting on the raw columns (docs/benchmarks.md, "Leave-one-cluster-out").
+carries it on. The trees learn each row's residual less its candidate set's mean residual:
+what the ridge missed about the job as a whole is the same on every candidate and decides no
+ranking, and left in, it is most of what the trees would spend their splits on. Unlike the
+two-part kind's offset from the set's mean log seconds, this one is taken after the ridge has
+accounted for the GPUs and links of the set, so it no longer depends on the cluster's GPU mix.
+A set of one (operator records) keeps its whole residual.
 
 Trees read NaN (unknown) natively; the linear and kNN models get log1p of heavy-tailed
 features, median imputation with missing-value indicators, and standard scaling. Settings
@@ -86,7 +90,7 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
     """A fitted JobPlusCandidate, or LinearPlusTrees for PHYSICS; `sets` names each row's candidate set."""
     X = _no_empty_columns(X)
     if kind == PHYSICS:
-        return fit_linear_plus_trees(features, X, log_seconds, seed)
+        return fit_linear_plus_trees(features, X, log_seconds, sets, seed)
     job_columns = [i for i, name in enumerate(features) if name in JOB_FEATURES]
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
     set_mean = (np.bincount(inverse, weights=log_seconds) / counts)[inverse]
@@ -104,12 +108,17 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
 
 
 def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-                          seed: int) -> LinearPlusTrees:
-    """Ridge on the features and their physics estimates, then monotone trees on its residual."""
+                          sets: np.ndarray, seed: int) -> LinearPlusTrees:
+    """Ridge on the features and their physics estimates, then monotone trees on its residual, each
+    row's residual less its candidate set's mean residual (a set of one keeps its own)."""
     Z = _no_empty_columns(with_estimates(X, features))
     names = (*features, *estimate_names(features))
     linear = make_model("ridge", names, seed).fit(Z, log_seconds)
-    trees = make_model(PHYSICS, names, seed).fit(Z, log_seconds - linear.predict(Z))
+    residual = log_seconds - linear.predict(Z)
+    _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
+    set_mean = (np.bincount(inverse, weights=residual) / counts)[inverse]
+    residual = np.where(counts[inverse] > 1, residual - set_mean, residual)
+    trees = make_model(PHYSICS, names, seed).fit(Z, residual)
     return LinearPlusTrees(features, linear, trees)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from netsched.models.artifact import ArtifactError, file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
+from netsched.models.physics import with_estimates
 from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
 from netsched.training.dataset import (
@@ -133,15 +134,17 @@ def test_where_the_records_name_several_clusters_each_fold_tests_a_cluster_it_ne
         assert ds.start[fit].max() < ds.start[test].min()
 
 
-def test_the_candidate_part_ranks_even_from_sets_of_one():
-    """Operator records are sets of one row: the candidate part learns from their residuals."""
+@pytest.mark.parametrize("kind", ["hist_gradient_boosting", "hist_gradient_boosting_physics"])
+def test_the_candidate_part_ranks_even_from_sets_of_one(kind):
+    """Operator records are sets of one row: the candidate part (the physics kind's trees) learns from
+    their residuals."""
     rng = np.random.default_rng(0)
     n = 400
     X = np.full((n, len(FEATURE_NAMES)), np.nan)
     X[:, INDEX["expected_seconds"]] = rng.uniform(100, 10_000, n)
     X[:, INDEX["node_cpu_load"]] = rng.uniform(0, 1, n)
     log_y = np.log(X[:, INDEX["expected_seconds"]]) + X[:, INDEX["node_cpu_load"]]  # a busy node is slower
-    model = fit_model("hist_gradient_boosting", FEATURE_NAMES, X, log_y, np.arange(n).astype(str), 0)
+    model = fit_model(kind, FEATURE_NAMES, X, log_y, np.arange(n).astype(str), 0)
     job = np.tile(X[:1], (2, 1))
     job[:, INDEX["node_cpu_load"]] = [0.9, 0.1]
     quiet, busy = model.predict(job)[::-1]
@@ -167,6 +170,17 @@ def trained_kind(tmp_path, monkeypatch, kind: str) -> Predictor:
     data = tmp_path / "sim.csv"
     write_dataset(data, sim_rows(jobs=40, seed=6))
     return Predictor.load(train([data], tmp_path, name=kind, log=lambda *_: None))
+
+
+def test_the_physics_kinds_trees_learn_each_rows_residual_within_its_set():
+    """What the ridge missed about a job is the same on all its candidates: the trees leave it."""
+    ds = dataset_from_rows(sim_rows(jobs=60, seed=5))
+    log_y = np.log(ds.y)
+    model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
+    Z = with_estimates(ds.X, FEATURE_NAMES)
+    residual = log_y - model.linear.predict(Z)
+    per_set = np.array([(model.trees.predict(Z[rows]).mean(), residual[rows].mean()) for rows in ds.sets()])
+    assert np.abs(per_set[:, 0]).max() < per_set[:, 1].std() / 3
 
 
 @pytest.mark.parametrize("kind, files", [
