@@ -13,15 +13,21 @@ the held-out cluster. Policies, each picking the candidate it ranks first:
 - network-blind: netsched's model fitted on the same rows, network columns removed;
 - plain HGBR: scikit-learn's HistGradientBoostingRegressor at its defaults on every raw
   column, log seconds as target, one model over (job, candidate) rows;
-- netsched: the kind `netsched train` picks by its own cross-validation and selection rule
-  on the training clusters (netsched.training.train: evaluate_kinds over the servable kinds, the
-  only ones it may pick, then select), fitted on all of them; the table names the kind;
+- netsched: the kind `netsched train --clusters-by-file` picks by its own cross-validation and
+  selection rule on the training clusters (netsched.training.train: evaluate_kinds over the
+  servable kinds, the only ones it may pick, then select; its by-site folds hold out one training
+  cluster at a time), fitted on all of them; the table names the kind;
 - two-part: the kind hist_gradient_boosting whatever the pick (the shipped model's kind), for
-  comparison.
+  comparison;
+- noise-free oracle: not a policy but the ceiling. It picks by the true completion time without
+  the simulator's per-candidate noise (the same clusters simulated again with node_noise 0: the
+  same draws, that factor 1), which no feature shows; no model can expect to pick better.
 
 Scores: top-1 (picked the truly fastest), median and p95 regret (picked / best - 1), and
 the JCT ratio: mean picked completion time over the mean best possible. `--write` replaces
-the section "Leave-one-cluster-out" of docs/benchmarks.md.
+the section "Leave-one-cluster-out" of docs/benchmarks.md. Fits run on one thread: on a shared
+2-core machine two OpenMP threads that spin-wait made one gradient-boosting fit 30 times slower
+(a fit's result does not depend on its thread count).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
 
 from netsched.datagen.simulator import PROFILES, profile_config, simulate
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION
@@ -46,11 +53,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402
 
 SECTION = "## Leave-one-cluster-out"
-POLICIES = ("default", "heuristic", "network-blind", "plain HGBR", "two-part", "netsched")
+POLICIES = ("default", "heuristic", "network-blind", "plain HGBR", "two-part", "netsched",
+            "noise-free oracle")
 
 
-def clusters(jobs: int, seed: int) -> dict[str, Dataset]:
-    return {name: dataset_from_rows(list(simulate(profile_config(name, jobs, seed + k))))
+def clusters(jobs: int, seed: int, **config) -> dict[str, Dataset]:
+    return {name: dataset_from_rows(list(simulate(profile_config(name, jobs, seed + k, **config))), name)
             for k, name in enumerate(PROFILES)}
 
 
@@ -81,7 +89,9 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args()
     started = time.perf_counter()
+    threadpool_limits(1)
     data = clusters(args.jobs, args.seed)
+    noise_free = clusters(args.jobs, args.seed, node_noise=0.0)
     lines = ["| held-out cluster | policy | top-1 | regret median | regret p95 | JCT / best |",
              "|---|---|---:|---:|---:|---:|"]
     pooled: dict[str, list[tuple[Scores, float]]] = {p: [] for p in POLICIES}
@@ -91,6 +101,8 @@ def main() -> int:
         sets = test.sets()
         best = score(test.y, test.y, sets)
         kind, policies = costs(train, test, args.seed)
+        assert np.array_equal(noise_free[held].node, test.node), "the noise-free run drew other candidates"
+        policies["noise-free oracle"] = noise_free[held].y
         for policy, cost in policies.items():
             s = score(test.y, cost, sets)
             pooled[policy].append((s, jct_ratio(s, best)))

@@ -299,7 +299,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from netsched.training.train import train
 
     return _model_command("train", lambda: train(args.data, Path(args.out), seed=args.seed,
-                                                 holdout=args.holdout, name=args.name))
+                                                 holdout=args.holdout, name=args.name,
+                                                 clusters_by_file=args.clusters_by_file))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -397,6 +398,10 @@ def _add_model_parsers(sub) -> None:
     tr.add_argument("--holdout", type=_share, default=0.2, metavar="SHARE",
                     help="most recent share of jobs the pick is scored on after cross-validation; the "
                     "model is then refit on all jobs, these included (default 0.2)")
+    tr.add_argument("--clusters-by-file", action="store_true",
+                    help="each DATA file is one cluster's records: the by-site cross-validation then "
+                    "holds out one cluster at a time instead of one zone, judging each kind on clusters it "
+                    "never saw")
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser(

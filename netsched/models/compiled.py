@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from netsched.models.estimators import JobPlusCandidate
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
+from netsched.models.physics import estimate_names
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,17 @@ def is_trees(model: object) -> bool:
 def compiled(estimator: object, n_features: int) -> object:
     """`estimator` with its boosted trees run by ONNX Runtime, converted now, or `estimator` itself
     where it cannot be (another kind, or skl2onnx missing)."""
+    if isinstance(estimator, LinearPlusTrees):
+        if not is_trees(estimator.trees):
+            return estimator
+        try:
+            width = len(estimator.features) + len(estimate_names(estimator.features))
+            trees = OnnxTrees(onnx_graph(estimator.trees, width))
+            return LinearPlusTrees(estimator.features, estimator.linear, trees)
+        except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
+            log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s",
+                        exc)
+            return estimator
     if not isinstance(estimator, JobPlusCandidate):
         return estimator
     if not (is_trees(estimator.job) and is_trees(estimator.candidate)):

@@ -6,11 +6,15 @@ stay at this import path because saved artifacts name it.
 Every kind learns log(completion seconds) in two parts (JobPlusCandidate): a job part, the
 mean over the job's candidate set, from the job features alone; and a candidate part, each
 row's offset from that mean, from all features. Only the candidate part ranks a job's nodes.
+LinearPlusTrees is one model over (job, candidate) rows: a linear model over the features and
+their physics estimates (netsched.models.physics), and trees learning its residual.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from netsched.models.physics import with_estimates
 
 
 class JobPlusCandidate:
@@ -27,6 +31,24 @@ class JobPlusCandidate:
     def predict_one_job(self, X: np.ndarray) -> np.ndarray:
         """The same for rows that all describe one job (equal job columns): its part runs once."""
         return self.job.predict(X[:1, self.job_columns]) + self.candidate.predict(X)
+
+
+class LinearPlusTrees:
+    """log seconds = linear(features + estimates) + trees(features + estimates), where the estimates are
+    netsched.models.physics's for `features` (the columns of X, in order). The linear part carries what
+    extrapolates to GPUs and links outside the training range; the trees learn its residual."""
+
+    def __init__(self, features: tuple[str, ...], linear, trees):
+        self.features = tuple(features)
+        self.linear = linear
+        self.trees = trees
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        Z = with_estimates(X, self.features)
+        return self.linear.predict(Z) + self.trees.predict(Z)
+
+    def predict_one_job(self, X: np.ndarray) -> np.ndarray:
+        return self.predict(X)
 
 
 def log1p_columns(X: np.ndarray, columns: list[int]) -> np.ndarray:

@@ -16,7 +16,7 @@ import csv
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +50,10 @@ class Dataset:
     start: np.ndarray  # Unix seconds
     chosen: np.ndarray  # bool
     source: np.ndarray
+    # the cluster each row comes from, where the caller names it (`read_datasets(clusters_by_file=True)`,
+    # `dataset_from_rows(cluster=...)`); "" unnamed. Not a column: cross-validation holds out one named
+    # cluster at a time, where the records name several (netsched.training.train.site_folds)
+    cluster: np.ndarray
 
     def __len__(self) -> int:
         return len(self.y)
@@ -77,14 +81,16 @@ class Dataset:
         return [groups[i] for i in order]
 
 
-def dataset_from_rows(rows: Sequence[Mapping]) -> Dataset:
-    """Rows as the writers take them (mappings with every column), without a file in between."""
+def dataset_from_rows(rows: Sequence[Mapping], cluster: str = "") -> Dataset:
+    """Rows as the writers take them (mappings with every column), without a file in between; `cluster`
+    names the cluster they come from."""
     X = np.array([[row[n] for n in FEATURE_NAMES] for row in rows], dtype=np.float64)
     text = {c: np.array([str(row[c]) for row in rows], dtype=object) for c in TEXT_COLUMNS}
     return Dataset(X=X.reshape(-1, len(FEATURE_NAMES)),
                    y=np.array([row[TARGET] for row in rows], dtype=np.float64),
                    start=np.array([row["start_unix"] for row in rows], dtype=np.float64),
-                   chosen=np.array([bool(row["chosen"]) for row in rows]), **text)
+                   chosen=np.array([bool(row["chosen"]) for row in rows]),
+                   cluster=np.full(len(rows), cluster, dtype=object), **text)
 
 
 def concat(parts: Sequence[Dataset]) -> Dataset:
@@ -231,7 +237,8 @@ def _arrays(path: Path, columns: dict[str, list[str]], lines: list[int]) -> Data
         raise SchemaError(f"{path}: line {lines[bad[0]]}: column chosen: {columns['chosen'][bad[0]]!r} "
                           "must be 0 or 1")
     text = {c: np.array(columns[c], dtype=object) for c in TEXT_COLUMNS}
-    return Dataset(X=X, y=y, start=start, chosen=chosen == "1", **text)
+    return Dataset(X=X, y=y, start=start, chosen=chosen == "1", cluster=np.full(len(y), "", dtype=object),
+                   **text)
 
 
 def _numbers(path: Path, name: str, cells: list[str], lines: list[int]) -> np.ndarray:
@@ -247,8 +254,13 @@ def _numbers(path: Path, name: str, cells: list[str], lines: list[int]) -> np.nd
         raise
 
 
-def read_datasets(paths: Sequence[Path]) -> Dataset:
-    return concat([read_dataset(p) for p in paths])
+def read_datasets(paths: Sequence[Path], clusters_by_file: bool = False) -> Dataset:
+    """The files' rows; with `clusters_by_file`, each file is one cluster's records, named by the file."""
+    parts = [read_dataset(p) for p in paths]
+    if clusters_by_file:
+        parts = [replace(d, cluster=np.full(len(d), Path(p).name, dtype=object))
+                 for d, p in zip(parts, paths, strict=True)]
+    return concat(parts)
 
 
 def data_sha256(paths: Sequence[Path]) -> str:

@@ -5,7 +5,8 @@ training window (meta.json), so a file that also holds the training data can be 
 as is. Policies: the learned model, the same model kind trained without network features,
 the extender's topology heuristic, kube-scheduler's default scoring, uniform random, and
 the oracle (the true best). Writes evaluation.md (the table), evaluation.json, and PNG
-plots: predicted vs actual, top-1/top-3 per policy, regret per policy.
+plots: predicted vs actual, top-1/top-3 per policy, regret per policy, and the regret CDF
+per policy (regret_cdf.png: the share of jobs whose pick was within x of the best).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from netsched.models.artifact import META_FILE, ArtifactError
 from netsched.models.features import INDEX, SchemaError
 from netsched.models.predictor import SCREEN_ROWS, Predictor, predict_ms
 from netsched.training.dataset import Dataset, read_datasets
-from netsched.training.metrics import Scores, score
+from netsched.training.metrics import Scores, regrets, score
 from netsched.training.policies import default_scheduler_cost, heuristic_cost, oracle_cost, random_cost
 
 POLICIES = ("learned", "network_blind", "heuristic", "default_scheduler", "random", "oracle")
@@ -37,6 +38,7 @@ class Evaluation:
     actual: np.ndarray
     held_out: dict  # what was evaluated: jobs, rows, window
     serving_ms_5000: float  # Predictor.fastest over 5,000 rows (median): the extender's path
+    regret: dict[str, np.ndarray]  # per policy, each held-out job's regret (for the CDF plot)
 
     def to_json(self) -> dict:
         return {"held_out": self.held_out, "serving_ms_5000": round(self.serving_ms_5000, 3),
@@ -78,11 +80,13 @@ def evaluate(model: Path, data: list[Path], seed: int = 0) -> Evaluation:
         "default_scheduler": lambda: default_scheduler_cost(ds),
         "random": lambda: random_cost(ds, seed), "oracle": lambda: oracle_cost(ds),
     }
-    scores = {p: score(ds.y, costs[p](), sets, predicted.get(p)) for p in POLICIES}
+    cost = {p: costs[p]() for p in POLICIES}
+    scores = {p: score(ds.y, cost[p], sets, predicted.get(p)) for p in POLICIES}
     info = {"jobs": len(sets), "rows": len(ds), "skipped_rows_in_training_window": len(all_rows) - len(ds),
             "first_start_unix": float(ds.start.min()), "last_start_unix": float(ds.start.max()),
             "model": str(learned.path), "model_kind": learned.meta.get("model_kind")}
-    return Evaluation(scores, predicted, ds.y, info, predict_ms(learned.fastest, all_rows.X))
+    return Evaluation(scores, predicted, ds.y, info, predict_ms(learned.fastest, all_rows.X),
+                      {p: regrets(ds.y, cost[p], sets) for p in POLICIES})
 
 
 def table(ev: Evaluation) -> str:

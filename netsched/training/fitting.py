@@ -17,6 +17,19 @@ show; within one cluster it is a stable function of the cluster's GPU mix, acros
 not: on clusters left out of training (bench/loco.py) the set offset lost 20 points of top-1 to
 the residual (docs/benchmarks.md). Cross-validation picks between them (train.SELECTION_RULE).
 
+`hist_gradient_boosting_physics` is one model over (job, candidate) rows too (LinearPlusTrees):
+ridge over the features and their physics estimates (netsched.models.physics: compute, transfer
+and exchange seconds), then the same trees learning its residual, constrained to be monotone
+where the direction is physics (MONOTONE: more GPU TFLOPS or bandwidth, more link bandwidth
+never slower; more RTT, NIC load or estimated seconds never faster). Trees alone score a GPU or
+link outside their training range like the nearest one they saw; the linear part in the logs
+carries it on. The trees learn each row's residual less its candidate set's mean residual:
+what the ridge missed about the job as a whole is the same on every candidate and decides no
+ranking, and left in, it is most of what the trees would spend their splits on. Unlike the
+two-part kind's offset from the set's mean log seconds, this one is taken after the ridge has
+accounted for the GPUs and links of the set, so it no longer depends on the cluster's GPU mix.
+A set of one (operator records) keeps its whole residual.
+
 Trees read NaN (unknown) natively; the linear and kNN models get log1p of heavy-tailed
 features, median imputation with missing-value indicators, and standard scaling. Settings
 are fixed, not searched. They were chosen when scikit-learn served the trees, at ~9 us per
@@ -37,21 +50,31 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from netsched.models.estimators import JobPlusCandidate, log1p_columns
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, log1p_columns
 from netsched.models.features import FEATURES
+from netsched.models.physics import estimate_names, with_estimates
 
-MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "random_forest", "ridge", "knn")
+MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
+               "random_forest", "ridge", "knn")
 WHOLE = {"hist_gradient_boosting_whole": "hist_gradient_boosting"}  # kind -> its trees' settings
+PHYSICS = "hist_gradient_boosting_physics"
+# +1: completion time never falls as the feature rises; -1: never rises. Every physics estimate is +1.
+MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer_bw_mbps": -1,
+            "data_rtt_ms": 1, "peer_rtt_ms": 1, "nic_util": 1}
 JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
+ESTIMATES = frozenset(estimate_names(tuple(f.name for f in FEATURES)))
 KNN_MAX_ROWS = 10_000  # kNN keeps a random sample this big: its cost grows with every row it keeps
 
 
 def make_model(kind: str, features: tuple[str, ...], seed: int):
     """An unfitted regressor of `kind` over `features` (a subset of the schema, in schema order)."""
     kind = WHOLE.get(kind, kind)
-    if kind == "hist_gradient_boosting":
+    if kind in ("hist_gradient_boosting", PHYSICS):
+        monotone = (None if kind != PHYSICS
+                    else [MONOTONE.get(f, 1 if f in ESTIMATES else 0) for f in features])
         return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.15, max_leaf_nodes=31,
-                                             min_samples_leaf=20, early_stopping=False, random_state=seed)
+                                             min_samples_leaf=20, early_stopping=False, random_state=seed,
+                                             monotonic_cst=monotone)
     if kind == "random_forest":
         return RandomForestRegressor(n_estimators=40, max_depth=12, min_samples_leaf=3, max_features=0.5,
                                      max_samples=0.5, random_state=seed)
@@ -63,9 +86,11 @@ def make_model(kind: str, features: tuple[str, ...], seed: int):
 
 
 def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-              sets: np.ndarray, seed: int) -> JobPlusCandidate:
-    """A fitted JobPlusCandidate; `sets` names each row's candidate set."""
+              sets: np.ndarray, seed: int) -> JobPlusCandidate | LinearPlusTrees:
+    """A fitted JobPlusCandidate, or LinearPlusTrees for PHYSICS; `sets` names each row's candidate set."""
     X = _no_empty_columns(X)
+    if kind == PHYSICS:
+        return fit_linear_plus_trees(features, X, log_seconds, sets, seed)
     job_columns = [i for i, name in enumerate(features) if name in JOB_FEATURES]
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
     set_mean = (np.bincount(inverse, weights=log_seconds) / counts)[inverse]
@@ -80,6 +105,21 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
         keep = np.random.default_rng(seed).choice(len(X), KNN_MAX_ROWS, replace=False)
         X, offset = X[keep], offset[keep]
     return JobPlusCandidate(job_columns, job, make_model(kind, features, seed).fit(X, offset))
+
+
+def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
+                          sets: np.ndarray, seed: int) -> LinearPlusTrees:
+    """Ridge on the features and their physics estimates, then monotone trees on its residual, each
+    row's residual less its candidate set's mean residual (a set of one keeps its own)."""
+    Z = _no_empty_columns(with_estimates(X, features))
+    names = (*features, *estimate_names(features))
+    linear = make_model("ridge", names, seed).fit(Z, log_seconds)
+    residual = log_seconds - linear.predict(Z)
+    _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
+    set_mean = (np.bincount(inverse, weights=residual) / counts)[inverse]
+    residual = np.where(counts[inverse] > 1, residual - set_mean, residual)
+    trees = make_model(PHYSICS, names, seed).fit(Z, residual)
+    return LinearPlusTrees(features, linear, trees)
 
 
 def _no_empty_columns(X: np.ndarray) -> np.ndarray:

@@ -63,6 +63,27 @@ class Scores:
 def score(y: np.ndarray, cost: np.ndarray, sets: list[np.ndarray],
           predicted: np.ndarray | None = None) -> Scores:
     """Scores of the policy whose cost per row is `cost`; MAE/MAPE if it predicts seconds."""
+    picks, best, ranks = _picks(y, cost, sets)
+    errors = {} if predicted is None else _errors(y, predicted)
+    if not len(picks):
+        return Scores(sets=0, rows=len(y), **errors)
+    regret = picks / best - 1
+    return Scores(sets=len(picks), top1=float(np.mean(ranks == 0)), top3=float(np.mean(ranks < 3)),
+                  regret_mean=float(regret.mean()), regret_median=float(np.median(regret)),
+                  regret_p95=float(np.quantile(regret, 0.95)), mean_jct=float(np.mean(picks)),
+                  rows=len(y), **errors)
+
+
+def regrets(y: np.ndarray, cost: np.ndarray, sets: list[np.ndarray]) -> np.ndarray:
+    """Each candidate set's regret (two candidates or more): the pick's true time / the best - 1."""
+    picks, best, _ = _picks(y, cost, sets)
+    return picks / best - 1
+
+
+def _picks(y: np.ndarray, cost: np.ndarray,
+           sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per set of two or more: the true time of the lowest-cost row (the first on a tie), the set's best
+    time, and how many of the set's rows were truly faster than the pick."""
     picks, best, ranks = [], [], []
     for rows in sets:
         if len(rows) < 2:
@@ -71,15 +92,7 @@ def score(y: np.ndarray, cost: np.ndarray, sets: list[np.ndarray],
         picks.append(y[pick])
         best.append(y[rows].min())
         ranks.append(int((y[rows] < y[pick]).sum()))
-    errors = {} if predicted is None else _errors(y, predicted)
-    if not picks:
-        return Scores(sets=0, rows=len(y), **errors)
-    regret = np.array(picks) / np.array(best) - 1
-    ranks_ = np.array(ranks)
-    return Scores(sets=len(picks), top1=float(np.mean(ranks_ == 0)), top3=float(np.mean(ranks_ < 3)),
-                  regret_mean=float(regret.mean()), regret_median=float(np.median(regret)),
-                  regret_p95=float(np.quantile(regret, 0.95)), mean_jct=float(np.mean(picks)),
-                  rows=len(y), **errors)
+    return np.array(picks, dtype=np.float64), np.array(best, dtype=np.float64), np.array(ranks, dtype=int)
 
 
 def _errors(y: np.ndarray, predicted: np.ndarray) -> dict:

@@ -8,7 +8,9 @@ that started after one it is tested on):
 - by time: the jobs in start order cut into 5 blocks; fold k trains on blocks before k and
   tests on block k;
 - by site: the same folds, fold k testing only the rows of one zone (zone by zone in turn)
-  and training only on the other zones' rows (no node on both sides).
+  and training only on the other zones' rows (no node on both sides); where the records name
+  several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
+  that a kind is also judged on clusters it never saw.
 
 A kind is picked by ranking (metrics.better: top-1, then p95 regret; pairwise accuracy for
 records of one row per job) and, fitted on the earlier jobs, scored on the held-out ones:
@@ -35,8 +37,9 @@ from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
 from netsched.models.compiled import compiled, is_trees, onnx_graph
-from netsched.models.estimators import JobPlusCandidate
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
+from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, read_datasets
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
@@ -53,7 +56,8 @@ from netsched.training.metrics import (
 )
 
 TIME_BLOCKS = 5
-SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "ridge")
+SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
+            "ridge")
 SELECTION_RULE = (
     f"Each kind's score is the mean of its by-time and by-site cross-validation scores. Only "
     f"{', '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
@@ -110,21 +114,32 @@ def time_folds(jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def site_folds(ds: Dataset, jobs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The time folds, fold k tested on one zone's rows (zone by zone in turn) and trained on the
-    other zones' rows: no node, no job and no later job on both sides."""
-    sites = sorted(set(ds.site))
+    """The time folds, fold k tested on one site's rows (site by site in turn) and trained on the
+    other sites' rows: no node, no job and no later job on both sides. A site is a zone, or a whole
+    cluster where the records name several (`cluster_groups`): a model must then place jobs on a
+    cluster it never saw, as it will on one it was not trained on."""
+    groups = cluster_groups(ds)
+    if groups is None:
+        groups = ds.site
+    sites = sorted(set(groups))
     if len(sites) < 2:
         return []
     folds = []
     for k, (train, test) in enumerate(time_folds(jobs)):
         site = sites[k % len(sites)]
-        train, test = train[ds.site[train] != site], test[ds.site[test] == site]
+        train, test = train[groups[train] != site], test[groups[test] == site]
         if len(test) and len(train):
             folds.append((train, test))
     return folds
 
 
-def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate:
+def cluster_groups(ds: Dataset) -> np.ndarray | None:
+    """Each row's cluster, where the records name two clusters or more (zone names repeat from one
+    cluster to the next, so zones then are no sites); else None."""
+    return ds.cluster if len(set(ds.cluster)) > 1 else None
+
+
+def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees:
     return fit_model(kind, FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set, seed)
 
 
@@ -189,7 +204,7 @@ class Validation:
     judged_by: str | None  # metrics.judged_by of the pick's cross-validation scores
     holdout: float
     recent: Dataset  # the held-out most recent jobs; empty without a holdout
-    recent_model: JobPlusCandidate | None  # None without a holdout
+    recent_model: JobPlusCandidate | LinearPlusTrees | None  # None without a holdout
     recent_scores: Scores | None
 
     def to_json(self) -> dict:
@@ -204,6 +219,9 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
     """Cross-validate every kind on all but the most recent `holdout` share of jobs, pick one by
     SELECTION_RULE, and score it, fitted on those earlier jobs, on the held-out ones."""
     earlier, recent = split_holdout(data, holdout)
+    if cluster_groups(earlier) is not None:
+        log(f"the records name {len(set(earlier.cluster))} clusters: the by-site folds hold out one cluster "
+            "at a time")
     log(f"cross-validating {len(MODEL_KINDS)} kinds on {len(earlier)} rows, {len(earlier.jobs())} jobs "
         f"(folds split by job, later jobs tested by models of earlier ones); the {len(recent.jobs())} most "
         f"recent jobs held out")
@@ -229,12 +247,14 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
 
 
 def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
-          log=print, dataset: Dataset | None = None, validation: Validation | None = None) -> Path:
+          log=print, dataset: Dataset | None = None, validation: Validation | None = None,
+          clusters_by_file: bool = False) -> Path:
     """Train on `paths` (`dataset`: their rows, when the caller has read them already; `validation`:
-    `validate`'s answer on them, when the caller has it already), write the artifact under `out`,
-    return its directory. The artifact is fitted on all rows, the held-out ones included."""
+    `validate`'s answer on them, when the caller has it already; `clusters_by_file`: each file is one
+    cluster's records), write the artifact under `out`, return its directory. The artifact is fitted
+    on all rows, the held-out ones included."""
     started = time.perf_counter()
-    data = dataset if dataset is not None else read_datasets(paths)
+    data = dataset if dataset is not None else read_datasets(paths, clusters_by_file)
     checked = validation or validate(data, holdout, seed, log)
     pick = checked.pick
     log(f"fitting {pick.kind} on all {len(data)} rows, {len(data.jobs())} jobs (the held-out ones included)")
@@ -265,6 +285,9 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
     model that cannot be written so."""
     estimator = bundle["estimator"]
     files: dict[str, bytes] = {}
+    screen = LinearScreen(bundle["screen"], FEATURE_NAMES).params()
+    if isinstance(estimator, LinearPlusTrees):
+        return _linear_plus_trees_files(estimator, screen, log)
     try:
         files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
         if is_trees(estimator.candidate):
@@ -276,8 +299,25 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
         log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
         return None
     spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
-            "screen": LinearScreen(bundle["screen"], FEATURE_NAMES).params()}
+            "screen": screen}
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), **files}
+
+
+def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print) -> dict[str, bytes] | None:
+    """A LinearPlusTrees as the extender loads it: the physics estimates it appends (by name, so a
+    netsched that computes other ones refuses it), the linear part's parameters over the features and
+    those estimates, and the trees as an ONNX graph."""
+    names = (*estimator.features, *estimate_names(estimator.features))
+    try:
+        trees = onnx_graph(estimator.trees, len(names))
+    except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
+        log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
+        return None
+    spec = {"linear_plus_trees": {"estimates": list(estimate_names(estimator.features)),
+                                  "linear": LinearScreen(estimator.linear, names).params(),
+                                  "trees": "trees.onnx"},
+            "screen": screen}
+    return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), "trees.onnx": trees}
 
 
 def _serving_ms(bundle: dict, X: np.ndarray) -> float:
@@ -295,11 +335,16 @@ def _name(data: Dataset, digest: str) -> str:
 def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], digest: str, seed: int,
           train_seconds: float) -> dict:
     estimator = bundle["estimator"]
+    if isinstance(estimator, LinearPlusTrees):
+        params = {"linear": _params(estimator.linear), "trees": _params(estimator.trees),
+                  "estimates": list(estimate_names(estimator.features))}
+    else:
+        params = {"job": _params(estimator.job), "candidate": _params(estimator.candidate)}
     return {
         "schema_version": SCHEMA_VERSION, "features": bundle["features"],
         "network_blind_features": bundle["network_blind_features"], "target": bundle["target"],
         "model_kind": checked.pick.kind,
-        "model_params": {"job": _params(estimator.job), "candidate": _params(estimator.candidate)},
+        "model_params": params,
         "selection_rule": SELECTION_RULE, "cv": {r.kind: r.to_json() for r in checked.results},
         "validation": checked.to_json(),
         "training_data": {  # all of it: the model is refit on every row after validation
@@ -318,10 +363,13 @@ def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], d
 def _params(model) -> dict:
     if hasattr(model, "steps"):
         return {"steps": [type(s).__name__ for _, s in model.steps]}
-    return {k: v for k, v in model.get_params(deep=False).items() if _jsonable(v)}
+    params = model.get_params(deep=False).items()
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in params if _jsonable(v)}
 
 
 def _jsonable(v) -> bool:
+    if isinstance(v, (list, np.ndarray)):
+        return all(_jsonable(x) for x in np.asarray(v).ravel().tolist())
     return v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v))
 
 

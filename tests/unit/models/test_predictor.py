@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from netsched.models.artifact import ArtifactError
+from netsched.models.estimators import LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND
-from netsched.models.predictor import Predictor
+from netsched.models.predictor import LinearScreen, Predictor
 from netsched.testing.models import copy_of, sim_rows, trained
 from netsched.training.dataset import dataset_from_rows
 
@@ -93,9 +94,12 @@ def test_a_manifest_names_the_artifact_and_a_bad_one_is_refused(tmp_path):
 
 
 def test_serves_from_the_files_written_with_the_artifact_as_the_pickled_model_ranks(predictor, rows):
-    # the job part's trees in ONNX; the candidate part too when it is trees, else linear in serving.json
-    trees = predictor.meta["model_kind"] == "hist_gradient_boosting"
-    assert predictor.meta["serving"].keys() == {"serving.json", "job.onnx", *(["candidate.onnx"] * trees)}
+    # the job part's trees in ONNX, the candidate part too when it is trees, else linear in serving.json;
+    # a linear-plus-trees model's trees in ONNX, its linear part in serving.json
+    files = {"hist_gradient_boosting": {"job.onnx", "candidate.onnx"},
+             "hist_gradient_boosting_whole": {"job.onnx", "candidate.onnx"}, "ridge": {"job.onnx"},
+             "hist_gradient_boosting_physics": {"trees.onnx"}}
+    assert predictor.meta["serving"].keys() == {"serving.json", *files[predictor.meta["model_kind"]]}
     pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
     np.testing.assert_allclose(np.log(predictor.predict(rows)), pickled.predict(rows), atol=1e-5)  # float32
     bundle_screen = joblib.load(predictor.path / "model.joblib")["screen"]
@@ -115,13 +119,20 @@ def test_an_artifact_without_serving_files_is_served_from_its_pickle(tmp_path, r
     meta = json.loads((directory / "meta.json").read_text())
     del meta["serving"]
     (directory / "meta.json").write_text(json.dumps(meta))
-    np.testing.assert_allclose(Predictor.load(directory).predict(rows), predictor.predict(rows), rtol=1e-4)
+    pickled = Predictor.load(directory)
+    np.testing.assert_allclose(pickled.predict(rows), predictor.predict(rows), rtol=1e-4)
+    job = rows[:8]
+    np.testing.assert_allclose(pickled.predict_one_job(job), predictor.predict_one_job(job), rtol=1e-4)
+    if isinstance(pickled.served, LinearPlusTrees):  # its linear part served as numpy, not the pipeline
+        assert isinstance(pickled.served.linear, LinearScreen)
 
 
 def test_a_corrupt_serving_file_is_refused_naming_it(tmp_path):
     directory = copy_of(trained()[0], tmp_path)
-    (directory / "job.onnx").write_bytes(b"not a graph")
-    with pytest.raises(ArtifactError, match=r"job.onnx: sha256 differs from meta.json's serving"):
+    graph = next(name for name in json.loads((directory / "meta.json").read_text())["serving"]
+                 if name.endswith(".onnx"))
+    (directory / graph).write_bytes(b"not a graph")
+    with pytest.raises(ArtifactError, match=rf"{graph}: sha256 differs from meta.json's serving"):
         Predictor.load(directory)
 
 

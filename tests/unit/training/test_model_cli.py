@@ -55,7 +55,8 @@ def test_simulate_then_evaluate_prints_the_table_and_writes_the_report(tmp_path,
     report = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     assert report["held_out"]["jobs"] == 30 and report["policies"]["oracle"]["top1"] == 1.0
     assert {p.name for p in (tmp_path / "ev").iterdir()} == {
-        "evaluation.md", "evaluation.json", "predicted_vs_actual.png", "accuracy.png", "regret.png"}
+        "evaluation.md", "evaluation.json", "predicted_vs_actual.png", "accuracy.png", "regret.png",
+        "regret_cdf.png"}
 
 
 def test_a_bad_holdout_is_refused_before_any_work(capsys):

@@ -18,6 +18,7 @@ from netsched.training.metrics import (
     judged_by,
     model_scores,
     pair_accuracy,
+    regrets,
     score,
 )
 
@@ -37,6 +38,7 @@ def test_scores_on_a_hand_made_example():
     assert s.regret_p95 == pytest.approx(1.0 + 0.9 * 3.0)  # linear between 1.0 and 4.0
     assert s.mean_jct == pytest.approx((20 + 5 + 40) / 3)
     assert math.isnan(s.mae) and math.isnan(s.mape)  # the policy predicts no seconds
+    assert regrets(y, cost, sets).tolist() == pytest.approx([1.0, 0.0, 4.0])  # what the regret CDF draws
 
 
 def test_errors_of_predicted_seconds_and_ties_go_to_the_first_row():

@@ -5,11 +5,18 @@ import joblib
 import numpy as np
 import pytest
 
-from netsched.models.artifact import file_sha256
+from netsched.models.artifact import ArtifactError, file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
+from netsched.models.physics import with_estimates
 from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
-from netsched.training.dataset import data_sha256, dataset_from_rows, read_dataset, write_dataset
+from netsched.training.dataset import (
+    data_sha256,
+    dataset_from_rows,
+    read_dataset,
+    read_datasets,
+    write_dataset,
+)
 from netsched.training.fitting import MODEL_KINDS, fit_model
 from netsched.training.metrics import BY_PAIRS, BY_RANKING, REGRET_TIE, TOP1_TIE, Scores
 from netsched.training.train import (
@@ -111,15 +118,33 @@ def test_folds_are_split_by_job_and_never_train_on_a_later_job_nor_on_the_tested
     assert len({ds.site[test][0] for _, test in site}) == 2  # every zone is tested in turn
 
 
-def test_the_candidate_part_ranks_even_from_sets_of_one():
-    """Operator records are sets of one row: the candidate part learns from their residuals."""
+def test_where_the_records_name_several_clusters_each_fold_tests_a_cluster_it_never_trained_on(tmp_path):
+    """Zone names repeat from cluster to cluster: one cluster is held out at a time, not one zone."""
+    paths = []
+    for k, name in enumerate(("east", "west")):
+        paths.append(tmp_path / f"{name}.csv")
+        write_dataset(paths[-1], sim_rows(jobs=20, seed=20 + k))
+    assert set(read_datasets(paths).cluster) == {""}  # unnamed unless the caller says so
+    ds = read_datasets(paths, clusters_by_file=True)
+    site = site_folds(ds, ds.jobs())
+    assert {ds.cluster[test][0] for _, test in site} == {"east.csv", "west.csv"}
+    for fit, test in site:
+        assert len(set(ds.cluster[test])) == 1 and not set(ds.cluster[test]) & set(ds.cluster[fit])
+        assert set(ds.site[test]) & set(ds.site[fit])  # the same zone names on both sides
+        assert ds.start[fit].max() < ds.start[test].min()
+
+
+@pytest.mark.parametrize("kind", ["hist_gradient_boosting", "hist_gradient_boosting_physics"])
+def test_the_candidate_part_ranks_even_from_sets_of_one(kind):
+    """Operator records are sets of one row: the candidate part (the physics kind's trees) learns from
+    their residuals."""
     rng = np.random.default_rng(0)
     n = 400
     X = np.full((n, len(FEATURE_NAMES)), np.nan)
     X[:, INDEX["expected_seconds"]] = rng.uniform(100, 10_000, n)
     X[:, INDEX["node_cpu_load"]] = rng.uniform(0, 1, n)
     log_y = np.log(X[:, INDEX["expected_seconds"]]) + X[:, INDEX["node_cpu_load"]]  # a busy node is slower
-    model = fit_model("hist_gradient_boosting", FEATURE_NAMES, X, log_y, np.arange(n).astype(str), 0)
+    model = fit_model(kind, FEATURE_NAMES, X, log_y, np.arange(n).astype(str), 0)
     job = np.tile(X[:1], (2, 1))
     job[:, INDEX["node_cpu_load"]] = [0.9, 0.1]
     quiet, busy = model.predict(job)[::-1]
@@ -140,14 +165,44 @@ def test_the_whole_kind_learns_each_rows_residual_from_the_job_part_not_its_offs
     assert offset_mean.std() < whole_mean.std() / 3  # the two-part's is centred on each set's mean
 
 
-def test_a_whole_model_is_served_from_its_onnx_files_as_its_pickle_predicts(tmp_path, monkeypatch):
-    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting_whole",))
+def trained_kind(tmp_path, monkeypatch, kind: str) -> Predictor:
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", (kind,))
     data = tmp_path / "sim.csv"
     write_dataset(data, sim_rows(jobs=40, seed=6))
-    directory = train([data], tmp_path, name="whole", log=lambda *_: None)
-    predictor = Predictor.load(directory)
-    assert predictor.meta["model_kind"] == "hist_gradient_boosting_whole"
-    assert set(predictor.meta["serving"]) == {"serving.json", "job.onnx", "candidate.onnx"}
+    return Predictor.load(train([data], tmp_path, name=kind, log=lambda *_: None))
+
+
+def test_the_physics_kinds_trees_learn_each_rows_residual_within_its_set():
+    """What the ridge missed about a job is the same on all its candidates: the trees leave it."""
+    ds = dataset_from_rows(sim_rows(jobs=60, seed=5))
+    log_y = np.log(ds.y)
+    model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
+    Z = with_estimates(ds.X, FEATURE_NAMES)
+    residual = log_y - model.linear.predict(Z)
+    per_set = np.array([(model.trees.predict(Z[rows]).mean(), residual[rows].mean()) for rows in ds.sets()])
+    assert np.abs(per_set[:, 0]).max() < per_set[:, 1].std() / 3
+
+
+@pytest.mark.parametrize("kind, files", [
+    ("hist_gradient_boosting_whole", {"job.onnx", "candidate.onnx"}),
+    ("hist_gradient_boosting_physics", {"trees.onnx"}),  # the linear part's parameters in serving.json
+])
+def test_a_one_model_kind_is_served_from_its_files_as_its_pickle_predicts(tmp_path, monkeypatch, kind, files):
+    predictor = trained_kind(tmp_path, monkeypatch, kind)
+    assert predictor.meta["model_kind"] == kind
+    assert set(predictor.meta["serving"]) == {"serving.json", *files}
     X = dataset_from_rows(sim_rows(jobs=5, seed=7)).X
-    pickled = joblib.load(directory / "model.joblib")["estimator"]
+    pickled = joblib.load(predictor.path / "model.joblib")["estimator"]
     np.testing.assert_allclose(np.log(predictor.predict_one_job(X[:8])), pickled.predict(X[:8]), atol=1e-5)
+
+
+def test_a_physics_model_trained_on_other_estimates_is_refused(tmp_path, monkeypatch):
+    directory = trained_kind(tmp_path, monkeypatch, "hist_gradient_boosting_physics").path
+    spec = json.loads((directory / "serving.json").read_text())
+    spec["linear_plus_trees"]["estimates"] = ["est_log_compute_s"]  # what another netsched might compute
+    (directory / "serving.json").write_text(json.dumps(spec))
+    meta = json.loads((directory / "meta.json").read_text())
+    meta["serving"]["serving.json"] = file_sha256(directory / "serving.json")
+    (directory / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="trained on the estimates"):
+        Predictor.load(directory)
