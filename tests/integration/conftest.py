@@ -25,3 +25,8 @@ def dev_cluster(tmp_path_factory) -> Iterator[DevCluster]:
 @pytest.fixture(scope="session")
 def core(dev_cluster) -> client.CoreV1Api:
     return client.CoreV1Api(dev_cluster.api_client())
+
+
+@pytest.fixture(scope="session")
+def jobs(dev_cluster) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(dev_cluster.api_client())

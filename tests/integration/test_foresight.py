@@ -27,11 +27,6 @@ def urgent(dev_cluster):
     sched.delete_priority_class(name)
 
 
-@pytest.fixture
-def custom(dev_cluster):
-    return client.CustomObjectsApi(dev_cluster.api_client())
-
-
 def _fill(custom, core, namespace: str) -> list[str]:
     """2 × 8-GPU jobs on every node, each expected to run 600 s; their names."""
     names = [f"low-{i}" for i in range(len(core.list_node().items) // 2)]
@@ -64,8 +59,8 @@ def _everything(dev_cluster) -> set[tuple[str, str]]:
 
 
 def test_whatif_on_a_full_cluster_names_the_blocking_job_and_the_plan_and_creates_nothing(
-        dev_cluster, core, custom, namespace, urgent, tmp_path, capsys):
-    fillers = _fill(custom, core, namespace)
+        dev_cluster, core, jobs, namespace, urgent, tmp_path, capsys):
+    fillers = _fill(jobs, core, namespace)
     job = make_gpujob("urgent", replicas=2, gpus=8, duration="600s", manifest=True, priorityClassName=urgent)
     path = tmp_path / "urgent.json"
     path.write_text(json.dumps(job))
@@ -77,7 +72,7 @@ def test_whatif_on_a_full_cluster_names_the_blocking_job_and_the_plan_and_create
     events_after = _everything(dev_cluster)
     # nothing made; the filler jobs' own life (status Events of the running cluster) may go on meanwhile
     assert {k for k in events_after - before if k[0] != "Event"} == set()
-    assert not custom.list_cluster_custom_object(GROUP, VERSION, "packingplans")["items"]
+    assert not jobs.list_cluster_custom_object(GROUP, VERSION, "packingplans")["items"]
 
     assert answer["schedulable"]["fits"] is False and answer["priority"] == 100000
     assert answer["waitsFor"] and set(answer["waitsFor"]) <= {f"{namespace}/{n}" for n in fillers}
@@ -90,12 +85,12 @@ def test_whatif_on_a_full_cluster_names_the_blocking_job_and_the_plan_and_create
 
 
 def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it_runs(
-        dev_cluster, core, custom, namespace, capsys):
-    fillers = _fill(custom, core, namespace)
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        dev_cluster, core, jobs, namespace, capsys):
+    fillers = _fill(jobs, core, namespace)
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
         "waiter", replicas=2, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"},
         workload=RUN))
-    waiting = poll(lambda: (s := _status(custom, namespace, "waiter")).get("predictedStartTime")
+    waiting = poll(lambda: (s := _status(jobs, namespace, "waiter")).get("predictedStartTime")
                    and _schedulable(s) and s, 60, "the waiting gang's reason and predicted start")
     assert waiting["phase"] == "Pending"
     assert waiting["predictedCompletionTime"] > waiting["predictedStartTime"]
@@ -110,9 +105,9 @@ def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it
     assert "InsufficientResources" in said and "Predicted start:" in said and "Room per rack now" in said
 
     for name in fillers:  # every rack frees
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    running = poll(lambda: (s := _status(custom, namespace, "waiter")).get("phase") == "Running" and s, 90,
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    running = poll(lambda: (s := _status(jobs, namespace, "waiter")).get("phase") == "Running" and s, 90,
                    "the gang to run once the fillers are gone")
-    poll(lambda: not {"predictedStartTime", "predictedAfter"} & set(_status(custom, namespace, "waiter")), 30,
+    poll(lambda: not {"predictedStartTime", "predictedAfter"} & set(_status(jobs, namespace, "waiter")), 30,
          "the predicted start to be cleared")
     assert running["startTime"]

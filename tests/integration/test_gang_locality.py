@@ -9,9 +9,11 @@ import random
 import pytest
 from kubernetes import client
 
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
 
 REPLICAS, GPUS = 4, 2
 
@@ -63,3 +65,21 @@ def test_labelled_pods_created_between_single_pods_share_the_node_with_room(core
     placed = _nodes_of(core, namespace, "ungated")
     (node,) = set(placed.values())  # one node for the whole job; packing alone would spread it
     assert node not in singles, singles  # its room was held for the job's other replicas
+
+
+def test_a_gpujob_lands_on_the_one_node_with_room_and_its_events_say_why(
+        core, jobs, namespace, one_roomy_node):
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "gang", replicas=REPLICAS, gpus=GPUS, duration="600s", manifest=True))
+    placed = _nodes_of(core, namespace, "gang")
+    assert set(placed.values()) == {one_roomy_node}, placed
+
+    events = poll(lambda: (e := [e for e in core.list_namespaced_event(
+        namespace, field_selector="reason=NetworkPlacement").items
+        if e.involved_object.name in placed]) and len(e) == REPLICAS and e,
+        60, f"a NetworkPlacement event for each of the {REPLICAS} pods of gang")
+    messages = [e.message for e in events]
+    assert all(m.startswith(f"netsched placed the pod on {one_roomy_node} ") for m in messages), messages
+    # why: the first replica went where the whole job has room, the others beside their peers
+    assert sum("job room 1.00" in m for m in messages) == 1, messages
+    assert sum("peers 1.00" in m for m in messages) == REPLICAS - 1, messages

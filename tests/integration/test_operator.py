@@ -25,11 +25,6 @@ from netsched.testing.builders import make_gpujob
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
 
 
-@pytest.fixture(scope="module")
-def jobs(dev_cluster) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(dev_cluster.api_client())
-
-
 def _get(jobs, namespace: str, name: str) -> dict:
     return jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
