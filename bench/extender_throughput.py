@@ -78,11 +78,11 @@ def start_scheduler(cluster: DevCluster, name: str, extender_url: str | None) ->
     return proc
 
 
-def start_extender(cluster: DevCluster, shortlist: int) -> tuple[int, str]:
+def start_extender(cluster: DevCluster, shortlist: int, flags: tuple[str, ...] = ()) -> tuple[int, str]:
     port = processes.free_port()
     proc = processes.start("bench-extender", [
         sys.executable, "-m", "netsched", "extender", f"--kubeconfig={cluster.directory}/netsched-extender"
-        ".kubeconfig", "--host=127.0.0.1", f"--port={port}", f"--shortlist={shortlist}",
+        ".kubeconfig", "--host=127.0.0.1", f"--port={port}", f"--shortlist={shortlist}", *flags,
     ], cluster.log("bench-extender"), cwd=cluster.directory)
     url = f"http://127.0.0.1:{port}"
     processes.wait_until(proc, lambda: _serving(f"{url}/readyz"), timeout=60)
@@ -184,14 +184,14 @@ class PlacementEvents:
 
 
 def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extender_url: str | None,
-            pods: int, run: int, racks: dict[str, str]) -> dict:
+            pods: int, run: int, racks: dict[str, str], explained: bool = True) -> dict:
     ns = f"{scheduler}-{run + 1}"
     core.create_namespace({"metadata": {"name": ns}})
     poll(lambda: core.read_namespaced_service_account("default", ns), 60, f"the default SA in {ns}")
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: core.create_namespaced_pod(ns, p), job_pods(scheduler, pods)))
     watch = BindWatch(core, ns)
-    events = PlacementEvents(core, ns) if extender_url else None
+    events = PlacementEvents(core, ns) if extender_url and explained else None
     time.sleep(2)  # the watch is running and the apiserver has settled from the creations
     written = writer_totals(extender_url) if extender_url else (0.0, 0.0)
     proc = start_scheduler(cluster, scheduler, extender_url)
@@ -231,11 +231,14 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
+    parser.add_argument("--no-explain-events", action="store_true",
+                        help="both extenders write no NetworkPlacement events: what explaining costs")
     args = parser.parse_args()
+    flags = ("--no-explain-events",) if args.no_explain_events else ()
     order = list(CONFIGURATIONS)  # not "netsched": the dev-cluster's
     with tempfile.TemporaryDirectory() as d:
         cluster = DevCluster(directory=Path(d), nodes=args.nodes, zones=4,
-                             racks_per_zone=max(1, args.nodes // 80),
+                             racks_per_zone=max(1, args.nodes // 80), extender_args=flags,
                              progress=lambda m: print(m, file=sys.stderr))
         cluster.up()
         pids = []
@@ -244,7 +247,7 @@ def main() -> int:
             nodes = core.list_node().items
             racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in nodes}
             zones = len({n.metadata.labels[ZONE_LABEL] for n in nodes})
-            ext_pid, all_url = start_extender(cluster, shortlist=0)
+            ext_pid, all_url = start_extender(cluster, 0, flags)
             pids.append(ext_pid)
             urls = dict(zip(order, (None, cluster.extender_url, all_url), strict=True))
             # The first minutes after 1,000 nodes appear are slow for everyone (KWOK and the
@@ -254,7 +257,8 @@ def main() -> int:
             runs = []
             for rnd in range(args.rounds):
                 for name in order if rnd % 2 == 0 else reversed(order):
-                    runs.append(one_run(cluster, core, name, urls[name], args.pods, rnd, racks))
+                    runs.append(one_run(cluster, core, name, urls[name], args.pods, rnd, racks,
+                                        not args.no_explain_events))
                     r = runs[-1]
                     print(f"round {rnd + 1} {name}: {r['pods_per_s']:.1f} pods/s, "
                           f"{r['one_rack']:.0%} of jobs in one rack", file=sys.stderr)
@@ -294,7 +298,8 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
     return "\n".join([
         SECTION, "",
         f"Command: `python bench/extender_throughput.py --nodes {args.nodes} --pods {args.pods} "
-        f"--rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}, 2 cores shared by everything).",
+        f"--rounds {args.rounds}{' --no-explain-events' if args.no_explain_events else ''}` "
+        f"({time.strftime('%Y-%m-%d')}, 2 cores shared by everything).",
         "",
         f"Real kube-scheduler {read_versions()['KUBERNETES_VERSION']}, {args.nodes} KWOK nodes x 8 GPUs "
         f"in {zones} zones / {racks} racks, heartbeating; "
@@ -303,18 +308,19 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
         "binding), after one discarded warm-up run. Each configuration is its own kube-scheduler "
         "process (client QPS 5000, percentageOfNodesToScore 100), one at a time; runs alternate "
         "A B C C B A, and a round's ratio divides by the no-extender run of the same round. Both "
-        "extenders run throughout (each watches every pod) and write a NetworkPlacement Event per pod "
-        "placed through them.",
+        "extenders run throughout (each watches every pod) and "
+        + ("write no events (--no-explain-events)." if args.no_explain_events else
+           "write a NetworkPlacement Event per pod placed through them."),
         "",
         "| configuration | pods/s per round | ratio per round | ratio of medians | jobs in one rack |",
         "|---|---|---|---|---|",
         *rows, "",
-        "Event lag: from a pod's binding to its NetworkPlacement Event, both as a watching client saw "
-        "them, every pod of every round; and the mean of the part the extender itself reports (its "
-        "writer's queue wait plus the write, from its /metrics), the rest being the two watches:", "",
-        "| configuration | pods | explained | lag p50 / p95 / max, s | in the writer, mean s |",
-        "|---|---|---|---|---|",
-        *lag_rows, "",
+        *(["Event lag: from a pod's binding to its NetworkPlacement Event, both as a watching client saw "
+           "them, every pod of every round; and the mean of the part the extender itself reports (its "
+           "writer's queue wait plus the write, from its /metrics), the rest being the two watches:", "",
+           "| configuration | pods | explained | lag p50 / p95 / max, s | in the writer, mean s |",
+           "|---|---|---|---|---|",
+           *lag_rows, ""] if lag_rows else []),
     ])
 
 
