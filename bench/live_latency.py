@@ -25,6 +25,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,6 +153,13 @@ def stats(samples: np.ndarray) -> str:
     return f"{p50:.2f} / {p99:.2f} / {samples.max() * 1000:.1f}"
 
 
+def _by_condition(rows: list[dict]) -> Iterator[tuple[dict, str, list[dict]]]:
+    """Each row's holds of one condition together: (row, "live" or "quiet", its holds' timings)."""
+    for row in rows:
+        for condition in ("live", "quiet"):
+            yield row, condition, [t for c, t in row["holds"] if c == condition]
+
+
 def report(args: argparse.Namespace, rows: list[dict]) -> str:
     lines = [SECTION, "",
              f"Command: `python bench/live_latency.py --nodes {args.nodes} --requests {args.requests} "
@@ -163,29 +171,25 @@ def report(args: argparse.Namespace, rows: list[dict]) -> str:
              "prioritize pair, and the machine's load average:", "",
              "| nodes | scorer | condition | pairs | filter | prioritize | CPU ms per pair | load |",
              "|---:|---|---|---:|---:|---:|---:|---:|"]
-    for row in rows:
-        for condition in ("live", "quiet"):
-            held = [t for c, t in row["holds"] if c == condition]
-            filt, prio = (np.concatenate([t[verb] for t in held]) for verb in ("filter", "prioritize"))
-            lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {len(filt)} | "
-                         f"{stats(filt)} | {stats(prio)} | {np.mean([t['cpu'] for t in held]) * 1000:.2f} | "
-                         f"{np.mean([t['load'] for t in held]):.1f} |")
+    for row, condition, held in _by_condition(rows):
+        filt, prio = (np.concatenate([t[verb] for t in held]) for verb in ("filter", "prioritize"))
+        lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {len(filt)} | "
+                     f"{stats(filt)} | {stats(prio)} | {np.mean([t['cpu'] for t in held]) * 1000:.2f} | "
+                     f"{np.mean([t['load'] for t in held]):.1f} |")
     lines += ["", "Where the slowest filters' time went: the filters at or above their condition's p95, "
               "mean ms of their wall time, of the extender's request thread on a CPU, and of that thread "
               "waiting in the run queue for a CPU (/proc schedstat); the rest is neither, e.g. waiting for "
               "Python's interpreter lock, or the client and the loopback:", "",
               "| nodes | scorer | condition | filters | wall | on a CPU | waiting for a CPU | rest |",
               "|---:|---|---|---:|---:|---:|---:|---:|"]
-    for row in rows:
-        for condition in ("live", "quiet"):
-            held = [t for c, t in row["holds"] if c == condition]
-            wall = np.concatenate([t["filter"] for t in held])
-            thread = np.concatenate([t["filter_thread"] for t in held])
-            slow = wall >= np.percentile(wall, 95)
-            ran, queued = thread[slow].mean(axis=0) * 1000
-            lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {slow.sum()} | "
-                         f"{wall[slow].mean() * 1000:.2f} | {ran:.2f} | {queued:.2f} | "
-                         f"{wall[slow].mean() * 1000 - ran - queued:.2f} |")
+    for row, condition, held in _by_condition(rows):
+        wall = np.concatenate([t["filter"] for t in held])
+        thread = np.concatenate([t["filter_thread"] for t in held])
+        slow = wall >= np.percentile(wall, 95)
+        ran, queued = thread[slow].mean(axis=0) * 1000
+        lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {slow.sum()} | "
+                     f"{wall[slow].mean() * 1000:.2f} | {ran:.2f} | {queued:.2f} | "
+                     f"{wall[slow].mean() * 1000 - ran - queued:.2f} |")
     lines += ["", "Filter p99 per hold (ms), and live over quiet (the mean p99 of each condition's holds):",
               "", "| nodes | scorer | holds | live / quiet |", "|---:|---|---|---:|"]
     for row in rows:
