@@ -22,7 +22,7 @@ from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Control plane"
@@ -70,6 +70,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=8)
     args = parser.parse_args()
+    exit_on_sigterm()
 
     warm = warm_build_seconds()
     runs = []

@@ -37,7 +37,7 @@ from netsched.packing.scenarios import failing, scenario
 from netsched.packing.snapshot import Snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## Default-scheduler emulation against the real kube-scheduler"
 CHECK = "netsched-check"  # the pods' schedulerName: no scheduler serves it until the check's starts
@@ -256,6 +256,7 @@ def main() -> int:
     parser.add_argument("--quiet", type=float, default=15.0, help="seconds without change = settled")
     parser.add_argument("--json", help="also write the results, real bindings included, here")
     args = parser.parse_args()
+    exit_on_sigterm()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop everything
     started, results = time.monotonic(), []
     with tempfile.TemporaryDirectory() as d:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import ssl
 import statistics
 import sys
@@ -50,7 +51,7 @@ from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_con
 from netsched.devcluster.wait import Timeout, poll
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## Extender throughput"
 REPLICAS, GPUS = 4, 2
@@ -58,8 +59,10 @@ CONFIGURATIONS = {"bench-plain": "no extender", "bench-netsched": "netsched exte
                   "bench-all-nodes": "netsched extender, `--shortlist 0` (every feasible node back)"}
 
 
-def start_scheduler(cluster: DevCluster, name: str, extender_url: str | None) -> processes.Process:
-    """A kube-scheduler with one profile `name`, fast client limits, optional extender."""
+def start_scheduler(cluster: DevCluster, name: str,
+                    extender_url: str | None) -> tuple[processes.Process, str]:
+    """A kube-scheduler with one profile `name`, fast client limits, optional extender; and the URL of
+    its /metrics (served without authentication, for this bench only)."""
     d = cluster.directory
     kubeconfig = d / "kube-scheduler.kubeconfig"
     config = scheduler_config(kubeconfig, ExtenderSettings(extender_url) if extender_url else None)
@@ -73,9 +76,10 @@ def start_scheduler(cluster: DevCluster, name: str, extender_url: str | None) ->
         str(bin_dir / "kube-scheduler"), f"--config={path}", f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}", "--authentication-skip-lookup=true",
         "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={d / 'certs'}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
     ], cluster.log(name), cwd=d)
     processes.wait_until(proc, lambda: _serving(f"https://127.0.0.1:{port}/healthz"), timeout=60)
-    return proc
+    return proc, f"https://127.0.0.1:{port}/metrics"
 
 
 def start_extender(cluster: DevCluster, shortlist: int, flags: tuple[str, ...] = ()) -> tuple[int, str]:
@@ -95,6 +99,36 @@ def _serving(url: str) -> bool:
             return resp.status == 200
     except OSError:
         return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):  # a process that has gone is left out
+            out[name] = cpu_seconds(pid)
+    return out
+
+
+def scheduler_seconds(url: str) -> dict[str, float]:
+    """Seconds kube-scheduler spent, summed over its pods so far, from its /metrics: in the scheduling
+    algorithm (its filter and score phases and the extender's calls) and in each extension point."""
+    with urllib.request.urlopen(url, timeout=5, context=ssl._create_unverified_context()) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = defaultdict(float)
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("scheduler_scheduling_algorithm_duration_seconds_sum"):
+            out["algorithm"] += float(value)
+        elif name.startswith("scheduler_framework_extension_point_duration_seconds_sum"):
+            point = name.split('extension_point="', 1)[1].split('"', 1)[0]
+            out[point] += float(value)
+    return dict(out)
 
 
 def writer_totals(url: str) -> tuple[float, float]:
@@ -184,7 +218,8 @@ class PlacementEvents:
 
 
 def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extender_url: str | None,
-            pods: int, run: int, racks: dict[str, str], explained: bool = True) -> dict:
+            pods: int, run: int, racks: dict[str, str], explained: bool = True,
+            pids: dict[str, int] | None = None) -> dict:
     ns = f"{scheduler}-{run + 1}"
     core.create_namespace({"metadata": {"name": ns}})
     poll(lambda: core.read_namespaced_service_account("default", ns), 60, f"the default SA in {ns}")
@@ -194,15 +229,22 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
     events = PlacementEvents(core, ns) if extender_url and explained else None
     time.sleep(2)  # the watch is running and the apiserver has settled from the creations
     written = writer_totals(extender_url) if extender_url else (0.0, 0.0)
-    proc = start_scheduler(cluster, scheduler, extender_url)
+    proc, metrics_url = start_scheduler(cluster, scheduler, extender_url)
+    pids = {**(pids or {}), "bench kube-scheduler": proc.pid, "this bench": os.getpid()}
     try:
+        cpu_before = cpu_by_process(pids)
         poll(lambda: len(watch.bound) >= pods, 600, f"{pods} pods of {ns} to be bound", interval=0.2)
+        cpu = {k: v - cpu_before[k] for k, v in cpu_by_process(pids).items() if k in cpu_before}
+        phases = scheduler_seconds(metrics_url)
     finally:
         processes.stop(proc.pid)
     watch.stop.set()
     times = sorted(t for t, _ in watch.bound.values())
     result = {"scheduler": scheduler, "pods_per_s": (pods - 1) / (times[-1] - times[0]),
-              "one_rack": one_rack_share(watch.bound, racks), "lags": []}
+              "one_rack": one_rack_share(watch.bound, racks), "lags": [],
+              "cpu_ms_per_pod": {k: v * 1000 / pods for k, v in cpu.items()},
+              "phase_ms_per_pod": {k: v * 1000 / pods for k, v in phases.items()},
+              "busy": phases.get("algorithm", 0.0) / (times[-1] - times[0])}
     if events is not None:  # the explanations of the last bindings are still on their way
         with contextlib.suppress(Timeout):  # the extender drops explanations rather than block
             poll(lambda: len(events.seen) >= pods, 60, f"NetworkPlacement events of {ns}", interval=0.5)
@@ -234,13 +276,14 @@ def main() -> int:
     parser.add_argument("--no-explain-events", action="store_true",
                         help="both extenders write no NetworkPlacement events: what explaining costs")
     args = parser.parse_args()
+    exit_on_sigterm()
     flags = ("--no-explain-events",) if args.no_explain_events else ()
     order = list(CONFIGURATIONS)  # not "netsched": the dev-cluster's
     with tempfile.TemporaryDirectory() as d:
         cluster = DevCluster(directory=Path(d), nodes=args.nodes, zones=4,
                              racks_per_zone=max(1, args.nodes // 80), extender_args=flags,
                              progress=lambda m: print(m, file=sys.stderr))
-        cluster.up()
+        state = cluster.up()
         pids = []
         try:
             core = client.CoreV1Api(cluster.api_client())
@@ -249,19 +292,22 @@ def main() -> int:
             zones = len({n.metadata.labels[ZONE_LABEL] for n in nodes})
             ext_pid, all_url = start_extender(cluster, 0, flags)
             pids.append(ext_pid)
+            watched = {name: info["pid"] for name, info in state["components"].items()} | {
+                "bench extender (--shortlist 0)": ext_pid}
             urls = dict(zip(order, (None, cluster.extender_url, all_url), strict=True))
             # The first minutes after 1,000 nodes appear are slow for everyone (KWOK and the
             # controller-manager settle them); one discarded run takes that out of the figures.
-            warm = one_run(cluster, core, order[0], None, args.pods, -1, racks)
+            warm = one_run(cluster, core, order[0], None, args.pods, -1, racks, pids=watched)
             print(f"warm-up (discarded): {warm['pods_per_s']:.1f} pods/s", file=sys.stderr)
             runs = []
             for rnd in range(args.rounds):
                 for name in order if rnd % 2 == 0 else reversed(order):
                     runs.append(one_run(cluster, core, name, urls[name], args.pods, rnd, racks,
-                                        not args.no_explain_events))
+                                        not args.no_explain_events, watched))
                     r = runs[-1]
                     print(f"round {rnd + 1} {name}: {r['pods_per_s']:.1f} pods/s, "
-                          f"{r['one_rack']:.0%} of jobs in one rack", file=sys.stderr)
+                          f"{r['one_rack']:.0%} of jobs in one rack, scheduler busy {r['busy']:.0%}, "
+                          f"CPU ms per pod {sum(r['cpu_ms_per_pod'].values()):.1f}", file=sys.stderr)
         finally:
             for pid in pids:
                 processes.stop(pid)
@@ -321,8 +367,45 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
            "| configuration | pods | explained | lag p50 / p95 / max, s | in the writer, mean s |",
            "|---|---|---|---|---|",
            *lag_rows, ""] if lag_rows else []),
+        *where_time_goes(by),
     ])
 
+
+PHASES = ("PreFilter", "Filter", "PreScore", "Score")
+
+
+def where_time_goes(by: dict[str, list[dict]]) -> list[str]:
+    """Per configuration, medians over its runs: how busy kube-scheduler's one scheduling loop was, its ms
+    per pod by phase (the extender's call is the algorithm's time outside the framework's phases),
+    and every process's CPU ms per pod."""
+    def phases(r: dict) -> list[float]:
+        ms = r["phase_ms_per_pod"]
+        by_phase = [ms.get(k, 0.0) for k in PHASES]
+        return [r["busy"], ms.get("algorithm", 0.0), *by_phase, ms.get("algorithm", 0.0) - sum(by_phase)]
+
+    plain = by["bench-plain"]  # processes in the order of their share without an extender
+    names = sorted({p for runs in by.values() for r in runs for p in r["cpu_ms_per_pod"]},
+                   key=lambda p: -statistics.median(r["cpu_ms_per_pod"].get(p, 0.0) for r in plain))
+    phase_rows, cpu_rows = [], []
+    for name, text in CONFIGURATIONS.items():
+        busy, *ms = np.median([phases(r) for r in by[name]], axis=0)
+        phase_rows.append(f"| {text} | {busy:.0%} | " + " | ".join(f"{v:.2f}" for v in ms) + " |")
+        cpu = np.median([[r["cpu_ms_per_pod"].get(p, 0.0) for p in names] for r in by[name]], axis=0)
+        all_ = statistics.median(sum(r["cpu_ms_per_pod"].values()) for r in by[name])
+        cpu_rows.append(f"| {text} | " + " | ".join(f"{v:.1f}" for v in cpu) + f" | {all_:.1f} |")
+    return [
+        "Where the time goes, medians over each configuration's runs. kube-scheduler runs its scheduling "
+        "algorithm for one pod at a time: *busy* is the algorithm's time summed over the run's binding "
+        "window (bindings run beside it). Its ms per pod from its own /metrics: the algorithm, its "
+        "framework phases, and the rest of it (the extender's calls):", "",
+        "| configuration | busy | algorithm | " + " | ".join(PHASES) + " | rest of algorithm |",
+        "|---|" + "---:|" * (2 + len(PHASES)) + "---:|",
+        *phase_rows, "",
+        "CPU ms per pod of every process, from kube-scheduler being up to the last binding (/proc):", "",
+        "| configuration | " + " | ".join(names) + " | all |",
+        "|---|" + "---:|" * (len(names) + 1),
+        *cpu_rows, "",
+    ]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -42,7 +42,7 @@ from netsched.testing.cluster import running
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gang_locality import code  # noqa: E402
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## Predicted start and completion"
 MIN_RUN = 5.0  # seconds: a shorter run would end inside one forecast interval
@@ -198,6 +198,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures and per-job rows here")
     parser.add_argument("--no-publish", action="store_true", help="print; do not write docs/benchmarks.md")
     args = parser.parse_args()
+    exit_on_sigterm()
     result = run(args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

@@ -45,7 +45,7 @@ from netsched.testing.builders import make_gpujob
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_throughput import BindWatch  # noqa: E402
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## Gang locality"
 REPLICAS, GPUS, SINGLES = 4, 2, 4
@@ -159,6 +159,7 @@ def main() -> int:
     parser.add_argument("--report", nargs=2, metavar=("BEFORE", "AFTER"),
                         help="write docs/benchmarks.md's section from two runs' JSON")
     args = parser.parse_args()
+    exit_on_sigterm()
     if args.report:
         publish(report(*args.report))
     elif args.json:

@@ -42,8 +42,8 @@ from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_latency import JOB, measure_http, request_bodies  # noqa: E402
-from extender_throughput import _serving  # noqa: E402
-from report import publish  # noqa: E402
+from extender_throughput import _serving, cpu_seconds  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Extender latency, live cluster"
@@ -95,12 +95,6 @@ def paused(pids: list[int]):
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU the process has used (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int) -> dict:
@@ -209,6 +203,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
     args = parser.parse_args()
+    exit_on_sigterm()
     rows = [row for n in args.nodes.split(",") for row in measure_size(int(n), args.requests, args.holds,
                                                                         args.seed)]
     section = report(args, rows)

@@ -1,7 +1,9 @@
-"""Write one benchmark's section of docs/benchmarks.md, keeping the others."""
+"""Write one benchmark's section of docs/benchmarks.md, keeping the others; stop a bench cleanly."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -21,3 +23,9 @@ def publish(section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     DOC.write_text(text)
+
+
+def exit_on_sigterm() -> None:
+    """Let SIGTERM (`kill`, `pkill`, `timeout`) end a bench like Ctrl-C does: through its `finally`
+    blocks, so the dev-cluster it started goes down with it instead of running on unseen."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -32,7 +32,7 @@ from netsched.testing.cluster import running
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gang_locality import code  # noqa: E402
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## whatif latency"
 NS = "whatif-bench"
@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-publish", action="store_true")
     args = parser.parse_args()
+    exit_on_sigterm()
     with tempfile.TemporaryDirectory() as d, running(DevCluster(
             directory=Path(d), nodes=args.nodes, zones=4, racks_per_zone=max(1, args.nodes // 80),
             progress=lambda m: print(m, file=sys.stderr))) as cluster:
