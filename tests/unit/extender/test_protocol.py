@@ -67,6 +67,11 @@ def _pod(**meta):
     pytest.param({"Pod": _pod()}, "neither NodeNames nor Nodes.items", id="no-nodes"),
     pytest.param({"Pod": _pod(), "NodeNames": "a"}, "list of node names", id="names-not-list"),
     pytest.param({"Pod": _pod(), "NodeNames": ["a", 3]}, "list of node names", id="name-not-string"),
+    pytest.param({"Pod": _pod(), "NodeNames": ["a", ""]}, "list of node names", id="empty-name"),
+    pytest.param({"Pod": _pod(), "NodeNames": [""]}, "list of node names", id="only-empty-name"),
+    pytest.param({"Pod": _pod(), "NodeNames": ["", "a"]}, "list of node names", id="empty-name-first"),
+    pytest.param({"Pod": _pod(), "NodeNames": ["a", "b\nc"]}, "list of node names", id="newline-in-name"),
+    pytest.param({"Pod": _pod(), "NodeNames": ["a", None]}, "list of node names", id="null-name"),
     pytest.param({"Pod": _pod(labels={"a": 1}), "NodeNames": []}, "Pod.metadata.labels", id="bad-labels"),
     pytest.param({"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [
         {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1.5"}}}]}}, "NodeNames": []},
