@@ -15,9 +15,10 @@ throughput is (pods - 1) / (last binding - first binding). Releasing pods from t
 instead (removing schedulingGates) measured the client's patch rate, not the scheduler.
 Only one bench scheduler runs at a time. Runs alternate (A B C C B A ...) so drift hits
 every configuration alike; each round's ratio divides by that round's no-extender run. Also
-reports how tightly jobs were placed (share of jobs whose pods all share one rack) and the lag
-from each binding to the pod's NetworkPlacement Event. Writes the "Extender throughput" section
-of docs/benchmarks.md.
+reports how tightly jobs were placed (share of jobs whose pods all share one rack), the lag
+from each binding to the pod's NetworkPlacement Event, and where the time goes: kube-scheduler's
+algorithm by phase (its /metrics) and every process's CPU per pod. Writes the "Extender
+throughput" section of docs/benchmarks.md ("Extender throughput, N nodes" at other sizes).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from netsched.devcluster.wait import Timeout, poll
 sys.path.insert(0, str(Path(__file__).parent))
 from report import exit_on_sigterm, publish  # noqa: E402
 
-SECTION = "## Extender throughput"
+SECTION = "## Extender throughput"  # at other than the default 1,000 nodes, a section of its own
 REPLICAS, GPUS = 4, 2
 CONFIGURATIONS = {"bench-plain": "no extender", "bench-netsched": "netsched extender, default (shortlist 1)",
                   "bench-all-nodes": "netsched extender, `--shortlist 0` (every feasible node back)"}
@@ -342,7 +343,7 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
             lag_rows.append(f"| {text} | {len(lags)} | {explained:.0%} | "
                             f"{p50:.2f} / {p95:.2f} / {lags.max():.2f} | {writer:.2f} |")
     return "\n".join([
-        SECTION, "",
+        SECTION + ("" if args.nodes == 1000 else f", {args.nodes:,} nodes"), "",
         f"Command: `python bench/extender_throughput.py --nodes {args.nodes} --pods {args.pods} "
         f"--rounds {args.rounds}{' --no-explain-events' if args.no_explain_events else ''}` "
         f"({time.strftime('%Y-%m-%d')}, 2 cores shared by everything).",
