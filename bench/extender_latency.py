@@ -104,7 +104,8 @@ def start_uvicorn(extender: Extender) -> tuple[int, Callable[[], None]]:
     sock = free_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(make_app(extender), host="127.0.0.1", port=port, loop="uvloop",
-                            http="httptools", lifespan="off", access_log=False, log_level="warning")
+                            http="httptools", lifespan="off", access_log=False, log_level="warning",
+                            proxy_headers=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

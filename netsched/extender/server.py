@@ -179,20 +179,21 @@ async def _get(extender: Extender, path: str, send: Send) -> None:
 
 
 async def _read_body(receive: Receive, limit: int, seconds: float) -> bytes:
+    """The whole body within `seconds`, however many chunks it comes in (one deadline for all of them)."""
     chunks, size = [], 0
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        try:
-            message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
-        except TimeoutError:
-            raise TooSlow from None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                message = await receive()
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge
+                chunks.append(chunk)
+                if not message.get("more_body"):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise TooSlow from None
 
 
 async def _reply(send: Send, status: int, doc: object) -> None:
@@ -266,7 +267,7 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
              "https" if tls else "http", settings.host, settings.port, settings.shortlist,
              settings.max_cache_age, scorer.name)
     uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                lifespan="off", access_log=False, log_level="warning",
+                lifespan="off", access_log=False, log_level="warning", proxy_headers=False,
                 ssl_certfile=settings.tls_cert_file, ssl_keyfile=settings.tls_private_key_file)
 
 
