@@ -97,13 +97,17 @@ def paused(pids: list[int]):
             os.kill(pid, signal.SIGCONT)
 
 
-def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int) -> dict:
+def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int,
+         control_plane: list[int]) -> dict:
     """`count` filter + prioritize pairs: seconds of each, and the extender's CPU seconds per pair
-    (when that stays put while latency grows, requests wait for the CPU, not for the extender)."""
+    (when that stays put while latency grows, requests wait for the CPU, not for the extender); and
+    the cores the control plane's processes kept busy meanwhile."""
     before, load = cpu_seconds(proc.pid), os.getloadavg()[0]
+    others, started = sum(map(cpu_seconds, control_plane)), time.monotonic()
     times = measure_http(port, bodies, count, WARMUP, pid=proc.pid)
+    cores = (sum(map(cpu_seconds, control_plane)) - others) / (time.monotonic() - started)
     cpu = (cpu_seconds(proc.pid) - before) / (count + WARMUP // 2 + 1)
-    return {**times, "cpu": cpu, "load": (load + os.getloadavg()[0]) / 2}
+    return {**times, "cpu": cpu, "load": (load + os.getloadavg()[0]) / 2, "control_plane": cores}
 
 
 def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
@@ -119,6 +123,7 @@ def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
             populate(core, names, seed)
             grant(cluster.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)  # as `up` does for its own
             heartbeats = [state["components"][c]["pid"] for c in ("kwok", "kube-controller-manager")]
+            control_plane = [info["pid"] for info in state["components"].values()]
             bodies = request_bodies(names, seed)
             for scorer, model in (("heuristic", None), ("model", MODEL)):
                 proc, port = start_extender(cluster, model)
@@ -128,9 +133,9 @@ def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
                     for k, condition in enumerate(order[:2 * holds]):
                         if condition == "quiet":
                             with paused(heartbeats):
-                                times = hold(proc, port, bodies, requests)
+                                times = hold(proc, port, bodies, requests, control_plane)
                         else:
-                            times = hold(proc, port, bodies, requests)
+                            times = hold(proc, port, bodies, requests, control_plane)
                         per_hold.append((condition, times))
                         print(f"{n} nodes, {scorer}, hold {k + 1} ({condition}): filter p99 "
                               f"{np.percentile(times['filter'], 99) * 1000:.1f} ms", file=sys.stderr)
@@ -162,13 +167,17 @@ def report(args: argparse.Namespace, rows: list[dict]) -> str:
              "whose KWOK nodes heartbeat (live) or are paused (quiet); sequential filter then prioritize "
              "naming every node, one keep-alive connection; holds alternate live, quiet, quiet, live.", "",
              "p50 / p99 / max in ms, all holds of a condition together; the extender's CPU per filter + "
-             "prioritize pair, and the machine's load average:", "",
-             "| nodes | scorer | condition | pairs | filter | prioritize | CPU ms per pair | load |",
-             "|---:|---|---|---:|---:|---:|---:|---:|"]
+             "prioritize pair; the cores kept busy meanwhile by the control plane (kube-apiserver, etcd, "
+             "KWOK, kube-controller-manager, kube-scheduler) of the 2 the machine has; and its load average:",
+             "",
+             "| nodes | scorer | condition | pairs | filter | prioritize | CPU ms per pair | control plane, "
+             "cores | load |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for row, condition, held in _by_condition(rows):
         filt, prio = (np.concatenate([t[verb] for t in held]) for verb in ("filter", "prioritize"))
         lines.append(f"| {row['nodes']:,} | {row['scorer']} | {condition} | {len(filt)} | "
                      f"{stats(filt)} | {stats(prio)} | {np.mean([t['cpu'] for t in held]) * 1000:.2f} | "
+                     f"{np.mean([t['control_plane'] for t in held]):.2f} | "
                      f"{np.mean([t['load'] for t in held]):.1f} |")
     lines += ["", "Where the slowest filters' time went: the filters at or above their condition's p95, "
               "mean ms of their wall time, of the extender's request thread on a CPU, and of that thread "
