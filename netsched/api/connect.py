@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from kubernetes import client, config
 
 
@@ -32,7 +33,7 @@ def items(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict
     sanitize_for_serialization would give). Skips the client's model classes: building them costs
     about 10 ms per node, 14 s for 1,000 nodes and their pods on a busy 2-core machine."""
     response = list_call(*args, _preload_content=False, **kwargs)
-    found: list[dict[str, Any]] = json.loads(response.data)["items"]
+    found: list[dict[str, Any]] = orjson.loads(response.data)["items"]
     return found
 
 

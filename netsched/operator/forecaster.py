@@ -19,7 +19,7 @@ from kubernetes import client
 
 from netsched.api.connect import api_message, items
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.gpujob import PREDICTED_AFTER as AFTER
 from netsched.api.gpujob import PREDICTED_FINISH as FINISH
 from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
@@ -68,9 +68,14 @@ class Forecaster:
 
     def run_once(self, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
+        jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        if all((job.get("status") or {}).get("phase") in TERMINAL for job in jobs):
+            # Nothing to forecast. Reading every node and pod anyway was about a sixth of the operator's
+            # CPU while other pods were being scheduled, and the API server's to serve the lists.
+            self._gauge({}, now)
+            return
         nodes = [node_room(n) for n in items(self.core.list_node)]
         pods = items(self.core.list_pod_for_all_namespaces)
-        jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows())
         for body in jobs:
             meta = body["metadata"]

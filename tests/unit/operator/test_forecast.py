@@ -116,3 +116,34 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
     assert status_patch(first, behind, NOW) == {"predictedAfter": ["ml/big"]}
     assert status_patch(first | {"predictedAfter": ["ml/big"]}, running, NOW) == {
         "predictedStartTime": None, "predictedAfter": None}
+
+
+def _forecaster(kube, tmp_path):
+    from netsched.operator.forecaster import Forecaster
+    from netsched.operator.metrics import OperatorMetrics
+    from netsched.operator.records import JobRecords
+
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics())
+
+
+def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_path):
+    from netsched.testing.kube import FakeKube
+
+    done = make_gpujob("old")
+    done["status"] = {"phase": "Succeeded"}
+    kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    assert kube.made("list", "gpujobs")
+    assert not kube.made("list", "nodes") and not kube.made("list", "pods")
+
+
+def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
+    from netsched.testing.kube import FakeKube
+
+    waiting = make_gpujob("wait", replicas=1, gpus=8, created=ago(60))
+    kube = FakeKube([*CLUSTER, *(make_pod(f"busy-{n['metadata']['name']}", n["metadata"]["name"], gpus=8)
+                                 for n in CLUSTER), waiting])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    assert kube.made("list", "nodes") and kube.made("list", "pods")
+    status = kube.get("gpujobs", "ml", "wait")["status"]
+    assert "predictionBasis" in status
