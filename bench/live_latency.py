@@ -42,7 +42,7 @@ from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_latency import JOB, measure_http, request_bodies  # noqa: E402
-from extender_throughput import _serving, cpu_seconds  # noqa: E402
+from extender_throughput import _serving, cpu_by_process, cpu_seconds  # noqa: E402
 from report import exit_on_sigterm, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,14 +98,14 @@ def paused(pids: list[int]):
 
 
 def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int,
-         control_plane: list[int]) -> dict:
+         control_plane: dict[str, int]) -> dict:
     """`count` filter + prioritize pairs: seconds of each, and the extender's CPU seconds per pair
     (when that stays put while latency grows, requests wait for the CPU, not for the extender); and
     the cores the control plane's processes kept busy meanwhile."""
     before, load = cpu_seconds(proc.pid), os.getloadavg()[0]
-    others, started = sum(map(cpu_seconds, control_plane)), time.monotonic()
+    others, started = sum(cpu_by_process(control_plane).values()), time.monotonic()
     times = measure_http(port, bodies, count, WARMUP, pid=proc.pid)
-    cores = (sum(map(cpu_seconds, control_plane)) - others) / (time.monotonic() - started)
+    cores = (sum(cpu_by_process(control_plane).values()) - others) / (time.monotonic() - started)
     cpu = (cpu_seconds(proc.pid) - before) / (count + WARMUP // 2 + 1)
     return {**times, "cpu": cpu, "load": (load + os.getloadavg()[0]) / 2, "control_plane": cores}
 
@@ -123,7 +123,7 @@ def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
             populate(core, names, seed)
             grant(cluster.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)  # as `up` does for its own
             heartbeats = [state["components"][c]["pid"] for c in ("kwok", "kube-controller-manager")]
-            control_plane = [info["pid"] for info in state["components"].values()]
+            control_plane = {name: info["pid"] for name, info in state["components"].items()}
             bodies = request_bodies(names, seed)
             for scorer, model in (("heuristic", None), ("model", MODEL)):
                 proc, port = start_extender(cluster, model)

@@ -7,8 +7,11 @@ from datetime import timedelta
 from netsched.api.events import rfc3339
 from netsched.operator.capacity import node_room
 from netsched.operator.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
-from netsched.operator.forecaster import status_patch
+from netsched.operator.forecaster import Forecaster, status_patch
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.records import JobRecords
 from netsched.testing.builders import CLUSTER, NOW, ago, job, make_gpujob, make_pod
+from netsched.testing.kube import FakeKube
 
 
 def at(seconds: float):
@@ -119,16 +122,10 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
 
 
 def _forecaster(kube, tmp_path):
-    from netsched.operator.forecaster import Forecaster
-    from netsched.operator.metrics import OperatorMetrics
-    from netsched.operator.records import JobRecords
-
     return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics())
 
 
 def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_path):
-    from netsched.testing.kube import FakeKube
-
     done = make_gpujob("old")
     done["status"] = {"phase": "Succeeded"}
     kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
@@ -138,8 +135,6 @@ def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_p
 
 
 def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
-    from netsched.testing.kube import FakeKube
-
     waiting = make_gpujob("wait", replicas=1, gpus=8, created=ago(60))
     kube = FakeKube([*CLUSTER, *(make_pod(f"busy-{n['metadata']['name']}", n["metadata"]["name"], gpus=8)
                                  for n in CLUSTER), waiting])
