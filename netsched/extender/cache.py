@@ -131,7 +131,16 @@ class ClusterCache:
         self._synced: set[str] = set()
         self._absent: set[str] = set()  # optional kinds the apiserver does not serve
 
-    # ---- writers (watch threads) ---------------------------------------------
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until every required kind is listed (and the node table published), at most `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.snapshot().stale:
+                return True
+            time.sleep(0.05)
+        return False
+
+    # ---- writers (watch threads, netsched.api.watch) ----------------------------
     def heard(self, kind: str) -> None:
         self._heard[kind] = self.clock()
 

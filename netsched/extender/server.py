@@ -230,8 +230,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     import uvicorn
 
     from netsched.api.settings import summary
+    from netsched.api.watch import UNFINISHED_PODS, Reflector
     from netsched.extender.explain import DecisionLog, EventWriter
-    from netsched.extender.watch import start_watches, wait_synced
     from netsched.models.gpus import table as gpu_table
 
     log.info("netsched extender settings: %s", summary(settings))
@@ -252,9 +252,11 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
 
     for kind in WATCHED:
         metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
-    start_watches(api, cache, on_pod_event)
+    Reflector(api, cache, "nodes").start()
+    Reflector(api, cache, "pods", on_pod_event, field_selector=UNFINISHED_PODS).start()
+    Reflector(api, cache, "packingplans").start()
     cache.start_publisher()
-    if not wait_synced(cache, sync_timeout):
+    if not cache.wait_synced(sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
                     sync_timeout)
     settle_runtime()

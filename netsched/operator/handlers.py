@@ -1,10 +1,10 @@
-"""kopf wiring: in-memory indices of pods and nodes, and one timer per GPUJob that reconciles it.
+"""kopf wiring: one timer per GPUJob that reconciles it.
 
-Each tick reads the indices (no API reads), runs the pure `reconcile`, then
+Each tick reads the ClusterIndex (no API reads), runs the pure `reconcile`, then
 carries out its actions with the Kubernetes client: create pods, lift gang gates,
 delete pods, write status, post Events, append the training record. Gang admission
 is serialised across jobs, and a released gang's room is reserved until its pods
-show up as pending in the indices, so two gangs never count on the same GPUs. A gang
+show up as pending in the index, so two gangs never count on the same GPUs. A gang
 that an active PackingPlan places waits for the plan to lift its gate.
 """
 
@@ -15,8 +15,7 @@ import copy
 import logging
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -30,10 +29,10 @@ from netsched.api.connect import api_message
 from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
-from netsched.api.labels import JOB_LABEL, SCHEDULER_NAME
-from netsched.api.pods import DONE, PodPhase
-from netsched.api.resources import Resources, pod_requests
-from netsched.operator.capacity import Fit, NodeRoom, gang_fit, node_room
+from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.pods import DONE
+from netsched.operator.capacity import Fit, NodeRoom, gang_fit
+from netsched.operator.cluster_index import ClusterIndex, Indices
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
@@ -61,35 +60,6 @@ from netsched.telemetry.store import TelemetryStore
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-operator"
 RESERVATION_SECONDS = 15.0
-
-
-@dataclass(frozen=True)
-class Indices:
-    """What kopf's pod indices hold for gang admission; summed only when a gang asks whether it fits."""
-    bound: Mapping  # node -> the requests of each live pod bound there
-    pending: Mapping  # None -> the requests of each released, not yet bound pod
-    job_pods: Mapping  # job key -> its PodViews
-    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlans placing it
-
-    def used(self) -> dict[str, Resources]:
-        used: dict[str, Resources] = {}
-        for node, values in self.bound.items():
-            total: Resources = defaultdict(float)
-            for req in values:
-                for k, v in req.items():
-                    total[k] += v
-            used[node] = total
-        return used
-
-    def pods_of(self, key: tuple) -> list[PodView]:
-        return list(self.job_pods.get(key, ()))
-
-    def plan_of(self, job: JobSpec) -> str | None:
-        """The active PackingPlan that places a pod of `job`, if one does."""
-        for pod in self.pods_of(job.key):
-            for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):
-                return plan
-        return None
 
 
 @dataclass
@@ -166,9 +136,8 @@ class Operator:
                 del self._reserved[key]
             elif key != job.key:
                 reserved += [req] * waiting
-        pending = list(indices.pending.get(None, ()))
-        result = gang_fit(nodes, indices.used(), pending + reserved, replica_request(job), job.min_available,
-                          job.template["spec"], job.network, job.data)
+        result = gang_fit(nodes, indices.used, indices.pending + reserved, replica_request(job),
+                          job.min_available, job.template["spec"], job.network, job.data)
         note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
         return replace(result, message=f"{result.message}; {note}") if note else result
 
@@ -271,36 +240,12 @@ def _unfinished(status, **_) -> bool:
     return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
 
 
-def _live(status, meta, **_) -> bool:
-    return status.get("phase") not in DONE and not meta.get("deletionTimestamp")
-
-
-def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
+def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex) -> None:
     @kopf.on.startup(id="configure", registry=registry)
     def configure(settings: kopf.OperatorSettings, **_) -> None:
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
         settings.watching.server_timeout = 60
         settings.execution.max_workers = 8
-
-    @kopf.index("pods", id="job_pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)
-    def job_pods(namespace, labels, meta, body, **_):
-        owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("kind") == "GPUJob"),
-                     None)
-        return {(namespace, labels[JOB_LABEL], owner): PodView.of(body)}  # readers copy what they keep
-
-    @kopf.index("nodes", id="node_rooms", registry=registry)
-    def node_rooms(body, **_):
-        return {None: node_room(_plain(body))}  # keeps taints: a copy, not the live body
-
-    @kopf.index("pods", id="bound_requests", field="spec.nodeName", value=kopf.PRESENT, when=_live,
-                registry=registry)
-    def bound_requests(spec, **_):
-        return {spec["nodeName"]: pod_requests(spec)}
-
-    @kopf.index("pods", id="pending_requests", field="spec.nodeName", value=kopf.ABSENT,
-                when=_pending_ungated, registry=registry)
-    def pending_requests(spec, **_):
-        return {None: pod_requests(spec)}
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body, **_):
@@ -309,20 +254,15 @@ def register(registry: kopf.OperatorRegistry, operator: Operator) -> None:
             return {}
         return {p["pod"]: plan["metadata"]["name"] for p in (plan.get("spec") or {}).get("placements") or ()}
 
-    # kopf passes the indices by their ids; its TimerFn protocol does not list them
+    # kopf passes an index by its id; its TimerFn protocol does not list them
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]
                 when=_unfinished, registry=registry)
-    def tick(body, meta, job_pods: kopf.Index, node_rooms: kopf.Index, bound_requests: kopf.Index,
-             pending_requests: kopf.Index, planned_pods: kopf.Index, **_) -> None:
+    def tick(body, meta, planned_pods: kopf.Index, **_) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
-        operator.tick(_plain(body), list(node_rooms.get(None, ())),
-                      Indices(bound_requests, pending_requests, job_pods, planned_pods))
-
-
-def _pending_ungated(spec, status, meta, **_) -> bool:
-    return (not spec.get("schedulingGates") and status.get("phase", PodPhase.PENDING) == PodPhase.PENDING
-            and not meta.get("deletionTimestamp"))
+        if not cluster.synced:
+            return  # until nodes and pods are listed, a job's pods would look missing and be made again
+        operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
 
 def _plain(view) -> dict:

@@ -3,7 +3,8 @@ then carry the active plan out, one step per tick.
 
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
 pass `wait` seconds later (kopf event handlers, so with peering only the elected operator
-asks; kopf timers would put a finalizer on every such pod). At most one solve runs at a
+asks; kopf timers would put a finalizer on every such pod). While one waits, a change of a
+node's room (the operator's ClusterIndex sees it) asks for a pass too. At most one solve runs at a
 time, at most one every `cooldown` seconds, none while a plan is active, and none again
 for a cluster state that already gave nothing to gain.
 
@@ -30,7 +31,6 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
-from netsched.operator.capacity import node_room
 from netsched.operator.cluster_snapshot import cluster_state, selects, snapshot_of, waits_for_room
 from netsched.operator.config import PackerConfig
 from netsched.operator.metrics import OperatorMetrics
@@ -70,7 +70,7 @@ class Packer:
     _fruitless: int | None = None  # fingerprint of the last cluster state that gave nothing to gain
     _last_error: str | None = None  # the last pass's exception, logged with its traceback once
     _failed_plans: int = 0  # plans in a row that failed: each doubles the wait before the next pass
-    _nodes: dict = field(default_factory=dict)  # node name -> what of it matters for room
+    _waited: float | None = None  # when a pod was last seen waiting; None: the last pass found none waiting
     blocked: dict[str, str] = field(default_factory=dict)  # waiting GPUJob (ns/name) -> budgets blocking it
 
     def __post_init__(self) -> None:
@@ -122,9 +122,12 @@ class Packer:
         listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
         if any(plans.is_active(p) for p in listed["items"]):
             return  # one plan at a time
+        listed = time.monotonic()
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
         snapshot, policy = self.snapshot(raw_nodes, raw_pods, pdbs)
         waiting = [p for p in snapshot.pods if not p.running]
+        if not waiting and self._waited is not None and self._waited < listed:
+            self._waited = None  # node changes need no pass until a pod waits again
         fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
         if not waiting or fingerprint == self._fruitless:
@@ -200,17 +203,15 @@ class Packer:
         changes = plan.changes(free)
         return over_budgets(_victims(changes), labels, pdbs) if _disrupts(plan, changes) else []
 
-    def node_changed(self, event_type: str, node: dict) -> bool:
-        """Did a node change in a way that may make or take room (added, gone, (un)schedulable,
-        resized, tainted)? Status heartbeats do not."""
-        name = node["metadata"]["name"]
-        if event_type == "DELETED":
-            return self._nodes.pop(name, None) is not None
-        room = node_room(node)
-        seen = (room.schedulable, tuple(sorted(room.allocatable.items())), repr(room.taints))
-        changed = self._nodes.get(name) != seen
-        self._nodes[name] = seen
-        return changed
+    def pod_waits(self) -> None:
+        """A pod of this scheduler waits for room (kopf saw it: with peering, only the elected operator)."""
+        self._waited = time.monotonic()
+        self.request()
+
+    def room_changed(self) -> None:
+        """A node was added, removed, resized, tainted or made (un)schedulable: look again, if a pod waits."""
+        if self._waited is not None:
+            self.request()
 
     # ---- carrying out ----------------------------------------------------------------
     def step(self, plan: dict) -> Step:
@@ -367,20 +368,20 @@ def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: f
     def carry_out(body, **_) -> None:
         packer.step(copy.deepcopy(dict(body)))
 
+    @kopf.on.startup(id="watch-waiting-pods", registry=registry)
+    def unbound_pods_only(settings: kopf.OperatorSettings, **_) -> None:
+        # kopf's one pod handler is this one, for unbound pods of the scheduler: the API server sends
+        # kopf no other pod (the operator's own pod watch, netsched.operator.cluster_index, sees all)
+        settings.watching.field_selectors["pods"] = f"spec.schedulerName={packer.scheduler},spec.nodeName="
+
     def waiting(meta, spec, status, **_) -> bool:
         return waits_for_room(meta, spec, status, packer.scheduler)
 
     @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
     def pod_waits(**_) -> None:
-        packer.request()
+        packer.pod_waits()
 
     # room the packer may now make, or must no longer count on: look again now, not on a timer
     @kopf.on.event("policy", "v1", "poddisruptionbudgets", id="budgets", registry=registry)
     def budget_changed(**_) -> None:
         packer.request()
-
-    @kopf.on.event("nodes", id="node-room", registry=registry)
-    def node_changed(type, body, **_) -> None:
-        if packer.node_changed(type or "", copy.deepcopy(dict(body))):
-            packer.request()
-

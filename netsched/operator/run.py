@@ -10,6 +10,8 @@ from prometheus_client import start_http_server
 
 from netsched.api.connect import api_client
 from netsched.api.settings import summary
+from netsched.api.watch import Reflector
+from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
@@ -33,10 +35,11 @@ def run_operator(settings: OperatorConfig) -> None:
     operator = Operator(api_client(kubeconfig), JobRecords(records), interval=settings.interval,
                         scheduler=settings.scheduler_name,
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
-    registry = kopf.OperatorRegistry()
-    register(registry, operator)
     disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()
     packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption)
+    cluster = ClusterIndex(on_room_change=packing.room_changed)
+    registry = kopf.OperatorRegistry()
+    register(registry, operator, cluster)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval)
@@ -44,6 +47,11 @@ def run_operator(settings: OperatorConfig) -> None:
     @kopf.on.startup(registry=registry)
     def forecast(**_):
         forecaster.start()
+
+    @kopf.on.startup(registry=registry)
+    def watch(**_):
+        for kind in WATCHED:
+            Reflector(operator.api, cluster, kind).start()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import urllib3
 
@@ -9,8 +11,8 @@ from netsched.api import conditions as c
 from netsched.api.gpujob import PLURAL, job_spec
 from netsched.api.labels import RACK_LABEL
 from netsched.operator.capacity import node_room
-from netsched.operator.handlers import Indices, Operator
-from netsched.operator.reconcile import PodView
+from netsched.operator.cluster_index import ClusterIndex, Indices
+from netsched.operator.handlers import Operator
 from netsched.operator.records import JobRecords
 from netsched.operator.replica_pods import GANG_GATE, replica_pod
 from netsched.testing.builders import CLUSTER, make_gpujob
@@ -30,11 +32,15 @@ def operator(kube, tmp_path) -> Operator:
 
 
 def tick(operator: Operator, kube: FakeKube) -> dict:
-    """One tick of the stored job, with indices built from the stored pods; the job afterwards."""
-    body = kube.get(PLURAL, "ml", "train")
-    views = [PodView.of(p) for p in kube.list("pods", "ml")]
-    operator.tick(body, ROOMS, Indices(bound={}, pending={}, job_pods={job_spec(body).key: views}))
+    """One tick of the stored job, its replica pods as the ClusterIndex shows them; the job afterwards."""
+    operator.tick(kube.get(PLURAL, "ml", "train"), ROOMS, replicas(kube))
     return kube.get(PLURAL, "ml", "train")
+
+
+def replicas(kube: FakeKube) -> Indices:
+    index = ClusterIndex()
+    index.replace("pods", kube.list("pods", "ml"))
+    return replace(index.indices(), used={}, pending=[])  # room is the tests' ROOMS, all free
 
 
 def errors(operator: Operator, action: str) -> float:
@@ -204,9 +210,7 @@ def test_a_gang_that_does_not_fit_says_which_budget_keeps_the_packer_from_helpin
     operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"),
                         packer_note={"ml/train": note}.get)
     tick(operator, kube)
-    body = kube.get(PLURAL, "ml", "train")
-    views = [PodView.of(p) for p in kube.list("pods", "ml")]
-    operator.tick(body, [], Indices(bound={}, pending={}, job_pods={job_spec(body).key: views}))  # no room
+    operator.tick(kube.get(PLURAL, "ml", "train"), [], replicas(kube))  # no room
     admitted = condition(kube.get(PLURAL, "ml", "train"), c.ADMITTED)
     assert admitted["status"] == "False" and admitted["message"].endswith(f"; {note}")
 

@@ -146,15 +146,25 @@ def test_plans_that_fail_in_a_row_wait_longer_each_time():
     assert packer._after("Succeeded") == 10 and packer._after("TimedOut") == 20
 
 
-def test_only_node_changes_that_make_or_take_room_ask_for_a_pass():
+def test_a_change_of_room_asks_for_a_pass_only_while_a_pod_waits(monkeypatch):
     packer = Packer(FakeKube())
-    node = make_node("n1")
-    assert packer.node_changed("ADDED", node) is True
-    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2025-01-01T12:00:10Z"
-    assert packer.node_changed("MODIFIED", node) is False
-    assert packer.node_changed("MODIFIED", make_node("n1", gpus=4)) is True
-    assert packer.node_changed("MODIFIED", make_node("n1", gpus=4, unschedulable=True)) is True
-    assert packer.node_changed("DELETED", node) is True and packer.node_changed("DELETED", node) is False
+    asked: list[None] = []
+    monkeypatch.setattr(packer, "request", lambda delay=None: asked.append(None))
+    packer.room_changed()
+    assert asked == []  # nothing waits: a node's change cannot help anyone
+    packer.pod_waits()
+    packer.room_changed()
+    assert len(asked) == 2
+
+
+def test_a_pass_that_finds_nothing_waiting_stops_node_changes_from_asking(monkeypatch):
+    packer = Packer(FakeKube([make_node("n1")]), PackerConfig(enabled=False))  # passes only when called
+    packer.pod_waits()  # the pod has since been placed
+    packer._pack()
+    asked: list[None] = []
+    monkeypatch.setattr(packer, "request", lambda delay=None: asked.append(None))
+    packer.room_changed()
+    assert asked == []
 
 
 def test_a_priced_policy_may_move_a_higher_pod_to_let_a_lower_one_in_strict_never_does():

@@ -1,4 +1,6 @@
-"""List-and-watch Nodes, Pods and PackingPlans into the ClusterCache, one daemon thread per kind.
+"""List-and-watch Nodes, Pods or PackingPlans into a process's own view, one daemon thread per kind.
+
+The extender's ClusterCache and the operator's ClusterIndex are kept this way (a `Sink`).
 
 Objects stay plain dicts decoded by orjson: the kubernetes client's model classes
 cost far more per event than the extender can afford at a thousand pods a second.
@@ -6,16 +8,16 @@ Each watch asks for bookmarks and ends after WATCH_SECONDS, so a healthy stream
 is heard from at least that often; a read timeout catches a hung connection.
 On any error the thread waits (with backoff) and lists again; a failure is logged when its
 reason changes, not on every retry. An optional kind whose resource the apiserver does not
-serve (a CRD not installed) is marked absent in the cache and looked for every ABSENT_RECHECK.
+serve (a CRD not installed) is marked absent in the sink and looked for every ABSENT_RECHECK.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
+from typing import Protocol
 
 import orjson
 from kubernetes import client
@@ -23,26 +25,37 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from netsched.api import plans
 from netsched.api.objects import KubeObject
-from netsched.extender.cache import REQUIRED, ClusterCache
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 10
 READ_TIMEOUT = WATCH_SECONDS + 20
 ABSENT_RECHECK = 30.0  # seconds between looks for a resource the apiserver did not serve
-# Finished pods hold no GPUs; leaving them out of the watch keeps it small.
-POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+OPTIONAL = ("packingplans",)  # kinds served only once their CRD is installed
+# Finished pods hold no room; leaving them out of a watch keeps it small.
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Sink(Protocol):
+    """What a Reflector keeps up to date."""
+
+    def replace(self, kind: str, objects: list[KubeObject]) -> None: ...  # a fresh LIST
+    def apply(self, kind: str, event_type: str, obj: KubeObject) -> None: ...  # one watch event
+    def heard(self, kind: str) -> None: ...  # the apiserver was heard from
+    def absent(self, kind: str) -> None: ...  # an optional kind is not served
 
 
 class Reflector:
-    def __init__(self, api: client.ApiClient, cache: ClusterCache, kind: str,
-                 on_event: Callable[[str, KubeObject], None] = lambda t, o: None):
+    def __init__(self, api: client.ApiClient, cache: Sink, kind: str,
+                 on_event: Callable[[str, KubeObject], None] = lambda t, o: None,
+                 field_selector: str | None = None):
         core = client.CoreV1Api(api)
-        self.list_call, self.kwargs = {
-            "nodes": (core.list_node, {}),
-            "pods": (core.list_pod_for_all_namespaces, {"field_selector": POD_SELECTOR}),
-            "packingplans": (partial(client.CustomObjectsApi(api).list_cluster_custom_object,
-                                     plans.GROUP, plans.VERSION, plans.PLURAL), {}),
+        self.list_call = {
+            "nodes": core.list_node,
+            "pods": core.list_pod_for_all_namespaces,
+            "packingplans": partial(client.CustomObjectsApi(api).list_cluster_custom_object,
+                                    plans.GROUP, plans.VERSION, plans.PLURAL),
         }[kind]
+        self.kwargs = {"field_selector": field_selector} if field_selector else {}
         self.cache, self.kind, self.on_event = cache, kind, on_event
         self.first_backoff, self.absent_recheck = 0.5, ABSENT_RECHECK
         self.stopped = threading.Event()
@@ -74,7 +87,7 @@ class Reflector:
                 self.stopped.wait(wait)
 
     def _absent(self, exc: Exception) -> bool:
-        return self.kind not in REQUIRED and isinstance(exc, client.ApiException) and exc.status == 404
+        return self.kind in OPTIONAL and isinstance(exc, client.ApiException) and exc.status == 404
 
     def _list(self) -> str:
         resp = self.list_call(_preload_content=False, _request_timeout=(5, READ_TIMEOUT), **self.kwargs)
@@ -117,18 +130,3 @@ def _why(exc: Exception) -> str:
         hint = ": is its CRD installed? (netsched/crds/)" if exc.status == 404 else ""
         return f"HTTP {exc.status} {exc.reason}{hint}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def start_watches(api: client.ApiClient, cache: ClusterCache,
-                  on_pod_event: Callable[[str, KubeObject], None]) -> list[Reflector]:
-    return [Reflector(api, cache, "nodes").start(), Reflector(api, cache, "pods", on_pod_event).start(),
-            Reflector(api, cache, "packingplans").start()]
-
-
-def wait_synced(cache: ClusterCache, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not cache.snapshot().stale:
-            return True
-        time.sleep(0.05)
-    return False

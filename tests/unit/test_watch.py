@@ -1,11 +1,11 @@
-"""The extender's list-and-watch (Reflector) against a fake API server."""
+"""The list-and-watch (Reflector) against a fake API server."""
 
 from __future__ import annotations
 
 import logging
 
 from netsched.api import plans
-from netsched.extender.watch import POD_SELECTOR, WATCH_SECONDS, Reflector
+from netsched.api.watch import UNFINISHED_PODS, WATCH_SECONDS, Reflector
 from netsched.testing.builders import make_node, make_pod
 from netsched.testing.kube import FakeKube
 
@@ -53,9 +53,9 @@ def test_finished_pods_stay_out_of_the_pod_watch():
     kube = FakeKube([make_pod("running", "a1-0"), make_pod("done", "a1-0", phase="Succeeded"),
                      make_pod("waiting")])
     cache = CacheSpy()
-    Reflector(kube, cache, "pods")._list()
+    Reflector(kube, cache, "pods", field_selector=UNFINISHED_PODS)._list()
     assert cache.log == [("replace", "pods", ["running", "waiting"])]
-    assert kube.made("list")[0].query["fieldSelector"] == POD_SELECTOR
+    assert kube.made("list")[0].query["fieldSelector"] == UNFINISHED_PODS
 
 
 def test_a_bookmark_is_heard_and_moves_the_version_without_touching_the_cache():
@@ -85,7 +85,7 @@ def test_a_missing_crd_is_named_its_kind_marked_absent_and_the_list_is_retried(c
     reflector = Reflector(kube, cache, "packingplans")
     reflector.absent_recheck = 0.01
     kube.on_call = lambda call: call.verb == "watch" and reflector.stopped.set()
-    with caplog.at_level(logging.INFO, "netsched.extender.watch"):
+    with caplog.at_level(logging.INFO, "netsched.api.watch"):
         reflector.run()  # returns once the watch after the second list is made
     assert [c.verb for c in kube.calls] == ["list", "list", "watch"]
     assert cache.log[:2] == [("absent", "packingplans"), ("replace", "packingplans", ["pack-1"])]
@@ -102,7 +102,7 @@ def test_a_failure_that_repeats_is_logged_once_and_a_required_kind_is_never_abse
     reflector = Reflector(kube, cache, "nodes")
     reflector.first_backoff = 0.001
     kube.on_call = lambda call: call.verb == "watch" and reflector.stopped.set()
-    with caplog.at_level(logging.WARNING, "netsched.extender.watch"):
+    with caplog.at_level(logging.WARNING, "netsched.api.watch"):
         reflector.run()
     assert [c.verb for c in kube.calls] == ["list"] * 4 + ["watch"]
     assert caplog.text.count("nodes watch failed") == 1

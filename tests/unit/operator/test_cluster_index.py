@@ -1,0 +1,74 @@
+"""The operator's ClusterIndex: room per node, requests per node, released pods and replica pods."""
+
+from __future__ import annotations
+
+from netsched.api.gpujob import job_spec
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.api.watch import Reflector
+from netsched.operator.cluster_index import ClusterIndex
+from netsched.operator.replica_pods import replica_pod
+from netsched.testing.builders import make_gpujob, make_node, make_pod
+from netsched.testing.kube import FakeKube
+
+
+def rooms_changed(index: ClusterIndex) -> list[None]:
+    seen: list[None] = []
+    index.on_room_change = lambda: seen.append(None)
+    return seen
+
+
+def test_a_node_heartbeat_changes_nothing_and_a_change_of_room_is_told():
+    index = ClusterIndex()
+    changed = rooms_changed(index)
+    node = make_node("n1")
+    index.replace("nodes", [node])
+    assert [r.name for r in index.rooms()] == ["n1"] and len(changed) == 1
+    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2025-01-01T12:00:10Z"
+    index.apply("nodes", "MODIFIED", node)
+    assert len(changed) == 1
+    index.apply("nodes", "MODIFIED", make_node("n1", gpus=4))
+    index.apply("nodes", "MODIFIED", make_node("n1", gpus=4, unschedulable=True))
+    index.apply("nodes", "MODIFIED", make_node("n1", gpus=4, unschedulable=True, taints=[
+        {"key": "k", "effect": "NoSchedule"}]))
+    assert len(changed) == 4
+    index.apply("nodes", "DELETED", node)
+    index.apply("nodes", "DELETED", node)
+    assert len(changed) == 5 and index.rooms() == []
+
+
+def test_live_bound_pods_count_against_their_node_and_released_ones_before_they_are_bound():
+    index = ClusterIndex()
+    index.replace("pods", [make_pod("a", "n1", gpus=2, uid="a"), make_pod("b", "n1", gpus=4, uid="b"),
+                           make_pod("done", "n1", gpus=8, phase="Succeeded", uid="done"),
+                           make_pod("released", gpus=1, uid="released"),
+                           make_pod("gated", gpus=8, uid="gated", schedulingGates=[{"name": "g"}])])
+    indices = index.indices()
+    assert indices.used == {"n1": {GPU_RESOURCE: 6.0}}
+    assert indices.pending == [{GPU_RESOURCE: 1.0}]
+    index.apply("pods", "MODIFIED", make_pod("released", "n2", gpus=1, uid="released"))  # bound
+    index.apply("pods", "MODIFIED", make_pod("b", "n1", gpus=4, phase="Failed", uid="b"))
+    index.apply("pods", "DELETED", make_pod("a", "n1", gpus=2, uid="a"))
+    indices = index.indices()
+    assert indices.used == {"n2": {GPU_RESOURCE: 1.0}} and indices.pending == []
+
+
+def test_replica_pods_are_found_by_their_gpujob_and_a_pod_that_only_carries_the_job_label_is_not():
+    job = job_spec(make_gpujob(name="train"))
+    replica = replica_pod(job, 0, 0, gated=True)
+    lookalike = make_pod("mine", job="train")  # a user's own gang may carry the label
+    index = ClusterIndex()
+    index.replace("pods", [replica, lookalike])
+    assert [p.name for p in index.indices().pods_of(job.key)] == [replica["metadata"]["name"]]
+    assert lookalike["metadata"]["labels"][JOB_LABEL] == "train"
+    index.apply("pods", "DELETED", replica)
+    assert index.indices().pods_of(job.key) == []
+
+
+def test_it_is_synced_once_both_kinds_are_listed_through_the_watches():
+    kube = FakeKube([make_node("n1"), make_pod("a", "n1", uid="a")])
+    index = ClusterIndex()
+    Reflector(kube, index, "nodes")._list()
+    assert not index.synced
+    Reflector(kube, index, "pods")._list()
+    assert index.synced and index.indices().used == {"n1": {GPU_RESOURCE: 2.0}}
+    assert "fieldSelector" not in kube.made("list", "pods")[0].query  # finished replicas matter here
