@@ -4,9 +4,9 @@ then carry the active plan out, one step per tick.
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
 pass `wait` seconds later (kopf event handlers, so with peering only the elected operator
 asks; kopf timers would put a finalizer on every such pod). While one waits, a change of a
-node's room (the operator's ClusterIndex sees it) asks for a pass too. At most one solve runs at a
-time, at most one every `cooldown` seconds, none while a plan is active, and none again
-for a cluster state that already gave nothing to gain.
+node's room (the operator's ClusterIndex sees it) asks for a pass too. At most one solve
+runs at a time, at most one every `cooldown` seconds, none while a plan is active, and none
+again for a cluster state that already gave nothing to gain.
 
 Only pods of lower priority than the most important waiting pod may be disrupted, and a
 plan is written only when the solver finds one that evicts or moves some of them to place
@@ -122,11 +122,11 @@ class Packer:
         listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
         if any(plans.is_active(p) for p in listed["items"]):
             return  # one plan at a time
-        listed = time.monotonic()
+        read_at = time.monotonic()
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
         snapshot, policy = self.snapshot(raw_nodes, raw_pods, pdbs)
         waiting = [p for p in snapshot.pods if not p.running]
-        if not waiting and self._waited is not None and self._waited < listed:
+        if not waiting and self._waited is not None and self._waited < read_at:
             self._waited = None  # node changes need no pass until a pod waits again
         fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
                             tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
