@@ -133,13 +133,13 @@ def cmd_extender(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import logging
 
-    from netsched.operator.run import run_operator
+    from netsched.operator.run import PortTaken, run_operator
     from netsched.packing.policy import InvalidPolicy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run_operator(from_args(OperatorConfig, args))
-    except InvalidPolicy as exc:  # say which file and why; never start with a policy it did not read
+    except (InvalidPolicy, PortTaken) as exc:  # say which file or port and why; never half start
         print(f"netsched: error: operator: {exc}", file=sys.stderr)
         return 2
     return 0

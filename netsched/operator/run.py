@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import kopf
 from prometheus_client import start_http_server
@@ -24,11 +25,17 @@ from netsched.telemetry.store import TelemetryStore
 log = logging.getLogger(__name__)
 
 
+class PortTaken(OSError):
+    """A port the operator serves on is in use."""
+
+
 def run_operator(settings: OperatorConfig) -> None:
     """Run until SIGINT/SIGTERM. With `settings.peering` (a ClusterKopfPeering name) several replicas
     can run and only the one kopf elects acts; without it, this one acts alone."""
     log.info("netsched operator settings: %s", summary(settings))
     kubeconfig, host, packer = settings.kubeconfig, settings.host, settings.packer
+    for flag, port in (("--metrics-port", settings.metrics_port), ("--health-port", settings.health_port)):
+        check_port(host, port, flag)
     records = settings.records or default_path()
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
@@ -66,6 +73,18 @@ def run_operator(settings: OperatorConfig) -> None:
              if packer.enabled else "off")
     kopf.run(registry=registry, clusterwide=True, standalone=settings.peering is None,
              peering_name=settings.peering, liveness_endpoint=f"http://{host}:{settings.health_port}/healthz")
+
+
+def check_port(host: str, port: int, flag: str) -> None:
+    """Said before anything starts: a taken port would otherwise end the operator (or kopf's health
+    server) later, with a traceback that names neither the port nor the flag."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PortTaken(f"{host}:{port} ({flag}) is in use ({exc.strerror}): stop what serves there, "
+                            f"or give {flag} another port") from exc
 
 
 def _telemetry(prometheus_url: str | None, max_age: float) -> TelemetryStore | None:

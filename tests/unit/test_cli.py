@@ -102,3 +102,22 @@ def test_training_without_the_train_extra_says_how_to_get_it(tmp_path):
                            "--out", str(tmp_path / "model")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "pip install 'netsched[train]'" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--metrics-port", "--health-port"])
+def test_the_operator_names_a_port_in_use_and_its_flag_before_it_starts(flag, capsys):
+    import socket
+
+    other = "--health-port" if flag == "--metrics-port" else "--metrics-port"
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        free_port = free.getsockname()[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["operator", "--host=127.0.0.1", f"{flag}={port}", f"{other}={free_port}",
+                "--kubeconfig=/nonexistent"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port} ({flag}) is in use" in err and "Traceback" not in err
