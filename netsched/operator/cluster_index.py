@@ -40,8 +40,8 @@ class Indices:
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
     planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlans placing it
 
-    def pods_of(self, key: tuple) -> list[PodView]:
-        return list(self.job_pods.get(key, ()))  # type: ignore[call-overload]
+    def pods_of(self, key: JobKey) -> list[PodView]:
+        return list(self.job_pods.get(key, ()))
 
     def plan_of(self, job: JobSpec) -> str | None:
         """The active PackingPlan that places a pod of `job`, if one does."""
@@ -56,8 +56,7 @@ class _Pod:
     node: str | None  # bound and live: counts against this node's room
     requests: Resources
     pending: bool  # released (no gate), not bound, not finished: counts before it is bound
-    job: JobKey | None
-    view: PodView | None
+    replica: tuple[JobKey, PodView] | None  # the GPUJob it is a replica of, and how it looks
 
 
 class ClusterIndex:
@@ -81,7 +80,7 @@ class ClusterIndex:
         with self._lock:
             return list(self._rooms.values())
 
-    def indices(self, planned: Mapping = {}) -> Indices:  # noqa: B006 - read, never changed
+    def indices(self, planned: Mapping) -> Indices:
         with self._lock:
             return Indices(dict(self._used), [p.requests for p in self._pods.values() if p.pending],
                            {k: list(v.values()) for k, v in self._jobs.items()}, planned)
@@ -139,8 +138,9 @@ class ClusterIndex:
         if p.node is not None:
             self._on_node[p.node][uid] = p.requests
             self._sum(p.node)
-        if p.job is not None and p.view is not None:
-            self._jobs[p.job][uid] = p.view
+        if p.replica is not None:
+            job, view = p.replica
+            self._jobs[job][uid] = view
 
     def _forget(self, uid: str) -> None:
         p = self._pods.pop(uid, None)
@@ -149,10 +149,11 @@ class ClusterIndex:
         if p.node is not None:
             self._on_node[p.node].pop(uid, None)
             self._sum(p.node)
-        if p.job is not None:
-            self._jobs[p.job].pop(uid, None)
-            if not self._jobs[p.job]:
-                del self._jobs[p.job]
+        if p.replica is not None:
+            job = p.replica[0]
+            self._jobs[job].pop(uid, None)
+            if not self._jobs[job]:
+                del self._jobs[job]
 
     def _sum(self, node: str) -> None:
         pods = self._on_node[node]
@@ -174,24 +175,24 @@ def _facts(pod: KubeObject) -> _Pod | None:
     node = spec.get("nodeName")
     bound = node if node and phase not in DONE and not deleting else None
     pending = (not node and not spec.get("schedulingGates") and phase == PodPhase.PENDING and not deleting)
-    job, view = _replica(pod)
-    if bound is None and not pending and job is None:
+    replica = _replica(pod)
+    if bound is None and not pending and replica is None:
         return None
-    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, job, view)
+    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica)
 
 
-def _replica(pod: KubeObject) -> tuple[JobKey | None, PodView | None]:
-    """The GPUJob a replica pod belongs to, and its view; (None, None) for any other pod (one that
-    merely carries the job label, as a user's own gang may, is not a replica)."""
+def _replica(pod: KubeObject) -> tuple[JobKey, PodView] | None:
+    """The GPUJob a replica pod belongs to, and its view; None for any other pod (one that merely
+    carries the job label, as a user's own gang may, is not a replica)."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
     if JOB_LABEL not in labels or REPLICA_LABEL not in labels:
-        return None, None
+        return None
     owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("kind") == GPUJOB), None)
     if owner is None:
-        return None, None
+        return None
     try:
         view = PodView.of(pod)
     except ValueError:  # a replica label that is not a number: not a pod the operator made
-        return None, None
+        return None
     return (meta.get("namespace", "default"), labels[JOB_LABEL], owner), view

@@ -42,13 +42,13 @@ def test_live_bound_pods_count_against_their_node_and_released_ones_before_they_
                            make_pod("done", "n1", gpus=8, phase="Succeeded", uid="done"),
                            make_pod("released", gpus=1, uid="released"),
                            make_pod("gated", gpus=8, uid="gated", schedulingGates=[{"name": "g"}])])
-    indices = index.indices()
+    indices = index.indices({})
     assert indices.used == {"n1": {GPU_RESOURCE: 6.0}}
     assert indices.pending == [{GPU_RESOURCE: 1.0}]
     index.apply("pods", "MODIFIED", make_pod("released", "n2", gpus=1, uid="released"))  # bound
     index.apply("pods", "MODIFIED", make_pod("b", "n1", gpus=4, phase="Failed", uid="b"))
     index.apply("pods", "DELETED", make_pod("a", "n1", gpus=2, uid="a"))
-    indices = index.indices()
+    indices = index.indices({})
     assert indices.used == {"n2": {GPU_RESOURCE: 1.0}} and indices.pending == []
 
 
@@ -58,10 +58,10 @@ def test_replica_pods_are_found_by_their_gpujob_and_a_pod_that_only_carries_the_
     lookalike = make_pod("mine", job="train")  # a user's own gang may carry the label
     index = ClusterIndex()
     index.replace("pods", [replica, lookalike])
-    assert [p.name for p in index.indices().pods_of(job.key)] == [replica["metadata"]["name"]]
+    assert [p.name for p in index.indices({}).pods_of(job.key)] == [replica["metadata"]["name"]]
     assert lookalike["metadata"]["labels"][JOB_LABEL] == "train"
     index.apply("pods", "DELETED", replica)
-    assert index.indices().pods_of(job.key) == []
+    assert index.indices({}).pods_of(job.key) == []
 
 
 def test_it_is_synced_once_both_kinds_are_listed_through_the_watches():
@@ -70,5 +70,5 @@ def test_it_is_synced_once_both_kinds_are_listed_through_the_watches():
     Reflector(kube, index, "nodes")._list()
     assert not index.synced
     Reflector(kube, index, "pods")._list()
-    assert index.synced and index.indices().used == {"n1": {GPU_RESOURCE: 2.0}}
+    assert index.synced and index.indices({}).used == {"n1": {GPU_RESOURCE: 2.0}}
     assert "fieldSelector" not in kube.made("list", "pods")[0].query  # finished replicas matter here

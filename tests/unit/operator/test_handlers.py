@@ -40,7 +40,7 @@ def tick(operator: Operator, kube: FakeKube) -> dict:
 def replicas(kube: FakeKube) -> Indices:
     index = ClusterIndex()
     index.replace("pods", kube.list("pods", "ml"))
-    return replace(index.indices(), used={}, pending=[])  # room is the tests' ROOMS, all free
+    return replace(index.indices({}), used={}, pending=[])  # room is the tests' ROOMS, all free
 
 
 def errors(operator: Operator, action: str) -> float:
