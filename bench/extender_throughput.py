@@ -103,9 +103,20 @@ def _serving(url: str) -> bool:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU the process has used (all its threads)."""
+    """User + system CPU the process has used (all its threads), with its living children's (the
+    extender's watch process)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_by_process({str(c): c for c in children(pid)}).values())
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # a process that has gone is left out
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
 
 
 def cpu_by_process(pids: dict[str, int]) -> dict[str, float]:

@@ -383,6 +383,29 @@ class ClusterCache:
             del self._holds[job]
 
 
+def essentials(kind: str, obj: KubeObject) -> KubeObject:
+    """The parts of a watched object this cache reads (and the explanation writer's trigger, a pod's uid
+    and node): applying them leaves the cache as applying the whole object would. The watch process
+    (netsched.extender.watcher) relays these, and only when they change, so heartbeats, lease renewals and
+    status conditions never reach the serving process."""
+    meta = obj.get("metadata") or {}
+    if kind == "nodes":
+        allocatable = (obj.get("status") or {}).get("allocatable")
+        return {"metadata": {"name": meta.get("name"), "labels": meta.get("labels")},
+                "status": {"allocatable": allocatable}}
+    if kind == "pods":
+        spec = obj.get("spec") or {}
+        containers = spec.get("containers")
+        kept = ("name", "namespace", "uid", "labels", "annotations")
+        return {"metadata": {k: meta[k] for k in kept if k in meta},
+                "spec": {"nodeName": spec.get("nodeName"),
+                         "containers": [{"name": c.get("name"), "resources": c.get("resources")}
+                                        if isinstance(c, dict) else c for c in containers]
+                         if isinstance(containers, list) else containers},
+                "status": {"phase": (obj.get("status") or {}).get("phase")}}
+    return obj  # PackingPlans: few, seldom changed, read whole
+
+
 def _node_facts(obj: KubeObject) -> NodeFacts:
     labels = obj["metadata"].get("labels") or {}
     allocatable = (obj.get("status") or {}).get("allocatable") or {}

@@ -37,6 +37,10 @@ class Metrics:
         self.event_lag = Histogram("netsched_extender_explain_event_seconds", "From the pod watch showing a "
                                    "binding to its explanation Event written: queue wait plus the write.",
                                    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
+        self.watch_updates = Counter("netsched_extender_watch_updates", "Watch events by kind (nodes, pods, "
+                                     "packingplans): changed what requests read, or unchanged (heartbeats, "
+                                     "status) and let go in the watch process.", ["kind", "effect"],
+                                     registry=r)
         self.model_loaded = Gauge("netsched_extender_model_loaded", "1 while a completion-time model "
                                   "serves, 0 while scoring falls back to the topology heuristic.", registry=r)
         self.model_loads = Counter("netsched_extender_model_loads", "Model artifacts read, by result "

@@ -58,7 +58,7 @@ JSON = b"application/json"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)
 MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reused (glibc's maximum)
 TRIM_THRESHOLD = 256 * 1024 * 1024  # free memory kept at the top of the heap before returning any
-CONNECTIONS = WRITERS + len(WATCHED) + 1  # to the API server: a writer's each, a watch's each, a spare
+CONNECTIONS = WRITERS + 1  # to the API server: a writer's each, a spare (the watches have a process)
 
 
 Message = dict[str, Any]  # an ASGI event or scope
@@ -230,8 +230,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     import uvicorn
 
     from netsched.api.settings import summary
-    from netsched.api.watch import UNFINISHED_PODS, Reflector
     from netsched.extender.explain import DecisionLog, EventWriter
+    from netsched.extender.watcher import WatchProcess, watcher_argv
     from netsched.models.gpus import table as gpu_table
 
     log.info("netsched extender settings: %s", summary(settings))
@@ -252,9 +252,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
 
     for kind in WATCHED:
         metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
-    Reflector(api, cache, "nodes").start()
-    Reflector(api, cache, "pods", on_pod_event, field_selector=UNFINISHED_PODS).start()
-    Reflector(api, cache, "packingplans").start()
+    watches = WatchProcess(cache, watcher_argv(settings.kubeconfig), on_pod_event,
+                           lambda kind, what, n: metrics.watch_updates.labels(kind, what).inc(n)).start()
     cache.start_publisher()
     if not cache.wait_synced(sync_timeout):
         log.warning("cache not synced after %.0f s; serving anyway (filter answers with Error until it is)",
@@ -268,9 +267,13 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     log.info("netsched extender on %s://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
              "https" if tls else "http", settings.host, settings.port, settings.shortlist,
              settings.max_cache_age, scorer.name)
-    uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                lifespan="off", access_log=False, log_level="warning", proxy_headers=False,
-                ssl_certfile=settings.tls_cert_file, ssl_keyfile=settings.tls_private_key_file)
+    try:
+        uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop",
+                    http="httptools", lifespan="off", access_log=False, log_level="warning",
+                    proxy_headers=False, ssl_certfile=settings.tls_cert_file,
+                    ssl_keyfile=settings.tls_private_key_file)
+    finally:
+        watches.stop()
 
 
 def check_tls(settings: ExtenderConfig) -> None:

@@ -41,6 +41,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import jsonpatch
@@ -315,3 +316,22 @@ def _selected(obj: dict, query: dict) -> bool:
         if labels.get(key) != value:
             return False
     return True
+
+
+class CacheSpy:
+    """A watch Sink (netsched.api.watch) that logs what it is told, in order: objects by name."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[Any, ...]] = []
+
+    def replace(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        self.log.append(("replace", kind, [o["metadata"]["name"] for o in objects]))
+
+    def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        self.log.append((event_type, kind, obj["metadata"]["name"]))
+
+    def heard(self, kind: str) -> None:
+        self.log.append(("heard", kind))
+
+    def absent(self, kind: str) -> None:
+        self.log.append(("absent", kind))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.request
+from collections import Counter
 
 import pytest
 from kubernetes import client
@@ -87,6 +90,37 @@ def test_a_node_the_filter_rejects_is_never_chosen(core, namespace):
         30, "a FailedScheduling event for one-more")
     assert "not within the zone of the input data (zone zone-a" in event.message
     assert core.read_namespaced_pod("one-more", namespace).spec.node_name is None
+
+
+def _watch_updates(url: str) -> Counter[tuple[str, str]]:
+    """The extender's netsched_extender_watch_updates_total by (kind, effect)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found: Counter[tuple[str, str]] = Counter()
+    for labels, value in re.findall(r"^netsched_extender_watch_updates_total\{(.*)\} (\S+)$", text, re.M):
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        found[fields["kind"], fields["effect"]] = int(float(value))
+    return found
+
+
+def test_node_status_updates_stay_in_the_watch_process_and_a_label_change_reaches_the_server(dev_cluster,
+                                                                                            core):
+    url, name = dev_cluster.extender_url, sorted(_nodes(core))[0]
+    before = _watch_updates(url)
+    for k in range(3):  # what a heartbeat changes: a condition's times and reason
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        core.patch_node_status(name, {"status": {"conditions": [
+            {"type": "NetschedProbe", "status": "True", "reason": f"Beat{k}", "message": "a test's heartbeat",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+    poll(lambda: _watch_updates(url)["nodes", "unchanged"] >= before["nodes", "unchanged"] + 3, 30,
+         "the watch process to count 3 node updates it let go")
+    assert _watch_updates(url)["nodes", "changed"] == before["nodes", "changed"]
+    core.patch_node(name, {"metadata": {"labels": {"netsched.io/test-probe": "1"}}})
+    try:
+        poll(lambda: _watch_updates(url)["nodes", "changed"] == before["nodes", "changed"] + 1, 30,
+             "the label change to reach the serving process")
+    finally:
+        core.patch_node(name, {"metadata": {"labels": {"netsched.io/test-probe": None}}})
 
 
 def test_pods_still_schedule_while_the_extender_is_down_and_none_is_lost(dev_cluster, core, namespace):

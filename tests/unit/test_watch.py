@@ -7,26 +7,7 @@ import logging
 from netsched.api import plans
 from netsched.api.watch import UNFINISHED_PODS, WATCH_SECONDS, Reflector
 from netsched.testing.builders import make_node, make_pod
-from netsched.testing.kube import FakeKube
-
-
-class CacheSpy:
-    """What the Reflector tells the cache, in order."""
-
-    def __init__(self):
-        self.log: list[tuple] = []
-
-    def replace(self, kind, objects):
-        self.log.append(("replace", kind, [o["metadata"]["name"] for o in objects]))
-
-    def apply(self, kind, event_type, obj):
-        self.log.append((event_type, kind, obj["metadata"]["name"]))
-
-    def heard(self, kind):
-        self.log.append(("heard", kind))
-
-    def absent(self, kind):
-        self.log.append(("absent", kind))
+from netsched.testing.kube import CacheSpy, FakeKube
 
 
 def test_a_list_fills_the_cache_and_the_watch_from_its_version_applies_each_change_once():
