@@ -111,8 +111,11 @@ def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int,
     return {**times, "cpu": cpu, "load": (load + os.getloadavg()[0]) / 2, "control_plane": cores}
 
 
-def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
-    rows = []
+@contextmanager
+def live_cluster(n: int, seed: int) -> Iterator[tuple[DevCluster, dict, list[bytes]]]:
+    """A dev-cluster of n heartbeating KWOK nodes with the bound pods of `populate`, for extenders that
+    start_extender starts: the cluster, its state (the components' pids) and filter bodies naming every
+    node."""
     with tempfile.TemporaryDirectory() as d:
         cluster = DevCluster(directory=Path(d), nodes=n, zones=4, racks_per_zone=max(n // 80, 1),
                              run_extender=False, run_operator=False,
@@ -123,28 +126,33 @@ def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
             names = [node.metadata.name for node in core.list_node().items]
             populate(core, names, seed)
             grant(cluster.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)  # as `up` does for its own
-            heartbeats = [state["components"][c]["pid"] for c in ("kwok", "kube-controller-manager")]
-            control_plane = {name: info["pid"] for name, info in state["components"].items()}
-            bodies = request_bodies(names, seed)
-            for scorer, model in (("heuristic", None), ("model", MODEL)):
-                proc, port = start_extender(cluster, model)
-                try:
-                    order = ["live", "quiet", "quiet", "live"] * ((holds + 1) // 2)
-                    per_hold = []
-                    for k, condition in enumerate(order[:2 * holds]):
-                        if condition == "quiet":
-                            with paused(heartbeats):
-                                times = hold(proc, port, bodies, requests, control_plane)
-                        else:
-                            times = hold(proc, port, bodies, requests, control_plane)
-                        per_hold.append((condition, times))
-                        print(f"{n} nodes, {scorer}, hold {k + 1} ({condition}): filter p99 "
-                              f"{np.percentile(times['filter'], 99) * 1000:.1f} ms", file=sys.stderr)
-                    rows.append({"nodes": n, "scorer": scorer, "holds": per_hold})
-                finally:
-                    processes.stop(proc.pid)
+            yield cluster, state, request_bodies(names, seed)
         finally:
             cluster.down(quiet=True)
+
+
+def measure_size(n: int, requests: int, holds: int, seed: int) -> list[dict]:
+    rows = []
+    with live_cluster(n, seed) as (cluster, state, bodies):
+        heartbeats = [state["components"][c]["pid"] for c in ("kwok", "kube-controller-manager")]
+        control_plane = {name: info["pid"] for name, info in state["components"].items()}
+        for scorer, model in (("heuristic", None), ("model", MODEL)):
+            proc, port = start_extender(cluster, model)
+            try:
+                order = ["live", "quiet", "quiet", "live"] * ((holds + 1) // 2)
+                per_hold = []
+                for k, condition in enumerate(order[:2 * holds]):
+                    if condition == "quiet":
+                        with paused(heartbeats):
+                            times = hold(proc, port, bodies, requests, control_plane)
+                    else:
+                        times = hold(proc, port, bodies, requests, control_plane)
+                    per_hold.append((condition, times))
+                    print(f"{n} nodes, {scorer}, hold {k + 1} ({condition}): filter p99 "
+                          f"{np.percentile(times['filter'], 99) * 1000:.1f} ms", file=sys.stderr)
+                rows.append({"nodes": n, "scorer": scorer, "holds": per_hold})
+            finally:
+                processes.stop(proc.pid)
     return rows
 
 
