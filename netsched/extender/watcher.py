@@ -144,7 +144,11 @@ class WatchProcess:
     def _follow(self) -> int | None:
         """Start the watcher and apply its lines until it exits; its exit status."""
         self.starts += 1
-        self._proc = proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            self._proc = proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            log.error("cannot start the watch process %s: %s", self.argv[0], exc)
+            return None
         assert proc.stdout is not None
         try:
             for line in proc.stdout:

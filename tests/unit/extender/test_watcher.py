@@ -142,3 +142,13 @@ def test_a_line_the_server_cannot_apply_is_logged_and_the_watcher_started_afresh
     feed.stop()
     assert feed.starts >= 2 and spy.log == []
     assert "cannot apply" in caplog.text
+
+
+def test_a_watcher_that_cannot_start_is_tried_again_after_a_backoff(caplog, tmp_path):
+    feed = WatchProcess(CacheSpy(), [str(tmp_path / "no-such-python")], first_backoff=0.01)
+    feed.start()
+    deadline = time.monotonic() + 60
+    while feed.starts < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    feed.stop()
+    assert feed.starts >= 3 and "cannot start the watch process" in caplog.text
