@@ -338,6 +338,10 @@ def main() -> int:
         "",
         f"Command: `{command}` ({time.strftime('%Y-%m-%d')}, 2 cores).",
         "",
+        "The extender in-process, on a cluster held in memory with nothing else running: what its code "
+        "costs. What kube-scheduler sees, with the extender as its own process beside a live API server "
+        "and heartbeating nodes, is in \"Extender latency, live cluster\" below.",
+        "",
         "Wall time per request in ms, **p50 / p99**, from sending the request to the answer's last byte, "
         "over one keep-alive connection on 127.0.0.1 (TCP_NODELAY); client and server share the process "
         "(server in a thread). Requests are the captured kube-scheduler filter body "
