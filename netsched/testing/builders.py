@@ -116,3 +116,13 @@ class FitStub:
 CLUSTER = [make_node("a1-0"), make_node("a1-1"), make_node("a2-0", rack="rack-a2"),
            make_node("b1-0", "zone-b", "rack-b1")]
 LABELS = {n["metadata"]["name"]: n["metadata"]["labels"] for n in CLUSTER}
+
+
+class Clock:
+    """A clock a test moves by hand: `clock.now += 31`."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -5,15 +5,8 @@ import pytest
 
 from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.snapshot import NodeTable
+from netsched.testing.builders import Clock
 from netsched.testing.extender import CLUSTER, cache_of, node, pod
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
 
 
 def free(cache, name, ns="", job=None):

@@ -11,16 +11,9 @@ import orjson
 
 from netsched.extender.cache import ClusterCache, essentials
 from netsched.extender.watcher import Relay, WatchProcess
+from netsched.testing.builders import Clock
 from netsched.testing.extender import CLUSTER, node, pod
 from netsched.testing.kube import CacheSpy
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
 
 
 def lines(out: io.BytesIO) -> list[list]:
@@ -55,7 +48,7 @@ def test_heartbeats_reach_the_server_only_as_a_count_once_a_second():
     assert lines(out)[0][:3] == ["apply", "nodes", "DELETED"]
 
 
-def test_a_pod_is_relayed_when_created_bound_and_finished_not_on_status_updates():
+def test_a_pod_is_relayed_when_created_bound_or_its_phase_changes_not_on_other_status_updates():
     out, clock = io.BytesIO(), Clock()
     relay = Relay(out, clock)
     relay.replace("pods", [])
@@ -105,7 +98,7 @@ def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_obje
 
 FAKE_WATCHER = """
 import sys, orjson
-for line in ([["replace", "nodes", sys.argv[1:] and []], ["absent", "packingplans"],
+for line in ([["replace", "nodes", []], ["absent", "packingplans"],
               ["apply", "pods", "MODIFIED", {"metadata": {"uid": "u1", "namespace": "ml", "name": "p"},
                                              "spec": {"nodeName": "a1-0", "containers": []},
                                              "status": {"phase": "Running"}}],

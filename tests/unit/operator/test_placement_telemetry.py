@@ -5,15 +5,8 @@ import math
 from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.records import job_record
 from netsched.telemetry.store import TelemetryStore
-from netsched.testing.builders import LABELS, job
+from netsched.testing.builders import LABELS, Clock, job
 from netsched.training.records import record_row
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 def placed(*nodes: str, phase: str = "Running") -> dict:
@@ -22,7 +15,7 @@ def placed(*nodes: str, phase: str = "Running") -> dict:
 
 
 def store() -> TelemetryStore:
-    s = TelemetryStore(max_age=60, clock=Clock())
+    s = TelemetryStore(max_age=60, clock=Clock(1000.0))
     s.record("b1-0", "a1-0", rtt_ms=2.0, bandwidth_mbps=900)  # the last replica's node to each peer
     s.record("b1-0", "a1-1", rtt_ms=4.0, bandwidth_mbps=400)
     s.record("b1-0", "10.0.0.5:9000", rtt_ms=7.5, bandwidth_mbps=250)
