@@ -33,8 +33,8 @@ from netsched.devcluster.scheduler_config import scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.packing.default_scheduler import fits
-from netsched.packing.scenarios import failing, scenario
-from netsched.packing.snapshot import Snapshot
+from netsched.packing.problem import Snapshot
+from netsched.testing.packing_scenarios import failing, scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import exit_on_sigterm, publish  # noqa: E402
@@ -216,7 +216,8 @@ def report(args, results: list[dict], wall: float) -> str:
         f"--quiet {args.quiet:g}` ({time.strftime('%Y-%m-%d')}, kube-scheduler v1.34 of hack/controlplane, "
         f"2 cores shared with other work, {wall / 60:.0f} min).", "",
         "One dev-cluster (kube-apiserver, kube-controller-manager, KWOK); per scenario of "
-        "`netsched/packing/scenarios.py` its identical nodes as KWOK nodes, 4 PriorityClasses and its "
+        "`netsched/testing/packing_scenarios.py` its identical nodes as KWOK nodes, 4 PriorityClasses "
+        "and its "
         "ReplicaSets, every pod created before a second kube-scheduler (default plugins, "
         "percentageOfNodesToScore 100) starts; stopped once every pod was bound or Unschedulable and nothing "
         f"changed for {args.quiet:g} s. Pending per class: 3000/2000/1000/0; same per class: pods placed per "

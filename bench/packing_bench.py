@@ -3,7 +3,7 @@
     python bench/packing_bench.py [--seeds 3] [--long-seeds 1] [--scale 100,500,1000]
 
 Grid: 4/8/16/32 nodes x 4/8 pods per node x 4 priority classes x utilisation
-0.90/0.95/1.00/1.05 (netsched/packing/scenarios.py); per cell the first --seeds seeds in which
+0.90/0.95/1.00/1.05 (netsched/testing/packing_scenarios.py); per cell the first --seeds seeds in which
 the default-scheduler emulation (kube-scheduler's priority queue and preemption) leaves pods
 pending. Each scenario is solved at a 1 s budget by the strict per-tier policy, the priced
 policy (restricted candidates, greedy-repair hint) and, as the reference, a placements-first
@@ -26,9 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from netsched.packing.policy import PRICED, STRICT, Policy
-from netsched.packing.scenarios import failing, scenario
-from netsched.packing.snapshot import Snapshot
+from netsched.packing.problem import Snapshot
 from netsched.packing.solver import current, solve, tiers
+from netsched.testing.packing_scenarios import failing, scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402
@@ -155,7 +155,8 @@ def report(args, results: dict) -> str:
         f"Command: `python bench/packing_bench.py --seeds {args.seeds} --long-seeds {args.long_seeds} "
         f"--scale ''` ({time.strftime('%Y-%m-%d')}, 2 cores shared with other engineers' work, so wall "
         "times are upper bounds; CP-SAT with 2 workers).", "",
-        f"The reference grid (`netsched/packing/scenarios.py`), 4 priority classes, utilisation 0.90-1.05, "
+        "The reference grid (`netsched/testing/packing_scenarios.py`), 4 priority classes, "
+        "utilisation 0.90-1.05, "
         f"{args.seeds} failing seeds per cell and utilisation ({args.long_seeds} of them also at 10 s). The "
         "default is kube-scheduler's, emulated: every pod created first, then queued by priority, with "
         "preemption (`preemptive_schedule`). Better / equal: pods placed per priority tier (highest first) "

@@ -216,8 +216,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
     import yaml
 
     from netsched.packing.policy import DisruptionPolicy, InvalidPolicy, read_policy
+    from netsched.packing.problem import Snapshot
     from netsched.packing.report import plan_json, plan_text
-    from netsched.packing.snapshot import Snapshot
     from netsched.packing.solver import solve
 
     if bool(args.snapshot) == bool(args.from_cluster):
@@ -225,7 +225,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         return 2
     if args.from_cluster:
         from netsched.api.connect import api_client
-        from netsched.operator.cluster_snapshot import cluster_snapshot
+        from netsched.packer.live_cluster import cluster_snapshot
 
         snapshot = cluster_snapshot(api_client(args.kubeconfig))
     else:
@@ -530,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pk = sub.add_parser("pack", help="solve a snapshot with the CP-SAT packer (dry run: prints the plan)",
                         description="Read a snapshot (JSON or YAML: nodes, pods, budgets; see "
-                        "netsched/packing/snapshot.py), find the placement that serves the highest "
+                        "netsched/packing/problem.py), find the placement that serves the highest "
                         "priorities best with the fewest pods moved or evicted, and print it. Nothing "
                         "is changed in any cluster.")
     pk.add_argument("snapshot", nargs="?", help="snapshot file (JSON or YAML)")

@@ -2,10 +2,10 @@
 
 Reads the live cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and answers
 with the operator's own rules, so the answer is what the operator would do:
-- problems the operator would report (netsched.operator.validation) before any pod is made;
+- problems the operator would report (netsched.jobs.validation) before any pod is made;
 - does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows),
   where it would go (capacity.placement) and the room per rack or zone;
-- how long it runs and when it would start and finish (netsched.operator.forecast, with this job
+- how long it runs and when it would start and finish (netsched.jobs.forecast, with this job
   added to the queue at its priority), and which running jobs it waits for;
 - what the packer would do now (Packer.decide on the cluster with this gang waiting): the pods it
   would evict or move, or why it would not.
@@ -27,14 +27,14 @@ from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
-from netsched.api.records import read_records
 from netsched.api.resources import Resources, pod_requests
-from netsched.operator.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
-from netsched.operator.cluster_snapshot import cluster_state
-from netsched.operator.forecast import bound_usage, cluster_forecast
-from netsched.operator.records import job_record
-from netsched.operator.replica_pods import network_annotations, replica_pod, replica_request
-from netsched.operator.validation import problems
+from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
+from netsched.jobs.forecast import bound_usage, cluster_forecast
+from netsched.jobs.replica_pods import network_annotations, replica_pod, replica_request
+from netsched.jobs.validation import problems
+from netsched.packer.live_cluster import cluster_state
+from netsched.records.format import read_records
+from netsched.records.writer import job_record
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
 
@@ -151,7 +151,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
     # now does not need it
     from netsched.operator.config import PackerConfig
-    from netsched.operator.packer import Packer, blocked_message
+    from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 
     packer = Packer(client.ApiClient(), PackerConfig(budget=budget))

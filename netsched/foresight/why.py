@@ -12,7 +12,7 @@ from typing import Any
 from netsched.api import conditions as c
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, job_spec
 from netsched.foresight.whatif import Cluster, WhatIfError, room_table
-from netsched.operator.capacity import node_room
+from netsched.jobs.capacity import node_room
 
 
 def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

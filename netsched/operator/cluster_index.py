@@ -25,7 +25,7 @@ from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
-from netsched.operator.capacity import NodeRoom, node_room
+from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")

@@ -1,5 +1,5 @@
 """The forecast loop: every `interval` seconds, predicted start and completion times for every
-unfinished GPUJob (netsched.operator.forecast), written into its status and a gauge.
+unfinished GPUJob (netsched.jobs.forecast), written into its status and a gauge.
 
 Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
 whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
@@ -25,10 +25,10 @@ from netsched.api.gpujob import PREDICTED_FINISH as FINISH
 from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
 from netsched.api.gpujob import PREDICTED_START as START
 from netsched.api.gpujob import PREDICTION_BASIS as BASIS
-from netsched.operator.capacity import node_room
-from netsched.operator.forecast import Forecast, cluster_forecast
+from netsched.jobs.capacity import node_room
+from netsched.jobs.forecast import Forecast, cluster_forecast
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.records import JobRecords
+from netsched.records.writer import JobRecords
 
 log = logging.getLogger(__name__)
 MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again

@@ -31,11 +31,18 @@ from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
-from netsched.operator.capacity import Fit, NodeRoom, gang_fit
+from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
+from netsched.jobs.replica_pods import (
+    network_annotations,
+    pin_patch,
+    pod_name,
+    replica_pod,
+    replica_request,
+    ungate_patch,
+)
+from netsched.jobs.validation import invalid, problems
 from netsched.operator.cluster_index import ClusterIndex, Indices
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.placement_telemetry import FIELD as TELEMETRY_FIELD
-from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
 from netsched.operator.reconcile import (
     BACKOFF,
     CREATED,
@@ -45,16 +52,9 @@ from netsched.operator.reconcile import (
     created_events,
     reconcile,
 )
-from netsched.operator.records import JobRecords, job_record
-from netsched.operator.replica_pods import (
-    network_annotations,
-    pin_patch,
-    pod_name,
-    replica_pod,
-    replica_request,
-    ungate_patch,
-)
-from netsched.operator.validation import invalid, problems
+from netsched.records.link_columns import FIELD as TELEMETRY_FIELD
+from netsched.records.link_columns import needs_snapshot, placement_telemetry
+from netsched.records.writer import JobRecords, job_record
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, JobSpec, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
-from netsched.operator.capacity import Fit
-from netsched.operator.replica_pods import GANG_GATE
+from netsched.jobs.capacity import Fit
+from netsched.jobs.replica_pods import GANG_GATE
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
 BACKOFF = "podCreateBackoff"  # status, while creates are refused: {failures, retryAt, generation, ...}

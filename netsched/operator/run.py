@@ -16,9 +16,9 @@ from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
-from netsched.operator.packer import Packer, register_packer
-from netsched.operator.records import JobRecords, default_path
+from netsched.packer.controller import Packer, register_packer
 from netsched.packing.policy import DisruptionPolicy, read_policy
+from netsched.records.writer import JobRecords, default_path
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 

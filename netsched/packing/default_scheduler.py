@@ -15,7 +15,7 @@ import itertools
 import math
 from collections import defaultdict
 
-from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Snapshot
 
 SCORED = ("cpu", "memory")
 

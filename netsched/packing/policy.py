@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from netsched.packing.snapshot import Snapshot
+from netsched.packing.problem import Snapshot
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsched.packing.snapshot import Snapshot
+from netsched.packing.problem import Snapshot
 from netsched.packing.solver import Plan, current, score, tiers
 
 

@@ -36,7 +36,7 @@ from ortools.sat.python import cp_model
 
 from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
 from netsched.packing.policy import PRICED, STRICT, Policy
-from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Snapshot
 
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second

@@ -9,9 +9,9 @@ from netsched.api.gpujob import GROUP, VERSION, JobSpec, job_spec
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.topology import GPUNode
-from netsched.operator.capacity import Fit
+from netsched.jobs.capacity import Fit
+from netsched.jobs.replica_pods import pod_name
 from netsched.operator.reconcile import PodView
-from netsched.operator.replica_pods import pod_name
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -1,4 +1,4 @@
-"""The operator's finished-job records (JSON Lines, netsched.operator.records) as dataset rows.
+"""The operator's finished-job records (JSON Lines, netsched.records.writer) as dataset rows.
 
 A record is one job that really ran: it becomes a candidate set of one row, `chosen` = 1,
 for the node of its last replica (the one placed with all the others already placed, which
@@ -20,8 +20,6 @@ from pathlib import Path
 
 from netsched.api.distance import LIMITS as DISTANCE_LIMITS
 from netsched.api.gpujob import Phase
-from netsched.api.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from netsched.api.records import read_records
 from netsched.models.features import (
     DATA_SCOPES,
     DISTANCES,
@@ -32,6 +30,8 @@ from netsched.models.features import (
     kind_features,
 )
 from netsched.models.gpus import gpu_features
+from netsched.records.format import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
+from netsched.records.format import read_records
 from netsched.training.dataset import TARGET, Dataset, dataset_from_rows
 
 
@@ -147,7 +147,7 @@ def dataset_from_records(path: Path) -> Dataset:
         try:
             row = record_row(record)
         except KeyError as exc:
-            raise SchemaError(f"{where}: no field {exc}; see netsched.api.records.ROW_FIELDS") from None
+            raise SchemaError(f"{where}: no field {exc}; see netsched.records.format.ROW_FIELDS") from None
         except (TypeError, ValueError) as exc:
             raise SchemaError(f"{where}: {exc}") from None
         if row is not None:

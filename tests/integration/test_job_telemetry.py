@@ -16,7 +16,7 @@ from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.processes import free_port
 from netsched.devcluster.wait import poll
-from netsched.operator.records import read_rows
+from netsched.records.writer import read_rows
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import make_gpujob

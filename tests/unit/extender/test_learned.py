@@ -23,7 +23,7 @@ from netsched.extender.scorers import TopologyScorer
 from netsched.models.artifact import META_FILE, MODEL_FILE
 from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
-from netsched.operator.placement_telemetry import placement_telemetry
+from netsched.records.link_columns import placement_telemetry
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.extender import args, cache_of, pod
 from netsched.training.dataset import write_dataset
@@ -100,7 +100,7 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
 
 
 def test_a_jobs_record_holds_the_network_features_the_extender_served_for_its_last_replica():
-    """Training rows (operator/placement_telemetry) and serving rows (model_features) apply one
+    """Training rows (records/link_columns) and serving rows (model_features) apply one
     rule: the weakest link to the peers' nodes, the link to the data, the node's NIC."""
     endpoint = "10.0.0.5:9000"
     store = TelemetryStore()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from netsched.api.gpujob import job_spec
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.watch import Reflector
+from netsched.jobs.replica_pods import replica_pod
 from netsched.operator.cluster_index import ClusterIndex
-from netsched.operator.replica_pods import replica_pod
 from netsched.testing.builders import make_gpujob, make_node, make_pod
 from netsched.testing.kube import FakeKube
 

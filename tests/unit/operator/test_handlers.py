@@ -10,11 +10,11 @@ import urllib3
 from netsched.api import conditions as c
 from netsched.api.gpujob import PLURAL, job_spec
 from netsched.api.labels import RACK_LABEL
-from netsched.operator.capacity import node_room
+from netsched.jobs.capacity import node_room
+from netsched.jobs.replica_pods import GANG_GATE, replica_pod
 from netsched.operator.cluster_index import ClusterIndex, Indices
 from netsched.operator.handlers import Operator
-from netsched.operator.records import JobRecords
-from netsched.operator.replica_pods import GANG_GATE, replica_pod
+from netsched.records.writer import JobRecords
 from netsched.testing.builders import CLUSTER, make_gpujob
 from netsched.testing.kube import FakeKube
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from netsched.packing.default_scheduler import preemptive_schedule
-from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Snapshot
 
 GPU = "nvidia.com/gpu"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from netsched.packing.policy import PRICED, STRICT
-from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Snapshot
 from netsched.packing.solver import current, greedy, repair, solve
 
 GPU = "nvidia.com/gpu"

@@ -8,9 +8,9 @@ import pytest
 
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
-from netsched.packing.scenarios import failing, scenario
-from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Snapshot
 from netsched.packing.solver import current, repair, score, solve
+from netsched.testing.packing_scenarios import failing, scenario
 
 GPU = "nvidia.com/gpu"
 NOW = 1_800_000_000.0

@@ -8,9 +8,9 @@ import pytest
 
 from netsched.packing import solver
 from netsched.packing.default_scheduler import free_room
-from netsched.packing.scenarios import failing, scenario
-from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Snapshot
 from netsched.packing.solver import MAX_VARS, VARS_PER_SECOND, model_size, score, solve
+from netsched.testing.packing_scenarios import failing, scenario
 
 GPU = "nvidia.com/gpu"
 

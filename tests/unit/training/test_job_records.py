@@ -4,10 +4,10 @@ import math
 import pytest
 
 from netsched.api.gpujob import job_spec
-from netsched.api.records import ROW_FIELDS
 from netsched.devcluster.topology import GPUNode
 from netsched.models.features import FEATURE_NAMES, SchemaError
-from netsched.operator import records as operator_records
+from netsched.records import writer as operator_records
+from netsched.records.format import ROW_FIELDS
 from netsched.training.dataset import TARGET, read_dataset
 from netsched.training.records import record_row
 
@@ -21,7 +21,7 @@ LABELS = {n.name: n.manifest()["metadata"]["labels"] for n in NODES}
 
 def operator_record(nodes: list[str], data: dict | None = None, phase: str = "Succeeded", uid: str = "uid-1",
                     workload: dict | None = None) -> dict:
-    """A record exactly as the operator writes it (netsched.operator.records.job_record)."""
+    """A record exactly as the operator writes it (netsched.records.writer.job_record)."""
     spec = {"replicas": len(nodes), "gpusPerReplica": 4,
             "template": {"spec": {"containers": [{"name": "main", "image": "trainer:1"}]}},
             "workload": workload or {"kind": "training", "inputSizeGB": 120, "communicationIntensity": "high",
@@ -149,7 +149,8 @@ def test_bad_records_name_the_line(tmp_path, change, message):
 def test_a_record_without_a_field_the_model_needs(tmp_path):
     bad = operator_record(["a1-0"])
     del bad["gpus_per_replica"]
-    with pytest.raises(SchemaError, match="line 1 .* no field 'gpus_per_replica'; see netsched.api.records"):
+    with pytest.raises(SchemaError,
+                       match="line 1 .* no field 'gpus_per_replica'; see netsched.records.format"):
         read_dataset(write_records(tmp_path / "r.jsonl", [bad]))
 
 

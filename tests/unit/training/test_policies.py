@@ -5,7 +5,7 @@ import pytest
 
 from netsched.models.features import INDEX
 from netsched.packing.default_scheduler import _score as packing_score
-from netsched.packing.snapshot import Node, Pod
+from netsched.packing.problem import Node, Pod
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import dataset_from_rows
 from netsched.training.policies import heuristic_cost, least_allocated_balanced

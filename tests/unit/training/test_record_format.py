@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from netsched.api.records import ROW_FIELDS
-from netsched.api.records import SCHEMA_VERSION as RECORDS_VERSION
 from netsched.models.features import SCHEMA_VERSION
+from netsched.records.format import ROW_FIELDS
+from netsched.records.format import SCHEMA_VERSION as RECORDS_VERSION
 from netsched.training.dataset import COLUMNS
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "record-format.md").read_text()

@@ -1,6 +1,6 @@
 """The finished-job record file the operator writes and training reads: JSON Lines, one row per job.
 
-The operator (netsched.operator.records) appends rows; `netsched train` turns them into
+The operator (netsched.records.writer) appends rows; `netsched train` turns them into
 dataset rows (netsched.training.records). Both agree on this version and this reader.
 """
 
@@ -35,7 +35,7 @@ ROW_FIELDS = {
     "gpu_labels": "the GPU capability labels (labels.GPU_LABELS) of each replica's node; absent from older "
                   "records",
     "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
-    "telemetry": "links of the last replica at job start (operator/placement_telemetry.py: model feature "
+    "telemetry": "links of the last replica at job start (records/link_columns.py: model feature "
                  "name -> value), or null without --prometheus-url",
 }
 

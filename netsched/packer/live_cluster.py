@@ -32,9 +32,9 @@ from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
-from netsched.operator.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
-from netsched.operator.replica_pods import GANG_GATE
-from netsched.packing.snapshot import Budget, Node, Pod, Snapshot
+from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.packing.problem import Budget, Node, Pod, Snapshot
 
 PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}

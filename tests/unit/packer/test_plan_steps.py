@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, timedelta
 
 from netsched.api.events import rfc3339
-from netsched.operator.packing_plan import LivePod, advance
-from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packer.plan_steps import LivePod, advance
+from netsched.packing.problem import Node, Pod, Snapshot
 from netsched.packing.solver import solve
 
 T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
@@ -107,7 +107,7 @@ def test_a_move_arrives_when_a_new_pod_of_its_controller_is_bound_on_the_target(
 
 
 def test_the_plan_body_records_what_the_solver_decided():
-    from netsched.operator.packing_plan import plan_body
+    from netsched.packer.plan_steps import plan_body
 
     snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
         Pod("ml/low-0", {"nvidia.com/gpu": 8}, 10, "n1"), Pod("ml/urgent-0", {"nvidia.com/gpu": 8}, 1000)))
@@ -122,7 +122,7 @@ def test_the_plan_body_records_what_the_solver_decided():
 
 
 def test_the_packer_may_disrupt_only_pods_below_the_top_waiting_priority():
-    from netsched.operator.packer import only_lower_priority_moves
+    from netsched.packer.controller import only_lower_priority_moves
 
     snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
         Pod("ml/low", {"nvidia.com/gpu": 4}, 10, "n1"), Pod("ml/peer", {"nvidia.com/gpu": 4}, 1000, "n1"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from netsched.operator.capacity import node_room
-from netsched.operator.validation import invalid, problems
+from netsched.jobs.capacity import node_room
+from netsched.jobs.validation import invalid, problems
 from netsched.testing.builders import CLUSTER, make_gpujob
 
 ROOMS = [node_room(n) for n in CLUSTER]

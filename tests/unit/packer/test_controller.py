@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 
 from netsched.api import plans
-from netsched.operator.packer import Packer, PackerConfig
+from netsched.packer.controller import Packer, PackerConfig
 from netsched.packing.policy import DisruptionPolicy
 from netsched.testing.builders import make_node, make_pod
 from netsched.testing.kube import FakeKube

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from netsched.api.events import rfc3339
-from netsched.operator.capacity import node_room
-from netsched.operator.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
+from netsched.jobs.capacity import node_room
+from netsched.jobs.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.records import JobRecords
+from netsched.records.writer import JobRecords
 from netsched.testing.builders import CLUSTER, NOW, ago, job, make_gpujob, make_pod
 from netsched.testing.kube import FakeKube
 

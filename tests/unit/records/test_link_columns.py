@@ -2,8 +2,8 @@
 
 import math
 
-from netsched.operator.placement_telemetry import needs_snapshot, placement_telemetry
-from netsched.operator.records import job_record
+from netsched.records.link_columns import needs_snapshot, placement_telemetry
+from netsched.records.writer import job_record
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import LABELS, Clock, job
 from netsched.training.records import record_row

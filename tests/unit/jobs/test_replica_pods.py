@@ -3,7 +3,7 @@ import copy
 import pytest
 
 from netsched.api.labels import RACK_LABEL
-from netsched.operator.replica_pods import GANG_GATE, pin_patch, pod_name, replica_pod, ungate_patch
+from netsched.jobs.replica_pods import GANG_GATE, pin_patch, pod_name, replica_pod, ungate_patch
 from netsched.testing.builders import job
 
 TEMPLATE = {

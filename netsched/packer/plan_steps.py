@@ -37,10 +37,10 @@ from netsched.api.errors import (
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.labels import GPU_RESOURCE
 from netsched.api.plans import Phase
-from netsched.operator.cluster_snapshot import selects
-from netsched.operator.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.packer.live_cluster import selects
+from netsched.packing.problem import Snapshot
 from netsched.packing.report import tier_gains
-from netsched.packing.snapshot import Snapshot
 from netsched.packing.solver import Plan
 
 

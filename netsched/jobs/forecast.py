@@ -27,8 +27,8 @@ from netsched.api.gpujob import TERMINAL, JobSpec, Phase, job_spec
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
-from netsched.operator.capacity import NodeRoom, placement
-from netsched.operator.replica_pods import replica_request
+from netsched.jobs.capacity import NodeRoom, placement
+from netsched.jobs.replica_pods import replica_request
 
 MIN_HISTORY = 3  # finished jobs a median is taken over; fewer say too little about the next one
 
@@ -41,7 +41,7 @@ class Estimate:
 
 def estimate_duration(job: JobSpec, history: Iterable[dict]) -> Estimate:
     """The run time to expect of `job`, from `history` (rows of the records format,
-    netsched.api.records.ROW_FIELDS: only Succeeded rows with a duration count)."""
+    netsched.records.format.ROW_FIELDS: only Succeeded rows with a duration count)."""
     done = [r for r in history if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0]
     kind = job.workload.get("kind", "training")
     expected = job.workload.get("expectedDurationSeconds")

@@ -13,7 +13,7 @@ import math
 import random
 
 from netsched.packing.default_scheduler import preemptive_schedule
-from netsched.packing.snapshot import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Snapshot
 
 MB = 1_000_000
 TAKEN = 1_800_000_000.0  # the scenarios' clock (Unix seconds): pods started up to 10 hours before

@@ -2,7 +2,7 @@ import pytest
 
 from netsched.api.labels import RACK_LABEL
 from netsched.api.resources import pod_requests
-from netsched.operator.capacity import gang_fit, node_room
+from netsched.jobs.capacity import gang_fit, node_room
 from netsched.testing.builders import CLUSTER, make_node
 
 GPU = "nvidia.com/gpu"

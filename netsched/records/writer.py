@@ -11,7 +11,7 @@ where its replicas ran, how far that was from its data) and what happened
   RecordsUnavailable, and the row waits); rows are keyed by the job's uid and a uid already in the file
   is never written again, so a restart between the two steps cannot duplicate a job.
 - A torn last line (a crash mid-write) is skipped on reading and never glued to the next row.
-- Schema (version 1): netsched.api.records.ROW_FIELDS; `telemetry` is null unless the operator
+- Schema (version 1): netsched.records.format.ROW_FIELDS; `telemetry` is null unless the operator
   reads Prometheus.
 """
 
@@ -28,7 +28,7 @@ from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
 from netsched.api.gpujob import JobSpec
 from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
-from netsched.api.records import SCHEMA_VERSION, read_records
+from netsched.records.format import SCHEMA_VERSION, read_records
 
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
 log = logging.getLogger(__name__)

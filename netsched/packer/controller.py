@@ -31,13 +31,13 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
-from netsched.operator.cluster_snapshot import cluster_state, selects, snapshot_of, waits_for_room
+from netsched.jobs.replica_pods import ungate_patch
 from netsched.operator.config import PackerConfig
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.packing_plan import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
-from netsched.operator.replica_pods import ungate_patch
+from netsched.packer.live_cluster import cluster_state, selects, snapshot_of, waits_for_room
+from netsched.packer.plan_steps import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.packing.policy import DisruptionPolicy, Policy
-from netsched.packing.snapshot import Pod, Snapshot
+from netsched.packing.problem import Pod, Snapshot
 from netsched.packing.solver import Changes, Plan, solve
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from netsched.operator.records import JobRecords, default_path, job_record
+from netsched.records.writer import JobRecords, default_path, job_record
 from netsched.testing.builders import LABELS, job
 
 

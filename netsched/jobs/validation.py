@@ -16,7 +16,7 @@ from netsched.api import conditions as c
 from netsched.api.distance import DISTANCES
 from netsched.api.gpujob import Phase
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
-from netsched.operator.capacity import NodeRoom
+from netsched.jobs.capacity import NodeRoom
 
 ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annotations, keys and values
 PLACE_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from netsched.operator.cluster_snapshot import snapshot_of, waits_for_room
-from netsched.operator.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.packer.live_cluster import snapshot_of, waits_for_room
 from netsched.testing.builders import make_node
 
 TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
