@@ -36,7 +36,7 @@ from netsched.models.artifact import (
     read_meta,
     read_serving,
 )
-from netsched.models.compiled import OnnxTrees, compiled
+from netsched.models.compiled import OnnxTrees
 from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
 from netsched.models.physics import estimate_names
@@ -118,12 +118,16 @@ class Predictor:
     screen: LinearScreen
     meta: dict
     path: Path
-    served: object  # the estimator as the serving path runs it (netsched.models.compiled)
+    served: object  # the estimator as the serving path runs it
 
     @classmethod
-    def load(cls, path: Path | str, variant: str = "learned") -> Predictor:
+    def load(cls, path: Path | str, variant: str = "learned",
+             convert: Callable[[object, int], object] | None = None) -> Predictor:
         """The artifact at `path` (a directory or a manifest); `network_blind` is the twin trained
-        without network features, for evaluation."""
+        without network features, for evaluation. An artifact without serving files is served from
+        its pickle, through `convert` (estimator, feature count -> the estimator to serve) when
+        given: training passes its ONNX conversion (netsched.training.onnx_export), which needs the
+        `train` extra, as unpickling such a model does."""
         features_key, estimator_key, screen_key, expected = VARIANTS[variant]
         directory = artifact_dir(Path(path))
         meta = read_meta(directory)
@@ -134,7 +138,7 @@ class Predictor:
         _check(directory, bundle.get("schema_version"), bundle.get(features_key), expected)
         features, estimator = tuple(expected), bundle[estimator_key]
         return cls(features, estimator, LinearScreen(bundle[screen_key], features), meta, directory,
-                   _served(compiled(estimator, len(features))))
+                   _served(convert(estimator, len(features)) if convert else estimator))
 
     @classmethod
     def _load_serving(cls, directory: Path, meta: dict[str, Any], features: tuple[str, ...]) -> Predictor:

@@ -23,6 +23,7 @@ from netsched.models.features import INDEX, SchemaError
 from netsched.models.predictor import SCREEN_ROWS, Predictor, predict_ms
 from netsched.training.dataset import Dataset, read_datasets
 from netsched.training.metrics import Scores, regrets, score
+from netsched.training.onnx_export import compiled
 from netsched.training.policies import default_scheduler_cost, heuristic_cost, oracle_cost, random_cost
 
 POLICIES = ("learned", "network_blind", "heuristic", "default_scheduler", "random", "oracle")
@@ -64,7 +65,7 @@ def held_out(ds: Dataset, end_unix: float) -> Dataset:
 
 
 def evaluate(model: Path, data: list[Path], seed: int = 0) -> Evaluation:
-    learned, blind = Predictor.load(model), Predictor.load(model, "network_blind")
+    learned, blind = Predictor.load(model, convert=compiled), Predictor.load(model, "network_blind", compiled)
     window = training_window(learned)
     all_rows = read_datasets(data)
     ds = held_out(all_rows, float(window["end_unix"]))

@@ -36,8 +36,9 @@ are fixed, not searched. They were chosen when scikit-learn served the trees, at
 tree call whatever the rows: the candidate part has 100 trees of at most 31 leaves (150 at
 learning rate 0.1 scored 0.6 points better top-1 on three simulated clusters, within noise,
 for half again the serving time) and the job part 30 of at most 15. ONNX Runtime serves
-them now (netsched.models.compiled), where trees cost far less. The random forest predicts on one thread:
-with two, the thread pool's start-up cost more than the 128 rows it serves.
+them now (netsched.training.onnx_export writes them as graphs), where trees cost far less. The
+random forest predicts on one thread: with two, the thread pool's start-up cost more than the 128
+rows it serves.
 """
 
 from __future__ import annotations

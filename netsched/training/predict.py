@@ -30,6 +30,7 @@ import numpy as np
 from netsched.models.features import FEATURE_NAMES, FEATURES, SchemaError
 from netsched.models.gpus import GPU_FEATURES, gpu_features
 from netsched.models.predictor import Predictor
+from netsched.training.onnx_export import compiled
 
 JOB_FEATURES = tuple(f.name for f in FEATURES if f.group == "job")
 OUTPUT = ("predicted_seconds", "rank")
@@ -89,7 +90,7 @@ def _number(path: Path, i: int, name: str, value: Any) -> float:
 
 def predict_rows(model: Path, path: Path) -> list[Row]:
     """The candidates file's rows with the model's predicted seconds and their rank in their set."""
-    predictor = Predictor.load(model)
+    predictor = Predictor.load(model, convert=compiled)
     rows = read_candidates(path)
     X = feature_values(path, rows)
     sets: dict[str, list[int]] = {}

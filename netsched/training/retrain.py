@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from netsched.models.artifact import MANIFEST, ArtifactError, append_log, promote
-from netsched.models.compiled import compiled
 from netsched.models.features import FEATURE_NAMES, SCHEMA_VERSION
 from netsched.models.predictor import Predictor
 from netsched.training.dataset import Dataset, read_datasets
 from netsched.training.evaluate import held_out, training_window
 from netsched.training.metrics import Scores, better, describe, judged_by, model_scores
+from netsched.training.onnx_export import compiled
 from netsched.training.train import Validation, seconds, train, validate
 
 LOG_FILE = "promotions.jsonl"
@@ -64,7 +64,8 @@ def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, 
     rows = read_datasets(paths)
     checked = validate(rows, holdout, seed, log)
     challenger = Predictor.load(train(paths, models_dir, seed=seed, holdout=holdout, log=log,
-                                      name=_fresh_name(models_dir), dataset=rows, validation=checked))
+                                      name=_fresh_name(models_dir), dataset=rows, validation=checked),
+                                convert=compiled)
     current, problem = _current(models_dir / MANIFEST)
     recent = checked.recent
     judged = held_out(recent, float(training_window(current)["end_unix"])) if current else recent
@@ -83,7 +84,7 @@ def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, 
 def _decide(challenger: Path, checked: Validation, current: Predictor | None, problem: str | None,
             judged: Dataset) -> Decision:
     """The challenger is judged as validated (`checked.recent_model`, fitted without the held-out jobs),
-    served as the current model is (netsched.models.compiled)."""
+    served as the current model is (netsched.training.onnx_export)."""
     assert checked.recent_model is not None  # retrain's holdout is above 0
     served = compiled(checked.recent_model, len(FEATURE_NAMES))
     mine = model_scores(judged, seconds(served, judged.X)) if len(judged) else None
@@ -105,7 +106,7 @@ def _current(manifest: Path) -> tuple[Predictor | None, str | None]:
     if not manifest.exists():
         return None, f"no current model ({manifest} does not exist)"
     try:
-        current = Predictor.load(manifest)
+        current = Predictor.load(manifest, convert=compiled)
         training_window(current)  # what judging needs of it
     except ArtifactError as exc:
         return None, f"the current model cannot be loaded, so it is replaced: {exc}"

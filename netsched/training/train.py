@@ -36,7 +36,6 @@ import sklearn
 from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
-from netsched.models.compiled import compiled, is_trees, onnx_graph
 from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
 from netsched.models.physics import estimate_names
@@ -54,6 +53,7 @@ from netsched.training.metrics import (
     judged_by,
     model_scores,
 )
+from netsched.training.onnx_export import compiled, is_trees, onnx_graph
 
 TIME_BLOCKS = 5
 SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",

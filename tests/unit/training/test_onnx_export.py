@@ -1,11 +1,12 @@
 import joblib
 import numpy as np
 
-from netsched.models.compiled import OnnxTrees, compiled
+from netsched.models.compiled import OnnxTrees
 from netsched.models.features import FEATURE_NAMES
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import dataset_from_rows
 from netsched.training.fitting import fit_model
+from netsched.training.onnx_export import compiled
 
 
 def fitted(kind: str, seed: int):
