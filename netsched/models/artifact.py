@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import joblib
 
@@ -36,7 +37,7 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def write_artifact(directory: Path, bundle: dict, meta: dict,
+def write_artifact(directory: Path, bundle: dict[str, Any], meta: dict[str, Any],
                    serving: dict[str, bytes] | None = None) -> Path:
     """The bundle, its meta and (when the model can be served without its pickle) the serving files."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -58,17 +59,18 @@ def artifact_dir(path: Path) -> Path:
     if not path.is_file():
         raise ArtifactError(f"{path}: no such model artifact or manifest; train one with `netsched train`")
     try:
-        target = json.loads(path.read_text())["artifact"]
+        target: str = json.loads(path.read_text())["artifact"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ArtifactError(f"{path}: not a model manifest (want JSON with an \"artifact\" field): "
                             f"{exc}") from None
     return path.parent / target
 
 
-def read_meta(directory: Path) -> dict:
+def read_meta(directory: Path) -> dict[str, Any]:
     path = directory / META_FILE
     try:
-        return json.loads(path.read_text())
+        meta: dict[str, Any] = json.loads(path.read_text())
+        return meta
     except FileNotFoundError:
         raise ArtifactError(f"{path}: missing; an artifact is a directory written by "
                             "`netsched train`") from None
@@ -76,7 +78,7 @@ def read_meta(directory: Path) -> dict:
         raise ArtifactError(f"{path}: not valid JSON ({exc}); retrain the model") from None
 
 
-def load_bundle(directory: Path, meta: dict) -> dict:
+def load_bundle(directory: Path, meta: dict[str, Any]) -> dict[str, Any]:
     path = directory / MODEL_FILE
     if not path.is_file():
         raise ArtifactError(f"{path}: missing; retrain the model")
@@ -97,7 +99,7 @@ def load_bundle(directory: Path, meta: dict) -> dict:
     return bundle
 
 
-def read_serving(directory: Path, meta: dict) -> dict[str, bytes]:
+def read_serving(directory: Path, meta: dict[str, Any]) -> dict[str, bytes]:
     """The serving files meta.json lists, each checked against its sha256."""
     out = {}
     for name, digest in meta[SERVING].items():
@@ -115,7 +117,7 @@ def read_serving(directory: Path, meta: dict) -> dict[str, bytes]:
     return out
 
 
-def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:
+def promote(manifest: Path, directory: Path, log: Path, decision: dict[str, Any]) -> None:
     """Point the manifest at `directory` (atomically) and log the decision."""
     manifest.parent.mkdir(parents=True, exist_ok=True)
     record = {"artifact": os.path.relpath(directory, manifest.parent), "promoted_at": now_rfc3339(),
@@ -126,7 +128,7 @@ def promote(manifest: Path, directory: Path, log: Path, decision: dict) -> None:
     append_log(log, decision)
 
 
-def append_log(log: Path, decision: dict) -> None:
+def append_log(log: Path, decision: dict[str, Any]) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as f:
         f.write(json.dumps({"at": now_rfc3339(), **decision}, sort_keys=True) + "\n")

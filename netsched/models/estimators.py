@@ -12,25 +12,36 @@ their physics estimates (netsched.models.physics), and trees learning its residu
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from netsched.models.physics import with_estimates
 
 
+class Regressor(Protocol):
+    """What serving needs of a model or a part of one: scikit-learn's regressors, these classes,
+    OnnxTrees and the predictor's LinearScreen."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+
 class JobPlusCandidate:
     """log seconds = job part (from the job columns) + candidate part (from every column)."""
 
-    def __init__(self, job_columns: list[int], job, candidate):
+    def __init__(self, job_columns: list[int], job: Regressor, candidate: Regressor):
         self.job_columns = job_columns
         self.job = job
         self.candidate = candidate
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.job.predict(X[:, self.job_columns]) + self.candidate.predict(X)
+        log_seconds: np.ndarray = self.job.predict(X[:, self.job_columns]) + self.candidate.predict(X)
+        return log_seconds
 
     def predict_one_job(self, X: np.ndarray) -> np.ndarray:
         """The same for rows that all describe one job (equal job columns): its part runs once."""
-        return self.job.predict(X[:1, self.job_columns]) + self.candidate.predict(X)
+        log_seconds: np.ndarray = self.job.predict(X[:1, self.job_columns]) + self.candidate.predict(X)
+        return log_seconds
 
 
 class LinearPlusTrees:
@@ -38,14 +49,15 @@ class LinearPlusTrees:
     netsched.models.physics's for `features` (the columns of X, in order). The linear part carries what
     extrapolates to GPUs and links outside the training range; the trees learn its residual."""
 
-    def __init__(self, features: tuple[str, ...], linear, trees):
+    def __init__(self, features: tuple[str, ...], linear: Regressor, trees: Regressor):
         self.features = tuple(features)
         self.linear = linear
         self.trees = trees
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         Z = with_estimates(X, self.features)
-        return self.linear.predict(Z) + self.trees.predict(Z)
+        log_seconds: np.ndarray = self.linear.predict(Z) + self.trees.predict(Z)
+        return log_seconds
 
     def predict_one_job(self, X: np.ndarray) -> np.ndarray:
         return self.predict(X)

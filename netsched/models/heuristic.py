@@ -31,8 +31,8 @@ def link_quality(bw: np.ndarray, rtt: np.ndarray) -> np.ndarray | None:
         return None
     best = np.nanmax(bw)
     with np.errstate(invalid="ignore", divide="ignore"):
-        bw_q = bw / best if best > 0 else np.zeros(len(bw))
-        rtt_q = (np.nanmin(rtt) + RTT_FLOOR_MS) / (rtt + RTT_FLOOR_MS)
+        bw_q: np.ndarray = bw / best if best > 0 else np.zeros(len(bw))
+        rtt_q: np.ndarray = (np.nanmin(rtt) + RTT_FLOOR_MS) / (rtt + RTT_FLOOR_MS)
     return 0.5 * bw_q + 0.5 * rtt_q
 
 

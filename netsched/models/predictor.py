@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from netsched.models.artifact import (
     read_serving,
 )
 from netsched.models.compiled import OnnxTrees
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, Regressor
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
 from netsched.models.physics import estimate_names
 
@@ -89,7 +89,8 @@ class LinearScreen:
         missing = np.isnan(X)
         Z = np.where(missing, self.raw_fill, X).astype(np.float64, copy=False)
         Z[:, self.heavy] = np.log1p(np.maximum(Z[:, self.heavy], 0))
-        return self.bias + Z @ self.weights + missing @ self.missing_weights
+        log_seconds: np.ndarray = self.bias + Z @ self.weights + missing @ self.missing_weights
+        return log_seconds
 
     def predict_values(self, values: Mapping[str, float | np.ndarray], rows: int) -> np.ndarray:
         """`predict` of the rows `feature_matrix(values, rows)` would build, without building them:
@@ -97,9 +98,11 @@ class LinearScreen:
         scalar = [j for j, name in enumerate(self.features) if np.ndim(values[name]) == 0]
         varying = [j for j, name in enumerate(self.features) if np.ndim(values[name]) != 0]
         constant = self.bias + self._terms(scalar, [[values[self.features[j]]] for j in scalar])
-        return constant + self._terms(varying, [values[self.features[j]] for j in varying], rows)
+        varied = self._terms(varying, [values[self.features[j]] for j in varying], rows)
+        log_seconds: np.ndarray = constant + varied
+        return log_seconds
 
-    def _terms(self, columns: list[int], data: list, rows: int = 1) -> np.ndarray:
+    def _terms(self, columns: list[int], data: list[Any], rows: int = 1) -> np.ndarray:
         """Weighted sum over `columns` (feature positions) of their values, one row per column."""
         if not columns:
             return np.zeros(rows)
@@ -108,21 +111,22 @@ class LinearScreen:
         Z = np.where(missing, self.raw_fill[columns, None], A)
         heavy = [k for k, j in enumerate(columns) if j in self.heavy]
         Z[heavy] = np.log1p(np.maximum(Z[heavy], 0))
-        return self.weights[columns] @ Z + self.missing_weights[columns] @ missing
+        terms: np.ndarray = self.weights[columns] @ Z + self.missing_weights[columns] @ missing
+        return terms
 
 
 @dataclass(frozen=True)
 class Predictor:
     features: tuple[str, ...]
-    estimator: object
+    estimator: Regressor
     screen: LinearScreen
-    meta: dict
+    meta: dict[str, Any]
     path: Path
-    served: object  # the estimator as the serving path runs it
+    served: Regressor  # the estimator as the serving path runs it
 
     @classmethod
     def load(cls, path: Path | str, variant: str = "learned",
-             convert: Callable[[object, int], object] | None = None) -> Predictor:
+             convert: Callable[[Regressor, int], Regressor] | None = None) -> Predictor:
         """The artifact at `path` (a directory or a manifest); `network_blind` is the twin trained
         without network features, for evaluation. An artifact without serving files is served from
         its pickle, through `convert` (estimator, feature count -> the estimator to serve) when
@@ -174,7 +178,8 @@ class Predictor:
         self._check_shape(matrix)
         if not len(matrix):
             return np.empty(0)
-        return np.exp(self.estimator.predict(matrix))
+        seconds: np.ndarray = np.exp(self.estimator.predict(matrix))
+        return seconds
 
     def predict_one_job(self, matrix: np.ndarray) -> np.ndarray:
         """`predict` for the candidates of one job (rows equal in every job feature), as the
@@ -182,7 +187,10 @@ class Predictor:
         self._check_shape(matrix)
         if not len(matrix):
             return np.empty(0)
-        return np.exp(getattr(self.served, "predict_one_job", self.served.predict)(matrix))
+        predict: Callable[[np.ndarray], np.ndarray] = getattr(self.served, "predict_one_job",
+                                                              self.served.predict)
+        seconds: np.ndarray = np.exp(predict(matrix))
+        return seconds
 
     def predict_candidates(self, values: Mapping[str, float | np.ndarray], rows: int) -> np.ndarray:
         """Seconds for each of one job's `rows` candidates, from features by name (job features
@@ -194,9 +202,9 @@ class Predictor:
             return self.predict_one_job(feature_matrix(values, rows, self.features))
         screen = np.exp(self.screen.predict_values(values, rows))
         kept = np.argpartition(screen, SCREEN_ROWS - 1)[:SCREEN_ROWS]
-        subset = {name: v if np.ndim(v) == 0 else v[kept] for name, v in values.items()}
+        subset = {name: v if np.ndim(v) == 0 else cast(np.ndarray, v)[kept] for name, v in values.items()}
         exact = self.predict_one_job(feature_matrix(subset, SCREEN_ROWS, self.features))
-        seconds = np.maximum(screen, exact.max())
+        seconds: np.ndarray = np.maximum(screen, exact.max())
         seconds[kept] = exact
         return seconds
 
@@ -224,7 +232,7 @@ def fastest(matrix: np.ndarray, k: int, screen: Callable[[np.ndarray], np.ndarra
     return rows[best], np.exp(log_seconds[best])
 
 
-def _served(estimator: object) -> object:
+def _served(estimator: Regressor) -> Regressor:
     """A LinearPlusTrees' linear part as one numpy expression: scikit-learn's pipeline validates its
     input at each of its four steps, 0.7 ms on 128 rows where the model's trees take 0.2."""
     if isinstance(estimator, LinearPlusTrees) and not isinstance(estimator.linear, LinearScreen):
@@ -245,7 +253,8 @@ def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[
     return LinearPlusTrees(features, linear, OnnxTrees(files[spec["trees"]]))
 
 
-def _check(directory: Path, version, features, expected: tuple[str, ...]) -> None:
+def _check(directory: Path, version: object, features: Iterable[str] | None,
+           expected: tuple[str, ...]) -> None:
     if version != SCHEMA_VERSION:
         raise ArtifactError(f"{directory}: model schema version {version}, this netsched uses "
                             f"{SCHEMA_VERSION}; retrain it with `netsched train` on data of this version")

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -76,7 +77,7 @@ class Agent:
         self.nics = nics or NicMonitor()
         self.clock = clock
         self.metrics = AgentMetrics()
-        self.row: dict[str, dict] = {}  # dst -> latest measurement or error
+        self.row: dict[str, dict[str, Any]] = {}  # dst -> latest measurement or error
         self._rates: dict[str, float] = {}  # dst -> last measured Mbit/s
         self._rtts: dict[str, deque[float]] = {}  # dst -> fastest RTT of each of the last rounds
         self._spent: deque[tuple[float, int]] = deque()
@@ -175,7 +176,7 @@ class Agent:
                 if util is not None:
                     self.metrics.nic_util.labels(self.node, rate.interface, direction).set(util)
 
-    def matrix(self) -> dict:
+    def matrix(self) -> dict[str, Any]:
         with self._lock:
             return {"node": self.node, "links": {k: dict(v) for k, v in self.row.items()}}
 
@@ -200,7 +201,7 @@ def serve_http(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args) -> None:
+        def log_message(self, *args: Any) -> None:
             pass  # scrapes every few seconds would drown the log
 
     server = ThreadingHTTPServer((host, port), Handler)

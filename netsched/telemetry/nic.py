@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,9 @@ def link_speed_mbps(interface: str, sys_net: Path = SYS_NET) -> float | None:
 class NicMonitor:
     """Rates between successive samples; the first sample only sets the baseline."""
 
-    def __init__(self, read=read_counters, speed=link_speed_mbps, clock=time.monotonic):
+    def __init__(self, read: Callable[[], dict[str, tuple[int, int]]] = read_counters,
+                 speed: Callable[[str], float | None] = link_speed_mbps,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.read, self.speed, self.clock = read, speed, clock
         self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
 

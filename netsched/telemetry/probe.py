@@ -48,7 +48,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock.sendall(byte)
         elif kind == SINK:
             (size,) = struct.unpack("!Q", recv_exact(sock, 8))
-            got, first, last = 0, None, None
+            got, first, last = 0, 0.0, 0.0  # 0.0: no data yet
             while got < size:
                 data = sock.recv(min(CHUNK, size - got))
                 if not data:

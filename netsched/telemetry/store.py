@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,8 @@ class TelemetryStore:
         self._nics: Nics = {}
         # Arrays aligned to a node table, kept across requests: keyed by the row object they were
         # built from, which a write replaces, so an entry is valid exactly while its row is current.
-        self._aligned: dict[tuple[str, str, int], tuple[object, Mapping, tuple[np.ndarray, ...]]] = {}
+        self._aligned: dict[tuple[str, str, int],
+                            tuple[object, Mapping[str, int], tuple[np.ndarray, ...]]] = {}
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
@@ -80,7 +82,7 @@ class TelemetryStore:
             links, nics = self._links, self._nics
         return TelemetrySnapshot(self, links, nics, self.clock() if now is None else now, self.max_age)
 
-    def _arrays(self, dst: str, row: Mapping, index: Mapping[str, int], size: int,
+    def _arrays(self, dst: str, row: Mapping[str, Any], index: Mapping[str, int], size: int,
                 nic: bool = False) -> tuple[np.ndarray, ...]:
         """Per index position: bandwidth, RTT and observation time of one destination's row, or
         (nic=True) utilisation and observation time of the NIC readings."""

@@ -13,7 +13,7 @@ import logging
 import warnings
 
 from netsched.models.compiled import OnnxTrees
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, Regressor
 from netsched.models.physics import estimate_names
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def is_trees(model: object) -> bool:
     return isinstance(model, HistGradientBoostingRegressor)
 
 
-def compiled(estimator: object, n_features: int) -> object:
+def compiled(estimator: Regressor, n_features: int) -> Regressor:
     """`estimator` with its boosted trees run by ONNX Runtime, converted now, or `estimator` itself
     where it cannot be (another kind, or skl2onnx missing)."""
     if isinstance(estimator, LinearPlusTrees):
