@@ -150,7 +150,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     """What a packing pass would do now with this gang waiting, writing nothing."""
     # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
     # now does not need it
-    from netsched.operator.config import PackerConfig
+    from netsched.packer.config import PackerConfig
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 

@@ -2,11 +2,12 @@
 then carry the active plan out, one step per tick.
 
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
-pass `wait` seconds later (kopf event handlers, so with peering only the elected operator
-asks; kopf timers would put a finalizer on every such pod). While one waits, a change of a
-node's room (the operator's ClusterIndex sees it) asks for a pass too. At most one solve
-runs at a time, at most one every `cooldown` seconds, none while a plan is active, and none
-again for a cluster state that already gave nothing to gain.
+pass `wait` seconds later (kopf event handlers, netsched.operator.packer_handlers, so with
+peering only the elected operator asks; kopf timers would put a finalizer on every such
+pod). While one waits, a change of a node's room (the operator's ClusterIndex sees it)
+asks for a pass too. At most one solve runs at a time, at most one every `cooldown` seconds,
+none while a plan is active, and none again for a cluster state that already gave nothing
+to gain.
 
 Only pods of lower priority than the most important waiting pod may be disrupted, and a
 plan is written only when the solver finds one that evicts or moves some of them to place
@@ -15,13 +16,12 @@ more than free room allows; placements the scheduler can make by itself need no 
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 
@@ -32,16 +32,13 @@ from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
 from netsched.jobs.replica_pods import ungate_patch
-from netsched.operator.config import PackerConfig
-from netsched.operator.metrics import OperatorMetrics
-from netsched.packer.live_cluster import cluster_state, selects, snapshot_of, waits_for_room
+from netsched.packer.config import PackerConfig
+from netsched.packer.live_cluster import cluster_state, selects, snapshot_of
+from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.packing.policy import DisruptionPolicy, Policy
 from netsched.packing.problem import Pod, Snapshot
 from netsched.packing.solver import Changes, Plan, solve
-
-if TYPE_CHECKING:
-    import kopf
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-packer"
@@ -61,7 +58,7 @@ class Decision:
 class Packer:
     api: client.ApiClient
     config: PackerConfig = PackerConfig()
-    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    metrics: PackerMetrics = field(default_factory=PackerMetrics)
     scheduler: str = SCHEDULER_NAME
     disruption: DisruptionPolicy = DisruptionPolicy()
     _asking: threading.Lock = field(default_factory=threading.Lock)
@@ -354,34 +351,3 @@ def _reason(waiting: list[Pod]) -> str:
     names = sorted(p.name for p in waiting if p.priority == top)
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return f"{len(waiting)} pod(s) wait for room, {len(names)} at priority {top} ({shown})"
-
-
-# ---- kopf registration -------------------------------------------------------------------
-def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
-    import kopf  # here, not at the top: `netsched whatif` uses the Packer without kopf's second of imports
-
-    def active(body, **_) -> bool:
-        return plans.is_active(body)
-
-    @kopf.timer(plans.GROUP, plans.VERSION, plans.PLURAL, id="carry-out", interval=interval, when=active,
-                registry=registry)
-    def carry_out(body, **_) -> None:
-        packer.step(copy.deepcopy(dict(body)))
-
-    @kopf.on.startup(id="watch-waiting-pods", registry=registry)
-    def unbound_pods_only(settings: kopf.OperatorSettings, **_) -> None:
-        # kopf's one pod handler is this one, for unbound pods of the scheduler: the API server sends
-        # kopf no other pod (the operator's own pod watch, netsched.operator.cluster_index, sees all)
-        settings.watching.field_selectors["pods"] = f"spec.schedulerName={packer.scheduler},spec.nodeName="
-
-    def waiting(meta, spec, status, **_) -> bool:
-        return waits_for_room(meta, spec, status, packer.scheduler)
-
-    @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
-    def pod_waits(**_) -> None:
-        packer.pod_waits()
-
-    # room the packer may now make, or must no longer count on: look again now, not on a timer
-    @kopf.on.event("policy", "v1", "poddisruptionbudgets", id="budgets", registry=registry)
-    def budget_changed(**_) -> None:
-        packer.request()
