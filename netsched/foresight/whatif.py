@@ -155,13 +155,13 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     from netsched.packing.report import plan_json
 
     packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
-    snapshot, policy = packer.snapshot(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
-    decision = packer.decide(snapshot, policy, [*cluster.pods, *pods], cluster.pdbs)
+    problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
+    decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:
         why = (blocked_message(decision.blocked) if decision.blocked else
                "evicting or moving lower-priority pods would not place more")
         return {"wouldPlan": False, "why": why}
-    doc = plan_json(decision.snapshot, decision.plan)
+    doc = plan_json(decision.problem, decision.plan)
     return {"wouldPlan": True, "evictions": doc["evictions"], "moves": doc["moves"],
             "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
 

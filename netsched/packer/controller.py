@@ -33,11 +33,11 @@ from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
 from netsched.jobs.replica_pods import ungate_patch
 from netsched.packer.config import PackerConfig
-from netsched.packer.live_cluster import cluster_state, selects, snapshot_of
+from netsched.packer.live_cluster import cluster_state, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.packing.policy import DisruptionPolicy, Policy
-from netsched.packing.problem import Pod, Snapshot
+from netsched.packing.problem import Pod, Problem
 from netsched.packing.solver import Changes, Plan, solve
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ FAILED_PLAN_MAX_WAIT = 300.0  # seconds: the longest wait after plans that faile
 @dataclass(frozen=True)
 class Decision:
     plan: Plan
-    snapshot: Snapshot  # what the plan was solved over (pods a budget protects pinned)
+    problem: Problem  # what the plan was solved over (pods a budget protects pinned)
     disrupts: bool  # False: evicting or moving lower-priority pods would place nothing more
     blocked: list[OverBudget]  # budgets that keep a disrupting plan from being made, or that it met
 
@@ -121,15 +121,15 @@ class Packer:
             return  # one plan at a time
         read_at = time.monotonic()
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
-        snapshot, policy = self.snapshot(raw_nodes, raw_pods, pdbs)
-        waiting = [p for p in snapshot.pods if not p.running]
+        problem, policy = self.problem(raw_nodes, raw_pods, pdbs)
+        waiting = [p for p in problem.pods if not p.running]
         if not waiting and self._waited is not None and self._waited < read_at:
             self._waited = None  # node changes need no pass until a pod waits again
-        fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
-                            tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
+        fingerprint = hash((tuple(n.name for n in problem.nodes), problem.budgets,
+                            tuple(sorted((p.name, p.node or "") for p in problem.pods))))
         if not waiting or fingerprint == self._fruitless:
             return
-        decision = self.decide(snapshot, policy, raw_pods, pdbs)
+        decision = self.decide(problem, policy, raw_pods, pdbs)
         plan = decision.plan
         if not decision.disrupts:
             self._fruitless = fingerprint
@@ -140,7 +140,7 @@ class Packer:
                      f"; {blocked_message(decision.blocked)}" if decision.blocked else "")
             return
         self.blocked = {}
-        body = plan_body(decision.snapshot, plan, raw_pods, _reason(waiting), self.config.budget,
+        body = plan_body(decision.problem, plan, raw_pods, _reason(waiting), self.config.budget,
                          self.config.deadline)
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
@@ -150,51 +150,51 @@ class Packer:
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
 
-    def snapshot(self, raw_nodes: list[dict], raw_pods: list[dict],
-                 pdbs: list[dict]) -> tuple[Snapshot, Policy]:
+    def problem(self, raw_nodes: list[dict], raw_pods: list[dict],
+                pdbs: list[dict]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
-        snapshot = snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler)
-        policy = self.disruption.resolve(snapshot)
+        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler)
+        policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
-            snapshot = only_lower_priority_moves(snapshot)
-        return snapshot, policy
+            problem = only_lower_priority_moves(problem)
+        return problem, policy
 
-    def decide(self, snapshot: Snapshot, policy: Policy, raw_pods: list[dict], pdbs: list[dict]) -> Decision:
-        """The plan the packer would make for `snapshot`, writing nothing: what a pass carries out and
+    def decide(self, problem: Problem, policy: Policy, raw_pods: list[dict], pdbs: list[dict]) -> Decision:
+        """The plan the packer would make for `problem`, writing nothing: what a pass carries out and
         what `netsched whatif` shows."""
         labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
                   for p in raw_pods}
-        plan, solved, blocked = self._solve_within_budgets(snapshot, labels, pdbs, policy)
+        plan, solved, blocked = self._solve_within_budgets(problem, labels, pdbs, policy)
         if _disrupts(plan, plan.changes(solved)):
             return Decision(plan, solved, True, blocked)
         return Decision(plan, solved, False, blocked or self._blocking_budgets(solved, labels, pdbs, policy))
 
-    def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
-                              policy: Policy) -> tuple[Plan, Snapshot, list[OverBudget]]:
+    def _solve_within_budgets(self, problem: Problem, labels: dict[str, dict], pdbs: list[dict],
+                              policy: Policy) -> tuple[Plan, Problem, list[OverBudget]]:
         """Solve, and never return a plan that a PodDisruptionBudget refuses: the solver sees one
         budget per pod, so a plan that breaks another (overlapping budgets) pins that budget's pods
-        and is solved again. Returns the plan, the snapshot it was solved over and the budgets met."""
+        and is solved again. Returns the plan, the problem it was solved over and the budgets met."""
         met: list[OverBudget] = []
         for _ in range(BUDGET_ROUNDS):
-            plan = solve(snapshot, self.config.budget, policy=policy)
+            plan = solve(problem, self.config.budget, policy=policy)
             self.metrics.pack_seconds.observe(plan.seconds)
-            changes = plan.changes(snapshot)
+            changes = plan.changes(problem)
             if not _disrupts(plan, changes):
-                return plan, snapshot, met
+                return plan, problem, met
             broken = over_budgets(_victims(changes), labels, pdbs)
             if not broken:
-                return plan, snapshot, met
+                return plan, problem, met
             met += broken
-            snapshot = _pin(snapshot, _covered(snapshot, labels, [b.budget for b in broken], pdbs))
-        return replace(plan, source="budgets"), snapshot, met  # still over a budget: no plan
+            problem = _pin(problem, _covered(problem, labels, [b.budget for b in broken], pdbs))
+        return replace(plan, source="budgets"), problem, met  # still over a budget: no plan
 
-    def _blocking_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
+    def _blocking_budgets(self, problem: Problem, labels: dict[str, dict], pdbs: list[dict],
                           policy: Policy) -> list[OverBudget]:
         """When nothing is to gain: would something be, without the budgets? Then they block it."""
-        if not snapshot.budgets:
+        if not problem.budgets:
             return []
-        unlimited = tuple(replace(b, allowed=len(snapshot.pods)) for b in snapshot.budgets)
-        free = replace(snapshot, budgets=unlimited)
+        unlimited = tuple(replace(b, allowed=len(problem.pods)) for b in problem.budgets)
+        free = replace(problem, budgets=unlimited)
         plan = solve(free, self.config.budget, policy=policy)
         self.metrics.pack_seconds.observe(plan.seconds)
         changes = plan.changes(free)
@@ -295,15 +295,15 @@ class Packer:
             log.warning("event on PackingPlan %s: %s", meta["name"], api_message(exc))
 
 
-def only_lower_priority_moves(snapshot: Snapshot) -> Snapshot:
+def only_lower_priority_moves(problem: Problem) -> Problem:
     """Pin every running pod whose priority is not below the top waiting priority: the packer
     disrupts pods only for more important ones, never to reshuffle equals."""
-    top = max((p.priority for p in snapshot.pods if not p.running), default=None)
+    top = max((p.priority for p in problem.pods if not p.running), default=None)
     if top is None:
-        return snapshot
+        return problem
     pods = tuple(replace(p, movable=False) if p.running and p.movable and p.priority >= top else p
-                 for p in snapshot.pods)
-    return replace(snapshot, pods=pods)
+                 for p in problem.pods)
+    return replace(problem, pods=pods)
 
 
 def _disrupts(plan: Plan, changes: Changes) -> bool:
@@ -316,17 +316,17 @@ def _victims(changes: Changes) -> list[str]:
     return [e[0] for e in changes["evictions"]] + [m[0] for m in changes["moves"]]
 
 
-def _covered(snapshot: Snapshot, labels: dict[str, dict], budgets: list[str], pdbs: list[dict]) -> set[str]:
-    """The pods of the snapshot that any of `budgets` covers."""
+def _covered(problem: Problem, labels: dict[str, dict], budgets: list[str], pdbs: list[dict]) -> set[str]:
+    """The pods of the problem that any of `budgets` covers."""
     chosen = [b for b in pdbs if f"{b['metadata']['namespace']}/{b['metadata']['name']}" in budgets]
-    return {p.name for p in snapshot.pods for b in chosen
+    return {p.name for p in problem.pods for b in chosen
             if p.name.startswith(b["metadata"]["namespace"] + "/")
             and selects((b.get("spec") or {}).get("selector"), labels.get(p.name, {}))}
 
 
-def _pin(snapshot: Snapshot, names: set[str]) -> Snapshot:
-    return replace(snapshot, pods=tuple(replace(p, movable=False) if p.name in names else p
-                                        for p in snapshot.pods))
+def _pin(problem: Problem, names: set[str]) -> Problem:
+    return replace(problem, pods=tuple(replace(p, movable=False) if p.name in names else p
+                                       for p in problem.pods))
 
 
 def blocked_message(blocked: list[OverBudget]) -> str:

@@ -1,4 +1,4 @@
-"""A packer snapshot of a live cluster: what `netsched pack --kubeconfig` and the packer
+"""A live cluster read into a packing problem: what `netsched pack --kubeconfig` and the packer
 controller solve over.
 
 - Nodes: Ready and schedulable ones, allocatable in integer units (CPU millicores, memory
@@ -34,14 +34,14 @@ from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.packing.problem import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Problem
 
 PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 
 
-def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Snapshot:
-    return snapshot_of(*cluster_state(api), scheduler)
+def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
+    return problem_of(*cluster_state(api), scheduler)
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[dict], list[dict], list[dict]]:
@@ -51,15 +51,15 @@ def cluster_state(api: client.ApiClient) -> tuple[list[dict], list[dict], list[d
             items(policy.list_pod_disruption_budget_for_all_namespaces))
 
 
-def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
-                scheduler: str = SCHEDULER_NAME) -> Snapshot:
+def problem_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
+               scheduler: str = SCHEDULER_NAME) -> Problem:
     rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
     allowed = _AllowedNodes(rooms)
     pods = tuple(_pod(p, rooms, pdbs, allowed) for p in raw_pods if _counts(p, names, scheduler))
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
-    return Snapshot(nodes, pods, budgets, taken=time.time())
+    return Problem(nodes, pods, budgets, taken=time.time())
 
 
 def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:

@@ -1,4 +1,4 @@
-"""PackingPlans: building one from a solved snapshot, and the pure step that carries it out.
+"""PackingPlans: building one from a solved problem, and the pure step that carries it out.
 
 A plan moves through
   Pending   made, nothing done yet: checked against the cluster as it is now, and against
@@ -39,7 +39,7 @@ from netsched.api.labels import GPU_RESOURCE
 from netsched.api.plans import Phase
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packer.live_cluster import selects
-from netsched.packing.problem import Snapshot
+from netsched.packing.problem import Problem
 from netsched.packing.report import tier_gains
 from netsched.packing.solver import Plan
 
@@ -76,12 +76,12 @@ class Step:
 
 
 # ---- building ------------------------------------------------------------------------
-def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str, budget: float,
+def plan_body(problem: Problem, plan: Plan, raw_pods: list[dict], reason: str, budget: float,
               deadline: int) -> dict:
     """The PackingPlan object for a solver's answer."""
     by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": LivePod.of(p) for p in raw_pods}
-    info = {p.name: p for p in snapshot.pods}
-    changes = plan.changes(snapshot)
+    info = {p.name: p for p in problem.pods}
+    changes = plan.changes(problem)
 
     def entry(key: str, node: str) -> dict:
         return {"pod": key, "uid": by_key[key].uid, "node": node, "priority": info[key].priority,
@@ -96,7 +96,7 @@ def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str,
                    "seconds": round(plan.seconds, 3), "budgetSeconds": budget,
                    "tiers": [{"priority": t["priority_at_least"], "placedBefore": t["placed_before"],
                               "placedAfter": t["placed_after"], "disruption": t["disruption"]}
-                             for t in tier_gains(snapshot, plan)]},
+                             for t in tier_gains(problem, plan)]},
         "evictions": [entry(k, n) for k, n in changes["evictions"]],
         "moves": moves,
         "placements": [entry(k, n) for k, n in changes["placements"]],
