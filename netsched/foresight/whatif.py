@@ -33,7 +33,7 @@ from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.replica_pods import network_annotations, replica_pod, replica_request
 from netsched.jobs.validation import problems
 from netsched.packer.live_cluster import cluster_state
-from netsched.records.format import read_records
+from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
