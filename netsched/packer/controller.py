@@ -31,6 +31,7 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
+from netsched.api.objects import KubeObject
 from netsched.jobs.replica_pods import ungate_patch
 from netsched.packer.config import PackerConfig
 from netsched.packer.live_cluster import cluster_state, problem_of, selects
@@ -150,8 +151,8 @@ class Packer:
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
 
-    def problem(self, raw_nodes: list[dict], raw_pods: list[dict],
-                pdbs: list[dict]) -> tuple[Problem, Policy]:
+    def problem(self, raw_nodes: list[KubeObject], raw_pods: list[KubeObject],
+                pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
         problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler)
         policy = self.disruption.resolve(problem)
@@ -159,7 +160,8 @@ class Packer:
             problem = only_lower_priority_moves(problem)
         return problem, policy
 
-    def decide(self, problem: Problem, policy: Policy, raw_pods: list[dict], pdbs: list[dict]) -> Decision:
+    def decide(self, problem: Problem, policy: Policy, raw_pods: list[KubeObject],
+               pdbs: list[KubeObject]) -> Decision:
         """The plan the packer would make for `problem`, writing nothing: what a pass carries out and
         what `netsched whatif` shows."""
         labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
@@ -169,8 +171,9 @@ class Packer:
             return Decision(plan, solved, True, blocked)
         return Decision(plan, solved, False, blocked or self._blocking_budgets(solved, labels, pdbs, policy))
 
-    def _solve_within_budgets(self, problem: Problem, labels: dict[str, dict], pdbs: list[dict],
-                              policy: Policy) -> tuple[Plan, Problem, list[OverBudget]]:
+    def _solve_within_budgets(self, problem: Problem, labels: dict[str, dict[str, str]],
+                              pdbs: list[KubeObject], policy: Policy,
+                              ) -> tuple[Plan, Problem, list[OverBudget]]:
         """Solve, and never return a plan that a PodDisruptionBudget refuses: the solver sees one
         budget per pod, so a plan that breaks another (overlapping budgets) pins that budget's pods
         and is solved again. Returns the plan, the problem it was solved over and the budgets met."""
@@ -188,7 +191,7 @@ class Packer:
             problem = _pin(problem, _covered(problem, labels, [b.budget for b in broken], pdbs))
         return replace(plan, source="budgets"), problem, met  # still over a budget: no plan
 
-    def _blocking_budgets(self, problem: Problem, labels: dict[str, dict], pdbs: list[dict],
+    def _blocking_budgets(self, problem: Problem, labels: dict[str, dict[str, str]], pdbs: list[KubeObject],
                           policy: Policy) -> list[OverBudget]:
         """When nothing is to gain: would something be, without the budgets? Then they block it."""
         if not problem.budgets:
@@ -211,7 +214,7 @@ class Packer:
             self.request()
 
     # ---- carrying out ----------------------------------------------------------------
-    def step(self, plan: dict) -> Step:
+    def step(self, plan: KubeObject) -> Step:
         """One step of an active plan: read the pods, decide, act, write the status."""
         raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods(plan)}
         pods = {k: LivePod.of(p) for k, p in raw.items()}
@@ -242,7 +245,7 @@ class Packer:
         and again."""
         failed = phase in (plans.Phase.FAILED, plans.Phase.TIMED_OUT)
         self._failed_plans = self._failed_plans + 1 if failed else 0
-        wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2 ** self._failed_plans)
+        wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2.0 ** self._failed_plans)
         self._next = max(self._next, time.monotonic() + wait)
         return wait
 
@@ -259,7 +262,7 @@ class Packer:
                 raise
         return None
 
-    def _ungate(self, pod: dict, plan: str) -> None:
+    def _ungate(self, pod: KubeObject, plan: str) -> None:
         """Lift the gang gate of a planned pod, signed with the plan: the GPUJob's status names it."""
         meta = pod["metadata"]
         gate = ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])
@@ -273,17 +276,17 @@ class Packer:
             if exc.status != 404:
                 raise
 
-    def _pods(self, plan: dict) -> list[dict]:
+    def _pods(self, plan: KubeObject) -> list[KubeObject]:
         """The pods of the namespaces the plan touches (its pods and their replacements live there)."""
         spec = plan.get("spec") or {}
         namespaces = {e["pod"].split("/", 1)[0] for part in ("evictions", "moves", "placements")
                       for e in spec.get(part) or ()}
         return [p for ns in sorted(namespaces) for p in items(self.core.list_namespaced_pod, ns)]
 
-    def _pdbs(self) -> list[dict]:
+    def _pdbs(self) -> list[KubeObject]:
         return items(self.policy.list_pod_disruption_budget_for_all_namespaces)
 
-    def _event(self, plan: dict, reason: str, message: str, type_: str = "Normal") -> None:
+    def _event(self, plan: KubeObject, reason: str, message: str, type_: str = "Normal") -> None:
         meta = plan["metadata"]
         involved = {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND, "namespace": "",
                     "name": meta["name"], "uid": meta.get("uid", "")}
@@ -316,7 +319,8 @@ def _victims(changes: Changes) -> list[str]:
     return [e[0] for e in changes["evictions"]] + [m[0] for m in changes["moves"]]
 
 
-def _covered(problem: Problem, labels: dict[str, dict], budgets: list[str], pdbs: list[dict]) -> set[str]:
+def _covered(problem: Problem, labels: dict[str, dict[str, str]], budgets: list[str],
+             pdbs: list[KubeObject]) -> set[str]:
     """The pods of the problem that any of `budgets` covers."""
     chosen = [b for b in pdbs if f"{b['metadata']['namespace']}/{b['metadata']['name']}" in budgets]
     return {p.name for p in problem.pods for b in chosen
