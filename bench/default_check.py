@@ -33,7 +33,7 @@ from netsched.devcluster.scheduler_config import scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.packing.default_scheduler import fits
-from netsched.packing.problem import Snapshot
+from netsched.packing.problem import Problem
 from netsched.testing.packing_scenarios import failing, scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -66,17 +66,17 @@ def rs_of(pod: str) -> str:
     return pod.rsplit("-", 1)[0]  # scenario pods are rs<k>-<replica>, real ones rs<k>-<suffix>
 
 
-def kube_model(snap: Snapshot, rng: random.Random) -> dict[str, str | None]:
+def kube_model(problem: Problem, rng: random.Random) -> dict[str, str | None]:
     """kube-scheduler v1.34's default profile as it acts here, where the emulation differs: the queue
     pops a priority's pods in the order its informer listed them (by name); integer scores; the
     PodTopologySpread system default (ReplicaSet pods spread over hostnames, weight 2; nodes have
     no zone label) besides NodeResourcesFit and BalancedAllocation; random ties. No preemption:
     every pod queues by priority before the first is scheduled, so nothing is ever preempted."""
-    free = {n.name: dict(n.capacity) for n in snap.nodes}
-    cap = {n.name: n.capacity for n in snap.nodes}
+    free = {n.name: dict(n.capacity) for n in problem.nodes}
+    cap = {n.name: n.capacity for n in problem.nodes}
     replicas: dict[str, Counter] = defaultdict(Counter)  # node -> pods per ReplicaSet
     out: dict[str, str | None] = {}
-    for pod in sorted(snap.pods, key=lambda p: (-p.priority, rs_of(p.name))):
+    for pod in sorted(problem.pods, key=lambda p: (-p.priority, rs_of(p.name))):
         feasible = [n for n in free if fits(free[n], pod)]
         weight = math.log(len(feasible) + 2)
         spread = {n: round(replicas[n][rs_of(pod.name)] * weight + 2) for n in feasible}  # maxSkew 3 - 1
@@ -145,11 +145,11 @@ def settled(core: client.CoreV1Api, replicas: int, quiet: float, timeout: float)
 
 def run_scenario(cluster: DevCluster, bin_dir: Path, idx: int, cell: tuple, quiet: float) -> dict:
     nodes, ppn, util, seed = cell
-    snap = scenario(nodes, ppn, 4, util, seed)  # pods placed by the emulation
-    sets = {name: list(pods) for name, pods in itertools.groupby(snap.pods, key=lambda p: rs_of(p.name))}
+    problem = scenario(nodes, ppn, 4, util, seed)  # pods placed by the emulation
+    sets = {name: list(pods) for name, pods in itertools.groupby(problem.pods, key=lambda p: rs_of(p.name))}
     api = cluster.api_client()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    for i, node in enumerate(snap.nodes):  # fresh names: a just-deleted node's name may linger
+    for i, node in enumerate(problem.nodes):  # fresh names: a just-deleted node's name may linger
         core.create_node(node_manifest(f"s{idx}-n{i}", node.capacity))
     # The node lifecycle controller taints a node not-ready until KWOK reports it Ready.
     poll(lambda: sum(not n.spec.taints and any(c.type == "Ready" and c.status == "True"
@@ -158,7 +158,7 @@ def run_scenario(cluster: DevCluster, bin_dir: Path, idx: int, cell: tuple, quie
          120, f"{nodes} nodes Ready and untainted")
     for name, pods in sets.items():
         apps.create_namespaced_replica_set(NS, rs_manifest(name, len(pods), pods[0]))
-    total = len(snap.pods)
+    total = len(problem.pods)
     poll(lambda: len(core.list_namespaced_pod(NS).items) == total, 120, f"{total} pods created")
     config = scheduler_config(cluster.directory / "kube-scheduler.kubeconfig")
     config["profiles"] = [{"schedulerName": CHECK}]  # default plugins; percentageOfNodesToScore 100
@@ -178,7 +178,7 @@ def run_scenario(cluster: DevCluster, bin_dir: Path, idx: int, cell: tuple, quie
     real, emu = Counter(rs_of(p) for p, _ in bound), {n: sum(p.running for p in ps) for n, ps in sets.items()}
     rng = random.Random(seed)
     model = [(sum(n is None for n in placed.values()), layout((p, n) for p, n in placed.items() if n))
-             for placed in (kube_model(snap, rng) for _ in range(DRAWS))]
+             for placed in (kube_model(problem, rng) for _ in range(DRAWS))]
     result = {"cell": cell, "bound": bound, "pods": total, "evicted": seen - total,
               "rs_diff": sum(abs(real[n] - emu[n]) for n in sets),
               "model_pending": sum(m[0] for m in model) / DRAWS,

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from netsched.packing.policy import PRICED, STRICT, Policy
-from netsched.packing.problem import Snapshot
+from netsched.packing.problem import Problem
 from netsched.packing.solver import current, solve, tiers
 from netsched.testing.packing_scenarios import failing, scenario
 
@@ -39,40 +39,40 @@ EXACT = Policy(priced=True, candidates=None, repair=False)
 POLICIES = {"strict": STRICT, "priced": PRICED, "exact": EXACT}
 
 
-def placed_by_tier(snap: Snapshot, placement: dict) -> tuple[int, ...]:
-    return tuple(sum(placement.get(p.name) is not None for p in snap.pods if p.priority >= t)
-                 for t in tiers(snap))
+def placed_by_tier(problem: Problem, placement: dict) -> tuple[int, ...]:
+    return tuple(sum(placement.get(p.name) is not None for p in problem.pods if p.priority >= t)
+                 for t in tiers(problem))
 
 
-def utilisation(snap: Snapshot, placement: dict) -> float:
+def utilisation(problem: Problem, placement: dict) -> float:
     """Mean over CPU and memory of requested / capacity, in percent."""
     shares = []
     for r in ("cpu", "memory"):
-        cap = sum(n.capacity.get(r, 0) for n in snap.nodes)
-        used = sum(p.requests.get(r, 0) for p in snap.pods if placement.get(p.name))
+        cap = sum(n.capacity.get(r, 0) for n in problem.nodes)
+        used = sum(p.requests.get(r, 0) for p in problem.pods if placement.get(p.name))
         shares.append(100 * used / cap)
     return sum(shares) / len(shares)
 
 
-def run_one(snap: Snapshot, budget: float, policy: Policy) -> dict:
+def run_one(problem: Problem, budget: float, policy: Policy) -> dict:
     t0 = time.monotonic()
-    plan = solve(snap, budget, policy=policy)
+    plan = solve(problem, budget, policy=policy)
     wall = time.monotonic() - t0
-    before, after = placed_by_tier(snap, current(snap)), placed_by_tier(snap, plan.placement)
-    changes = plan.changes(snap)
+    before, after = placed_by_tier(problem, current(problem)), placed_by_tier(problem, plan.placement)
+    changes = plan.changes(problem)
     return {"outcome": "better" if after > before else "equal" if after == before else "worse",
             "proven": plan.proven_optimal, "wall": wall,
-            "util": utilisation(snap, plan.placement) - utilisation(snap, current(snap)),
+            "util": utilisation(problem, plan.placement) - utilisation(problem, current(problem)),
             "moves": len(changes["moves"]), "evictions": len(changes["evictions"]),
             "placed": len(changes["placements"])}
 
 
-def failing_seeds(nodes: int, ppn: int, util: float, want: int) -> list[Snapshot]:
+def failing_seeds(nodes: int, ppn: int, util: float, want: int) -> list[Problem]:
     out = []
     for seed in range(400):
-        snap = scenario(nodes, ppn, 4, util, seed)
-        if failing(snap):
-            out.append(snap)
+        problem = scenario(nodes, ppn, 4, util, seed)
+        if failing(problem):
+            out.append(problem)
             if len(out) == want:
                 break
     return out
@@ -91,18 +91,19 @@ def main() -> int:
     sizes = [int(n) for n in args.nodes.split(",")]
     grid = itertools.product(sizes, (4, 8), (0.90, 0.95, 1.00, 1.05))
     for nodes, ppn, util in grid if args.seeds > 0 else ():
-        for k, snap in enumerate(failing_seeds(nodes, ppn, util, args.seeds)):
+        for k, problem in enumerate(failing_seeds(nodes, ppn, util, args.seeds)):
             for budget in (1.0, 10.0) if k < args.long_seeds else (1.0,):
                 results[(budget, nodes, ppn)].append(
-                    {name: run_one(snap, budget, policy) for name, policy in POLICIES.items()})
+                    {name: run_one(problem, budget, policy) for name, policy in POLICIES.items()})
         print(f"{nodes} nodes x {ppn} pods, utilisation {util:.2f}: done", file=sys.stderr)
     scale = []
     for n in (int(x) for x in args.scale.split(",") if x):
-        snap = next(s for seed in range(50)
-                    if failing(s := scenario(n, args.scale_pods, 4, 1.0, seed, gpus=True)))
-        pending = sum(not p.running for p in snap.pods)
+        problem = next(s for seed in range(50)
+                       if failing(s := scenario(n, args.scale_pods, 4, 1.0, seed, gpus=True)))
+        pending = sum(not p.running for p in problem.pods)
         for budget, name in itertools.product((1.0, 10.0), ("strict", "priced")):
-            scale.append((n, len(snap.pods), pending, budget, name, run_one(snap, budget, POLICIES[name])))
+            run = run_one(problem, budget, POLICIES[name])
+            scale.append((n, len(problem.pods), pending, budget, name, run))
             print(f"scale {n} nodes, {name} at {budget:g} s: {scale[-1][-1]}", file=sys.stderr)
     if results:
         publish(report(args, results))

@@ -216,7 +216,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     import yaml
 
     from netsched.packing.policy import DisruptionPolicy, InvalidPolicy, read_policy
-    from netsched.packing.problem import Snapshot
+    from netsched.packing.problem import Problem
     from netsched.packing.report import plan_json, plan_text
     from netsched.packing.solver import solve
 
@@ -225,12 +225,12 @@ def cmd_pack(args: argparse.Namespace) -> int:
         return 2
     if args.from_cluster:
         from netsched.api.connect import api_client
-        from netsched.packer.live_cluster import cluster_snapshot
+        from netsched.packer.live_cluster import problem_from_cluster
 
-        snapshot = cluster_snapshot(api_client(args.kubeconfig))
+        snapshot = problem_from_cluster(api_client(args.kubeconfig))
     else:
         try:
-            snapshot = Snapshot.from_json(yaml.safe_load(Path(args.snapshot).read_text()))
+            snapshot = Problem.from_json(yaml.safe_load(Path(args.snapshot).read_text()))
         except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
             print(f"netsched: error: pack {args.snapshot}: {exc}", file=sys.stderr)
             return 2

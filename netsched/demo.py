@@ -27,7 +27,7 @@ from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
-from netsched.records.writer import read_rows
+from netsched.records.reader import read_rows
 
 NAMESPACE = "netsched-demo"
 

@@ -50,13 +50,13 @@ from netsched.models.features import (
     COMM_LEVELS,
     DATA_SCOPES,
     SCHEMA_VERSION,
+    TARGET,
     WORKLOAD_KINDS,
     kind_features,
     peer_features,
     weakest_link,
 )
 from netsched.models.gpus import gpu_features
-from netsched.training.dataset import TARGET
 from netsched.training.policies import least_allocated_balanced
 
 # The simulator's own truth about each GPU (relative speed, the NIC it ships with): hidden from the

@@ -52,13 +52,14 @@ from netsched.models.features import (
     DATA_SCOPES,
     DISTANCES,
     SCHEMA_VERSION,
+    TARGET,
     kind_features,
     peer_features,
     weakest_link,
 )
 from netsched.models.gpus import gpu_features
 from netsched.telemetry.probe import measure_rtt
-from netsched.training.dataset import TARGET, write_dataset
+from netsched.training.dataset import write_dataset
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.replica_pods import network_annotations, replica_pod, replica_request
 from netsched.jobs.validation import problems
 from netsched.packer.live_cluster import cluster_state
-from netsched.records.format import read_records
+from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
@@ -150,18 +150,18 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     """What a packing pass would do now with this gang waiting, writing nothing."""
     # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
     # now does not need it
-    from netsched.operator.config import PackerConfig
+    from netsched.packer.config import PackerConfig
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 
     packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
-    snapshot, policy = packer.snapshot(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
-    decision = packer.decide(snapshot, policy, [*cluster.pods, *pods], cluster.pdbs)
+    problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
+    decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:
         why = (blocked_message(decision.blocked) if decision.blocked else
                "evicting or moving lower-priority pods would not place more")
         return {"wouldPlan": False, "why": why}
-    doc = plan_json(decision.snapshot, decision.plan)
+    doc = plan_json(decision.problem, decision.plan)
     return {"wouldPlan": True, "evictions": doc["evictions"], "moves": doc["moves"],
             "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
 

@@ -2,7 +2,7 @@
 
 One row describes one (job, candidate node) pair at placement time. The same ordered
 feature list is used by the simulator, the testbed runner, the operator's job records
-(through `netsched.training.records`), training and the extender's predictor, so a model
+(through `netsched.training.record_rows`), training and the extender's predictor, so a model
 trained on one source scores rows from another. Any change to the names, their order
 or their meaning bumps SCHEMA_VERSION; artifacts and datasets of another version are
 refused, never silently reinterpreted.
@@ -74,6 +74,7 @@ FEATURES: tuple[Feature, ...] = (
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 NETWORK_BLIND: tuple[str, ...] = tuple(f.name for f in FEATURES if f.group != "network")
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
+TARGET = "duration_seconds"  # what the model learns from a row: the job's run time there, in seconds
 
 
 class SchemaError(ValueError):

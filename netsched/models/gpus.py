@@ -19,7 +19,7 @@ numbers (same family first, e.g. an H100 variant gets an H100, then by name simi
 one warning per product naming it and the fix; a node without a product label or overrides
 gets NaN (unknown), never zeros.
 
-The simulator, the operator's records (through netsched.training.records) and the extender's
+The simulator, the operator's records (through netsched.training.record_rows) and the extender's
 node table all call `gpu_features`, so training and serving see the same numbers.
 """
 

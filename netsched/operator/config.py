@@ -1,4 +1,5 @@
-"""Settings of `netsched operator` and its packer: their flags, defaults and Helm values, in one place."""
+"""Settings of `netsched operator`: its flags, defaults and Helm values, in one place (its packer's are
+netsched.packer.config.PackerConfig, under `packer`)."""
 
 from __future__ import annotations
 
@@ -7,34 +8,9 @@ from pathlib import Path
 
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.settings import setting
+from netsched.packer.config import PackerConfig
 
 CHART_PORTS = "the chart's probes and Service are bound to it"
-
-
-@dataclass(frozen=True)
-class PackerConfig:
-    enabled: bool = setting(
-        True, flag="--no-packer", helm="operator.packer.enabled",
-        help="never evict or move pods to make room (no PackingPlans)")
-    budget: float = setting(
-        1.0, flag="--pack-budget", metavar="SECONDS", helm="operator.packer.budgetSeconds",
-        help="wall-clock budget of each packer solve, never overrun (default 1)")
-    wait: float = setting(
-        5.0, flag="--pack-after", metavar="SECONDS", helm="operator.packer.waitSeconds",
-        help="how long a pod must wait (Unschedulable, or a gang at its gate) before the packer "
-        "looks for room (default 5)")
-    cooldown: float = setting(
-        10.0, flag="--pack-cooldown", metavar="SECONDS", helm="operator.packer.cooldownSeconds",
-        help="least time between two packer solves (default 10)")
-    policy: Path | None = setting(
-        flag="--pack-policy", metavar="FILE",
-        fixed="the chart writes operator.packer.policy into a ConfigMap and passes its mounted path",
-        help="disruption policy, YAML or JSON: mode strict (the default: a pod is never disturbed for "
-        "work below its own priority) or priced (moves and evictions priced by the run time they throw "
-        "away), prices, minimum gain and rules per priority class (docs/packer.md)")
-    deadline: int = setting(
-        120, flag="--plan-deadline", metavar="SECONDS", helm="operator.packer.planDeadlineSeconds",
-        help="a PackingPlan not done by then is abandoned and its pins released (default 120)")
 
 
 @dataclass(frozen=True)

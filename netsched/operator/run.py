@@ -16,7 +16,8 @@ from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
-from netsched.packer.controller import Packer, register_packer
+from netsched.operator.packer_handlers import register_packer
+from netsched.packer.controller import Packer
 from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.records.writer import JobRecords, default_path
 from netsched.telemetry.prometheus import PrometheusFeed

@@ -2,11 +2,12 @@
 then carry the active plan out, one step per tick.
 
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
-pass `wait` seconds later (kopf event handlers, so with peering only the elected operator
-asks; kopf timers would put a finalizer on every such pod). While one waits, a change of a
-node's room (the operator's ClusterIndex sees it) asks for a pass too. At most one solve
-runs at a time, at most one every `cooldown` seconds, none while a plan is active, and none
-again for a cluster state that already gave nothing to gain.
+pass `wait` seconds later (kopf event handlers, netsched.operator.packer_handlers, so with
+peering only the elected operator asks; kopf timers would put a finalizer on every such
+pod). While one waits, a change of a node's room (the operator's ClusterIndex sees it)
+asks for a pass too. At most one solve runs at a time, at most one every `cooldown` seconds,
+none while a plan is active, and none again for a cluster state that already gave nothing
+to gain.
 
 Only pods of lower priority than the most important waiting pod may be disrupted, and a
 plan is written only when the solver finds one that evicts or moves some of them to place
@@ -15,13 +16,12 @@ more than free room allows; placements the scheduler can make by itself need no 
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 
@@ -31,17 +31,15 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
+from netsched.api.objects import KubeObject
 from netsched.jobs.replica_pods import ungate_patch
-from netsched.operator.config import PackerConfig
-from netsched.operator.metrics import OperatorMetrics
-from netsched.packer.live_cluster import cluster_state, selects, snapshot_of, waits_for_room
+from netsched.packer.config import PackerConfig
+from netsched.packer.live_cluster import cluster_state, problem_of, selects
+from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
 from netsched.packing.policy import DisruptionPolicy, Policy
-from netsched.packing.problem import Pod, Snapshot
+from netsched.packing.problem import Pod, Problem
 from netsched.packing.solver import Changes, Plan, solve
-
-if TYPE_CHECKING:
-    import kopf
 
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-packer"
@@ -52,7 +50,7 @@ FAILED_PLAN_MAX_WAIT = 300.0  # seconds: the longest wait after plans that faile
 @dataclass(frozen=True)
 class Decision:
     plan: Plan
-    snapshot: Snapshot  # what the plan was solved over (pods a budget protects pinned)
+    problem: Problem  # what the plan was solved over (pods a budget protects pinned)
     disrupts: bool  # False: evicting or moving lower-priority pods would place nothing more
     blocked: list[OverBudget]  # budgets that keep a disrupting plan from being made, or that it met
 
@@ -61,7 +59,7 @@ class Decision:
 class Packer:
     api: client.ApiClient
     config: PackerConfig = PackerConfig()
-    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    metrics: PackerMetrics = field(default_factory=PackerMetrics)
     scheduler: str = SCHEDULER_NAME
     disruption: DisruptionPolicy = DisruptionPolicy()
     _asking: threading.Lock = field(default_factory=threading.Lock)
@@ -124,15 +122,15 @@ class Packer:
             return  # one plan at a time
         read_at = time.monotonic()
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
-        snapshot, policy = self.snapshot(raw_nodes, raw_pods, pdbs)
-        waiting = [p for p in snapshot.pods if not p.running]
+        problem, policy = self.problem(raw_nodes, raw_pods, pdbs)
+        waiting = [p for p in problem.pods if not p.running]
         if not waiting and self._waited is not None and self._waited < read_at:
             self._waited = None  # node changes need no pass until a pod waits again
-        fingerprint = hash((tuple(n.name for n in snapshot.nodes), snapshot.budgets,
-                            tuple(sorted((p.name, p.node or "") for p in snapshot.pods))))
+        fingerprint = hash((tuple(n.name for n in problem.nodes), problem.budgets,
+                            tuple(sorted((p.name, p.node or "") for p in problem.pods))))
         if not waiting or fingerprint == self._fruitless:
             return
-        decision = self.decide(snapshot, policy, raw_pods, pdbs)
+        decision = self.decide(problem, policy, raw_pods, pdbs)
         plan = decision.plan
         if not decision.disrupts:
             self._fruitless = fingerprint
@@ -143,7 +141,7 @@ class Packer:
                      f"; {blocked_message(decision.blocked)}" if decision.blocked else "")
             return
         self.blocked = {}
-        body = plan_body(decision.snapshot, plan, raw_pods, _reason(waiting), self.config.budget,
+        body = plan_body(decision.problem, plan, raw_pods, _reason(waiting), self.config.budget,
                          self.config.deadline)
         created = self.custom.create_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, body)
         self.metrics.pack_solves.labels("plan").inc()
@@ -153,51 +151,53 @@ class Packer:
                                         f"({plan.source}, {plan.seconds:.2f} s)")
         log.info("packer: created PackingPlan %s (%s)", created["metadata"]["name"], counts)
 
-    def snapshot(self, raw_nodes: list[dict], raw_pods: list[dict],
-                 pdbs: list[dict]) -> tuple[Snapshot, Policy]:
+    def problem(self, raw_nodes: list[KubeObject], raw_pods: list[KubeObject],
+                pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
-        snapshot = snapshot_of(raw_nodes, raw_pods, pdbs, self.scheduler)
-        policy = self.disruption.resolve(snapshot)
+        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler)
+        policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
-            snapshot = only_lower_priority_moves(snapshot)
-        return snapshot, policy
+            problem = only_lower_priority_moves(problem)
+        return problem, policy
 
-    def decide(self, snapshot: Snapshot, policy: Policy, raw_pods: list[dict], pdbs: list[dict]) -> Decision:
-        """The plan the packer would make for `snapshot`, writing nothing: what a pass carries out and
+    def decide(self, problem: Problem, policy: Policy, raw_pods: list[KubeObject],
+               pdbs: list[KubeObject]) -> Decision:
+        """The plan the packer would make for `problem`, writing nothing: what a pass carries out and
         what `netsched whatif` shows."""
         labels = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"].get("labels") or {}
                   for p in raw_pods}
-        plan, solved, blocked = self._solve_within_budgets(snapshot, labels, pdbs, policy)
+        plan, solved, blocked = self._solve_within_budgets(problem, labels, pdbs, policy)
         if _disrupts(plan, plan.changes(solved)):
             return Decision(plan, solved, True, blocked)
         return Decision(plan, solved, False, blocked or self._blocking_budgets(solved, labels, pdbs, policy))
 
-    def _solve_within_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
-                              policy: Policy) -> tuple[Plan, Snapshot, list[OverBudget]]:
+    def _solve_within_budgets(self, problem: Problem, labels: dict[str, dict[str, str]],
+                              pdbs: list[KubeObject], policy: Policy,
+                              ) -> tuple[Plan, Problem, list[OverBudget]]:
         """Solve, and never return a plan that a PodDisruptionBudget refuses: the solver sees one
         budget per pod, so a plan that breaks another (overlapping budgets) pins that budget's pods
-        and is solved again. Returns the plan, the snapshot it was solved over and the budgets met."""
+        and is solved again. Returns the plan, the problem it was solved over and the budgets met."""
         met: list[OverBudget] = []
         for _ in range(BUDGET_ROUNDS):
-            plan = solve(snapshot, self.config.budget, policy=policy)
+            plan = solve(problem, self.config.budget, policy=policy)
             self.metrics.pack_seconds.observe(plan.seconds)
-            changes = plan.changes(snapshot)
+            changes = plan.changes(problem)
             if not _disrupts(plan, changes):
-                return plan, snapshot, met
+                return plan, problem, met
             broken = over_budgets(_victims(changes), labels, pdbs)
             if not broken:
-                return plan, snapshot, met
+                return plan, problem, met
             met += broken
-            snapshot = _pin(snapshot, _covered(snapshot, labels, [b.budget for b in broken], pdbs))
-        return replace(plan, source="budgets"), snapshot, met  # still over a budget: no plan
+            problem = _pin(problem, _covered(problem, labels, [b.budget for b in broken], pdbs))
+        return replace(plan, source="budgets"), problem, met  # still over a budget: no plan
 
-    def _blocking_budgets(self, snapshot: Snapshot, labels: dict[str, dict], pdbs: list[dict],
+    def _blocking_budgets(self, problem: Problem, labels: dict[str, dict[str, str]], pdbs: list[KubeObject],
                           policy: Policy) -> list[OverBudget]:
         """When nothing is to gain: would something be, without the budgets? Then they block it."""
-        if not snapshot.budgets:
+        if not problem.budgets:
             return []
-        unlimited = tuple(replace(b, allowed=len(snapshot.pods)) for b in snapshot.budgets)
-        free = replace(snapshot, budgets=unlimited)
+        unlimited = tuple(replace(b, allowed=len(problem.pods)) for b in problem.budgets)
+        free = replace(problem, budgets=unlimited)
         plan = solve(free, self.config.budget, policy=policy)
         self.metrics.pack_seconds.observe(plan.seconds)
         changes = plan.changes(free)
@@ -214,7 +214,7 @@ class Packer:
             self.request()
 
     # ---- carrying out ----------------------------------------------------------------
-    def step(self, plan: dict) -> Step:
+    def step(self, plan: KubeObject) -> Step:
         """One step of an active plan: read the pods, decide, act, write the status."""
         raw = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in self._pods(plan)}
         pods = {k: LivePod.of(p) for k, p in raw.items()}
@@ -245,7 +245,7 @@ class Packer:
         and again."""
         failed = phase in (plans.Phase.FAILED, plans.Phase.TIMED_OUT)
         self._failed_plans = self._failed_plans + 1 if failed else 0
-        wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2 ** self._failed_plans)
+        wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2.0 ** self._failed_plans)
         self._next = max(self._next, time.monotonic() + wait)
         return wait
 
@@ -262,7 +262,7 @@ class Packer:
                 raise
         return None
 
-    def _ungate(self, pod: dict, plan: str) -> None:
+    def _ungate(self, pod: KubeObject, plan: str) -> None:
         """Lift the gang gate of a planned pod, signed with the plan: the GPUJob's status names it."""
         meta = pod["metadata"]
         gate = ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])
@@ -276,17 +276,17 @@ class Packer:
             if exc.status != 404:
                 raise
 
-    def _pods(self, plan: dict) -> list[dict]:
+    def _pods(self, plan: KubeObject) -> list[KubeObject]:
         """The pods of the namespaces the plan touches (its pods and their replacements live there)."""
         spec = plan.get("spec") or {}
         namespaces = {e["pod"].split("/", 1)[0] for part in ("evictions", "moves", "placements")
                       for e in spec.get(part) or ()}
         return [p for ns in sorted(namespaces) for p in items(self.core.list_namespaced_pod, ns)]
 
-    def _pdbs(self) -> list[dict]:
+    def _pdbs(self) -> list[KubeObject]:
         return items(self.policy.list_pod_disruption_budget_for_all_namespaces)
 
-    def _event(self, plan: dict, reason: str, message: str, type_: str = "Normal") -> None:
+    def _event(self, plan: KubeObject, reason: str, message: str, type_: str = "Normal") -> None:
         meta = plan["metadata"]
         involved = {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND, "namespace": "",
                     "name": meta["name"], "uid": meta.get("uid", "")}
@@ -298,15 +298,15 @@ class Packer:
             log.warning("event on PackingPlan %s: %s", meta["name"], api_message(exc))
 
 
-def only_lower_priority_moves(snapshot: Snapshot) -> Snapshot:
+def only_lower_priority_moves(problem: Problem) -> Problem:
     """Pin every running pod whose priority is not below the top waiting priority: the packer
     disrupts pods only for more important ones, never to reshuffle equals."""
-    top = max((p.priority for p in snapshot.pods if not p.running), default=None)
+    top = max((p.priority for p in problem.pods if not p.running), default=None)
     if top is None:
-        return snapshot
+        return problem
     pods = tuple(replace(p, movable=False) if p.running and p.movable and p.priority >= top else p
-                 for p in snapshot.pods)
-    return replace(snapshot, pods=pods)
+                 for p in problem.pods)
+    return replace(problem, pods=pods)
 
 
 def _disrupts(plan: Plan, changes: Changes) -> bool:
@@ -319,17 +319,18 @@ def _victims(changes: Changes) -> list[str]:
     return [e[0] for e in changes["evictions"]] + [m[0] for m in changes["moves"]]
 
 
-def _covered(snapshot: Snapshot, labels: dict[str, dict], budgets: list[str], pdbs: list[dict]) -> set[str]:
-    """The pods of the snapshot that any of `budgets` covers."""
+def _covered(problem: Problem, labels: dict[str, dict[str, str]], budgets: list[str],
+             pdbs: list[KubeObject]) -> set[str]:
+    """The pods of the problem that any of `budgets` covers."""
     chosen = [b for b in pdbs if f"{b['metadata']['namespace']}/{b['metadata']['name']}" in budgets]
-    return {p.name for p in snapshot.pods for b in chosen
+    return {p.name for p in problem.pods for b in chosen
             if p.name.startswith(b["metadata"]["namespace"] + "/")
             and selects((b.get("spec") or {}).get("selector"), labels.get(p.name, {}))}
 
 
-def _pin(snapshot: Snapshot, names: set[str]) -> Snapshot:
-    return replace(snapshot, pods=tuple(replace(p, movable=False) if p.name in names else p
-                                        for p in snapshot.pods))
+def _pin(problem: Problem, names: set[str]) -> Problem:
+    return replace(problem, pods=tuple(replace(p, movable=False) if p.name in names else p
+                                       for p in problem.pods))
 
 
 def blocked_message(blocked: list[OverBudget]) -> str:
@@ -354,34 +355,3 @@ def _reason(waiting: list[Pod]) -> str:
     names = sorted(p.name for p in waiting if p.priority == top)
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return f"{len(waiting)} pod(s) wait for room, {len(names)} at priority {top} ({shown})"
-
-
-# ---- kopf registration -------------------------------------------------------------------
-def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
-    import kopf  # here, not at the top: `netsched whatif` uses the Packer without kopf's second of imports
-
-    def active(body, **_) -> bool:
-        return plans.is_active(body)
-
-    @kopf.timer(plans.GROUP, plans.VERSION, plans.PLURAL, id="carry-out", interval=interval, when=active,
-                registry=registry)
-    def carry_out(body, **_) -> None:
-        packer.step(copy.deepcopy(dict(body)))
-
-    @kopf.on.startup(id="watch-waiting-pods", registry=registry)
-    def unbound_pods_only(settings: kopf.OperatorSettings, **_) -> None:
-        # kopf's one pod handler is this one, for unbound pods of the scheduler: the API server sends
-        # kopf no other pod (the operator's own pod watch, netsched.operator.cluster_index, sees all)
-        settings.watching.field_selectors["pods"] = f"spec.schedulerName={packer.scheduler},spec.nodeName="
-
-    def waiting(meta, spec, status, **_) -> bool:
-        return waits_for_room(meta, spec, status, packer.scheduler)
-
-    @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
-    def pod_waits(**_) -> None:
-        packer.pod_waits()
-
-    # room the packer may now make, or must no longer count on: look again now, not on a timer
-    @kopf.on.event("policy", "v1", "poddisruptionbudgets", id="budgets", registry=registry)
-    def budget_changed(**_) -> None:
-        packer.request()

@@ -1,4 +1,4 @@
-"""A packer snapshot of a live cluster: what `netsched pack --kubeconfig` and the packer
+"""A live cluster read into a packing problem: what `netsched pack --kubeconfig` and the packer
 controller solve over.
 
 - Nodes: Ready and schedulable ones, allocatable in integer units (CPU millicores, memory
@@ -24,52 +24,55 @@ import json
 import math
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from kubernetes import client
 
 from netsched.api.connect import items
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
+from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.packing.problem import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Problem
 
 PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 
 
-def cluster_snapshot(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Snapshot:
-    return snapshot_of(*cluster_state(api), scheduler)
+def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
+    return problem_of(*cluster_state(api), scheduler)
 
 
-def cluster_state(api: client.ApiClient) -> tuple[list[dict], list[dict], list[dict]]:
+def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
     """Nodes, pods and PodDisruptionBudgets as plain dicts."""
     core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
     return (items(core.list_node), items(core.list_pod_for_all_namespaces),
             items(policy.list_pod_disruption_budget_for_all_namespaces))
 
 
-def snapshot_of(raw_nodes: list[dict], raw_pods: list[dict], pdbs: list[dict],
-                scheduler: str = SCHEDULER_NAME) -> Snapshot:
+def problem_of(raw_nodes: list[KubeObject], raw_pods: list[KubeObject], pdbs: list[KubeObject],
+               scheduler: str = SCHEDULER_NAME) -> Problem:
     rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
     allowed = _AllowedNodes(rooms)
     pods = tuple(_pod(p, rooms, pdbs, allowed) for p in raw_pods if _counts(p, names, scheduler))
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
-    return Snapshot(nodes, pods, budgets, taken=time.time())
+    return Problem(nodes, pods, budgets, taken=time.time())
 
 
-def _counts(pod: dict, nodes: set[str], scheduler: str) -> bool:
+def _counts(pod: KubeObject, nodes: set[str], scheduler: str) -> bool:
     spec = pod.get("spec") or {}
     if spec.get("nodeName") and not _gone(pod["metadata"], pod.get("status") or {}):
         return spec["nodeName"] in nodes
     return waits_for_room(pod["metadata"], spec, pod.get("status") or {}, scheduler)
 
 
-def waits_for_room(meta: Mapping, spec: Mapping, status: Mapping, scheduler: str) -> bool:
+def waits_for_room(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any],
+                   scheduler: str) -> bool:
     """An unbound pod of the netsched scheduler, not finished or going, held only at the gang gate
     or found Unschedulable: what the packer makes room for."""
     if spec.get("nodeName") or spec.get("schedulerName") != scheduler or _gone(meta, status):
@@ -81,7 +84,7 @@ def waits_for_room(meta: Mapping, spec: Mapping, status: Mapping, scheduler: str
                for c in status.get("conditions") or ())
 
 
-def _gone(meta: Mapping, status: Mapping) -> bool:
+def _gone(meta: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     return status.get("phase") in DONE or bool(meta.get("deletionTimestamp"))
 
 
@@ -94,7 +97,7 @@ class _AllowedNodes:
         self.nodes = nodes
         self._known: dict[str, tuple[str, ...]] = {}
 
-    def __call__(self, spec: dict, annotations: Mapping[str, str]) -> tuple[str, ...]:
+    def __call__(self, spec: dict[str, Any], annotations: Mapping[str, str]) -> tuple[str, ...]:
         key = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
                           annotations.get(MAX_DATA_DISTANCE), annotations.get(DATA_SOURCE)], sort_keys=True)
         if key not in self._known:
@@ -103,7 +106,7 @@ class _AllowedNodes:
         return self._known[key]
 
 
-def _pod(raw: dict, nodes: list[NodeRoom], pdbs: list[dict], allowed_nodes: _AllowedNodes) -> Pod:
+def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed_nodes: _AllowedNodes) -> Pod:
     meta, spec = raw["metadata"], raw.get("spec") or {}
     labels = meta.get("labels") or {}
     requests = _ints(pod_requests(spec))
@@ -145,15 +148,15 @@ def _ints(resources: dict[str, float]) -> dict[str, int]:
     return {k: math.ceil(v * 1000) if k == "cpu" else math.ceil(v) for k, v in resources.items()}
 
 
-def _allowed(pdb: dict) -> int:
+def _allowed(pdb: KubeObject) -> int:
     return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
 
 
-def _key(obj: dict) -> str:
+def _key(obj: KubeObject) -> str:
     return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
 
 
-def selects(selector: dict | None, labels: dict[str, str]) -> bool:
+def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     if selector is None:
         return False  # policy/v1: a null selector covers no pods; an empty one covers them all
     if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):

@@ -1,4 +1,4 @@
-"""PackingPlans: building one from a solved snapshot, and the pure step that carries it out.
+"""PackingPlans: building one from a solved problem, and the pure step that carries it out.
 
 A plan moves through
   Pending   made, nothing done yet: checked against the cluster as it is now, and against
@@ -21,8 +21,10 @@ restarts mid-plan takes it up where it stands.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from netsched.api import conditions as c
 from netsched.api import plans
@@ -36,10 +38,11 @@ from netsched.api.errors import (
 )
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.labels import GPU_RESOURCE
+from netsched.api.objects import KubeObject
 from netsched.api.plans import Phase
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packer.live_cluster import selects
-from netsched.packing.problem import Snapshot
+from netsched.packing.problem import Problem
 from netsched.packing.report import tier_gains
 from netsched.packing.solver import Plan
 
@@ -57,7 +60,7 @@ class LivePod:
     labels: dict[str, str]
 
     @classmethod
-    def of(cls, pod: dict) -> LivePod:
+    def of(cls, pod: KubeObject) -> LivePod:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         owner = next((o.get("uid") for o in meta.get("ownerReferences") or () if o.get("controller")), None)
         return cls(f"{meta['namespace']}/{meta['name']}", meta.get("uid", ""), spec.get("nodeName"),
@@ -68,7 +71,7 @@ class LivePod:
 
 @dataclass
 class Step:
-    status: dict
+    status: dict[str, Any]
     generation: int | None = None  # the plan's metadata.generation, for its conditions
     evict: list[str] = field(default_factory=list)  # namespace/name of pods to evict now
     ungate: list[str] = field(default_factory=list)  # namespace/name of planned pods to release
@@ -76,14 +79,14 @@ class Step:
 
 
 # ---- building ------------------------------------------------------------------------
-def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str, budget: float,
-              deadline: int) -> dict:
+def plan_body(problem: Problem, plan: Plan, raw_pods: list[KubeObject], reason: str, budget: float,
+              deadline: int) -> dict[str, Any]:
     """The PackingPlan object for a solver's answer."""
     by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": LivePod.of(p) for p in raw_pods}
-    info = {p.name: p for p in snapshot.pods}
-    changes = plan.changes(snapshot)
+    info = {p.name: p for p in problem.pods}
+    changes = plan.changes(problem)
 
-    def entry(key: str, node: str) -> dict:
+    def entry(key: str, node: str) -> dict[str, Any]:
         return {"pod": key, "uid": by_key[key].uid, "node": node, "priority": info[key].priority,
                 "gpus": info[key].requests.get(GPU_RESOURCE, 0)}
 
@@ -96,7 +99,7 @@ def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str,
                    "seconds": round(plan.seconds, 3), "budgetSeconds": budget,
                    "tiers": [{"priority": t["priority_at_least"], "placedBefore": t["placed_before"],
                               "placedAfter": t["placed_after"], "disruption": t["disruption"]}
-                             for t in tier_gains(snapshot, plan)]},
+                             for t in tier_gains(problem, plan)]},
         "evictions": [entry(k, n) for k, n in changes["evictions"]],
         "moves": moves,
         "placements": [entry(k, n) for k, n in changes["placements"]],
@@ -106,7 +109,7 @@ def plan_body(snapshot: Snapshot, plan: Plan, raw_pods: list[dict], reason: str,
 
 
 # ---- carrying out -----------------------------------------------------------------------
-def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetime) -> Step:
+def advance(plan: KubeObject, pods: dict[str, LivePod], pdbs: list[KubeObject], now: datetime) -> Step:
     """The next step of `plan` given the pods (by namespace/name) and PodDisruptionBudgets now."""
     status = copy.deepcopy(plan.get("status") or {})
     step = Step(status, plan["metadata"].get("generation"))
@@ -142,7 +145,7 @@ def advance(plan: dict, pods: dict[str, LivePod], pdbs: list[dict], now: datetim
     return _place(plan, step, pods, created, now)
 
 
-def _place(plan: dict, step: Step, pods: dict[str, LivePod], created: datetime, now: datetime) -> Step:
+def _place(plan: KubeObject, step: Step, pods: dict[str, LivePod], created: datetime, now: datetime) -> Step:
     spec, status = plan["spec"], step.status
     step.ungate = [p["pod"] for p in spec.get("placements") or ()
                    if p["pod"] in pods and pods[p["pod"]].gated]
@@ -165,7 +168,7 @@ def _place(plan: dict, step: Step, pods: dict[str, LivePod], created: datetime, 
     return step
 
 
-def _moved(moves, pods: dict[str, LivePod], created: datetime) -> list[str]:
+def _moved(moves: Iterable[dict[str, Any]], pods: dict[str, LivePod], created: datetime) -> list[str]:
     """Moves whose replacement (a pod of the same controller made since the plan) is bound
     on the planned node; each replacement counts for one move."""
     done, used = [], set()
@@ -180,7 +183,8 @@ def _moved(moves, pods: dict[str, LivePod], created: datetime) -> list[str]:
     return done
 
 
-def _changed(spec: dict, victims: list[dict], pods: dict[str, LivePod]) -> ClusterChanged | None:
+def _changed(spec: dict[str, Any], victims: list[dict[str, Any]],
+             pods: dict[str, LivePod]) -> ClusterChanged | None:
     for v in victims:
         live = pods.get(v["pod"])
         if live is None or live.uid != v["uid"] or live.node != v["node"]:
@@ -199,7 +203,8 @@ class OverBudget:
     hit: tuple[str, ...]  # the victims it covers (namespace/name), more than `allowed`
 
 
-def over_budgets(victims: list[str], labels: dict[str, dict[str, str]], pdbs: list[dict]) -> list[OverBudget]:
+def over_budgets(victims: list[str], labels: dict[str, dict[str, str]],
+                 pdbs: list[KubeObject]) -> list[OverBudget]:
     """Every PodDisruptionBudget that evicting `victims` (namespace/name, with their labels) would
     break; overlapping budgets each count every pod they cover."""
     out = []
@@ -213,8 +218,8 @@ def over_budgets(victims: list[str], labels: dict[str, dict[str, str]], pdbs: li
     return out
 
 
-def _over_budget(victims: list[dict], pods: dict[str, LivePod],
-                 pdbs: list[dict]) -> DisruptionBudgetExceeded | None:
+def _over_budget(victims: list[dict[str, Any]], pods: dict[str, LivePod],
+                 pdbs: list[KubeObject]) -> DisruptionBudgetExceeded | None:
     keys = [v["pod"] for v in victims]
     for over in over_budgets(keys, {k: pods[k].labels for k in keys}, pdbs)[:1]:
         return DisruptionBudgetExceeded(

@@ -15,7 +15,7 @@ import itertools
 import math
 from collections import defaultdict
 
-from netsched.packing.problem import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Problem
 
 SCORED = ("cpu", "memory")
 
@@ -70,25 +70,25 @@ def schedule(nodes: tuple[Node, ...], free: dict[str, dict[str, int]],
     return out
 
 
-def preemptive_schedule(snapshot: Snapshot) -> dict[str, str | None]:
+def preemptive_schedule(problem: Problem) -> dict[str, str | None]:
     """kube-scheduler started after every pod exists: running pods stay; the pending ones queue
-    by priority, then arrival (snapshot order); each goes where `schedule` would put it, or, when
+    by priority, then arrival (the problem's order); each goes where `schedule` would put it, or, when
     it fits nowhere, preempts (DefaultPreemption's PostFilter, `preemption`). A victim is
     recreated by its controller and queues again behind its priority; pods left unschedulable
     are retried after an eviction (when they fit the room it left). Gangs are not known to it:
     each pod is on its own."""
-    placement: dict[str, str | None] = {p.name: p.node for p in snapshot.pods}
-    free = free_room(snapshot.nodes, snapshot.pods)
-    allowed = {b.name: b.allowed for b in snapshot.budgets}
+    placement: dict[str, str | None] = {p.name: p.node for p in problem.pods}
+    free = free_room(problem.nodes, problem.pods)
+    allowed = {b.name: b.allowed for b in problem.budgets}
     arrival = itertools.count()
-    queue = [(-p.priority, next(arrival), p) for p in snapshot.pods if not p.running]
+    queue = [(-p.priority, next(arrival), p) for p in problem.pods if not p.running]
     heapq.heapify(queue)
     waiting: list[Pod] = []
     while queue:
         pod = heapq.heappop(queue)[2]
-        node = schedule(snapshot.nodes, free, [pod])[pod.name]
+        node = schedule(problem.nodes, free, [pod])[pod.name]
         if node is None:
-            found = preemption(snapshot, placement, free, allowed, pod)
+            found = preemption(problem, placement, free, allowed, pod)
             if found is None:
                 waiting.append(pod)
                 continue
@@ -112,7 +112,7 @@ def preemptive_schedule(snapshot: Snapshot) -> dict[str, str | None]:
     return placement
 
 
-def preemption(snapshot: Snapshot, placement: dict[str, str | None], free: dict[str, dict[str, int]],
+def preemption(problem: Problem, placement: dict[str, str | None], free: dict[str, dict[str, int]],
                allowed: dict[str, int], pod: Pod) -> tuple[str, list[Pod]] | None:
     """The node and victims kube-scheduler's DefaultPreemption picks for `pod`, or None.
 
@@ -122,11 +122,11 @@ def preemption(snapshot: Snapshot, placement: dict[str, str | None], free: dict[
     Among the nodes: fewest budget violations, then the lowest highest-priority victim, then the
     fewest victims, then the smallest sum of their priorities, then the first node."""
     on_node: dict[str, list[Pod]] = defaultdict(list)
-    for p in snapshot.pods:
+    for p in problem.pods:
         if (where := placement.get(p.name)) is not None and p.priority < pod.priority:
             on_node[where].append(p)
     best: tuple[tuple[int, int, int, int], str, list[Pod]] | None = None
-    for node in snapshot.nodes:
+    for node in problem.nodes:
         if pod.allowed is not None and node.name not in pod.allowed or not on_node[node.name]:
             continue
         room = dict(free[node.name])

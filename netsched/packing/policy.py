@@ -3,7 +3,7 @@
 `Policy` is what the solver reads (priorities as integers). `DisruptionPolicy` is what a cluster
 admin writes (a YAML or JSON document: the chart's `operator.packer.policy`, or a file given to
 `netsched pack --policy`): the mode, the prices, and rules per priority class by name or value,
-resolved against the pods of each snapshot into a `Policy`.
+resolved against the pods of each problem into a `Policy`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from netsched.packing.problem import Snapshot
+from netsched.packing.problem import Problem
 
 
 @dataclass(frozen=True)
@@ -111,13 +111,13 @@ class DisruptionPolicy:
                    points_per_minute=_number(doc, "pointsPerMinute", 1.0, source),
                    classes=tuple(_rule(r, f"{source}: classes[{i}]") for i, r in enumerate(rules)))
 
-    def resolve(self, snapshot: Snapshot) -> Policy:
-        """The solver's policy for this snapshot: class names become the priorities their pods carry
+    def resolve(self, problem: Problem) -> Policy:
+        """The solver's policy for this problem: class names become the priorities their pods carry
         (a rule whose class no pod has changes nothing)."""
         if self.mode == "strict":
             return STRICT
-        by_name = {p.priority_class: p.priority for p in snapshot.pods if p.priority_class}
-        present = {p.priority for p in snapshot.pods}
+        by_name = {p.priority_class: p.priority for p in problem.pods if p.priority_class}
+        present = {p.priority for p in problem.pods}
         no_move: set[int] = set()
         evict: set[int] = set()
         prices: list[tuple[int, int, int]] = []

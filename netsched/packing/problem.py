@@ -1,8 +1,10 @@
-"""What the packer solves over: nodes, pods (running and pending), PodDisruptionBudgets.
+"""The packing problem, what the packer solves over: nodes, pods (running and pending),
+PodDisruptionBudgets.
 
-Pure data, read from and written to JSON, so a snapshot taken from a live cluster, a
-benchmark scenario and a test case are the same thing. Resources are integers in
-their smallest unit (CPU millicores, memory bytes, GPUs, any extended resource).
+Pure data, read from and written to JSON (the snapshot file `netsched pack` reads), so a
+live cluster read for the packer, a benchmark scenario and a test case are the same thing.
+Resources are integers in their smallest unit (CPU millicores, memory bytes, GPUs, any
+extended resource).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Problem:
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
     budgets: tuple[Budget, ...] = ()
@@ -61,8 +63,8 @@ class Snapshot:
                 "budgets": [asdict(b) for b in self.budgets], "taken": self.taken}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Snapshot:
-        """Read a snapshot; a missing or mistyped field raises ValueError naming it."""
+    def from_json(cls, doc: dict[str, Any]) -> Problem:
+        """Read a snapshot file's document; a missing or mistyped field raises ValueError naming it."""
         try:
             nodes = tuple(Node(n["name"], _resources(n["capacity"], f"node {n['name']}"),
                                dict(n.get("labels") or {})) for n in doc["nodes"])

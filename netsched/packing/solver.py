@@ -36,12 +36,12 @@ from ortools.sat.python import cp_model
 
 from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
 from netsched.packing.policy import PRICED, STRICT, Policy
-from netsched.packing.problem import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Problem
 
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 VARS_PER_SECOND = 10000
-MAX_VARS = 20000  # placement variables one model may have; larger snapshots are solved in pieces
+MAX_VARS = 20000  # placement variables one model may have; larger problems are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
 
 
@@ -60,10 +60,10 @@ class Plan:
     seconds: float
     stages: list[dict[str, Any]] = field(default_factory=list)  # per stage: name, status, value, seconds
 
-    def changes(self, snapshot: Snapshot) -> Changes:
+    def changes(self, problem: Problem) -> Changes:
         changes = Changes(moves=[], evictions=[], placements=[])
         moves, evictions, placements = changes["moves"], changes["evictions"], changes["placements"]
-        for p in snapshot.pods:
+        for p in problem.pods:
             after = self.placement.get(p.name)
             if p.node and after is None:
                 evictions.append((p.name, p.node))
@@ -74,33 +74,33 @@ class Plan:
         return changes
 
 
-def tiers(snapshot: Snapshot) -> list[int]:
-    return sorted({p.priority for p in snapshot.pods}, reverse=True)
+def tiers(problem: Problem) -> list[int]:
+    return sorted({p.priority for p in problem.pods}, reverse=True)
 
 
-def score(snapshot: Snapshot, placement: dict[str, str | None],
+def score(problem: Problem, placement: dict[str, str | None],
           policy: Policy = STRICT) -> tuple[int, ...]:
     """The policy's objective, higher is better. Strict: per tier (highest first) pods placed,
     minus disruption; then total preference; then minus the run time (seconds) that the restarts
     throw away. Priced: (value minus price, preference)."""
     if policy.priced:
-        return Prices(snapshot, policy).score(placement)
+        return Prices(problem, policy).score(placement)
     out = []
-    for t in tiers(snapshot):
-        pods = [p for p in snapshot.pods if p.priority >= t]
+    for t in tiers(problem):
+        pods = [p for p in problem.pods if p.priority >= t]
         out.append(sum(placement.get(p.name) is not None for p in pods))
         out.append(-sum(_cost(p, placement.get(p.name)) for p in pods))
-    out.append(sum(p.preference.get(placement.get(p.name) or "", 0) for p in snapshot.pods))
-    ran = run_seconds(snapshot)
-    out.append(-sum(ran[p.name] for p in snapshot.pods if p.node and placement.get(p.name) != p.node))
+    out.append(sum(p.preference.get(placement.get(p.name) or "", 0) for p in problem.pods))
+    ran = run_seconds(problem)
+    out.append(-sum(ran[p.name] for p in problem.pods if p.node and placement.get(p.name) != p.node))
     return tuple(out)
 
 
-def run_seconds(snapshot: Snapshot) -> dict[str, int]:
+def run_seconds(problem: Problem) -> dict[str, int]:
     """How long each pod has run (0 when pending or its start is unknown): the work a restart throws away."""
-    taken = snapshot.taken if snapshot.taken is not None else time.time()
+    taken = problem.taken if problem.taken is not None else time.time()
     return {p.name: int(max(0.0, taken - p.started)) if p.running and p.started is not None else 0
-            for p in snapshot.pods}
+            for p in problem.pods}
 
 
 def _cost(p: Pod, after: str | None) -> int:
@@ -109,24 +109,24 @@ def _cost(p: Pod, after: str | None) -> int:
     return EVICT if after is None else MOVE
 
 
-def current(snapshot: Snapshot) -> dict[str, str | None]:
-    return {p.name: p.node for p in snapshot.pods}
+def current(problem: Problem) -> dict[str, str | None]:
+    return {p.name: p.node for p in problem.pods}
 
 
-def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str | None]:
+def greedy(problem: Problem, stop_at: float = float("inf")) -> dict[str, str | None]:
     """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves.
     Stops placing at `stop_at` (monotonic): what it placed by then is still a valid answer."""
-    placement = current(snapshot)
-    free = free_room(snapshot.nodes, snapshot.pods)
+    placement = current(problem)
+    free = free_room(problem.nodes, problem.pods)
     groups: dict[str, list[Pod]] = defaultdict(list)
-    for p in snapshot.pods:
+    for p in problem.pods:
         if not p.running:
             groups[p.gang or p.name].append(p)
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
         # a lone pod either fits (and takes its room) or changes nothing; only a gang may need undoing
-        for nodes in domains(snapshot, members):
+        for nodes in domains(problem, members):
             trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
             got = schedule(nodes, trial, members)
             if all(got.values()):
@@ -136,35 +136,35 @@ def greedy(snapshot: Snapshot, stop_at: float = float("inf")) -> dict[str, str |
     return placement
 
 
-def domains(snapshot: Snapshot, members: list[Pod]) -> list[tuple[Node, ...]]:
+def domains(problem: Problem, members: list[Pod]) -> list[tuple[Node, ...]]:
     """The node sets a gang may use: all nodes, or one per value of its domain label."""
     label = members[0].domain
     if label is None or len(members) == 1:
-        return [snapshot.nodes]
+        return [problem.nodes]
     groups: dict[str, list[Node]] = defaultdict(list)
-    for n in snapshot.nodes:
+    for n in problem.nodes:
         groups[n.domain(label)].append(n)
     return [tuple(g) for g in groups.values()]
 
 
-def solve(snapshot: Snapshot, budget: float = 1.0, workers: int | None = None,
+def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
           max_vars: int = MAX_VARS, policy: Policy = STRICT) -> Plan:
     started = time.monotonic()
     deadline = started + budget - margin(budget)
-    firsts = [("current", current(snapshot)), ("greedy", greedy(snapshot, started + 0.3 * budget))]
+    firsts = [("current", current(problem)), ("greedy", greedy(problem, started + 0.3 * budget))]
     if policy.priced and policy.repair:
-        firsts.append(("repair", repair(snapshot, firsts[1][1], started + 0.4 * budget, policy)))
-    options = [(score(snapshot, p, policy), name, p) for name, p in firsts]
+        firsts.append(("repair", repair(problem, firsts[1][1], started + 0.4 * budget, policy)))
+    options = [(score(problem, p, policy), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
     hint = max(options, key=lambda o: o[0])[2]
     # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
-    if model_size(snapshot, policy) <= min(max_vars, VARS_PER_SECOND * budget):
-        stages, answer, proven = _Model(snapshot, hint, policy).run(deadline, workers)
+    if model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget):
+        stages, answer, proven = _Model(problem, hint, policy).run(deadline, workers)
     else:
-        stages, answer = neighbourhoods(snapshot, hint, deadline, workers, max_vars, policy)
+        stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
         proven = False
     if answer is not None:
-        options.append((score(snapshot, answer, policy), "solver", answer))
+        options.append((score(problem, answer, policy), "solver", answer))
     now = options[0][0]
     if policy.priced:  # a plan must gain at least the minimum over the current placement
         options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + max(1, policy.min_gain)]
@@ -179,31 +179,31 @@ def margin(budget: float) -> float:
     return min(0.5 * budget, 0.05 + 0.05 * budget)
 
 
-def model_size(snapshot: Snapshot, policy: Policy = STRICT) -> int:
+def model_size(problem: Problem, policy: Policy = STRICT) -> int:
     """Placement variables the model will have, at most (counted without building it)."""
-    per_pod = len(snapshot.nodes)
+    per_pod = len(problem.nodes)
     if policy.priced and policy.candidates is not None:
         per_pod = min(per_pod, policy.candidates + 2)  # the restricted ones, its own node and the hint's
-    return sum(1 if p.running and not p.movable else per_pod for p in snapshot.pods)
+    return sum(1 if p.running and not p.movable else per_pod for p in problem.pods)
 
 
-def candidates(snapshot: Snapshot, policy: Policy,
+def candidates(problem: Problem, policy: Policy,
                hint: dict[str, str | None]) -> tuple[dict[str, list[str]], bool]:
     """Nodes each pod may go to: where it runs, where the hint puts it, and (priced, restricted)
     the `policy.candidates` nodes with the most room it could get (for a pending pod, free room
     plus what lower-priority movable pods hold; for a running pod, free room). Only nodes that
     could hold it alone and that it may use; a running pod may always stay (node affinity is
     IgnoredDuringExecution). Also whether any pod lost a node it could use (then an optimum is
-    the restricted model's, not proven for the snapshot)."""
-    nodes = {n.name: n for n in snapshot.nodes}
+    the restricted model's, not proven for the problem)."""
+    nodes = {n.name: n for n in problem.nodes}
     cut = False
-    possible = {p.name: [n.name for n in snapshot.nodes if (p.allowed is None or n.name in p.allowed)
-                         and fits(n.capacity, p)] for p in snapshot.pods}
+    possible = {p.name: [n.name for n in problem.nodes if (p.allowed is None or n.name in p.allowed)
+                         and fits(n.capacity, p)] for p in problem.pods}
     out: dict[str, list[str]] = {}
     limit = policy.candidates if policy.priced else None
-    free = free_room(snapshot.nodes, snapshot.pods) if limit is not None else {}
+    free = free_room(problem.nodes, problem.pods) if limit is not None else {}
     reclaim: dict[int, dict[str, dict[str, int]]] = {}
-    for p in snapshot.pods:
+    for p in problem.pods:
         if p.node is not None and not p.movable:
             out[p.name] = [p.node]
             continue
@@ -214,7 +214,7 @@ def candidates(snapshot: Snapshot, policy: Policy,
                 room = free
             else:
                 if p.priority not in reclaim:
-                    reclaim[p.priority] = _reclaimable(snapshot, free, p.priority)
+                    reclaim[p.priority] = _reclaimable(problem, free, p.priority)
                 room = reclaim[p.priority]
             ranked = sorted(ranked, key=lambda n: -_fit_count(room[n], p))[:limit]
         keep = set(ranked) | {n for n in (p.node, hint.get(p.name)) if n is not None}
@@ -222,10 +222,10 @@ def candidates(snapshot: Snapshot, policy: Policy,
     return out, cut
 
 
-def _reclaimable(snapshot: Snapshot, free: dict[str, dict[str, int]],
+def _reclaimable(problem: Problem, free: dict[str, dict[str, int]],
                  priority: int) -> dict[str, dict[str, int]]:
     room = {n: dict(r) for n, r in free.items()}
-    for p in snapshot.pods:
+    for p in problem.pods:
         if p.node is not None and p.movable and p.priority < priority:
             for r, v in p.requests.items():
                 room[p.node][r] = room[p.node].get(r, 0) + v
@@ -236,7 +236,7 @@ def _fit_count(room: dict[str, int], p: Pod) -> float:
     return min((room.get(r, 0) / v for r, v in p.requests.items() if v > 0), default=0.0)
 
 
-def repair(snapshot: Snapshot, start: dict[str, str | None], stop_at: float = float("inf"),
+def repair(problem: Problem, start: dict[str, str | None], stop_at: float = float("inf"),
            policy: Policy = PRICED) -> dict[str, str | None]:
     """A greedy repair of `start`: each pending gang (highest priority first) goes into free
     room; or into room made by moving running pods elsewhere into free room (no pod stops; the
@@ -246,26 +246,26 @@ def repair(snapshot: Snapshot, start: dict[str, str | None], stop_at: float = fl
     whole changes nothing; one bound to a domain goes to the domain where it disturbs the fewest
     pods."""
     placement = dict(start)
-    movable = Snapshot(snapshot.nodes, tuple(p for p in snapshot.pods if p.movable and p.running))
+    movable = Problem(problem.nodes, tuple(p for p in problem.pods if p.movable and p.running))
     spent: Counter[str] = Counter()  # disruptions per PodDisruptionBudget so far
     groups: dict[str, list[Pod]] = defaultdict(list)
-    for p in snapshot.pods:
+    for p in problem.pods:
         if placement[p.name] is None and not p.running:
             groups[p.gang or p.name].append(p)
     at_home: dict[str, list[Pod]] = defaultdict(list)  # movable pods still where they run, by node
     for p in movable.pods:
         at_home[p.node or ""].append(p)
-    free = free_room(snapshot.nodes, snapshot.pods, placement)  # kept up to date with `placement`
+    free = free_room(problem.nodes, problem.pods, placement)  # kept up to date with `placement`
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
         best: tuple[int, dict[str, str | None], Counter[str], dict[str, dict[str, int]]] | None = None
-        for nodes in domains(snapshot, members):  # the domain freed with the fewest pods disturbed
+        for nodes in domains(problem, members):  # the domain freed with the fewest pods disturbed
             trial, used = dict(placement), Counter(spent)
             room = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
-            if all(_repair_one(snapshot, nodes, movable, trial, used, pod, policy, at_home, room)
+            if all(_repair_one(problem, nodes, movable, trial, used, pod, policy, at_home, room)
                    for pod in members):
-                disturbed = sum(trial[p.name] != p.node for p in snapshot.pods if p.running)
+                disturbed = sum(trial[p.name] != p.node for p in problem.pods if p.running)
                 if best is None or disturbed < best[0]:
                     best = (disturbed, trial, used, room)
         if best is not None:
@@ -273,7 +273,7 @@ def repair(snapshot: Snapshot, start: dict[str, str | None], stop_at: float = fl
     return placement
 
 
-def _repair_one(snapshot: Snapshot, nodes: tuple[Node, ...], movable: Snapshot,
+def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
                 placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
                 at_home: dict[str, list[Pod]], free: dict[str, dict[str, int]]) -> bool:
     """Place `pod` on one of `nodes`, by moves or preempting there if it must; others may go anywhere.
@@ -282,9 +282,9 @@ def _repair_one(snapshot: Snapshot, nodes: tuple[Node, ...], movable: Snapshot,
     if node is not None:
         placement[pod.name] = node
         return True
-    if _make_room_by_moves(snapshot, nodes, at_home, placement, spent, pod, policy, free):
+    if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free):
         return True
-    allowed = {b.name: b.allowed - spent[b.name] for b in snapshot.budgets}
+    allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
     found = preemption(replace(movable, nodes=nodes), placement, free, allowed, pod)
     if found is None:
         return False
@@ -298,26 +298,26 @@ def _repair_one(snapshot: Snapshot, nodes: tuple[Node, ...], movable: Snapshot,
             spent[v.pdb] += 1
     placement[pod.name] = node
     free.clear()
-    free.update(free_room(snapshot.nodes, snapshot.pods, placement))
+    free.update(free_room(problem.nodes, problem.pods, placement))
     for v in victims:
-        placement[v.name] = schedule(snapshot.nodes, free, [v])[v.name]
+        placement[v.name] = schedule(problem.nodes, free, [v])[v.name]
     return True
 
 
 MOVE_TRIES = 4  # nodes per pending pod on which the repair tries to make room by moves
 
 
-def _make_room_by_moves(snapshot: Snapshot, nodes: tuple[Node, ...], at_home: dict[str, list[Pod]],
+def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict[str, list[Pod]],
                         placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
                         free: dict[str, dict[str, int]]) -> bool:
     """Defragment: on the few nodes closest to fitting `pod`, move running pods (largest first,
     each still where it started) into free room on other nodes (the tightest fit) until `pod`
     fits; only when every one of them finds a place, so nothing stops running. Vectorised over
     nodes: at a thousand nodes this runs once per pending pod."""
-    kinds = sorted({r for n in snapshot.nodes for r in n.capacity} | set(pod.requests))
-    names = [n.name for n in snapshot.nodes]
+    kinds = sorted({r for n in problem.nodes for r in n.capacity} | set(pod.requests))
+    names = [n.name for n in problem.nodes]
     room = np.array([[free[n].get(r, 0) for r in kinds] for n in names], dtype=np.int64)
-    capacity = np.array([[n.capacity.get(r, 0) for r in kinds] for n in snapshot.nodes], dtype=np.int64)
+    capacity = np.array([[n.capacity.get(r, 0) for r in kinds] for n in problem.nodes], dtype=np.int64)
     index = {n: i for i, n in enumerate(names)}
     scale = 1.0 / np.maximum(capacity, 1)
 
@@ -331,7 +331,7 @@ def _make_room_by_moves(snapshot: Snapshot, nodes: tuple[Node, ...], at_home: di
     usable &= (capacity >= want).all(axis=1)
     missing = np.maximum(0, want - room).sum(axis=1).astype(float)
     missing[~usable] = np.inf
-    allowed = {b.name: b.allowed - spent[b.name] for b in snapshot.budgets}
+    allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
     for t in np.argsort(missing, kind="stable")[:MOVE_TRIES]:
         if not np.isfinite(missing[t]):
             break
@@ -381,20 +381,20 @@ def _may_move_for(q: Pod, pod: Pod, policy: Policy) -> bool:
 class Prices:
     """The priced policy's points: value of the pods running, price of moves and evictions."""
 
-    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
-        self.snapshot, self.policy = snapshot, policy
+    def __init__(self, problem: Problem, policy: Policy) -> None:
+        self.problem, self.policy = problem, policy
         self.restart = {name: round(policy.points_per_minute * seconds / 60)
-                        for name, seconds in run_seconds(snapshot).items()}
+                        for name, seconds in run_seconds(problem).items()}
         given = dict(policy.values or ())
         self.value: dict[int, int] = {}
         if policy.values is not None:
-            self.value = {t: given.get(t, 0) for t in tiers(snapshot)}
+            self.value = {t: given.get(t, 0) for t in tiers(problem)}
         else:  # each class above every lower class and every price together
             total = 1 + sum(max(self.move(p), self.evict(p))
-                            for p in snapshot.pods if p.running)
-            for t in sorted(tiers(snapshot)):
+                            for p in problem.pods if p.running)
+            for t in sorted(tiers(problem)):
                 self.value[t] = total
-                total += total * sum(p.priority == t for p in snapshot.pods)
+                total += total * sum(p.priority == t for p in problem.pods)
 
     def move(self, p: Pod) -> int:
         return self.policy.move_price_of(p.priority) + self.restart[p.name]
@@ -404,19 +404,19 @@ class Prices:
 
     def score(self, placement: dict[str, str | None]) -> tuple[int, int]:
         points = 0
-        for p in self.snapshot.pods:
+        for p in self.problem.pods:
             after = placement.get(p.name)
             points += self.value[p.priority] * (after is not None)
             if p.node is not None and after != p.node:
                 points -= self.evict(p) if after is None else self.move(p)
-        pref = sum(p.preference.get(placement.get(p.name) or "", 0) for p in self.snapshot.pods)
+        pref = sum(p.preference.get(placement.get(p.name) or "", 0) for p in self.problem.pods)
         return points, pref
 
 
-def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadline: float, workers: int,
+def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline: float, workers: int,
                    max_vars: int, policy: Policy = STRICT,
                    ) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
-    """Large snapshots, piece by piece: take the highest-priority pending pods, the nodes where
+    """Large problems, piece by piece: take the highest-priority pending pods, the nodes where
     room could be made for them (free room plus lower-priority movable pods), solve that piece
     exactly, keep it if it is better, and go on with the next pending pods until time is up."""
     working = dict(placement)
@@ -424,20 +424,20 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
     stages: list[dict[str, Any]] = []
     build = 0.0  # how long the last piece took to build: do not start one that cannot finish
     while deadline - time.monotonic() > max(0.05, 3 * build):
-        pending = sorted((p for p in snapshot.pods if working[p.name] is None and p.name not in tried),
+        pending = sorted((p for p in problem.pods if working[p.name] is None and p.name not in tried),
                          key=lambda p: -p.priority)
         if not pending:
             break
-        seeds = _with_gangs(pending[:PIECE_PENDING], snapshot)
+        seeds = _with_gangs(pending[:PIECE_PENDING], problem)
         tried.update(p.name for p in seeds)
         # pieces as large as the time left can solve (about 6,000 variables a second here)
         size = int(min(max_vars, max(1000, 6000 * (deadline - time.monotonic()))))
         t0 = time.monotonic()
-        nodes = _roomiest(snapshot, working, seeds, size)
+        nodes = _roomiest(problem, working, seeds, size)
         names = {n.name for n in nodes}
-        members = [replace(p, node=working[p.name]) for p in snapshot.pods if working[p.name] in names]
+        members = [replace(p, node=working[p.name]) for p in problem.pods if working[p.name] in names]
         members += seeds
-        piece = Snapshot(tuple(nodes), tuple(members), snapshot.budgets, snapshot.taken)
+        piece = Problem(tuple(nodes), tuple(members), problem.budgets, problem.taken)
         model = _Model(piece, current(piece), policy)
         build = time.monotonic() - t0
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
@@ -451,19 +451,19 @@ def neighbourhoods(snapshot: Snapshot, placement: dict[str, str | None], deadlin
     return stages, working
 
 
-def _with_gangs(pods: list[Pod], snapshot: Snapshot) -> list[Pod]:
+def _with_gangs(pods: list[Pod], problem: Problem) -> list[Pod]:
     gangs = {p.gang for p in pods if p.gang}
-    extra = [p for p in snapshot.pods if p.gang in gangs and not p.running and p not in pods]
+    extra = [p for p in problem.pods if p.gang in gangs and not p.running and p not in pods]
     return pods + extra
 
 
-def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Pod],
+def _roomiest(problem: Problem, working: dict[str, str | None], seeds: list[Pod],
               max_vars: int) -> list[Node]:
     """The nodes with the most room the seeds could get: free, or held by lower-priority movable pods."""
     top = max(p.priority for p in seeds)
-    room = {n.name: dict(n.capacity) for n in snapshot.nodes}
+    room = {n.name: dict(n.capacity) for n in problem.nodes}
     per_node: dict[str, int] = defaultdict(int)
-    for p in snapshot.pods:
+    for p in problem.pods:
         node = working[p.name]
         if node is not None:
             per_node[node] += 1
@@ -473,7 +473,7 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
     want = seeds[0].requests
     def fit_count(n: Node) -> float:
         return min((room[n.name].get(r, 0) / v for r, v in want.items() if v > 0), default=0.0)
-    ranked = sorted((n for n in snapshot.nodes if fit_count(n) >= 1), key=fit_count, reverse=True)
+    ranked = sorted((n for n in problem.nodes if fit_count(n) >= 1), key=fit_count, reverse=True)
     chosen: list[Node] = []
     pods, room_for = len(seeds), 0.0
     for n in ranked:  # enough nodes to hold the seeds one and a half times over, within the size
@@ -487,15 +487,15 @@ def _roomiest(snapshot: Snapshot, working: dict[str, str | None], seeds: list[Po
 
 
 class _Model:
-    def __init__(self, snapshot: Snapshot, hint: dict[str, str | None], policy: Policy = STRICT) -> None:
-        self.snapshot, self.policy = snapshot, policy
+    def __init__(self, problem: Problem, hint: dict[str, str | None], policy: Policy = STRICT) -> None:
+        self.problem, self.policy = problem, policy
         m = self.m = cp_model.CpModel()
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
         self.placed: list[cp_model.IntVar] = []
         self.cost: list[Expr] = []
-        where, self.restricted = candidates(snapshot, policy, hint)
-        self._where = [where[p.name] for p in snapshot.pods]
-        for i, p in enumerate(snapshot.pods):
+        where, self.restricted = candidates(problem, policy, hint)
+        self._where = [where[p.name] for p in problem.pods]
+        for i, p in enumerate(problem.pods):
             here = []
             for n in where[p.name]:
                 self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
@@ -523,10 +523,10 @@ class _Model:
         on_node: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
         for (i, n), var in self.x.items():
             on_node[n].append((i, var))
-        for node in self.snapshot.nodes:
+        for node in self.problem.nodes:
             for r, cap in node.capacity.items():
-                terms = [self.snapshot.pods[i].requests.get(r, 0) * v for i, v in on_node[node.name]
-                         if self.snapshot.pods[i].requests.get(r, 0)]
+                terms = [self.problem.pods[i].requests.get(r, 0) * v for i, v in on_node[node.name]
+                         if self.problem.pods[i].requests.get(r, 0)]
                 if terms:
                     self.m.add(sum(terms) <= cap)
 
@@ -534,16 +534,16 @@ class _Model:
         """All of a gang or none; a gang with a domain label and a pending pod, all in one domain
         (a running gang is left where it is allowed to stay)."""
         members: dict[str, list[int]] = defaultdict(list)
-        for i, p in enumerate(self.snapshot.pods):
+        for i, p in enumerate(self.problem.pods):
             if p.gang:
                 members[p.gang].append(i)
-        nodes = {n.name: n for n in self.snapshot.nodes}
+        nodes = {n.name: n for n in self.problem.nodes}
         for gang, idx in members.items():
             first = idx[0]
             for i in idx[1:]:
                 self.m.add(self.placed[i] == self.placed[first])
-            label = self.snapshot.pods[first].domain
-            if label is None or len(idx) < 2 or all(self.snapshot.pods[i].running for i in idx):
+            label = self.problem.pods[first].domain
+            if label is None or len(idx) < 2 or all(self.problem.pods[i].running for i in idx):
                 continue
             chosen: dict[str, cp_model.IntVar] = {}
             for i in idx:
@@ -555,9 +555,9 @@ class _Model:
             self.m.add(sum(chosen.values()) == self.placed[first])
 
     def _budgets(self) -> None:
-        allowed = {b.name: b.allowed for b in self.snapshot.budgets}
+        allowed = {b.name: b.allowed for b in self.problem.budgets}
         disrupted: dict[str, list[Expr]] = defaultdict(list)
-        for i, p in enumerate(self.snapshot.pods):
+        for i, p in enumerate(self.problem.pods):
             if p.pdb in allowed and p.node is not None:
                 stay = self.x.get((i, p.node))
                 disrupted[p.pdb].append(1 - stay if stay is not None else 1)
@@ -567,7 +567,7 @@ class _Model:
     def _for_lower(self) -> None:
         """A pod of a class the policy protects from lower-priority work is moved or evicted only
         when the plan places a pending pod of a higher priority."""
-        pods = self.snapshot.pods
+        pods = self.problem.pods
         above: dict[int, cp_model.IntVar] = {}
         for i, p in enumerate(pods):
             if p.node is None or (i, p.node) not in self.x:
@@ -591,9 +591,9 @@ class _Model:
 
     def _priced(self) -> Expr:
         """Value of the pods running after the plan minus the price of its moves and evictions."""
-        prices = Prices(self.snapshot, self.policy)
+        prices = Prices(self.problem, self.policy)
         terms: list[Expr] = []
-        for i, p in enumerate(self.snapshot.pods):
+        for i, p in enumerate(self.problem.pods):
             terms.append(prices.value[p.priority] * self.placed[i])
             if p.node is None:
                 continue
@@ -605,24 +605,24 @@ class _Model:
     def _hint(self, placement: dict[str, str | None]) -> None:
         self.m.clear_hints()
         for (i, n), var in self.x.items():
-            self.m.add_hint(var, placement.get(self.snapshot.pods[i].name) == n)
+            self.m.add_hint(var, placement.get(self.problem.pods[i].name) == n)
 
     def _objectives(self) -> list[tuple[str, Expr]]:
         """One stage per tier: placed x W - disruption, W above any disruption, so placing comes
         first and disruption second, exactly the lexicographic pair; then preferences."""
         out: list[tuple[str, Expr]] = []
-        for t in tiers(self.snapshot):
-            idx = [i for i, p in enumerate(self.snapshot.pods) if p.priority >= t]
+        for t in tiers(self.problem):
+            idx = [i for i, p in enumerate(self.problem.pods) if p.priority >= t]
             weight = MOVE * len(idx) + 1
             expr = weight * sum(self.placed[i] for i in idx) - sum(self.cost[i] for i in idx)
             out.append((f"priority>={t}: placed, then fewest disrupted", expr))
         prefs = [p.preference.get(n, 0) * v for (i, n), v in self.x.items()
-                 if (p := self.snapshot.pods[i]).preference.get(n, 0)]
+                 if (p := self.problem.pods[i]).preference.get(n, 0)]
         if prefs:
             out.append(("network preference", sum(prefs)))
         # among equal answers, disturb the pods that have run the least: a job near its end loses most
-        ran = run_seconds(self.snapshot)
-        lost = [ran[p.name] * (1 - self.x[i, p.node]) for i, p in enumerate(self.snapshot.pods)
+        ran = run_seconds(self.problem)
+        lost = [ran[p.name] * (1 - self.x[i, p.node]) for i, p in enumerate(self.problem.pods)
                 if ran[p.name] and p.node is not None and (i, p.node) in self.x]
         if lost:
             out.append(("least run time thrown away", -sum(lost)))
@@ -631,7 +631,7 @@ class _Model:
     def _tiebreak(self) -> tuple[Expr, int]:
         """Added (below every stage's own objective) so that a stage stopped by the clock still
         prefers answers that place more and disrupt less of everyone: never gratuitous evictions."""
-        n = len(self.snapshot.pods)
+        n = len(self.problem.pods)
         expr = (MOVE * n + 1) * sum(self.placed) - sum(self.cost)
         return expr, (MOVE * n + 1) * n + MOVE * n + 1  # the expression and a bound on its range
 
@@ -639,7 +639,7 @@ class _Model:
             workers: int) -> tuple[list[dict[str, Any]], dict[str, str | None] | None, bool]:
         if self.policy.priced:
             prefs = [p.preference.get(n, 0) * v for (i, n), v in self.x.items()
-                     if (p := self.snapshot.pods[i]).preference.get(n, 0)]
+                     if (p := self.problem.pods[i]).preference.get(n, 0)]
             objectives: list[tuple[str, Expr]] = [("priced: value placed minus the price of disruption",
                                                    self._priced())]
             if prefs:
@@ -677,9 +677,9 @@ class _Model:
             value = stage["value"] = solver.value(expr)
             proven = proven and status == cp_model.OPTIMAL
             self.m.add(expr >= value)  # freeze it for later stages
-            answer = {p.name: None for p in self.snapshot.pods}
+            answer = {p.name: None for p in self.problem.pods}
             for (i, n), var in self.x.items():
                 if solver.value(var):
-                    answer[self.snapshot.pods[i].name] = n
+                    answer[self.problem.pods[i].name] = n
             self._hint(answer)
         return stages, answer, proven and answer is not None and not self.restricted

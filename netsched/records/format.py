@@ -1,14 +1,11 @@
 """The finished-job record file the operator writes and training reads: JSON Lines, one row per job.
 
-The operator (netsched.records.writer) appends rows; `netsched train` turns them into
-dataset rows (netsched.training.records). Both agree on this version and this reader.
+The operator (netsched.records.writer) appends rows; netsched.records.reader reads them and
+`netsched train` turns them into dataset rows (netsched.training.record_rows). All agree on
+this version.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
-from typing import Any
 
 SCHEMA_VERSION = 1
 ROW_FIELDS = {
@@ -39,16 +36,3 @@ ROW_FIELDS = {
                  "name -> value), or null without --prometheus-url",
 }
 
-
-def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, record) of every complete JSON object line of a records file. A torn line (a
-    crash mid-write) is skipped, as the operator does: its next row starts on a line of its own."""
-    out = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            out.append((number, row))
-    return out

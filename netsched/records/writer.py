@@ -22,13 +22,15 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
-from netsched.api.gpujob import JobSpec
+from netsched.api.gpujob import DataSource, JobSpec
 from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
-from netsched.records.format import SCHEMA_VERSION, read_records
+from netsched.records.format import SCHEMA_VERSION
+from netsched.records.reader import read_rows
 
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
 log = logging.getLogger(__name__)
@@ -36,13 +38,6 @@ log = logging.getLogger(__name__)
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
     return Path(state) / "netsched" / "job-records.jsonl"
-
-
-def read_rows(path: Path) -> list[dict]:
-    """Every complete row of a records file (none if it does not exist yet)."""
-    if not path.exists():
-        return []
-    return [row for _, row in read_records(path) if "uid" in row]  # torn writes are skipped
 
 
 class JobRecords:
@@ -62,10 +57,10 @@ class JobRecords:
         except RecordsUnavailable as exc:
             log.error("%s", exc)
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         return read_rows(self.path)
 
-    def append(self, row: dict) -> bool:
+    def append(self, row: dict[str, Any]) -> bool:
         """Write the row unless its uid is already recorded; True if written."""
         with self._lock:
             uids = self._known()
@@ -101,14 +96,15 @@ class JobRecords:
             "once the file is writable (check the operator's records volume, --records)")
 
 
-def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict:
+def job_record(job: JobSpec, status: dict[str, Any],
+               node_labels: dict[str, dict[str, str]]) -> dict[str, Any]:
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     nodes = [p["node"] for p in placements]
     racks = [p.get("rack") or node_labels.get(p["node"], {}).get(RACK_LABEL, "") for p in placements]
     zones = [p.get("zone") or node_labels.get(p["node"], {}).get(ZONE_LABEL, "") for p in placements]
     start, end = status.get("startTime"), status.get("completionTime")
     data = job.data_sources[0] if job.data_sources else None
-    cond = find(status.get("conditions") or [], status.get("phase")) or {}
+    cond = find(status.get("conditions") or [], status.get("phase") or "") or {}
     return {
         "schema_version": SCHEMA_VERSION, "uid": job.uid, "namespace": job.namespace, "name": job.name,
         "recorded_at": now_rfc3339(), "outcome": status.get("phase"), "reason": cond.get("reason"),
@@ -141,7 +137,8 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     return (parse_rfc3339(end) - parse_rfc3339(start)).total_seconds()
 
 
-def _data_distance(data, nodes: list[str], node_labels: dict[str, dict]) -> str | None:
+def _data_distance(data: DataSource | None, nodes: list[str],
+                   node_labels: dict[str, dict[str, str]]) -> str | None:
     """The finest level (node, rack, zone) at which every replica shares a place with the data."""
     if data is None or data.kind == "endpoint" or not nodes:
         return None

@@ -13,14 +13,14 @@ import math
 import random
 
 from netsched.packing.default_scheduler import preemptive_schedule
-from netsched.packing.problem import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Problem
 
 MB = 1_000_000
 TAKEN = 1_800_000_000.0  # the scenarios' clock (Unix seconds): pods started up to 10 hours before
 
 
 def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, seed: int,
-             gpus: bool = False) -> Snapshot:
+             gpus: bool = False) -> Problem:
     """The cluster after the default scheduler placed every pod it could. With `gpus`, each
     ReplicaSet also asks for 1, 2 or 4 GPUs per pod, and nodes are sized for GPUs the same way."""
     rng = random.Random(seed)
@@ -39,13 +39,13 @@ def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, s
     node_list = tuple(Node(f"node-{i}", dict(cap)) for i in range(nodes))
     order = pods[:]
     rng.shuffle(order)
-    placed = preemptive_schedule(Snapshot(node_list, tuple(order)))
+    placed = preemptive_schedule(Problem(node_list, tuple(order)))
     clock = random.Random(-seed - 1)  # its own stream: run times do not change the pods drawn above
     started = {p.name: TAKEN - clock.uniform(0, 36000) for p in pods}
-    return Snapshot(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name],
-                                         started=started[p.name] if placed[p.name] else None) for p in pods),
-                    taken=TAKEN)
+    return Problem(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name],
+                                        started=started[p.name] if placed[p.name] else None) for p in pods),
+                   taken=TAKEN)
 
 
-def failing(snapshot: Snapshot) -> bool:
-    return any(not p.running for p in snapshot.pods)
+def failing(problem: Problem) -> bool:
+    return any(not p.running for p in problem.pods)

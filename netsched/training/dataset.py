@@ -6,7 +6,7 @@ are the candidate nodes of one placement decision, each with its true completion
 (simulated, or measured by the testbed runner); `chosen` = 1 marks the candidate the
 job really got in the run that produced the row (the operator's records are sets of one
 such row). A cell left empty is NaN: unknown. The simulator, the testbed runner and the
-operator's records (converted by `netsched.training.records`) all produce these rows;
+operator's records (converted by `netsched.training.record_rows`) all produce these rows;
 `read_dataset` also reads the operator's JSON Lines file directly.
 """
 
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from netsched.models.features import COMM_LEVELS, FEATURE_NAMES, SCHEMA_VERSION, SchemaError
+from netsched.models.features import COMM_LEVELS, FEATURE_NAMES, SCHEMA_VERSION, TARGET, SchemaError
 from netsched.models.gpus import GPU_FEATURES, gpu_features
+from netsched.training.record_rows import rows_from_records
 
 META_COLUMNS = {
     "schema_version": "this file format's version (SCHEMA_VERSION)",
@@ -34,7 +35,6 @@ META_COLUMNS = {
     "start_unix": "when the job started, Unix seconds: what the by-time split orders by",
     "chosen": "1 if the job really ran on this candidate, 0 for a counterfactual candidate",
 }
-TARGET = "duration_seconds"
 TEXT_COLUMNS = ("candidate_set", "job_id", "node", "site", "source")
 COLUMNS: tuple[str, ...] = (*META_COLUMNS, *FEATURE_NAMES, TARGET)
 
@@ -134,9 +134,7 @@ def read_dataset(path: Path) -> Dataset:
     if not path.is_file():
         raise SchemaError(f"{path}: no such dataset file")
     if path.suffix == ".jsonl":
-        from netsched.training.records import dataset_from_records
-
-        return dataset_from_records(path)
+        return dataset_from_rows(rows_from_records(path))
     try:
         with open(path, newline="") as f:
             reader = csv.reader(f)

@@ -16,7 +16,7 @@ from netsched.devcluster.devcluster import EXTENDER, OPERATOR
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
-from netsched.records.writer import read_rows
+from netsched.records.reader import read_rows
 from netsched.testing.builders import make_gpujob
 
 GPUS_PER_NODE = 8

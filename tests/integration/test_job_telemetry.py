@@ -16,11 +16,11 @@ from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.processes import free_port
 from netsched.devcluster.wait import poll
-from netsched.records.writer import read_rows
+from netsched.records.reader import read_rows
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import make_gpujob
-from netsched.training.records import record_row
+from netsched.training.record_rows import record_row
 
 SITES = ("x", "y", "data")
 RATES = {("x", "y"): 20, ("x", "data"): 80, ("y", "data"): 10}  # Mbit/s, both directions

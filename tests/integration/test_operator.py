@@ -19,7 +19,7 @@ from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.records.writer import read_rows
+from netsched.records.reader import read_rows
 from netsched.testing.builders import make_gpujob
 
 EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"

@@ -59,7 +59,8 @@ def test_extender_flags_reach_serve_as_one_settings_object(monkeypatch):
 
 
 def test_operator_flags_reach_run_operator_as_one_settings_object(monkeypatch):
-    from netsched.operator.config import OperatorConfig, PackerConfig
+    from netsched.operator.config import OperatorConfig
+    from netsched.packer.config import PackerConfig
 
     ran = []
     monkeypatch.setattr("netsched.operator.run.run_operator", ran.append)

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from netsched.datagen.simulator import SimConfig
+from netsched.models.features import TARGET
 from netsched.testing.models import sim_rows
-from netsched.training.dataset import COLUMNS, TARGET
+from netsched.training.dataset import COLUMNS
 from netsched.training.policies import least_allocated_balanced
 
 

@@ -8,7 +8,8 @@ import pytest
 from kubernetes import client
 
 from netsched.api import plans
-from netsched.packer.controller import Packer, PackerConfig
+from netsched.packer.config import PackerConfig
+from netsched.packer.controller import Packer
 from netsched.packing.policy import DisruptionPolicy
 from netsched.testing.builders import make_node, make_pod
 from netsched.testing.kube import FakeKube

@@ -1,9 +1,9 @@
-"""A packer snapshot built from API objects: who may move, where pods may go, which PDB covers them."""
+"""A packing problem built from API objects: who may move, where pods may go, which PDB covers them."""
 
 import pytest
 
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.packer.live_cluster import snapshot_of, waits_for_room
+from netsched.packer.live_cluster import problem_of, waits_for_room
 from netsched.testing.builders import make_node
 
 TAINT = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
@@ -26,20 +26,20 @@ def test_pods_get_movability_allowed_nodes_and_pdbs():
     pods = [raw_pod("kept", "a1-0", owner=None), raw_pod("web", "a1-0"), raw_pod("waiting")]
     pdbs = [{"metadata": {"name": "all", "namespace": "ml"}, "spec": {"selector": {}},
              "status": {"disruptionsAllowed": 1}}]
-    snap = snapshot_of(nodes, pods, pdbs)
-    by = {p.name: p for p in snap.pods}
+    problem = problem_of(nodes, pods, pdbs)
+    by = {p.name: p for p in problem.pods}
     assert not by["ml/kept"].movable and by["ml/web"].movable  # only what a controller recreates moves
     assert by["ml/waiting"].allowed == ("a1-0",)  # the tainted node is not tolerated
     assert by["ml/web"].requests == {"cpu": 500, "memory": 2**30, "pods": 1}
-    assert {p.pdb for p in snap.pods} == {"ml/all"}  # an empty selector covers every pod
-    assert snap.budgets[0].allowed == 1
+    assert {p.pdb for p in problem.pods} == {"ml/all"}  # an empty selector covers every pod
+    assert problem.budgets[0].allowed == 1
 
 
 def test_a_pod_under_overlapping_budgets_gets_the_tightest():
     pdbs = [{"metadata": {"name": name, "namespace": "ml"}, "spec": {"selector": {}},
              "status": {"disruptionsAllowed": allowed}} for name, allowed in (("loose", 2), ("strict", 0))]
-    snap = snapshot_of([make_node("a1-0")], [raw_pod("web", "a1-0")], pdbs)
-    assert [p.pdb for p in snap.pods] == ["ml/strict"]
+    problem = problem_of([make_node("a1-0")], [raw_pod("web", "a1-0")], pdbs)
+    assert [p.pdb for p in problem.pods] == ["ml/strict"]
 
 
 UNSCHEDULABLE = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
@@ -57,7 +57,7 @@ NETSCHED = {"schedulerName": "netsched"}
     pytest.param({}, NETSCHED | {"nodeName": "n1"}, {}, False, id="bound"),
     pytest.param({}, NETSCHED, {}, False, id="not-tried-yet"),
 ])
-def test_the_packer_wakes_for_exactly_the_pods_its_snapshot_makes_room_for(meta, spec, status, waits):
+def test_the_packer_wakes_for_exactly_the_pods_it_makes_room_for(meta, spec, status, waits):
     assert waits_for_room(meta, spec, status, "netsched") is waits
 
 
@@ -67,12 +67,12 @@ def test_a_gangs_pods_carry_their_network_domain_and_running_pods_their_start():
     gang["metadata"]["annotations"] = {"netsched.io/max-peer-distance": "rack"}
     web = raw_pod("web", "a1-0")
     web["status"]["startTime"] = "2026-01-01T00:00:10Z"
-    snap = snapshot_of([make_node("a1-0")], [gang, web], [])
-    by = {p.name: p for p in snap.pods}
+    problem = problem_of([make_node("a1-0")], [gang, web], [])
+    by = {p.name: p for p in problem.pods}
     assert by["ml/train-0"].gang == "ml/train" and by["ml/train-0"].domain == "netsched.io/rack"
     assert by["ml/web"].domain is None  # not a gang: nothing to keep together
     assert by["ml/web"].started == 1767225610.0 and by["ml/train-0"].started is None
-    assert snap.taken is not None
+    assert problem.taken is not None
 
 
 @pytest.mark.parametrize("annotations, allowed", [
@@ -92,5 +92,5 @@ def test_a_pod_limited_to_its_data_may_use_only_the_nodes_near_it(annotations, a
              make_node("b2-0", zone="zone-b", rack="rack-b2")]
     pod = raw_pod("reader")
     pod["metadata"]["annotations"] = annotations
-    [snapped] = snapshot_of(nodes, [pod], []).pods
+    [snapped] = problem_of(nodes, [pod], []).pods
     assert snapped.allowed == allowed

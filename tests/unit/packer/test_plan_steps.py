@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 from netsched.api.events import rfc3339
 from netsched.packer.plan_steps import LivePod, advance
-from netsched.packing.problem import Node, Pod, Snapshot
+from netsched.packing.problem import Node, Pod, Problem
 from netsched.packing.solver import solve
 
 T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
@@ -109,11 +109,11 @@ def test_a_move_arrives_when_a_new_pod_of_its_controller_is_bound_on_the_target(
 def test_the_plan_body_records_what_the_solver_decided():
     from netsched.packer.plan_steps import plan_body
 
-    snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
+    problem = Problem((Node("n1", {"nvidia.com/gpu": 8}),), (
         Pod("ml/low-0", {"nvidia.com/gpu": 8}, 10, "n1"), Pod("ml/urgent-0", {"nvidia.com/gpu": 8}, 1000)))
     raw = [{"metadata": {"namespace": "ml", "name": n, "uid": f"uid-{n}", "creationTimestamp": rfc3339(T0)},
             "spec": {"nodeName": "n1"} if n == "low-0" else {}} for n in ("low-0", "urgent-0")]
-    body = plan_body(snap, solve(snap, 1.0), raw, "urgent waits", 1.0, 60)
+    body = plan_body(problem, solve(problem, 1.0), raw, "urgent waits", 1.0, 60)
     spec = body["spec"]
     assert spec["counts"] == {"evictions": 1, "moves": 0, "placements": 1}
     assert spec["evictions"] == [
@@ -124,10 +124,10 @@ def test_the_plan_body_records_what_the_solver_decided():
 def test_the_packer_may_disrupt_only_pods_below_the_top_waiting_priority():
     from netsched.packer.controller import only_lower_priority_moves
 
-    snap = Snapshot((Node("n1", {"nvidia.com/gpu": 8}),), (
+    problem = Problem((Node("n1", {"nvidia.com/gpu": 8}),), (
         Pod("ml/low", {"nvidia.com/gpu": 4}, 10, "n1"), Pod("ml/peer", {"nvidia.com/gpu": 4}, 1000, "n1"),
         Pod("ml/urgent", {"nvidia.com/gpu": 8}, 1000)))
-    movable = {p.name: p.movable for p in only_lower_priority_moves(snap).pods}
+    movable = {p.name: p.movable for p in only_lower_priority_moves(problem).pods}
     assert movable == {"ml/low": True, "ml/peer": False, "ml/urgent": True}
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
-from netsched.packing.problem import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Problem
 from netsched.packing.solver import current, repair, score, solve
 from netsched.testing.packing_scenarios import failing, scenario
 
@@ -25,18 +25,18 @@ def pod(name: str, gpus: int, priority: int = 0, on: str | None = None, ran: flo
     return Pod(name, {GPU: gpus, "cpu": 1000}, priority, on, started=NOW - ran if on else None, **kw)
 
 
-def scattered() -> Snapshot:
+def scattered() -> Problem:
     """Two high pods of 4 GPUs on two nodes leave no room for a low pod of 8: moving one makes room."""
-    return Snapshot((node("n1"), node("n2")), (
+    return Problem((node("n1"), node("n2")), (
         pod("high-a", 4, 100, "n1"), pod("high-b", 4, 100, "n2"), pod("low", 8, 0)), taken=NOW)
 
 
 def test_strict_never_moves_a_higher_pod_for_lower_work_priced_does():
-    snap = scattered()
-    assert solve(snap, budget=2.0, policy=STRICT).source == "current"
-    plan = solve(snap, budget=2.0, policy=PRICED)
+    problem = scattered()
+    assert solve(problem, budget=2.0, policy=STRICT).source == "current"
+    plan = solve(problem, budget=2.0, policy=PRICED)
     assert plan.source in ("solver", "repair") and plan.placement["low"] is not None
-    assert len(plan.changes(snap)["moves"]) == 1 and plan.changes(snap)["evictions"] == []
+    assert len(plan.changes(problem)["moves"]) == 1 and plan.changes(problem)["evictions"] == []
 
 
 def test_the_classes_the_policy_protects_from_lower_work_stay_put():
@@ -45,61 +45,61 @@ def test_the_classes_the_policy_protects_from_lower_work_stay_put():
 
 
 def test_a_job_near_its_end_is_not_evicted_while_a_just_started_one_of_its_priority_could_be():
-    snap = Snapshot((node("n1"), node("n2")), (
+    problem = Problem((node("n1"), node("n2")), (
         pod("old", 8, 0, "n1", ran=10 * HOUR), pod("young", 8, 0, "n2", ran=60.0), pod("high", 8, 100)),
         taken=NOW)
     for policy in (PRICED, STRICT):  # strict, too, among equal answers disturbs what ran least
-        for order in (snap, Snapshot(snap.nodes, snap.pods[::-1], taken=NOW)):
+        for order in (problem, Problem(problem.nodes, problem.pods[::-1], taken=NOW)):
             plan = solve(order, budget=2.0, policy=policy)
             assert plan.changes(order)["evictions"] == [("young", "n2")] and plan.placement["high"] == "n2"
 
 
 def test_a_plan_below_the_minimum_gain_is_not_proposed():
     values = ((0, 10), (100, 50))
-    snap = Snapshot((node("n1"),), (pod("low", 8, 0, "n1", ran=HOUR), pod("high", 8, 100)), taken=NOW)
+    problem = Problem((node("n1"),), (pod("low", 8, 0, "n1", ran=HOUR), pod("high", 8, 100)), taken=NOW)
     # placing high gains 50, evicting low loses 10 and costs 1 + 60 (an hour of run time)
-    assert solve(snap, budget=2.0, policy=Policy(priced=True, values=values)).source == "current"
+    assert solve(problem, budget=2.0, policy=Policy(priced=True, values=values)).source == "current"
     cheap = Policy(priced=True, values=values, points_per_minute=0.0)  # gain 50 - 10 - 1 = 39
-    assert solve(snap, budget=2.0, policy=cheap).placement["high"] == "n1"
-    assert solve(snap, budget=2.0, policy=Policy(priced=True, values=values, points_per_minute=0.0,
-                                                 min_gain=40)).source == "current"
+    assert solve(problem, budget=2.0, policy=cheap).placement["high"] == "n1"
+    assert solve(problem, budget=2.0, policy=Policy(priced=True, values=values, points_per_minute=0.0,
+                                                    min_gain=40)).source == "current"
 
 
 def test_budgets_and_protected_pods_hold_under_the_priced_policy():
-    snap = Snapshot((node("n1"), node("n2")), (
+    problem = Problem((node("n1"), node("n2")), (
         pod("guarded", 8, 0, "n1", pdb="keep"), pod("fixed", 8, 0, "n2", movable=False), pod("high", 8, 100)),
         (Budget("keep", 0),), taken=NOW)
-    assert solve(snap, budget=2.0, policy=PRICED).placement["high"] is None
+    assert solve(problem, budget=2.0, policy=PRICED).placement["high"] is None
 
 
 def test_the_greedy_repair_preempts_like_kube_scheduler_and_moves_victims_into_free_room():
-    snap = Snapshot((node("n1"), node("n2", gpus=4)), (
+    problem = Problem((node("n1"), node("n2", gpus=4)), (
         pod("low", 4, 0, "n1"), pod("mid", 4, 50, "n1"), pod("high", 8, 100)), taken=NOW)
     # both must go from n1; the higher victim gets the free room elsewhere first
-    assert repair(snap, current(snap)) == {"low": None, "mid": "n2", "high": "n1"}
+    assert repair(problem, current(problem)) == {"low": None, "mid": "n2", "high": "n1"}
 
 
 @pytest.mark.parametrize("nodes", [4, 32])
 def test_the_priced_plan_is_valid_and_never_worse_than_now_by_its_own_objective(nodes):
     """How long a solve takes is measured by bench/packing_bench.py, not here."""
-    snap = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.0, seed)))
-    plan = solve(snap, budget=0.5, policy=PRICED)
-    assert plan.score == score(snap, plan.placement, PRICED) >= score(snap, current(snap), PRICED)
-    free = free_room(snap.nodes, snap.pods, plan.placement)
+    problem = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.0, seed)))
+    plan = solve(problem, budget=0.5, policy=PRICED)
+    assert plan.score == score(problem, plan.placement, PRICED) >= score(problem, current(problem), PRICED)
+    free = free_room(problem.nodes, problem.pods, plan.placement)
     assert all(v >= 0 for room in free.values() for v in room.values())
     # classes the policy does not let be evicted for lower work lose pods only to higher pods placed
-    placed = {p.priority for p in snap.pods if not p.running and plan.placement[p.name]}
-    for p in snap.pods:
+    placed = {p.priority for p in problem.pods if not p.running and plan.placement[p.name]}
+    for p in problem.pods:
         if p.running and plan.placement[p.name] is None:
             assert any(q > p.priority for q in placed)
 
 
 def test_old_snapshots_without_start_times_load_and_new_ones_round_trip():
-    old = Snapshot.from_json({"nodes": [{"name": "n1", "capacity": {GPU: 8}}],
-                              "pods": [{"name": "p", "requests": {GPU: 1}, "node": "n1"}]})
+    old = Problem.from_json({"nodes": [{"name": "n1", "capacity": {GPU: 8}}],
+                             "pods": [{"name": "p", "requests": {GPU: 1}, "node": "n1"}]})
     assert old.pods[0].started is None and old.taken is None
     new = scattered()
-    assert Snapshot.from_json(new.to_json()) == new
+    assert Problem.from_json(new.to_json()) == new
 
 
 # ---- the policy an admin writes -------------------------------------------------------------------
@@ -108,7 +108,7 @@ def classed(name: str, gpus: int, priority: int, cls: str, on: str | None = None
 
 
 def test_a_written_policy_resolves_class_names_to_the_priorities_their_pods_carry():
-    snap = Snapshot((node("n1"), node("n2"), node("n3", gpus=4)), (
+    problem = Problem((node("n1"), node("n2"), node("n3", gpus=4)), (
         classed("prod-a", 4, 100, "prod", "n1"), classed("prod-b", 4, 100, "prod", "n2"),
         classed("batch", 4, 10, "batch", "n3"), classed("low", 8, 0, "best-effort")), taken=NOW)
     written = DisruptionPolicy.from_doc({
@@ -116,24 +116,24 @@ def test_a_written_policy_resolves_class_names_to_the_priorities_their_pods_carr
             {"priorityClassName": "prod", "moveForLower": False, "evictPrice": 9},
             {"priority": 10, "evictForLower": True},
             {"priorityClassName": "not-in-this-cluster", "moveForLower": False}]})
-    policy = written.resolve(snap)
+    policy = written.resolve(problem)
     assert policy.priced and policy.min_gain == 3 and policy.points_per_minute == 0.5
     assert policy.move_for_lower == frozenset({0, 10}) and policy.evict_for_lower == frozenset({10})
     assert (policy.move_price_of(100), policy.evict_price_of(100)) == (1, 9)
     assert (policy.move_price_of(10), policy.evict_price_of(10)) == (1, 1)
     # room for low takes moving a prod pod onto the other, which the prod rule forbids for lower work
-    assert solve(snap, budget=2.0, policy=policy).placement["low"] is None
-    unruled = DisruptionPolicy.from_doc({"mode": "priced"}).resolve(snap)
-    plan = solve(snap, budget=2.0, policy=unruled)
-    assert plan.placement["low"] in ("n1", "n2") and plan.changes(snap)["evictions"] == []
-    assert [m[0] for m in plan.changes(snap)["moves"]] in (["prod-a"], ["prod-b"])
+    assert solve(problem, budget=2.0, policy=policy).placement["low"] is None
+    unruled = DisruptionPolicy.from_doc({"mode": "priced"}).resolve(problem)
+    plan = solve(problem, budget=2.0, policy=unruled)
+    assert plan.placement["low"] in ("n1", "n2") and plan.changes(problem)["evictions"] == []
+    assert [m[0] for m in plan.changes(problem)["moves"]] in (["prod-a"], ["prod-b"])
 
 
 def test_the_default_and_strict_policies_resolve_to_strict():
-    snap = scattered()
-    assert DisruptionPolicy.from_doc(None).resolve(snap) is STRICT
-    assert DisruptionPolicy.from_doc({"mode": "strict"}).resolve(snap) is STRICT
-    assert DisruptionPolicy.from_doc({"mode": "priced"}).resolve(snap) == PRICED
+    problem = scattered()
+    assert DisruptionPolicy.from_doc(None).resolve(problem) is STRICT
+    assert DisruptionPolicy.from_doc({"mode": "strict"}).resolve(problem) is STRICT
+    assert DisruptionPolicy.from_doc({"mode": "priced"}).resolve(problem) == PRICED
 
 
 @pytest.mark.parametrize("doc, says", [
@@ -170,10 +170,11 @@ def test_a_policy_file_is_read_and_a_broken_one_named(tmp_path):
 
 
 def test_the_repair_makes_room_by_moves_only_where_the_policy_lets_pods_move():
-    snap = Snapshot((node("n1"), node("n2")), (pod("a", 4, 0, "n1"), pod("b", 4, 0, "n2"), pod("c", 8, 0)),
-                    taken=NOW)
-    moved = repair(snap, current(snap), policy=PRICED)  # c's equals may move for it: one goes to the other
+    problem = Problem((node("n1"), node("n2")), (pod("a", 4, 0, "n1"), pod("b", 4, 0, "n2"), pod("c", 8, 0)),
+                      taken=NOW)
+    # c's equals may move for it: one goes to the other
+    moved = repair(problem, current(problem), policy=PRICED)
     other = {"n1": "n2", "n2": "n1"}[moved["c"]]
     assert moved["a"] == moved["b"] == other
-    pinned = repair(snap, current(snap), policy=Policy(priced=True, move_for_lower=frozenset()))
-    assert pinned == current(snap)
+    pinned = repair(problem, current(problem), policy=Policy(priced=True, move_for_lower=frozenset()))
+    assert pinned == current(problem)

@@ -8,7 +8,7 @@ import pytest
 
 from netsched.packing import solver
 from netsched.packing.default_scheduler import free_room
-from netsched.packing.problem import Budget, Node, Pod, Snapshot
+from netsched.packing.problem import Budget, Node, Pod, Problem
 from netsched.packing.solver import MAX_VARS, VARS_PER_SECOND, model_size, score, solve
 from netsched.testing.packing_scenarios import failing, scenario
 
@@ -24,10 +24,10 @@ def pod(name: str, gpus: int, priority: int = 0, on: str | None = None, **kw) ->
 
 
 def test_a_high_priority_pod_gets_room_by_moving_a_low_one_rather_than_evicting_it():
-    snap = Snapshot((node("n1"), node("n2")),
-                    (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
-    plan = solve(snap, budget=2.0)
-    changes = plan.changes(snap)
+    problem = Problem((node("n1"), node("n2")),
+                      (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
+    plan = solve(problem, budget=2.0)
+    changes = plan.changes(problem)
     assert plan.source == "solver" and plan.proven_optimal
     assert [pod for pod, _ in changes["placements"]] == ["high"]
     assert plan.placement["low-a"] == plan.placement["low-b"] != plan.placement["high"]
@@ -35,9 +35,9 @@ def test_a_high_priority_pod_gets_room_by_moving_a_low_one_rather_than_evicting_
 
 
 def test_when_only_an_eviction_makes_room_the_lowest_priority_pod_goes():
-    snap = Snapshot((node("n1"),), (pod("low", 4, 0, "n1"), pod("mid", 4, 50, "n1"), pod("high", 4, 100)))
-    plan = solve(snap, budget=2.0)
-    assert plan.changes(snap)["evictions"] == [("low", "n1")] and plan.placement["high"] == "n1"
+    problem = Problem((node("n1"),), (pod("low", 4, 0, "n1"), pod("mid", 4, 50, "n1"), pod("high", 4, 100)))
+    plan = solve(problem, budget=2.0)
+    assert plan.changes(problem)["evictions"] == [("low", "n1")] and plan.placement["high"] == "n1"
 
 
 @pytest.mark.parametrize("pods, budgets, expect_high", [
@@ -49,21 +49,21 @@ def test_when_only_an_eviction_makes_room_the_lowest_priority_pod_goes():
                  id="protected-pod-stays"),
 ])
 def test_pdbs_and_protected_pods_are_respected(pods, budgets, expect_high):
-    snap = Snapshot((node("n1"),), pods, budgets)
-    assert solve(snap, budget=2.0).placement["high"] == expect_high
+    problem = Problem((node("n1"),), pods, budgets)
+    assert solve(problem, budget=2.0).placement["high"] == expect_high
 
 
 def test_a_gang_is_placed_whole_or_not_at_all():
-    snap = Snapshot((node("n1"), node("n2")),
-                    tuple(pod(f"g{i}", 8, 100, gang="g") for i in range(3)) + (pod("solo", 4, 0),))
-    plan = solve(snap, budget=2.0)
+    problem = Problem((node("n1"), node("n2")),
+                      tuple(pod(f"g{i}", 8, 100, gang="g") for i in range(3)) + (pod("solo", 4, 0),))
+    plan = solve(problem, budget=2.0)
     assert [plan.placement[f"g{i}"] for i in range(3)] == [None, None, None]  # 3 x 8 GPUs > 16
     assert plan.placement["solo"] is not None
 
 
 def test_network_preference_breaks_ties_last():
-    snap = Snapshot((node("n1"), node("n2")), (pod("p", 4, 0, preference={"n2": 10}),))
-    assert solve(snap, budget=2.0).placement["p"] == "n2"
+    problem = Problem((node("n1"), node("n2")), (pod("p", 4, 0, preference={"n2": 10}),))
+    assert solve(problem, budget=2.0).placement["p"] == "n2"
 
 
 @pytest.mark.parametrize("nodes, budget, whole", [
@@ -72,11 +72,11 @@ def test_network_preference_breaks_ties_last():
 ])
 def test_the_plan_is_feasible_whichever_way_the_budget_sends_the_solve(nodes, budget, whole):
     """How long a solve takes is measured by bench/packing_bench.py, not here."""
-    snap = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.05, seed)))
-    assert (model_size(snap) <= min(MAX_VARS, VARS_PER_SECOND * budget)) == whole
-    plan = solve(snap, budget=budget)
-    assert plan.score == score(snap, plan.placement)
-    free = free_room(snap.nodes, snap.pods, plan.placement)
+    problem = next(s for seed in range(30) if failing(s := scenario(nodes, 8, 4, 1.05, seed)))
+    assert (model_size(problem) <= min(MAX_VARS, VARS_PER_SECOND * budget)) == whole
+    plan = solve(problem, budget=budget)
+    assert plan.score == score(problem, plan.placement)
+    free = free_room(problem.nodes, problem.pods, plan.placement)
     assert all(v >= 0 for room in free.values() for v in room.values())
 
 
@@ -85,23 +85,23 @@ def test_a_spent_budget_starts_no_solver_stage_and_keeps_a_valid_answer(monkeypa
     readings = iter([0.0])  # the start; every later reading is long past the deadline
     monkeypatch.setattr(solver, "time", SimpleNamespace(monotonic=lambda: next(readings, 100.0),
                                                         time=lambda: 1_800_000_000.0))
-    snap = Snapshot((node("n1"), node("n2")),
-                    (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
-    plan = solve(snap, budget=2.0)
+    problem = Problem((node("n1"), node("n2")),
+                      (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
+    plan = solve(problem, budget=2.0)
     assert plan.source in ("current", "greedy") and plan.stages
     assert all(s["status"] == "skipped: budget spent" for s in plan.stages)
     assert plan.placement["low-a"] == "n1" and plan.placement["low-b"] == "n2"
-    assert plan.score == score(snap, plan.placement)
+    assert plan.score == score(problem, plan.placement)
 
 
 def test_a_running_pod_outside_its_allowed_nodes_may_stay_and_is_not_moved_for_free():
-    snap = Snapshot((node("n1"), node("n2")), (pod("p", 4, 0, "n1", allowed=("n2",)), pod("q", 4, 0)))
-    plan = solve(snap, budget=2.0)
-    assert plan.placement["p"] == "n1" and plan.changes(snap)["moves"] == []
+    problem = Problem((node("n1"), node("n2")), (pod("p", 4, 0, "n1", allowed=("n2",)), pod("q", 4, 0)))
+    plan = solve(problem, budget=2.0)
+    assert plan.placement["p"] == "n1" and plan.changes(problem)["moves"] == []
 
 
 def test_a_bad_snapshot_is_refused_with_the_field_named():
     with pytest.raises(ValueError, match="runs on unknown node 'ghost'"):
-        Snapshot.from_json({"nodes": [], "pods": [{"name": "p", "requests": {}, "node": "ghost"}]})
+        Problem.from_json({"nodes": [], "pods": [{"name": "p", "requests": {}, "node": "ghost"}]})
     with pytest.raises(ValueError, match="missing field 'requests'"):
-        Snapshot.from_json({"nodes": [], "pods": [{"name": "p"}]})
+        Problem.from_json({"nodes": [], "pods": [{"name": "p"}]})

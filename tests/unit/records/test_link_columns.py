@@ -6,7 +6,7 @@ from netsched.records.link_columns import needs_snapshot, placement_telemetry
 from netsched.records.writer import job_record
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import LABELS, Clock, job
-from netsched.training.records import record_row
+from netsched.training.record_rows import record_row
 
 
 def placed(*nodes: str, phase: str = "Running") -> dict:

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from netsched.models.features import FEATURE_NAMES, SchemaError
+from netsched.models.features import FEATURE_NAMES, TARGET, SchemaError
 from netsched.testing.models import sim_rows
-from netsched.training.dataset import COLUMNS, TARGET, dataset_from_rows, read_dataset, write_dataset
+from netsched.training.dataset import COLUMNS, dataset_from_rows, read_dataset, write_dataset
 
 
 def write_csv(path, header, rows):

@@ -5,11 +5,11 @@ import pytest
 
 from netsched.api.gpujob import job_spec
 from netsched.devcluster.topology import GPUNode
-from netsched.models.features import FEATURE_NAMES, SchemaError
+from netsched.models.features import FEATURE_NAMES, TARGET, SchemaError
 from netsched.records import writer as operator_records
 from netsched.records.format import ROW_FIELDS
-from netsched.training.dataset import TARGET, read_dataset
-from netsched.training.records import record_row
+from netsched.training.dataset import read_dataset
+from netsched.training.record_rows import record_row
 
 # rack-a1 (a1-0, a1-1) and rack-a2 (a2-0) in zone-a; rack-b1 (b1-0) in zone-b
 NODES = [GPUNode("a1-0", "zone-a", "rack-a1", "NVIDIA-H100-80GB-HBM3", 8, "96", "1Ti"),

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from netsched.models.features import SchemaError
+from netsched.models.features import TARGET, SchemaError
 from netsched.testing.models import sim_rows
-from netsched.training.dataset import TARGET, write_dataset
+from netsched.training.dataset import write_dataset
 from netsched.training.metrics import BY_PAIRS, BY_RANKING
 from netsched.training.retrain import retrain
 from netsched.training.train import train

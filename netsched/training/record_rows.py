@@ -1,4 +1,4 @@
-"""The operator's finished-job records (JSON Lines, netsched.records.writer) as dataset rows.
+"""The operator's finished-job records (JSON Lines, netsched.records) as dataset rows.
 
 A record is one job that really ran: it becomes a candidate set of one row, `chosen` = 1,
 for the node of its last replica (the one placed with all the others already placed, which
@@ -25,14 +25,13 @@ from netsched.models.features import (
     DISTANCES,
     FEATURE_NAMES,
     SCHEMA_VERSION,
+    TARGET,
     SchemaError,
     comm_gb_per_hour,
     kind_features,
 )
 from netsched.models.gpus import gpu_features
-from netsched.records.format import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from netsched.records.format import read_records
-from netsched.training.dataset import TARGET, Dataset, dataset_from_rows
+from netsched.records.reader import checked_records
 
 
 def record_row(record: dict) -> dict | None:
@@ -74,7 +73,7 @@ def _job_features(record: dict) -> dict:
         "comm_gb_per_hour": comm_gb_per_hour(record.get("communication_gb_per_hour"),
                                              record.get("communication_intensity")),
         "expected_seconds": _number(record.get("expected_duration_seconds")),
-        "data_scope": DATA_SCOPES.get(record.get("data_kind"), math.nan),
+        "data_scope": DATA_SCOPES.get(record.get("data_kind") or "", math.nan),
     }
 
 
@@ -87,7 +86,7 @@ def _data_distance(record: dict, last: int) -> float:
     kind, location = record.get("data_kind"), record.get("data_location")
     if kind not in DISTANCE_LIMITS or not location:
         return math.nan
-    recorded = DISTANCES.get(record.get("data_distance"), math.nan)
+    recorded = DISTANCES.get(record.get("data_distance") or "", math.nan)
     if last == 0:
         return recorded  # one replica: the record's level is its own
     bound = math.inf if math.isnan(recorded) else recorded
@@ -130,20 +129,10 @@ def _number(value) -> float:
     return math.nan if value is None else float(value)
 
 
-def dataset_from_records(path: Path) -> Dataset:
-    """The usable rows of an operator records file as a dataset; an error if there are none."""
+def rows_from_records(path: Path) -> list[dict]:
+    """The dataset rows of the usable records of an operator records file; an error if there are none."""
     rows = []
-    try:
-        records = read_records(path)
-    except UnicodeDecodeError as exc:
-        raise SchemaError(f"{path}: not a text file ({exc}); want the operator's JSON Lines "
-                          "records") from None
-    for line, record in records:
-        where = f"{path}: line {line} (uid {record.get('uid')!r})"
-        if record.get("schema_version") != RECORD_SCHEMA_VERSION:
-            raise SchemaError(f"{where}: records schema_version {record.get('schema_version')!r}, this "
-                              f"netsched reads version {RECORD_SCHEMA_VERSION}; "
-                              "convert the file or record it again")
+    for where, record in checked_records(path):
         try:
             row = record_row(record)
         except KeyError as exc:
@@ -154,4 +143,4 @@ def dataset_from_records(path: Path) -> Dataset:
             rows.append(row)
     if not rows:
         raise SchemaError(f"{path}: no Succeeded job with a duration yet; nothing to learn from")
-    return dataset_from_rows(rows)
+    return rows
