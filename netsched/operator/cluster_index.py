@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from netsched.api.gpujob import KIND as GPUJOB
-from netsched.api.gpujob import JobSpec
 from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.gpujob import GPUJob
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
@@ -43,7 +43,7 @@ class Indices:
     def pods_of(self, key: JobKey) -> list[PodView]:
         return list(self.job_pods.get(key, ()))
 
-    def plan_of(self, job: JobSpec) -> str | None:
+    def plan_of(self, job: GPUJob) -> str | None:
         """The active PackingPlan that places a pod of `job`, if one does."""
         for pod in self.pods_of(job.key):
             for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):

@@ -28,18 +28,12 @@ from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
-from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
-from netsched.jobs.replica_pods import (
-    network_annotations,
-    pin_patch,
-    pod_name,
-    replica_pod,
-    replica_request,
-    ungate_patch,
-)
+from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
 from netsched.operator.cluster_index import ClusterIndex, Indices
 from netsched.operator.metrics import OperatorMetrics
@@ -82,11 +76,11 @@ class Operator:
     def tick(self, body: dict, nodes: list[NodeRoom], indices: Indices) -> None:
         """One reconcile of the job in `body` (a plain copy). Nothing it meets escapes as an exception:
         kopf would only retry it a minute later, with no word to the user."""
-        job = job_spec(body)
+        job = GPUJob.of(body)
         status = body.get("status") or {}
         pods = indices.pods_of(job.key)
         try:
-            found = problems(body["spec"], _pod_annotations(job), nodes) if not pods else []
+            found = problems(job, pod_annotations(job), nodes) if not pods else []
             if found:  # before any pod exists, a template that cannot make one is the user's to fix
                 new, warning = invalid(status, found, job.generation)
                 events = [("Warning", c.INVALID_SPEC, warning)] if warning else []
@@ -96,7 +90,7 @@ class Operator:
         except Exception as exc:  # a bug, or a spec edited into something this code did not foresee
             self._failed(job, status, exc)
 
-    def _reconcile(self, job: JobSpec, status: dict, pods: list[PodView], nodes: list[NodeRoom],
+    def _reconcile(self, job: GPUJob, status: dict, pods: list[PodView], nodes: list[NodeRoom],
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
@@ -106,9 +100,9 @@ class Operator:
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, replica_request(job))
+                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)
 
-    def _failed(self, job: JobSpec, status: dict, exc: Exception) -> None:
+    def _failed(self, job: GPUJob, status: dict, exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
         self.metrics.reconcile_errors.inc()
         message = (f"reconciling failed: {type(exc).__name__}: {exc}; check spec.template against the GPUJob "
@@ -123,7 +117,7 @@ class Operator:
         actions = Actions(status=new, events=[("Warning", c.RECONCILE_FAILED, message)])
         self._apply(job, status, actions, {}, [])
 
-    def _fit(self, job: JobSpec, nodes: list[NodeRoom], indices: Indices) -> Fit:
+    def _fit(self, job: GPUJob, nodes: list[NodeRoom], indices: Indices) -> Fit:
         plan = indices.plan_of(job)
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
@@ -136,13 +130,12 @@ class Operator:
                 del self._reserved[key]
             elif key != job.key:
                 reserved += [req] * waiting
-        result = gang_fit(nodes, indices.used, indices.pending + reserved, replica_request(job),
-                          job.min_available, job.template["spec"], job.network, job.data)
+        result = gang_fit(nodes, indices.used, indices.pending + reserved, job)
         note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
         return replace(result, message=f"{result.message}; {note}") if note else result
 
     # ---- carrying out -----------------------------------------------------------
-    def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict],
+    def _apply(self, job: GPUJob, old_status: dict, actions: Actions, labels: dict[str, dict],
                pods: list[PodView]) -> None:
         if actions.create:
             self._create(job, actions)
@@ -163,7 +156,7 @@ class Operator:
             self._call("event", self.core.create_namespaced_event, job.namespace,
                        event(job.involved(), reason, message, COMPONENT, type_))
 
-    def _create(self, job: JobSpec, actions: Actions) -> None:
+    def _create(self, job: GPUJob, actions: Actions) -> None:
         """Create the pods in replica order, stopping at the first failure: the next ones would meet
         the same refusal. Events for the pods made; a condition and a backoff for a refusal."""
         status = actions.status
@@ -186,7 +179,7 @@ class Operator:
         status[CREATED] = max([known, *(i + 1 for i, _, _ in made)])
         actions.events[:0] = [("Normal", reason, text) for reason, text in created_events(job, made, known)]
 
-    def _create_failed(self, job: JobSpec, actions: Actions, failure: NetschedError) -> None:
+    def _create_failed(self, job: GPUJob, actions: Actions, failure: NetschedError) -> None:
         """One Event per new reason; the condition holds the latest message; the next try waits."""
         self.metrics.api_errors.labels("create").inc()
         status = actions.status
@@ -198,7 +191,7 @@ class Operator:
         status[BACKOFF] = create_backoff(status.get(BACKOFF), isinstance(failure, PermanentError),
                                          job.generation, datetime.now(UTC))
 
-    def _record(self, job: JobSpec, actions: Actions, labels: dict[str, dict]) -> None:
+    def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict]) -> None:
         status = actions.status
         conds = status.setdefault("conditions", [])
         row = job_record(job, status, labels)
@@ -226,12 +219,6 @@ class Operator:
                 return  # already gone: the next tick sees it
             self.metrics.api_errors.labels(action).inc()
             log.warning("%s failed: %s", action, api_message(exc))
-
-
-def _pod_annotations(job: JobSpec) -> dict:
-    """The annotations each of the job's pods will carry."""
-    meta = job.template.get("metadata") or {}
-    return {**(meta.get("annotations") or {}), **network_annotations(job)}
 
 
 # ---- kopf registration -------------------------------------------------------------

@@ -14,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, JobSpec, Phase
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
 from netsched.jobs.capacity import Fit
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import GANG_GATE
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
@@ -67,7 +68,7 @@ class Actions:
         self.events.append(("Warning" if warning else "Normal", reason, message))
 
 
-def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict[str, dict],
+def reconcile(job: GPUJob, status: dict, pods: list[PodView], node_labels: dict[str, dict],
               fit: Callable[[], Fit], now: datetime | None = None) -> Actions:
     now = now or datetime.now(UTC)
     out = Actions()
@@ -120,7 +121,7 @@ def _latest(pods: list[PodView]) -> dict[int, PodView]:
     return latest
 
 
-def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int,
+def _ended(job: GPUJob, status: dict, latest: dict[int, PodView], failures: int,
            now: datetime) -> tuple[Phase, str, str] | None:
     if len(latest) == job.replicas and all(latest[i].phase == PodPhase.SUCCEEDED
                                            for i in range(job.replicas)):
@@ -143,7 +144,7 @@ def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int
     return None
 
 
-def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], node_labels: dict,
+def _finish(out: Actions, job: GPUJob, new: dict, latest: dict[int, PodView], node_labels: dict,
             phase: Phase, reason: str, message: str, now: datetime) -> Actions:
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
@@ -157,7 +158,7 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
     return out
 
 
-def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], new_failure: bool,
+def _replace_missing(out: Actions, job: GPUJob, latest: dict[int, PodView], new_failure: bool,
                      admitted: bool) -> None:
     """Create each replica's pod if it has none, or a new attempt if its newest one failed.
 
@@ -173,7 +174,7 @@ def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], new
                                         f"starting attempt {p.attempt + 1}", warning=True)
 
 
-def created_events(job: JobSpec, created: list[tuple[int, int, bool]], known: int) -> list[tuple[str, str]]:
+def created_events(job: GPUJob, created: list[tuple[int, int, bool]], known: int) -> list[tuple[str, str]]:
     """The Events (reason, message) for the pods a tick did create: one for the replicas that never
     had a pod, one per replica below `known` (status.podsCreated) whose pod went away."""
     events = [(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
@@ -199,7 +200,7 @@ def create_backoff(previous: dict | None, permanent: bool, generation: int, now:
             "retryAt": rfc3339(now + timedelta(seconds=delay))}
 
 
-def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView]) -> None:
+def _admitted_elsewhere(out: Actions, job: GPUJob, conds: list[dict], latest: dict[int, PodView]) -> None:
     plan = next((p.released_by for p in latest.values() if p.released_by), None)
     if plan is None:
         c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted", job.generation)
@@ -209,7 +210,7 @@ def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: d
     out.event(c.RELEASED_BY_PLAN, message)
 
 
-def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView],
+def _admit(out: Actions, job: GPUJob, conds: list[dict], latest: dict[int, PodView],
            fit: Callable[[], Fit]) -> bool:
     """Lift the gate of every pod at once when minAvailable replicas fit; else say why not."""
     if len(latest) < job.replicas:  # pods being created this round; decide on the next one
@@ -231,7 +232,7 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
     return True
 
 
-def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], admitted: bool,
+def _phase(out: Actions, job: GPUJob, new: dict, latest: dict[int, PodView], admitted: bool,
            now: datetime) -> None:
     conds = new["conditions"]
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
@@ -267,7 +268,7 @@ def _forget(status: dict, *fields: str) -> None:
             status[name] = None
 
 
-def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: dict[str, dict]) -> dict:
+def _summary(new: dict, job: GPUJob, latest: dict[int, PodView], node_labels: dict[str, dict]) -> dict:
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
     new["replicasRunning"] = running
     new["replicasSucceeded"] = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())

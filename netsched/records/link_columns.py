@@ -12,14 +12,15 @@ left out (unknown), never guessed.
 
 from __future__ import annotations
 
-from netsched.api.gpujob import JobSpec, Phase
+from netsched.api.gpujob import Phase
+from netsched.jobs.gpujob import GPUJob
 from netsched.models.features import weakest_link
 from netsched.telemetry.store import TelemetryStore
 
 FIELD = "placementTelemetry"
 
 
-def placement_telemetry(job: JobSpec, status: dict, store: TelemetryStore) -> dict[str, float]:
+def placement_telemetry(job: GPUJob, status: dict, store: TelemetryStore) -> dict[str, float]:
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     if not placements:
         return {}
@@ -41,7 +42,7 @@ def placement_telemetry(job: JobSpec, status: dict, store: TelemetryStore) -> di
     return out
 
 
-def needs_snapshot(job: JobSpec, status: dict) -> bool:
+def needs_snapshot(job: GPUJob, status: dict) -> bool:
     """Running with every replica placed, and not taken yet."""
     return (status.get("phase") == Phase.RUNNING and FIELD not in status
             and len(status.get("placements") or []) == job.replicas)

@@ -26,8 +26,8 @@ from pathlib import Path
 from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
-from netsched.api.gpujob import JobSpec
 from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.jobs.gpujob import GPUJob
 from netsched.records.format import SCHEMA_VERSION, read_records
 
 LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
@@ -101,7 +101,7 @@ class JobRecords:
             "once the file is writable (check the operator's records volume, --records)")
 
 
-def job_record(job: JobSpec, status: dict, node_labels: dict[str, dict]) -> dict:
+def job_record(job: GPUJob, status: dict, node_labels: dict[str, dict]) -> dict:
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     nodes = [p["node"] for p in placements]
     racks = [p.get("rack") or node_labels.get(p["node"], {}).get(RACK_LABEL, "") for p in placements]
