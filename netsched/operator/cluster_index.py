@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from netsched.api.gpujob import KIND as GPUJOB
@@ -38,7 +38,8 @@ class Indices:
     used: dict[str, Resources]  # node -> requests of the live pods bound there
     pending: list[Resources]  # requests of each released pod not yet bound
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
-    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlans placing it
+    # "namespace/pod" -> the active PackingPlans placing it
+    planned: Mapping[str, Collection[str]] = field(default_factory=dict)
 
     def pods_of(self, key: JobKey) -> list[PodView]:
         return list(self.job_pods.get(key, ()))
@@ -80,7 +81,7 @@ class ClusterIndex:
         with self._lock:
             return list(self._rooms.values())
 
-    def indices(self, planned: Mapping) -> Indices:
+    def indices(self, planned: Mapping[str, Collection[str]]) -> Indices:
         with self._lock:
             return Indices(dict(self._used), [p.requests for p in self._pods.values() if p.pending],
                            {k: list(v.values()) for k, v in self._jobs.items()}, planned)

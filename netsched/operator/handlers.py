@@ -15,9 +15,10 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 import urllib3
@@ -31,11 +32,12 @@ from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
+from netsched.api.resources import Resources
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
-from netsched.operator.cluster_index import ClusterIndex, Indices
+from netsched.operator.cluster_index import ClusterIndex, Indices, JobKey
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.reconcile import (
     BACKOFF,
@@ -66,14 +68,15 @@ class Operator:
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     _admission: threading.Lock = field(default_factory=threading.Lock)
-    _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
+    # a released gang's room until its pods show up as pending: (expiry, request per pod)
+    _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
 
     # ---- one tick ---------------------------------------------------------------
-    def tick(self, body: dict, nodes: list[NodeRoom], indices: Indices) -> None:
+    def tick(self, body: dict[str, Any], nodes: list[NodeRoom], indices: Indices) -> None:
         """One reconcile of the job in `body` (a plain copy). Nothing it meets escapes as an exception:
         kopf would only retry it a minute later, with no word to the user."""
         job = GPUJob.of(body)
@@ -90,7 +93,7 @@ class Operator:
         except Exception as exc:  # a bug, or a spec edited into something this code did not foresee
             self._failed(job, status, exc)
 
-    def _reconcile(self, job: GPUJob, status: dict, pods: list[PodView], nodes: list[NodeRoom],
+    def _reconcile(self, job: GPUJob, status: dict[str, Any], pods: list[PodView], nodes: list[NodeRoom],
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
@@ -102,7 +105,7 @@ class Operator:
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)
 
-    def _failed(self, job: GPUJob, status: dict, exc: Exception) -> None:
+    def _failed(self, job: GPUJob, status: dict[str, Any], exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
         self.metrics.reconcile_errors.inc()
         message = (f"reconciling failed: {type(exc).__name__}: {exc}; check spec.template against the GPUJob "
@@ -135,8 +138,8 @@ class Operator:
         return replace(result, message=f"{result.message}; {note}") if note else result
 
     # ---- carrying out -----------------------------------------------------------
-    def _apply(self, job: GPUJob, old_status: dict, actions: Actions, labels: dict[str, dict],
-               pods: list[PodView]) -> None:
+    def _apply(self, job: GPUJob, old_status: dict[str, Any], actions: Actions,
+               labels: dict[str, dict[str, str]], pods: list[PodView]) -> None:
         if actions.create:
             self._create(job, actions)
         others = {p.name: p.other_gates for p in pods}
@@ -191,7 +194,7 @@ class Operator:
         status[BACKOFF] = create_backoff(status.get(BACKOFF), isinstance(failure, PermanentError),
                                          job.generation, datetime.now(UTC))
 
-    def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict]) -> None:
+    def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         status = actions.status
         conds = status.setdefault("conditions", [])
         row = job_record(job, status, labels)
@@ -211,7 +214,7 @@ class Operator:
         c.set_condition(conds, c.RECORDED, True, c.RECORD_WRITTEN, f"recorded in {self.records.path}",
                         job.generation)
 
-    def _call(self, action: str, fn, *args) -> None:
+    def _call(self, action: str, fn: Callable[..., object], *args: Any) -> None:
         try:
             fn(*args)
         except client.ApiException as exc:
@@ -222,20 +225,20 @@ class Operator:
 
 
 # ---- kopf registration -------------------------------------------------------------
-def _unfinished(status, **_) -> bool:
+def _unfinished(status: kopf.Status, **_: Any) -> bool:
     conds = list(status.get("conditions") or [])
     return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
 
 
 def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex) -> None:
     @kopf.on.startup(id="configure", registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_) -> None:
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
         settings.watching.server_timeout = 60
         settings.execution.max_workers = 8
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
-    def planned_pods(body, **_):
+    def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
         plan = _plain(body)
         if not plans.is_active(plan):
             return {}
@@ -244,7 +247,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
     # kopf passes an index by its id; its TimerFn protocol does not list them
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]
                 when=_unfinished, registry=registry)
-    def tick(body, meta, planned_pods: kopf.Index, **_) -> None:
+    def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
         if not cluster.synced:
@@ -252,6 +255,6 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
 
-def _plain(view) -> dict:
+def _plain(view: Mapping[str, Any]) -> dict[str, Any]:
     """A kopf body/spec view as plain, deep-copied dicts."""
     return copy.deepcopy(dict(view))
