@@ -24,14 +24,16 @@ from kubernetes import client
 
 from netsched.api.connect import items
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
-from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
+from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
 from netsched.jobs.forecast import bound_usage, cluster_forecast
-from netsched.jobs.replica_pods import network_annotations, replica_pod, replica_request
+from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
+from netsched.jobs.workload import Workload
 from netsched.packer.live_cluster import cluster_state
 from netsched.records.reader import read_records
 from netsched.records.writer import job_record
@@ -95,7 +97,7 @@ def history(cluster: Cluster, records: Path | None) -> list[dict]:
     for body in cluster.jobs:
         status = body.get("status") or {}
         if status.get("phase") in TERMINAL and body["metadata"]["uid"] not in rows:
-            rows[body["metadata"]["uid"]] = job_record(job_spec(body), status, labels)
+            rows[body["metadata"]["uid"]] = job_record(GPUJob.of(body), status, labels)
     return list(rows.values())
 
 
@@ -103,28 +105,24 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
             budget: float = 1.0) -> dict[str, Any]:
     """The answer, as plain data (`render` prints it for people)."""
     now = now or datetime.now(UTC)
-    job = job_spec(manifest)
+    job = GPUJob.of(manifest)
     rooms = [node_room(n) for n in cluster.nodes]
     priority = _priority(job, cluster.priority_classes)
     answer: dict[str, Any] = {
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
-    meta = job.template.get("metadata") or {}
-    found = problems(manifest["spec"], {**(meta.get("annotations") or {}), **network_annotations(job)}, rooms)
+    found = problems(job, pod_annotations(job), rooms)
     found += _missing_priority_class(job, cluster.priority_classes)
     if found:
         answer["problems"] = found
         return answer
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
     used = bound_usage(cluster.pods)
-    request = replica_request(job)
-    data, template_spec = job.data, job.template["spec"]
-    fit = gang_fit(rooms, used, _pending(cluster.pods), request, job.min_available, template_spec,
-                   job.network, data)
+    fit = gang_fit(rooms, used, _pending(cluster.pods), job)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
-    where = placement(rooms, used, request, job.min_available, template_spec, job.network, data)
+    where = placement(rooms, used, job)
     answer["placement"] = _describe(where, rooms) if fit.fits and where else []
-    answer["domains"] = room_table(job, rooms, cluster.pods, job.network.get("maxPeerDistance") or "rack")
+    answer["domains"] = room_table(job, rooms, cluster.pods, job.needs.max_peer_distance or "rack")
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
     forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past)
     forecast = forecasts[answer["job"]]
@@ -132,16 +130,15 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["predictedStartTime"] = _text(now if fit.fits else forecast.start)
     answer["predictedCompletionTime"] = _text(forecast.finish)
     answer["waitsFor"] = list(forecast.after) if not fit.fits else []
-    answer["ahead"] = _ahead(cluster, job, priority)
+    answer["ahead"] = _ahead(cluster, priority)
     answer["packer"] = {} if fit.fits else _packer(cluster, pods, budget)
     return answer
 
 
-def room_table(job: JobSpec, rooms: list[NodeRoom], pods: list[dict], level: str,
+def room_table(job: Workload, rooms: list[NodeRoom], pods: list[dict], level: str,
                rows: int = 5) -> list[dict[str, Any]]:
     """The `rows` roomiest nodes, racks or zones for `job` now: free GPUs and replicas that fit."""
-    table = domain_room(rooms, bound_usage(pods), replica_request(job), job.template["spec"], job.network,
-                        job.data, level)
+    table = domain_room(rooms, bound_usage(pods), job, level)
     return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
             for name, gpus, fits in table[:rows]]
 
@@ -166,7 +163,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
             "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
 
 
-def _missing_priority_class(job: JobSpec, classes: list[dict]) -> list[str]:
+def _missing_priority_class(job: Workload, classes: list[dict]) -> list[str]:
     """The API server refuses a pod naming a PriorityClass that does not exist (the operator would
     say PodCreateFailed): said here before anything else, as the operator's own checks are."""
     name = job.priority_class_name
@@ -177,7 +174,7 @@ def _missing_priority_class(job: JobSpec, classes: list[dict]) -> list[str]:
             f"pods; create it or name one that exists ({known})"]
 
 
-def _priority(job: JobSpec, classes: list[dict]) -> int:
+def _priority(job: Workload, classes: list[dict]) -> int:
     name = job.priority_class_name
     for pc in classes:
         if (name and pc["metadata"]["name"] == name) or (not name and pc.get("globalDefault")):
@@ -206,7 +203,7 @@ def _describe(where: dict[str, int], rooms: list[NodeRoom]) -> list[dict[str, An
              "zone": labels[n].get(ZONE_LABEL, "")} for n, k in where.items()]
 
 
-def _ahead(cluster: Cluster, job: JobSpec, priority: int) -> list[dict[str, Any]]:
+def _ahead(cluster: Cluster, priority: int) -> list[dict[str, Any]]:
     """Waiting GPUJobs the operator would serve first: higher priority (older at equal priority)."""
     waiting: dict[str, int] = {}
     for p in cluster.pods:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, job_spec
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS
 from netsched.foresight.whatif import Cluster, WhatIfError, room_table
 from netsched.jobs.capacity import node_room
+from netsched.jobs.gpujob import GPUJob
 
 
 def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -21,9 +22,9 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     if body is None:
         raise WhatIfError(f"GPUJob {namespace}/{name} not found (kubectl get gpujobs -n {namespace})")
     status = body.get("status") or {}
-    job = job_spec(body)
+    job = GPUJob.of(body)
     schedulable = c.find(status.get("conditions") or [], c.SCHEDULABLE) or {}
-    level = job.network.get("maxPeerDistance") or "rack"
+    level = job.needs.max_peer_distance or "rack"
     return {
         "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"),
         "reason": schedulable.get("reason"), "message": schedulable.get("message") or status.get("reason"),

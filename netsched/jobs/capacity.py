@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from netsched.api import conditions as c
 from netsched.api.distance import DISTANCES
 from netsched.api.labels import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
 from netsched.api.resources import Resources, quantities
+from netsched.jobs.workload import NetworkNeeds, Workload
 
 GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
 
@@ -36,7 +39,7 @@ class NodeRoom:
     labels: dict[str, str]
     allocatable: Resources
     schedulable: bool
-    taints: tuple[dict, ...] = ()
+    taints: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Fit:
         return self.placeable >= self.needed
 
 
-def node_room(node: dict) -> NodeRoom:
+def node_room(node: dict[str, Any]) -> NodeRoom:
     status, spec = node.get("status") or {}, node.get("spec") or {}
     conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
@@ -61,10 +64,12 @@ def node_room(node: dict) -> NodeRoom:
                     quantities(status.get("allocatable")), ready and not spec.get("unschedulable"), taints)
 
 
-def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,
-             needed: int, template_spec: dict, network: dict, data: tuple[str, str] | None) -> Fit:
-    free, eligible, per_node = _room(nodes, used, pending, request, template_spec, network, data)
-    level = network.get("maxPeerDistance")
+def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources],
+             job: Workload) -> Fit:
+    """Do `job`'s minAvailable members fit now, after the `pending` pods take their room?"""
+    request, needed = job.member_request, job.min_available
+    free, eligible, per_node = _room(nodes, used, pending, job)
+    level = job.needs.max_peer_distance
     groups = _groups(eligible, per_node, level)
     placeable = max(groups.values(), default=0)
     domain = None
@@ -80,7 +85,7 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
                f"({gpus:g} free GPUs on {able} eligible of {len(nodes)} nodes)")
     if placeable >= needed:
         return Fit(placeable, needed, message, domain)
-    why, change = _why_not(nodes, free, per_node, eligible, needed, request, template_spec, network, data)
+    why, change = _why_not(nodes, free, per_node, eligible, job)
     best = _roomiest(groups, set(groups)) if level else None
     if level and best is not None:
         label = GROUP_LABEL[level]
@@ -90,13 +95,13 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
 
 
-def placement(nodes: list[NodeRoom], used: dict[str, Resources], request: Resources, needed: int,
-              template_spec: dict, network: dict, data: tuple[str, str] | None) -> dict[str, int] | None:
-    """Where `needed` replicas would go now (replicas per node), or None if they do not fit: in the
-    roomiest domain the job's limits allow, the nodes that hold the most replicas first, so that a
-    gang lands on as few nodes as it can (same node before same rack, as the extender scores)."""
-    _, eligible, per_node = _room(nodes, used, [], request, template_spec, network, data)
-    level = network.get("maxPeerDistance")
+def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload) -> dict[str, int] | None:
+    """Where `job`'s minAvailable members would go now (members per node), or None if they do not fit:
+    in the roomiest domain the job's limits allow, the nodes that hold the most members first, so that
+    a gang lands on as few nodes as it can (same node before same rack, as the extender scores)."""
+    needed = job.min_available
+    _, eligible, per_node = _room(nodes, used, [], job)
+    level = job.needs.max_peer_distance
     groups = _groups(eligible, per_node, level)
     domain = _roomiest(groups, {g for g, n in groups.items() if n >= needed})
     if domain is None:
@@ -110,11 +115,11 @@ def placement(nodes: list[NodeRoom], used: dict[str, Resources], request: Resour
     return out
 
 
-def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], request: Resources, template_spec: dict,
-                network: dict, data: tuple[str, str] | None, level: str) -> list[tuple[str, float, int]]:
+def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
+                level: str) -> list[tuple[str, float, int]]:
     """Per node, rack or zone (`level`) the job may use: its name, free GPUs, and how many of the job's
-    replicas fit there now; the roomiest first."""
-    free, eligible, per_node = _room(nodes, used, [], request, template_spec, network, data)
+    members fit there now; the roomiest first."""
+    free, eligible, per_node = _room(nodes, used, [], job)
     gpus: dict[str, float] = defaultdict(float)
     for n in eligible:
         gpus[n.labels.get(GROUP_LABEL[level], n.name)] += free[n.name].get(GPU_RESOURCE, 0.0)
@@ -122,17 +127,17 @@ def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], request: Reso
     return sorted(((g, gpus[g], groups[g]) for g in groups), key=lambda r: (-r[2], -r[1], r[0]))
 
 
-def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], request: Resources,
-          template_spec: dict, network: dict, data: tuple[str, str] | None
+def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], job: Workload
           ) -> tuple[dict[str, Resources], list[NodeRoom], dict[str, int]]:
     """Free room per schedulable node (after `pending` pods take theirs, largest first), the nodes
-    the job may use, and how many of its replicas each of those holds."""
+    the job may use, and how many of its members each of those holds."""
     free = {n.name: _minus(n.allocatable, used.get(n.name, {})) for n in nodes if n.schedulable}
     for other in sorted(pending, key=lambda r: -r.get(GPU_RESOURCE, 0)):
         spot = next((name for name, room in free.items() if _count(room, other) >= 1), None)
         if spot is not None:
             free[spot] = _minus(free[spot], other)
-    eligible = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, data, nodes)]
+    spec, needs, request = job.member_spec, job.needs, job.member_request
+    eligible = [n for n in nodes if n.name in free and _may_run(n, spec, needs, nodes)]
     return free, eligible, {n.name: _count(free[n.name], request) for n in eligible}
 
 
@@ -150,11 +155,11 @@ def _roomiest(groups: dict[str, int], among: set[str]) -> str | None:
 
 
 def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[str, int],
-             eligible: list[NodeRoom], needed: int, request: Resources, template_spec: dict, network: dict,
-             data: tuple[str, str] | None) -> tuple[str, str]:
+             eligible: list[NodeRoom], job: Workload) -> tuple[str, str]:
     """Why a gang does not fit (a Schedulable reason), and the smallest change to its network limits
     that would let it run now, if one would."""
-    level, far = network.get("maxPeerDistance"), network.get("maxDataDistance")
+    needed, needs = job.min_available, job.needs
+    level, far = needs.max_peer_distance, needs.max_data_distance
     wider = [lv for lv in ("rack", "zone") if level and DISTANCES[lv] > DISTANCES[level]] + [None]
     if level and sum(per_node.values()) >= needed:
         for lv in wider:
@@ -162,9 +167,10 @@ def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[s
                 change = f"all {needed} would fit now with maxPeerDistance: {lv}" if lv else (
                     f"all {needed} would fit now without maxPeerDistance")
                 return c.NO_DOMAIN_LARGE_ENOUGH, change
-    if far and data:
-        anywhere = [n for n in nodes if n.name in free and _may_run(n, template_spec, network, None, nodes)]
-        counts = {n.name: _count(free[n.name], request) for n in anywhere}
+    if far and needs.data:
+        anyplace = replace(needs, data=None)
+        anywhere = [n for n in nodes if n.name in free and _may_run(n, job.member_spec, anyplace, nodes)]
+        counts = {n.name: _count(free[n.name], job.member_request) for n in anywhere}
         if max(_groups(anywhere, counts, level).values(), default=0) >= needed:
             return c.DATA_TOO_FAR, f"all {needed} would fit now without maxDataDistance: {far}"
     return c.INSUFFICIENT_RESOURCES, ""
@@ -183,7 +189,7 @@ def _count(free: Resources, request: Resources) -> int:
 INTEGER = re.compile(r"-?[0-9]+")  # what Go's strconv.ParseInt takes: no "²", no spaces
 
 
-def may_use(node: NodeRoom, spec: dict) -> bool:
+def may_use(node: NodeRoom, spec: dict[str, Any]) -> bool:
     """May a pod with this spec run on the node: nodeSelector, required node affinity
     (In, NotIn, Exists, DoesNotExist, Gt, Lt), and NoSchedule/NoExecute taints it tolerates."""
     if any(node.labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
@@ -197,7 +203,7 @@ def may_use(node: NodeRoom, spec: dict) -> bool:
     return all(_tolerated(t, spec.get("tolerations") or ()) for t in node.taints)
 
 
-def label_expression(e: dict, labels: dict[str, str]) -> bool:
+def label_expression(e: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
     if op in ("Gt", "Lt"):  # as kube-scheduler: both sides integers, else the node does not match
         label, bound = _integer(labels.get(key)), _integer(values[0] if len(values) == 1 else None)
@@ -210,11 +216,10 @@ def _integer(value: object) -> int | None:
     return int(value) if isinstance(value, str) and INTEGER.fullmatch(value) else None
 
 
-def _may_run(node: NodeRoom, template_spec: dict, network: dict, data: tuple[str, str] | None,
-             nodes: list[NodeRoom]) -> bool:
-    if not may_use(node, template_spec):
+def _may_run(node: NodeRoom, spec: dict[str, Any], needs: NetworkNeeds, nodes: list[NodeRoom]) -> bool:
+    if not may_use(node, spec):
         return False
-    level = network.get("maxDataDistance")
+    level, data = needs.max_data_distance, needs.data
     if level and data and data[0] in DISTANCES:
         return near_data(node, level, data, nodes)
     return True
@@ -230,7 +235,7 @@ def near_data(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[Nod
     return any(h.labels.get(label, h.name) == node.labels.get(label, node.name) for h in holders)
 
 
-def _tolerated(taint: dict, tolerations) -> bool:
+def _tolerated(taint: dict[str, Any], tolerations: Iterable[dict[str, Any]]) -> bool:
     for t in tolerations:
         if t.get("effect") not in (None, "", taint.get("effect")):
             continue

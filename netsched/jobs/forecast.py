@@ -21,14 +21,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from netsched.api.events import parse_rfc3339
-from netsched.api.gpujob import TERMINAL, JobSpec, Phase, job_spec
+from netsched.api.gpujob import TERMINAL, Phase
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, placement
-from netsched.jobs.replica_pods import replica_request
+from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.workload import Workload
 
 MIN_HISTORY = 3  # finished jobs a median is taken over; fewer say too little about the next one
 
@@ -39,12 +41,12 @@ class Estimate:
     basis: str  # where the number comes from, in words
 
 
-def estimate_duration(job: JobSpec, history: Iterable[dict]) -> Estimate:
+def estimate_duration(job: Workload, history: Iterable[dict[str, Any]]) -> Estimate:
     """The run time to expect of `job`, from `history` (rows of the records format,
     netsched.records.format.ROW_FIELDS: only Succeeded rows with a duration count)."""
     done = [r for r in history if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0]
-    kind = job.workload.get("kind", "training")
-    expected = job.workload.get("expectedDurationSeconds")
+    kind = job.workload_kind
+    expected = job.expected_seconds
     if expected:
         ratios = [r["duration_seconds"] / r["expected_duration_seconds"] for r in done
                   if r.get("expected_duration_seconds")]
@@ -56,7 +58,7 @@ def estimate_duration(job: JobSpec, history: Iterable[dict]) -> Estimate:
         return Estimate(float(expected), "spec.workload.expectedDurationSeconds (too few finished jobs "
                                          "to check it against)")
     same_kind = [r for r in done if r.get("workload_kind", "training") == kind]
-    shape = (job.replicas, job.gpus_per_replica)
+    shape = (job.size, job.gpus_per_member)
     for rows, what in (
             ([r for r in same_kind if (r.get("replicas"), r.get("gpus_per_replica")) == shape],
              f"{kind} jobs of {shape[0]}×{shape[1]} GPUs"),
@@ -75,11 +77,7 @@ class Waiting:
     key: str  # namespace/name
     priority: int
     created: datetime
-    request: Resources  # per replica
-    needed: int  # replicas that must fit at once (minAvailable)
-    template_spec: dict
-    network: dict
-    data: tuple[str, str] | None
+    job: Workload
     seconds: float | None  # its estimated run
 
 
@@ -115,15 +113,15 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
                     for n in nodes if n.schedulable)
     while order:
         for w in list(order):
-            if w.request.get(GPU_RESOURCE, 0.0) * w.needed > free_gpus:
+            if w.job.member_request.get(GPU_RESOURCE, 0.0) * w.job.min_available > free_gpus:
                 continue
-            where = placement(nodes, room, w.request, w.needed, w.template_spec, w.network, w.data)
+            where = placement(nodes, room, w.job)
             if where is None:
                 continue
             order.remove(w)
             starts[w.key] = Start(t, tuple(sorted(freed)))
             for node, count in where.items():
-                take = {k: v * count for k, v in w.request.items()}
+                take = {k: v * count for k, v in w.job.member_request.items()}
                 _add(room, node, take, 1)
                 free_gpus -= take.get(GPU_RESOURCE, 0.0)
                 if w.seconds is not None:
@@ -140,7 +138,7 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
     return starts
 
 
-def bound_usage(pods: list[dict]) -> dict[str, Resources]:
+def bound_usage(pods: list[dict[str, Any]]) -> dict[str, Resources]:
     """What the bound, unfinished pods among `pods` (plain dicts) take on each node."""
     used: dict[str, Resources] = {}
     for pod in pods:
@@ -149,7 +147,7 @@ def bound_usage(pods: list[dict]) -> dict[str, Resources]:
     return used
 
 
-def _holds_room(pod: dict) -> bool:
+def _holds_room(pod: dict[str, Any]) -> bool:
     """Bound and not finished: its requests count on its node."""
     bound = bool((pod.get("spec") or {}).get("nodeName"))
     return bound and (pod.get("status") or {}).get("phase") not in DONE
@@ -169,18 +167,20 @@ class Forecast:
     after: tuple[str, ...] = ()  # while it waits: the jobs whose predicted end lets it start
 
 
-def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], jobs: list[dict],
-                     history: list[dict]) -> dict[str, Forecast]:
+def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
+                     jobs: list[dict[str, Any]], history: list[dict[str, Any]]) -> dict[str, Forecast]:
     """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name), from the cluster's
     nodes and pods (plain dicts) and the finished-job `history`."""
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
+    unfinished: dict[str, GPUJob] = {}
     estimates: dict[str, Estimate] = {}
     running_until: dict[str, datetime] = {}
     for key, body in specs.items():
         status = body.get("status") or {}
         if status.get("phase") in TERMINAL:
             continue
-        estimate = estimates[key] = estimate_duration(job_spec(body), history)
+        unfinished[key] = GPUJob.of(body)
+        estimate = estimates[key] = estimate_duration(unfinished[key], history)
         started = status.get("startTime")
         if started and estimate.seconds is not None:
             running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
@@ -194,12 +194,10 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict], job
             releases.append(Release(running_until[owner], spec["nodeName"], pod_requests(spec), owner))
     used = bound_usage(pods)
     queue = []
-    for key, body in specs.items():
-        if key in estimates and (body.get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
-            job = job_spec(body)
-            queue.append(Waiting(key, priorities[key], parse_rfc3339(job.created), replica_request(job),
-                                 job.min_available, job.template.get("spec") or {}, job.network, job.data,
-                                 estimates[key].seconds))
+    for key, job in unfinished.items():
+        if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
+            created = parse_rfc3339(job.created)
+            queue.append(Waiting(key, priorities[key], created, job, estimates[key].seconds))
     starts = predict_starts(now, nodes, used, releases, queue)
     out = {}
     for key, estimate in estimates.items():

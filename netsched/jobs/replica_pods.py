@@ -8,8 +8,9 @@ operator can never make duplicates.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from netsched.api.gpujob import JobSpec
 from netsched.api.labels import (
     ATTEMPT_LABEL,
     COMMUNICATION,
@@ -33,6 +34,9 @@ from netsched.api.labels import (
 )
 from netsched.api.resources import Resources, pod_requests
 
+if TYPE_CHECKING:  # GPUJob works out its replicas' request here
+    from netsched.jobs.gpujob import GPUJob
+
 GANG_GATE = "netsched.io/gang"
 NETWORK_ANNOTATIONS = {  # spec.network field -> the annotation the extender reads
     "maxPeerDistance": MAX_PEER_DISTANCE,
@@ -48,7 +52,7 @@ def pod_name(job: str, replica: int, attempt: int) -> str:
     return f"{job}-{replica}" if attempt == 0 else f"{job}-{replica}-a{attempt}"
 
 
-def network_annotations(job: JobSpec) -> dict[str, str]:
+def network_annotations(job: GPUJob) -> dict[str, str]:
     """What the extender needs to place this job's pods (netsched/extender/needs.py)."""
     out = {JOB_GPUS: str(job.gpus)}
     if job.data_sources:
@@ -60,7 +64,7 @@ def network_annotations(job: JobSpec) -> dict[str, str]:
     return {**out, **workload_annotations(job)}
 
 
-def workload_annotations(job: JobSpec) -> dict[str, str]:
+def workload_annotations(job: GPUJob) -> dict[str, str]:
     """The job's hints for the extender's completion-time model; the input size falls back to the
     first data source's size."""
     hints = {REPLICAS: job.replicas, WORKLOAD_KIND: job.workload.get("kind"),
@@ -73,8 +77,14 @@ def workload_annotations(job: JobSpec) -> dict[str, str]:
     return {k: str(v) for k, v in hints.items() if v is not None}
 
 
-def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool,
-                scheduler: str = SCHEDULER_NAME) -> dict:
+def pod_annotations(job: GPUJob) -> dict[str, str]:
+    """The annotations each of the job's pods carries: the template's and netsched's."""
+    meta = job.template.get("metadata") or {}
+    return {**(meta.get("annotations") or {}), **network_annotations(job)}
+
+
+def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
+                scheduler: str = SCHEDULER_NAME) -> dict[str, Any]:
     template = copy.deepcopy(job.template)
     meta = template.get("metadata") or {}
     spec = template["spec"]
@@ -103,13 +113,13 @@ def replica_pod(job: JobSpec, replica: int, attempt: int, gated: bool,
     }
 
 
-def _give_gpus(container: dict, gpus: int) -> None:
+def _give_gpus(container: dict[str, Any], gpus: int) -> None:
     resources = container.setdefault("resources", {})
     for kind in ("limits", "requests"):
         resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)
 
 
-def pin_patch(node_selector: dict | None, label: str, value: str) -> list[dict]:
+def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> list[dict[str, Any]]:
     """JSON patch ops adding label=value to a gated pod's nodeSelector (the API server lets a gated
     pod's scheduling constraints narrow, never widen); none when the selector already holds it."""
     if node_selector is None:
@@ -120,7 +130,7 @@ def pin_patch(node_selector: dict | None, label: str, value: str) -> list[dict]:
     return [{"op": "add", "path": f"/spec/nodeSelector/{escaped}", "value": value}]
 
 
-def ungate_patch(gates) -> dict:
+def ungate_patch(gates: Iterable[str]) -> dict[str, Any]:
     """The JSON patch op that lifts the gang gate of a pod whose scheduling gates are `gates`
     (names), keeping the others: they are someone else's."""
     keep = [{"name": g} for g in gates if g != GANG_GATE]
@@ -128,6 +138,6 @@ def ungate_patch(gates) -> dict:
             else {"op": "remove", "path": "/spec/schedulingGates"})
 
 
-def replica_request(job: JobSpec) -> Resources:
+def replica_request(job: GPUJob) -> Resources:
     """What one replica asks for, as its pod will."""
     return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])

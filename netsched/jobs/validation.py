@@ -3,7 +3,9 @@
 The CRD's schema cannot see inside the pod template (it is kept as the user wrote it), nor
 compare the job with the cluster. Each problem names the field and the fix; a job with any
 waits with an `InvalidSpec` condition and one Warning instead of failing in a handler or
-waiting in silence. Pure: the handler passes the job and the nodes it knows.
+waiting in silence. Pure: the handler passes the job and the nodes it knows; the job is read
+through the workload seam (its member pod's spec, its network needs), the messages name the
+GPUJob's fields.
 """
 
 from __future__ import annotations
@@ -15,28 +17,26 @@ from kubernetes.utils import parse_quantity
 from netsched.api import conditions as c
 from netsched.api.distance import DISTANCES
 from netsched.api.gpujob import Phase
-from netsched.api.labels import RACK_LABEL, ZONE_LABEL
-from netsched.jobs.capacity import NodeRoom
+from netsched.jobs.capacity import GROUP_LABEL, NodeRoom
+from netsched.jobs.workload import Workload
 
 ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annotations, keys and values
-PLACE_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
 TEMPLATE = "spec.template.spec"
 
 
-def problems(spec: dict[str, Any], annotations: dict[str, str], nodes: list[NodeRoom]) -> list[str]:
-    """Everything wrong with a GPUJob's `spec`, given the annotations its pods will carry
-    (the template's plus netsched's) and the cluster's nodes."""
-    pod = (spec.get("template") or {}).get("spec") or {}
-    found = _pod_template(pod)
+def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom]) -> list[str]:
+    """Everything wrong with `job`, given the annotations its pods will carry (the template's plus
+    netsched's) and the cluster's nodes."""
+    found = _pod_template(job.member_spec)
     size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
         found.append(f"spec.template.metadata.annotations: {size} bytes with netsched's own, over the API "
                      f"server's {ANNOTATIONS_LIMIT} (256 kB); keep large values in a ConfigMap or a volume")
-    return found + _data(spec, nodes)
+    return found + _data(job, nodes)
 
 
 def _pod_template(pod: dict[str, Any]) -> list[str]:
-    found = []
+    found: list[str] = []
     gates = pod.get("schedulingGates")
     if gates is not None and not _list_of_named(gates):
         found.append(f"{TEMPLATE}.schedulingGates: {gates!r} is not a list of {{name: ...}} entries; "
@@ -67,23 +67,22 @@ def _pod_template(pod: dict[str, Any]) -> list[str]:
     return found
 
 
-def _data(spec: dict[str, Any], nodes: list[NodeRoom]) -> list[str]:
-    distance = (spec.get("network") or {}).get("maxDataDistance")
+def _data(job: Workload, nodes: list[NodeRoom]) -> list[str]:
+    distance, data = job.needs.max_data_distance, job.needs.data
     if distance is None:
         return []
-    sources = spec.get("dataSources") or []
-    if not sources:
+    if data is None:
         return [f"spec.network.maxDataDistance {distance!r} needs spec.dataSources to say where the data is; "
                 "add a data source (kind node, rack or zone) or remove maxDataDistance"]
-    kind, location = sources[0].get("kind"), sources[0].get("location")
-    if kind not in PLACE_LABEL:
+    kind, location = data
+    if kind not in GROUP_LABEL:
         return [f"spec.network.maxDataDistance needs spec.dataSources[0] at a node, rack or zone, not a "
                 f"{kind}; for an endpoint bound the measured link instead (maxDataRttMs, "
                 "minDataBandwidthMbps)"]
     if DISTANCES[distance] < DISTANCES[kind]:
         return [f"spec.network.maxDataDistance {distance!r} is finer than spec.dataSources[0], known only to "
                 f"its {kind}; set maxDataDistance to {kind} (or wider), or name the data's {distance}"]
-    label = PLACE_LABEL[kind]
+    label = GROUP_LABEL[kind]
     known = sorted({n.labels[label] for n in nodes if label in n.labels})
     if nodes and location not in known:
         return [f"spec.dataSources[0].location {location!r}: no node has {label}={location}; name one of "
@@ -104,7 +103,7 @@ def _quantity(value: object) -> bool:
     return True
 
 
-def invalid(status: dict, found: list[str], generation: int) -> tuple[dict, str | None]:
+def invalid(status: dict[str, Any], found: list[str], generation: int) -> tuple[dict[str, Any], str | None]:
     """The status of a job with problems, and the Warning to post (None: the same problems were
     already said)."""
     new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],

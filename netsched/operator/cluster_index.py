@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from netsched.api.gpujob import KIND as GPUJOB
-from netsched.api.gpujob import JobSpec
 from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.gpujob import GPUJob
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
@@ -38,12 +38,13 @@ class Indices:
     used: dict[str, Resources]  # node -> requests of the live pods bound there
     pending: list[Resources]  # requests of each released pod not yet bound
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
-    planned: Mapping = field(default_factory=dict)  # "namespace/pod" -> the active PackingPlans placing it
+    # "namespace/pod" -> the active PackingPlans placing it
+    planned: Mapping[str, Collection[str]] = field(default_factory=dict)
 
     def pods_of(self, key: JobKey) -> list[PodView]:
         return list(self.job_pods.get(key, ()))
 
-    def plan_of(self, job: JobSpec) -> str | None:
+    def plan_of(self, job: GPUJob) -> str | None:
         """The active PackingPlan that places a pod of `job`, if one does."""
         for pod in self.pods_of(job.key):
             for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):
@@ -80,7 +81,7 @@ class ClusterIndex:
         with self._lock:
             return list(self._rooms.values())
 
-    def indices(self, planned: Mapping) -> Indices:
+    def indices(self, planned: Mapping[str, Collection[str]]) -> Indices:
         with self._lock:
             return Indices(dict(self._used), [p.requests for p in self._pods.values() if p.pending],
                            {k: list(v.values()) for k, v in self._jobs.items()}, planned)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client
 
@@ -101,10 +102,10 @@ class Forecaster:
         self._gauged = shown
 
 
-def status_patch(status: dict, forecast: Forecast, now: datetime) -> dict:
+def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> dict[str, Any]:
     """The status fields to write (None deletes one), or {} when what is there is close enough."""
     wanted = {START: forecast.start, FINISH: forecast.finish}
-    patch: dict = {}
+    patch: dict[str, Any] = {}
     for name, when in wanted.items():
         old = status.get(name)
         if when is None:

@@ -15,9 +15,10 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 import urllib3
@@ -28,20 +29,15 @@ from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
-from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION, JobSpec, job_spec
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
+from netsched.api.resources import Resources
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
-from netsched.jobs.replica_pods import (
-    network_annotations,
-    pin_patch,
-    pod_name,
-    replica_pod,
-    replica_request,
-    ungate_patch,
-)
+from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
-from netsched.operator.cluster_index import ClusterIndex, Indices
+from netsched.operator.cluster_index import ClusterIndex, Indices, JobKey
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.reconcile import (
     BACKOFF,
@@ -72,21 +68,22 @@ class Operator:
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     _admission: threading.Lock = field(default_factory=threading.Lock)
-    _reserved: dict = field(default_factory=dict)  # job key -> (expiry, request per pod)
+    # a released gang's room until its pods show up as pending: (expiry, request per pod)
+    _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
 
     # ---- one tick ---------------------------------------------------------------
-    def tick(self, body: dict, nodes: list[NodeRoom], indices: Indices) -> None:
+    def tick(self, body: dict[str, Any], nodes: list[NodeRoom], indices: Indices) -> None:
         """One reconcile of the job in `body` (a plain copy). Nothing it meets escapes as an exception:
         kopf would only retry it a minute later, with no word to the user."""
-        job = job_spec(body)
+        job = GPUJob.of(body)
         status = body.get("status") or {}
         pods = indices.pods_of(job.key)
         try:
-            found = problems(body["spec"], _pod_annotations(job), nodes) if not pods else []
+            found = problems(job, pod_annotations(job), nodes) if not pods else []
             if found:  # before any pod exists, a template that cannot make one is the user's to fix
                 new, warning = invalid(status, found, job.generation)
                 events = [("Warning", c.INVALID_SPEC, warning)] if warning else []
@@ -96,7 +93,7 @@ class Operator:
         except Exception as exc:  # a bug, or a spec edited into something this code did not foresee
             self._failed(job, status, exc)
 
-    def _reconcile(self, job: JobSpec, status: dict, pods: list[PodView], nodes: list[NodeRoom],
+    def _reconcile(self, job: GPUJob, status: dict[str, Any], pods: list[PodView], nodes: list[NodeRoom],
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
@@ -106,9 +103,9 @@ class Operator:
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, replica_request(job))
+                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)
 
-    def _failed(self, job: JobSpec, status: dict, exc: Exception) -> None:
+    def _failed(self, job: GPUJob, status: dict[str, Any], exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
         self.metrics.reconcile_errors.inc()
         message = (f"reconciling failed: {type(exc).__name__}: {exc}; check spec.template against the GPUJob "
@@ -123,7 +120,7 @@ class Operator:
         actions = Actions(status=new, events=[("Warning", c.RECONCILE_FAILED, message)])
         self._apply(job, status, actions, {}, [])
 
-    def _fit(self, job: JobSpec, nodes: list[NodeRoom], indices: Indices) -> Fit:
+    def _fit(self, job: GPUJob, nodes: list[NodeRoom], indices: Indices) -> Fit:
         plan = indices.plan_of(job)
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
@@ -136,14 +133,13 @@ class Operator:
                 del self._reserved[key]
             elif key != job.key:
                 reserved += [req] * waiting
-        result = gang_fit(nodes, indices.used, indices.pending + reserved, replica_request(job),
-                          job.min_available, job.template["spec"], job.network, job.data)
+        result = gang_fit(nodes, indices.used, indices.pending + reserved, job)
         note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
         return replace(result, message=f"{result.message}; {note}") if note else result
 
     # ---- carrying out -----------------------------------------------------------
-    def _apply(self, job: JobSpec, old_status: dict, actions: Actions, labels: dict[str, dict],
-               pods: list[PodView]) -> None:
+    def _apply(self, job: GPUJob, old_status: dict[str, Any], actions: Actions,
+               labels: dict[str, dict[str, str]], pods: list[PodView]) -> None:
         if actions.create:
             self._create(job, actions)
         others = {p.name: p.other_gates for p in pods}
@@ -163,7 +159,7 @@ class Operator:
             self._call("event", self.core.create_namespaced_event, job.namespace,
                        event(job.involved(), reason, message, COMPONENT, type_))
 
-    def _create(self, job: JobSpec, actions: Actions) -> None:
+    def _create(self, job: GPUJob, actions: Actions) -> None:
         """Create the pods in replica order, stopping at the first failure: the next ones would meet
         the same refusal. Events for the pods made; a condition and a backoff for a refusal."""
         status = actions.status
@@ -186,7 +182,7 @@ class Operator:
         status[CREATED] = max([known, *(i + 1 for i, _, _ in made)])
         actions.events[:0] = [("Normal", reason, text) for reason, text in created_events(job, made, known)]
 
-    def _create_failed(self, job: JobSpec, actions: Actions, failure: NetschedError) -> None:
+    def _create_failed(self, job: GPUJob, actions: Actions, failure: NetschedError) -> None:
         """One Event per new reason; the condition holds the latest message; the next try waits."""
         self.metrics.api_errors.labels("create").inc()
         status = actions.status
@@ -198,7 +194,7 @@ class Operator:
         status[BACKOFF] = create_backoff(status.get(BACKOFF), isinstance(failure, PermanentError),
                                          job.generation, datetime.now(UTC))
 
-    def _record(self, job: JobSpec, actions: Actions, labels: dict[str, dict]) -> None:
+    def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         status = actions.status
         conds = status.setdefault("conditions", [])
         row = job_record(job, status, labels)
@@ -218,7 +214,7 @@ class Operator:
         c.set_condition(conds, c.RECORDED, True, c.RECORD_WRITTEN, f"recorded in {self.records.path}",
                         job.generation)
 
-    def _call(self, action: str, fn, *args) -> None:
+    def _call(self, action: str, fn: Callable[..., object], *args: Any) -> None:
         try:
             fn(*args)
         except client.ApiException as exc:
@@ -228,27 +224,21 @@ class Operator:
             log.warning("%s failed: %s", action, api_message(exc))
 
 
-def _pod_annotations(job: JobSpec) -> dict:
-    """The annotations each of the job's pods will carry."""
-    meta = job.template.get("metadata") or {}
-    return {**(meta.get("annotations") or {}), **network_annotations(job)}
-
-
 # ---- kopf registration -------------------------------------------------------------
-def _unfinished(status, **_) -> bool:
+def _unfinished(status: kopf.Status, **_: Any) -> bool:
     conds = list(status.get("conditions") or [])
     return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
 
 
 def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex) -> None:
     @kopf.on.startup(id="configure", registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_) -> None:
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
         settings.watching.server_timeout = 60
         settings.execution.max_workers = 8
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
-    def planned_pods(body, **_):
+    def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
         plan = _plain(body)
         if not plans.is_active(plan):
             return {}
@@ -257,7 +247,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
     # kopf passes an index by its id; its TimerFn protocol does not list them
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]
                 when=_unfinished, registry=registry)
-    def tick(body, meta, planned_pods: kopf.Index, **_) -> None:
+    def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
         if not cluster.synced:
@@ -265,6 +255,6 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
 
-def _plain(view) -> dict:
+def _plain(view: Mapping[str, Any]) -> dict[str, Any]:
     """A kopf body/spec view as plain, deep-copied dicts."""
     return copy.deepcopy(dict(view))

@@ -7,6 +7,7 @@ runs the packer's decision without kopf's second of imports."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import kopf
 
@@ -16,28 +17,28 @@ from netsched.packer.live_cluster import waits_for_room
 
 
 def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
-    def active(body, **_) -> bool:
-        return plans.is_active(body)
+    def active(body: kopf.Body, **_: Any) -> bool:
+        return plans.is_active(dict(body))
 
     @kopf.timer(plans.GROUP, plans.VERSION, plans.PLURAL, id="carry-out", interval=interval, when=active,
                 registry=registry)
-    def carry_out(body, **_) -> None:
+    def carry_out(body: kopf.Body, **_: Any) -> None:
         packer.step(copy.deepcopy(dict(body)))
 
     @kopf.on.startup(id="watch-waiting-pods", registry=registry)
-    def unbound_pods_only(settings: kopf.OperatorSettings, **_) -> None:
+    def unbound_pods_only(settings: kopf.OperatorSettings, **_: Any) -> None:
         # kopf's one pod handler is this one, for unbound pods of the scheduler: the API server sends
         # kopf no other pod (the operator's own pod watch, netsched.operator.cluster_index, sees all)
         settings.watching.field_selectors["pods"] = f"spec.schedulerName={packer.scheduler},spec.nodeName="
 
-    def waiting(meta, spec, status, **_) -> bool:
+    def waiting(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
         return waits_for_room(meta, spec, status, packer.scheduler)
 
     @kopf.on.event("pods", id="waiting-pods", when=waiting, registry=registry)
-    def pod_waits(**_) -> None:
+    def pod_waits(**_: Any) -> None:
         packer.pod_waits()
 
     # room the packer may now make, or must no longer count on: look again now, not on a timer
     @kopf.on.event("policy", "v1", "poddisruptionbudgets", id="budgets", registry=registry)
-    def budget_changed(**_) -> None:
+    def budget_changed(**_: Any) -> None:
         packer.request()

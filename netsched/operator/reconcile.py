@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, JobSpec, Phase
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
 from netsched.jobs.capacity import Fit
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import GANG_GATE
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
@@ -42,7 +44,7 @@ class PodView:
     released_by: str | None = None  # the PackingPlan that lifted its gang gate, if one did
 
     @classmethod
-    def of(cls, pod: dict) -> PodView:
+    def of(cls, pod: dict[str, Any]) -> PodView:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
         labels = meta.get("labels") or {}
         gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
@@ -59,7 +61,7 @@ class Actions:
     ungate: list[str] = field(default_factory=list)
     pin: tuple[str, str] | None = None  # (node label, value) added to the ungated pods' nodeSelector
     delete: list[str] = field(default_factory=list)
-    status: dict = field(default_factory=dict)  # the whole new status
+    status: dict[str, Any] = field(default_factory=dict)  # the whole new status
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
     record: bool = False  # the job just finished: write its training record
 
@@ -67,8 +69,9 @@ class Actions:
         self.events.append(("Warning" if warning else "Normal", reason, message))
 
 
-def reconcile(job: JobSpec, status: dict, pods: list[PodView], node_labels: dict[str, dict],
-              fit: Callable[[], Fit], now: datetime | None = None) -> Actions:
+def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
+              node_labels: dict[str, dict[str, str]], fit: Callable[[], Fit],
+              now: datetime | None = None) -> Actions:
     now = now or datetime.now(UTC)
     out = Actions()
     new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
@@ -120,7 +123,7 @@ def _latest(pods: list[PodView]) -> dict[int, PodView]:
     return latest
 
 
-def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int,
+def _ended(job: GPUJob, status: dict[str, Any], latest: dict[int, PodView], failures: int,
            now: datetime) -> tuple[Phase, str, str] | None:
     if len(latest) == job.replicas and all(latest[i].phase == PodPhase.SUCCEEDED
                                            for i in range(job.replicas)):
@@ -143,7 +146,8 @@ def _ended(job: JobSpec, status: dict, latest: dict[int, PodView], failures: int
     return None
 
 
-def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], node_labels: dict,
+def _finish(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, PodView],
+            node_labels: dict[str, dict[str, str]],
             phase: Phase, reason: str, message: str, now: datetime) -> Actions:
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
@@ -157,7 +161,7 @@ def _finish(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], n
     return out
 
 
-def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], new_failure: bool,
+def _replace_missing(out: Actions, job: GPUJob, latest: dict[int, PodView], new_failure: bool,
                      admitted: bool) -> None:
     """Create each replica's pod if it has none, or a new attempt if its newest one failed.
 
@@ -173,7 +177,7 @@ def _replace_missing(out: Actions, job: JobSpec, latest: dict[int, PodView], new
                                         f"starting attempt {p.attempt + 1}", warning=True)
 
 
-def created_events(job: JobSpec, created: list[tuple[int, int, bool]], known: int) -> list[tuple[str, str]]:
+def created_events(job: GPUJob, created: list[tuple[int, int, bool]], known: int) -> list[tuple[str, str]]:
     """The Events (reason, message) for the pods a tick did create: one for the replicas that never
     had a pod, one per replica below `known` (status.podsCreated) whose pod went away."""
     events = [(c.POD_RECREATED, f"replica {i} had no pod (deleted?); creating it again")
@@ -186,7 +190,8 @@ def created_events(job: JobSpec, created: list[tuple[int, int, bool]], known: in
     return events
 
 
-def create_backoff(previous: dict | None, permanent: bool, generation: int, now: datetime) -> dict:
+def create_backoff(previous: dict[str, Any] | None, permanent: bool, generation: int,
+                   now: datetime) -> dict[str, Any]:
     """status.podCreateBackoff after a refused create: when to try again, doubling per refusal up to
     a cap (minutes for a refusal, seconds for an API server that did not answer). Kept in the status
     so that a restarted operator waits too."""
@@ -199,7 +204,8 @@ def create_backoff(previous: dict | None, permanent: bool, generation: int, now:
             "retryAt": rfc3339(now + timedelta(seconds=delay))}
 
 
-def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView]) -> None:
+def _admitted_elsewhere(out: Actions, job: GPUJob, conds: list[dict[str, Any]],
+                        latest: dict[int, PodView]) -> None:
     plan = next((p.released_by for p in latest.values() if p.released_by), None)
     if plan is None:
         c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, "the gang's gate is lifted", job.generation)
@@ -209,7 +215,7 @@ def _admitted_elsewhere(out: Actions, job: JobSpec, conds: list[dict], latest: d
     out.event(c.RELEASED_BY_PLAN, message)
 
 
-def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodView],
+def _admit(out: Actions, job: GPUJob, conds: list[dict[str, Any]], latest: dict[int, PodView],
            fit: Callable[[], Fit]) -> bool:
     """Lift the gate of every pod at once when minAvailable replicas fit; else say why not."""
     if len(latest) < job.replicas:  # pods being created this round; decide on the next one
@@ -231,7 +237,7 @@ def _admit(out: Actions, job: JobSpec, conds: list[dict], latest: dict[int, PodV
     return True
 
 
-def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], admitted: bool,
+def _phase(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, PodView], admitted: bool,
            now: datetime) -> None:
     conds = new["conditions"]
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
@@ -260,14 +266,15 @@ def _phase(out: Actions, job: JobSpec, new: dict, latest: dict[int, PodView], ad
     new.update(phase=phase, reason=reason)
 
 
-def _forget(status: dict, *fields: str) -> None:
+def _forget(status: dict[str, Any], *fields: str) -> None:
     """Delete the fields that are set (a merge patch deletes a None); a status without them stays as is."""
     for name in fields:
         if status.get(name) is not None:
             status[name] = None
 
 
-def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: dict[str, dict]) -> dict:
+def _summary(new: dict[str, Any], job: GPUJob, latest: dict[int, PodView],
+             node_labels: dict[str, dict[str, str]]) -> dict[str, Any]:
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
     new["replicasRunning"] = running
     new["replicasSucceeded"] = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())
@@ -283,16 +290,17 @@ def _summary(new: dict, job: JobSpec, latest: dict[int, PodView], node_labels: d
     return new
 
 
-def _finished_at(status: dict) -> str | None:
+def _finished_at(status: dict[str, Any]) -> str | None:
     ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt")
             for cs in status.get("containerStatuses") or ()]
     return max((e for e in ends if e), default=None)
 
 
-def _pod_message(status: dict) -> str:
+def _pod_message(status: dict[str, Any]) -> str:
     """Why a pod ended: its own message, else its first terminated container's exit."""
     if status.get("message") or status.get("reason"):
-        return status.get("message") or status["reason"]
+        said: str = status.get("message") or status["reason"]
+        return said
     for cs in status.get("containerStatuses") or ():
         done = (cs.get("state") or {}).get("terminated")
         if done:
@@ -301,10 +309,11 @@ def _pod_message(status: dict) -> str:
     return ""
 
 
-def _waiting_reason(status: dict) -> str:
+def _waiting_reason(status: dict[str, Any]) -> str:
     cond = c.find(status.get("conditions") or [], c.ADMITTED)
     if cond and cond.get("status") == "False":
-        return cond["message"]
+        message: str = cond["message"]
+        return message
     return "waiting for its pods to run" if cond else "creating its pods, then checking that the gang fits"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
@@ -53,16 +54,16 @@ def run_operator(settings: OperatorConfig) -> None:
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval)
 
     @kopf.on.startup(registry=registry)
-    def forecast(**_):
+    def forecast(**_: Any) -> None:
         forecaster.start()
 
     @kopf.on.startup(registry=registry)
-    def watch(**_):
+    def watch(**_: Any) -> None:
         for kind in WATCHED:
             Reflector(operator.api, cluster, kind).start()
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs):
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         if kubeconfig:
             return kopf.login_with_kubeconfig(**kwargs)
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsched.api.gpujob import JobSpec, Phase
+from netsched.api.gpujob import Phase
+from netsched.jobs.gpujob import GPUJob
 from netsched.models.features import weakest_link
 from netsched.telemetry.store import TelemetryStore
 
 FIELD = "placementTelemetry"
 
 
-def placement_telemetry(job: JobSpec, status: dict[str, Any], store: TelemetryStore) -> dict[str, float]:
+def placement_telemetry(job: GPUJob, status: dict[str, Any], store: TelemetryStore) -> dict[str, float]:
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     if not placements:
         return {}
@@ -43,7 +44,7 @@ def placement_telemetry(job: JobSpec, status: dict[str, Any], store: TelemetrySt
     return out
 
 
-def needs_snapshot(job: JobSpec, status: dict[str, Any]) -> bool:
+def needs_snapshot(job: GPUJob, status: dict[str, Any]) -> bool:
     """Running with every replica placed, and not taken yet."""
     return (status.get("phase") == Phase.RUNNING and FIELD not in status
             and len(status.get("placements") or []) == job.replicas)

@@ -27,8 +27,8 @@ from typing import Any
 from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
-from netsched.api.gpujob import DataSource, JobSpec
 from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.jobs.gpujob import DataSource, GPUJob
 from netsched.records.format import SCHEMA_VERSION
 from netsched.records.reader import read_rows
 
@@ -96,7 +96,7 @@ class JobRecords:
             "once the file is writable (check the operator's records volume, --records)")
 
 
-def job_record(job: JobSpec, status: dict[str, Any],
+def job_record(job: GPUJob, status: dict[str, Any],
                node_labels: dict[str, dict[str, str]]) -> dict[str, Any]:
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     nodes = [p["node"] for p in placements]

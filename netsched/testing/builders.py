@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from netsched.api.events import rfc3339
-from netsched.api.gpujob import GROUP, VERSION, JobSpec, job_spec
+from netsched.api.gpujob import GROUP, VERSION
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.topology import GPUNode
 from netsched.jobs.capacity import Fit
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import pod_name
 from netsched.operator.reconcile import PodView
 
@@ -49,9 +50,9 @@ def make_gpujob(name: str = "train", replicas: int = 2, gpus: int = 4, *, manife
                      **{k: v for k, v in spec.items() if v is not None}}}
 
 
-def job(**kwargs) -> JobSpec:
+def job(**kwargs) -> GPUJob:
     """The operator's parsed view of `make_gpujob(**kwargs)`."""
-    return job_spec(make_gpujob(**kwargs))
+    return GPUJob.of(make_gpujob(**kwargs))
 
 
 def make_node(name: str, zone: str = "zone-a", rack: str = "rack-a1", gpus: int = 8, *, cpu: str = "96",

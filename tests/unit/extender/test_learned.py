@@ -9,7 +9,6 @@ import shutil
 import numpy as np
 import pytest
 
-from netsched.api.gpujob import job_spec
 from netsched.datagen.simulator import SimConfig, simulate
 from netsched.devcluster.topology import GPUNode
 from netsched.extender.engine import Extender
@@ -20,6 +19,7 @@ from netsched.extender.needs import parse_needs
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import parse_args
 from netsched.extender.scorers import TopologyScorer
+from netsched.jobs.gpujob import GPUJob
 from netsched.models.artifact import META_FILE, MODEL_FILE
 from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
@@ -113,7 +113,7 @@ def test_a_jobs_record_holds_the_network_features_the_extender_served_for_its_la
     p = parse_args({"Pod": pod("r2", job="train", annotations=notes), "NodeNames": NAMES}).pod
     view = cache.snapshot(p.namespace, p.job)
     served = features(p, parse_needs(p.annotations), view, np.array([1]), store)  # h-1
-    job = job_spec({"metadata": {"namespace": "ml", "name": "train", "uid": "u"}, "spec": {
+    job = GPUJob.of({"metadata": {"namespace": "ml", "name": "train", "uid": "u"}, "spec": {
         "replicas": 3, "gpusPerReplica": 2, "template": {"spec": {"containers": [{"name": "c"}]}},
         "dataSources": [{"name": "d", "kind": "endpoint", "endpoint": endpoint}]}})
     placed = {"placements": [{"replica": i, "node": n} for i, n in enumerate(("h-0", "v-0", "h-1"))]}

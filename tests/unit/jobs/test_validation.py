@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from netsched.jobs.capacity import node_room
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.validation import invalid, problems
 from netsched.testing.builders import CLUSTER, make_gpujob
 
@@ -12,9 +13,9 @@ ROOMS = [node_room(n) for n in CLUSTER]
 MAIN = {"name": "main", "image": "trainer:1"}
 
 
-def spec(container: dict | None = None, pod: dict | None = None, **fields) -> dict:
+def spec(container: dict | None = None, pod: dict | None = None, **fields) -> GPUJob:
     template = {"spec": {"containers": [MAIN | (container or {})], **(pod or {})}}
-    return make_gpujob(template=template, **fields)["spec"]
+    return GPUJob.of(make_gpujob(template=template, **fields))
 
 
 @pytest.mark.parametrize("job, field, fix", [

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from netsched.api.gpujob import job_spec
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.watch import Reflector
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import replica_pod
 from netsched.operator.cluster_index import ClusterIndex
 from netsched.testing.builders import make_gpujob, make_node, make_pod
@@ -53,7 +53,7 @@ def test_live_bound_pods_count_against_their_node_and_released_ones_before_they_
 
 
 def test_replica_pods_are_found_by_their_gpujob_and_a_pod_that_only_carries_the_job_label_is_not():
-    job = job_spec(make_gpujob(name="train"))
+    job = GPUJob.of(make_gpujob(name="train"))
     replica = replica_pod(job, 0, 0, gated=True)
     lookalike = make_pod("mine", job="train")  # a user's own gang may carry the label
     index = ClusterIndex()

@@ -8,9 +8,10 @@ import pytest
 import urllib3
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import PLURAL, job_spec
+from netsched.api.gpujob import PLURAL
 from netsched.api.labels import RACK_LABEL
 from netsched.jobs.capacity import node_room
+from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import GANG_GATE, replica_pod
 from netsched.operator.cluster_index import ClusterIndex, Indices
 from netsched.operator.handlers import Operator
@@ -153,7 +154,7 @@ def test_a_restart_between_creates_does_not_call_the_missing_pods_recreated(oper
     job = kube.get(PLURAL, "ml", "train")
     del job["status"]["podsCreated"], job["status"]["podCreateBackoff"]
     kube.add(job, PLURAL)
-    kube.add(replica_pod(job_spec(job), 0, 0, gated=True))
+    kube.add(replica_pod(GPUJob.of(job), 0, 0, gated=True))
     tick(operator, kube)
     reasons = [(e["reason"], e["message"]) for e in kube.list("events", "ml") if e["type"] == "Normal"]
     assert ("PodsCreated", "created 1 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits") \

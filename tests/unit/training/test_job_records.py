@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from netsched.api.gpujob import job_spec
 from netsched.devcluster.topology import GPUNode
+from netsched.jobs.gpujob import GPUJob
 from netsched.models.features import FEATURE_NAMES, TARGET, SchemaError
 from netsched.records import writer as operator_records
 from netsched.records.format import ROW_FIELDS
@@ -28,7 +28,7 @@ def operator_record(nodes: list[str], data: dict | None = None, phase: str = "Su
                                      "expectedDurationSeconds": 3000}}
     if data:
         spec["dataSources"] = [data]
-    job = job_spec({"apiVersion": "netsched.io/v1alpha1", "kind": "GPUJob", "spec": spec,
+    job = GPUJob.of({"apiVersion": "netsched.io/v1alpha1", "kind": "GPUJob", "spec": spec,
                     "metadata": {"name": "train", "namespace": "ml", "uid": uid, "generation": 1,
                                  "creationTimestamp": "2026-01-01T10:00:00Z"}})
     status = {"phase": phase, "startTime": "2026-01-01T10:00:30Z", "completionTime": "2026-01-01T11:00:30Z",

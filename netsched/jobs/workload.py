@@ -1,0 +1,60 @@
+"""The workload seam: what the gang rules read of a workload, whatever its kind.
+
+Fit and placement (capacity), validation and the forecast read a gang only through `Workload`;
+a GPUJob (netsched.jobs.gpujob) is the first kind. Another kind (a batch Job, a JobSet group) is
+one more class with these properties: the rules then count, place and forecast it unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from netsched.api.resources import Resources
+
+
+@dataclass(frozen=True)
+class NetworkNeeds:
+    """The network limits the rules enforce (the extender reads the same ones from pod annotations)."""
+    # the topology constraint: node, rack or zone, every member within one
+    max_peer_distance: str | None = None
+    max_data_distance: str | None = None  # node, rack or zone: every member within this of the data
+    data: tuple[str, str] | None = None  # (kind, location) of the data source that steers placement
+
+
+class Workload(Protocol):
+    """A gang: `size` members (numbered 0 to size - 1), each a pod of the same shape."""
+
+    @property
+    def size(self) -> int:
+        """Members the workload runs."""
+
+    @property
+    def min_available(self) -> int:
+        """Members that must fit at once before any is released: the gang."""
+
+    @property
+    def gpus_per_member(self) -> int: ...
+
+    @property
+    def member_request(self) -> Resources:
+        """What one member's pod asks for (GPUs, CPU, memory, ...), as kube-scheduler counts it."""
+
+    @property
+    def member_spec(self) -> dict[str, Any]:
+        """A member pod's spec: its nodeSelector, required node affinity and tolerations decide the
+        nodes it may use."""
+
+    @property
+    def priority_class_name(self) -> str | None: ...
+
+    @property
+    def needs(self) -> NetworkNeeds: ...
+
+    @property
+    def workload_kind(self) -> str:
+        """training, inference, ...: the forecast learns run times per kind."""
+
+    @property
+    def expected_seconds(self) -> float | None:
+        """How long the user says it runs, if they do."""

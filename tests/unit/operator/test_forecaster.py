@@ -1,0 +1,59 @@
+"""The forecast loop: what it writes into a GPUJob's status, and what it reads to do so."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from netsched.api.events import rfc3339
+from netsched.jobs.forecast import Estimate, Forecast
+from netsched.operator.forecaster import Forecaster, status_patch
+from netsched.operator.metrics import OperatorMetrics
+from netsched.records.writer import JobRecords
+from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
+from netsched.testing.kube import FakeKube
+
+
+def at(seconds: float):
+    return NOW + timedelta(seconds=seconds)
+
+
+def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_than_a_tenth_of_what_is_left():
+    estimate = Estimate(600, "basis")
+    first = status_patch({}, Forecast(at(100), at(700), estimate), NOW)
+    assert first == {"predictedStartTime": rfc3339(at(100)),
+                     "predictedCompletionTime": rfc3339(at(700)),
+                     "predictedDurationSeconds": 600, "predictionBasis": "basis"}
+    moved_a_bit = Forecast(at(120), at(760), estimate)
+    assert status_patch(first, moved_a_bit, NOW) == {}
+    moved_far = Forecast(at(400), at(1000), estimate)
+    assert status_patch(first, moved_far, NOW) == {"predictedStartTime": rfc3339(at(400)),
+                                                   "predictedCompletionTime": rfc3339(at(1000))}
+    running = Forecast(None, at(700), estimate)
+    assert status_patch(first, running, NOW) == {"predictedStartTime": None}
+    behind = Forecast(at(100), at(700), estimate, after=("ml/big",))
+    assert status_patch(first, behind, NOW) == {"predictedAfter": ["ml/big"]}
+    assert status_patch(first | {"predictedAfter": ["ml/big"]}, running, NOW) == {
+        "predictedStartTime": None, "predictedAfter": None}
+
+
+def _forecaster(kube, tmp_path):
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics())
+
+
+def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_path):
+    done = make_gpujob("old")
+    done["status"] = {"phase": "Succeeded"}
+    kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    assert kube.made("list", "gpujobs")
+    assert not kube.made("list", "nodes") and not kube.made("list", "pods")
+
+
+def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
+    waiting = make_gpujob("wait", replicas=1, gpus=8, created=ago(60))
+    kube = FakeKube([*CLUSTER, *(make_pod(f"busy-{n['metadata']['name']}", n["metadata"]["name"], gpus=8)
+                                 for n in CLUSTER), waiting])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    assert kube.made("list", "nodes") and kube.made("list", "pods")
+    status = kube.get("gpujobs", "ml", "wait")["status"]
+    assert "predictionBasis" in status
