@@ -1,9 +1,13 @@
-"""Settings of a long-running component, declared once: a frozen dataclass whose every field carries its
-command-line flag, help, default and the Helm value that sets it in charts/netsched.
+"""Settings of a command, declared once: a frozen dataclass whose every field carries its command-line
+flag, help, default and the Helm value that sets it in charts/netsched (or why the chart has none).
 
-The CLI builds a subcommand's flags from the class (`add_flags`) and parses them into one object
+The CLI builds a subcommand's arguments from the class (`add_flags`) and parses them into one object
 (`from_args`); a unit test checks the same fields against the chart's values, schema, templates and the
 rendered manifests, so a flag cannot be added in one place and forgotten in another.
+
+A field's type says how it parses: `bool` is a switch, `tuple[X, ...]` a repeatable flag (or, for a
+positional, one or more values), `X | None` without a default an optional value. A `flag` without
+leading dashes is a positional argument named as its field; one with a default of None is optional.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 _KEY = "netsched.flag"
+
+NOT_IN_CHART = "a command people or tests run: the chart never runs it"
 
 
 @dataclass(frozen=True)
@@ -25,12 +32,26 @@ class Flag:
     helm: str | None  # the dotted values.yaml path the chart sets this flag from
     fixed: str  # when helm is None: why the chart has no value for it
     metavar: str | None
+    short: str | None = None  # "-f" beside "--filename"
+    parse: Callable[[str], Any] | None = None  # instead of the field's type, e.g. a checked share
+    choices: tuple[str, ...] | None = None
+    required: bool = False
 
 
 def setting(default: Any = None, *, flag: str, help: str, helm: str | None = None, fixed: str = "",
-            metavar: str | None = None) -> Any:
-    """A settings field: `helm` names its chart value, or `fixed` says why there is none."""
-    return dataclasses.field(default=default, metadata={_KEY: Flag(flag, help, helm, fixed, metavar)})
+            metavar: str | None = None, short: str | None = None, parse: Callable[[str], Any] | None = None,
+            choices: tuple[str, ...] | None = None, required: bool = False) -> Any:
+    """A settings field: `helm` names its chart value, or `fixed` says why there is none. A required one
+    has no default (declare its class `kw_only`)."""
+    spec = Flag(flag, help, helm, fixed, metavar, short, parse, choices, required)
+    if required:
+        return dataclasses.field(metadata={_KEY: spec})
+    return dataclasses.field(default=default, metadata={_KEY: spec})
+
+
+def option(default: Any = None, **flag: Any) -> Any:
+    """A setting of a command the chart never runs, so without a Helm value."""
+    return setting(default, fixed=NOT_IN_CHART, **flag)
 
 
 def flag_of(field: dataclasses.Field[Any]) -> Flag | None:
@@ -52,17 +73,41 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
     return out
 
 
+def _item(kind: Any) -> Any:
+    """X of `tuple[X, ...]`, else None."""
+    return typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+
+
 def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
     for dest, f, kind in settings_fields(cls):
         spec = flag_of(f)
         if spec is None:
             raise TypeError(f"{cls.__name__}.{dest} has no flag: declare it with setting()")
+        names = [n for n in (spec.short, spec.name) if n]
         if kind is bool:
-            parser.add_argument(spec.name, dest=dest, action="store_false" if f.default else "store_true",
+            parser.add_argument(*names, dest=dest, action="store_false" if f.default else "store_true",
                                 help=spec.help)
-        else:
-            parser.add_argument(spec.name, dest=dest, type=kind, default=f.default, help=spec.help,
-                                metavar=spec.metavar or spec.name.lstrip("-").replace("-", "_").upper())
+            continue
+        item = _item(kind)
+        options: dict[str, Any] = {"type": spec.parse or item or kind, "help": spec.help}
+        if spec.choices:
+            options["choices"] = spec.choices
+        if not spec.name.startswith("-"):  # a positional: argparse names it by its field
+            if item:
+                options["nargs"] = "+"
+            elif not spec.required:
+                options.update(nargs="?", default=f.default)
+            parser.add_argument(spec.name, **options)
+            continue
+        options.update(dest=dest, required=spec.required)
+        if item:
+            repeated: Any = f.default
+            options.update(action="append", default=list(repeated))
+        elif not spec.required:
+            options["default"] = f.default
+        if not spec.choices:
+            options["metavar"] = spec.metavar or spec.name.lstrip("-").replace("-", "_").upper()
+        parser.add_argument(*names, **options)
 
 
 def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
@@ -73,7 +118,8 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
         if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
-            values[f.name] = getattr(args, prefix + f.name)
+            value = getattr(args, prefix + f.name)
+            values[f.name] = tuple(value) if _item(kind) else value
     return cls(**values)
 
 

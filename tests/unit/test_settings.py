@@ -1,7 +1,7 @@
 """Each component's settings class against every place its flags appear: the CLI, the chart's values,
 values schema and Deployment template, the rendered manifests and the dev-cluster's command lines.
 A flag without a Helm value (or a reason), a value without a schema entry, or a template flag the CLI
-does not know fails here."""
+does not know fails here. Commands the chart never runs say so (`option`) and need no chart value."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import pytest
 import yaml
 
 from netsched.api.settings import flag_of, from_args, settings_fields
-from netsched.cli import build_parser
+from netsched.cli import COMMANDS, Group, build_parser
 from netsched.devcluster import devcluster
 from netsched.extender.config import ExtenderConfig
 from netsched.operator.config import OperatorConfig
+from netsched.telemetry.command import AgentSettings
+from netsched.training.commands import RetrainSettings
 
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "netsched"
@@ -28,6 +30,15 @@ JSON_TYPES = {bool: {"boolean"}, int: {"integer"}, float: {"number"}, str: {"str
 
 COMPONENTS = pytest.mark.parametrize(("command", "cls"), [("extender", ExtenderConfig),
                                                           ("operator", OperatorConfig)])
+# every command the chart runs; its Deployments (the templates checked below) are the extender's and
+# the operator's
+CHART_RUN = pytest.mark.parametrize(("command", "cls"), [("extender", ExtenderConfig),
+                                                        ("operator", OperatorConfig),
+                                                        ("agent", AgentSettings),
+                                                        ("retrain", RetrainSettings)])
+EVERY_COMMAND = pytest.mark.parametrize("cls", sorted(
+    {c.settings for g in COMMANDS for c in (g.commands if isinstance(g, Group) else (g,))},
+    key=lambda cls: cls.__name__), ids=lambda cls: cls.__name__)
 
 
 def subparser(command: str) -> argparse.ArgumentParser:
@@ -71,8 +82,8 @@ def types_of(node: dict) -> set[str]:
     return {kind} if isinstance(kind, str) else set(kind)
 
 
-@COMPONENTS
-def test_every_setting_has_a_helm_value_or_says_why_not(command, cls):
+@EVERY_COMMAND
+def test_every_setting_has_a_helm_value_or_says_why_not(cls):
     for dest, f, _ in settings_fields(cls):
         spec = flag_of(f)
         assert spec is not None, f"{cls.__name__}.{dest} has no flag"
@@ -88,7 +99,7 @@ def test_the_cli_flags_are_the_settings_and_default_to_them(command, cls):
     assert from_args(cls, build_parser().parse_args([command])) == cls()
 
 
-@COMPONENTS
+@CHART_RUN
 def test_every_helm_value_exists_and_has_a_schema_entry_of_the_settings_type(command, cls):
     for flag, path, kind in helm_fields(cls):
         value = value_at(path)

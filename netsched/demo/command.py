@@ -1,0 +1,23 @@
+"""`netsched demo`: its settings, and the demo on the dev-cluster they describe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from netsched.api.settings import option
+from netsched.devcluster.commands import ClusterShape, scored_by
+
+
+@dataclass(frozen=True)
+class DemoSettings(ClusterShape):
+    model: str | None = option(flag="--model", metavar="PATH",
+                               help="the extender scores by this completion-time model "
+                               "(artifact directory or current.json; default: the topology heuristic)")
+    keep_cluster: bool = option(False, flag="--keep-cluster",
+                                help="leave a cluster this command started running afterwards")
+
+
+def main(settings: DemoSettings) -> int:
+    from netsched.demo.demo import run_demo
+
+    return run_demo(settings.cluster(**scored_by(settings.model)), keep=settings.keep_cluster)

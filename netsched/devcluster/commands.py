@@ -1,0 +1,129 @@
+"""`netsched dev-cluster up|down|status|kubeconfig`: their settings and starts. Light to import: the
+dev-cluster itself (and the `dev` extra it needs) loads only when a command runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from netsched.api.settings import option
+
+if TYPE_CHECKING:
+    from netsched.devcluster.devcluster import DevCluster
+
+# The dev-cluster's errors say what to do: printed without a traceback. Only a command that used the
+# dev-cluster raises them, and importing it needs the `dev` extra, which the image does not have.
+ERRORS = (("netsched.devcluster.binaries", "BuildError"),
+          ("netsched.devcluster.devcluster", "ClusterError"),
+          ("netsched.devcluster.processes", "ComponentFailed"),
+          ("netsched.devcluster.realnode", "RealNodeError"),
+          ("netsched.devcluster.wait", "Timeout"))
+
+
+@dataclass(frozen=True)
+class ClusterDir:
+    dir: str | None = option(flag="--dir", help="cluster directory (default: $NETSCHED_DEV_CLUSTER_DIR "
+                             "or ~/.local/state/netsched/dev-cluster)")
+
+    def cluster(self, **options: Any) -> DevCluster:
+        """The dev-cluster these settings name; `options`: more of its fields."""
+        from netsched.devcluster.devcluster import DevCluster
+
+        if self.dir:
+            options["directory"] = Path(self.dir)
+        return DevCluster(**options)
+
+
+@dataclass(frozen=True)
+class ClusterShape(ClusterDir):
+    nodes: int = option(8, flag="--nodes", help="fake GPU nodes to create (default 8)")
+    zones: int = option(2, flag="--zones", help="zones to spread them over (default 2)")
+    racks_per_zone: int = option(2, flag="--racks-per-zone", help="racks per zone (default 2)")
+
+    def cluster(self, **options: Any) -> DevCluster:
+        return super().cluster(nodes=self.nodes, zones=self.zones, racks_per_zone=self.racks_per_zone,
+                               **options)
+
+
+def scored_by(model: str | None) -> dict[str, Any]:
+    """The dev-cluster's extender scores by this model (None: the topology heuristic)."""
+    return {"extender_args": (f"--model={Path(model).resolve()}",)} if model else {}
+
+
+@dataclass(frozen=True)
+class UpSettings(ClusterShape):
+    extender_url: str | None = option(
+        flag="--extender-url", help="urlPrefix of another scheduler extender to use instead of starting "
+        "netsched's own (e.g. http://127.0.0.1:8888)")
+    model: str | None = option(
+        flag="--model", metavar="PATH", help="netsched's extender scores by this completion-time model "
+        "(artifact directory or current.json manifest; default: the topology heuristic)")
+    run_extender: bool = option(
+        True, flag="--no-extender",
+        help="run kube-scheduler without any extender (plain kube-scheduler behaviour)")
+    run_operator: bool = option(True, flag="--no-operator",
+                                help="do not run the GPUJob operator (its CRD is still installed)")
+    real_node: bool = option(
+        False, flag="--real-node",
+        help="add one real kubelet node (containerd, kube-proxy) in a private network namespace, for pods "
+        "that really run, e.g. the Helm chart's (root; see docs/dev-cluster.md)")
+    foreground: bool = option(False, flag="--foreground",
+                              help="stay in the foreground; Ctrl-C stops every component")
+
+
+def up(settings: UpSettings) -> int:
+    from netsched.devcluster.scheduler_config import ExtenderSettings
+
+    options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
+                               "real_node": settings.real_node, **scored_by(settings.model)}
+    if settings.extender_url:
+        options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)
+    cluster = settings.cluster(**options)
+    cluster.up()
+    print(f"kubeconfig: {cluster.kubeconfig}")
+    print(f"logs:       {cluster.log_dir}")
+    if not settings.foreground:
+        print("stop it with: netsched dev-cluster down" + (f" --dir {settings.dir}" if settings.dir else ""))
+        return 0
+    stop = _stop_on_signal()
+    print("running in the foreground; Ctrl-C stops every component", flush=True)
+    try:
+        stop.wait()
+    finally:
+        cluster.down()
+    return 0
+
+
+def _stop_on_signal() -> threading.Event:
+    """An event SIGINT/SIGTERM set, installed before anyone is told Ctrl-C works."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def down(settings: ClusterDir) -> int:
+    if not settings.cluster().down():
+        print("no dev-cluster components were running")
+    return 0
+
+
+def status(settings: ClusterDir) -> int:
+    cluster = settings.cluster()
+    report = cluster.status()
+    print(json.dumps(report, indent=2))
+    return 0 if report["components"] and cluster.running_components() else 1
+
+
+def kubeconfig(settings: ClusterDir) -> int:
+    cluster = settings.cluster()
+    if not cluster.kubeconfig.exists():
+        print(f"no dev-cluster in {cluster.directory}; run `netsched dev-cluster up`", file=sys.stderr)
+        return 1
+    print(cluster.kubeconfig)
+    return 0

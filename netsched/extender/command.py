@@ -1,0 +1,16 @@
+"""`netsched extender`: serve the extender with its settings."""
+
+from __future__ import annotations
+
+import logging
+
+from netsched.extender.config import ExtenderConfig
+
+
+def main(settings: ExtenderConfig) -> int:
+    from netsched.api.connect import api_client
+    from netsched.extender.server import CONNECTIONS, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(api_client(settings.kubeconfig, connections=CONNECTIONS), settings)
+    return 0

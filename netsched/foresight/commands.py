@@ -1,0 +1,137 @@
+"""`netsched pack`, `whatif` and `why`: the dry-run answers for people at a terminal, their settings and
+their exit codes (2: bad input; `why` 1: no such job)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from netsched.api.settings import option
+
+KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then ~/.kube/config)"
+
+
+@dataclass(frozen=True)
+class PackSettings:
+    snapshot: str | None = option(flag="snapshot", help="snapshot file (JSON or YAML)")
+    from_cluster: bool = option(False, flag="--from-cluster",
+                                help="snapshot the live cluster instead (read only: a dry run)")
+    kubeconfig: str | None = option(
+        flag="--kubeconfig", help="with --from-cluster (default: in-cluster, then ~/.kube/config)")
+    save_snapshot: str | None = option(flag="--save-snapshot", metavar="FILE",
+                                       help="also write the snapshot solved, as JSON")
+    budget: float = option(1.0, flag="--budget", metavar="SECONDS",
+                           help="wall-clock limit for the whole solve (default 1)")
+    policy: str | None = option(
+        flag="--policy", metavar="FILE",
+        help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: strict)")
+    json: bool = option(False, flag="--json", help="print the plan as JSON")
+
+
+def pack_main(settings: PackSettings) -> int:
+    import yaml
+
+    from netsched.packing.policy import DisruptionPolicy, InvalidPolicy, read_policy
+    from netsched.packing.problem import Problem
+    from netsched.packing.report import plan_json, plan_text
+    from netsched.packing.solver import solve
+
+    if bool(settings.snapshot) == settings.from_cluster:
+        print("netsched: error: pack: give a snapshot file or --from-cluster (not both)", file=sys.stderr)
+        return 2
+    if settings.from_cluster:
+        from netsched.api.connect import api_client
+        from netsched.packer.live_cluster import problem_from_cluster
+
+        problem = problem_from_cluster(api_client(settings.kubeconfig))
+    else:
+        try:
+            problem = Problem.from_json(yaml.safe_load(Path(str(settings.snapshot)).read_text()))
+        except (OSError, yaml.YAMLError, ValueError, TypeError) as exc:
+            print(f"netsched: error: pack {settings.snapshot}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        disruption = read_policy(Path(settings.policy)) if settings.policy else DisruptionPolicy()
+    except InvalidPolicy as exc:
+        print(f"netsched: error: pack: {exc}", file=sys.stderr)
+        return 2
+    if settings.save_snapshot:
+        Path(settings.save_snapshot).write_text(json.dumps(problem.to_json(), indent=1))
+    plan = solve(problem, budget=settings.budget, policy=disruption.resolve(problem))
+    print(json.dumps(plan_json(problem, plan), indent=2) if settings.json else plan_text(problem, plan))
+    if settings.from_cluster and not settings.json:
+        print("dry run: nothing in the cluster was changed")
+    return 0
+
+
+def _namespace() -> str:
+    return option("default", flag="--namespace", short="-n", help="namespace (default: default)")
+
+
+def _output() -> str:
+    return option("text", flag="--output", short="-o", choices=("text", "json", "yaml"),
+                  help="text for people (default), json or yaml for tools")
+
+
+def _kubeconfig() -> str | None:
+    return option(flag="--kubeconfig", help=KUBECONFIG_HELP)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhatIfSettings:
+    filename: str = option(flag="--filename", short="-f", required=True,
+                           help="the GPUJob manifest (YAML or JSON)")
+    records: str | None = option(flag="--records", metavar="FILE",
+                                 help="the operator's job records, to learn run times from "
+                                 "(default: only the finished GPUJobs still in the cluster)")
+    budget: float = option(1.0, flag="--budget", metavar="SECONDS",
+                           help="wall-clock limit of the packer's dry run (default 1)")
+    namespace: str = _namespace()
+    output: str = _output()
+    kubeconfig: str | None = _kubeconfig()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhySettings:
+    job: str = option(flag="job", required=True, help="the GPUJob's name")
+    namespace: str = _namespace()
+    output: str = _output()
+    kubeconfig: str | None = _kubeconfig()
+
+
+def whatif_main(settings: WhatIfSettings) -> int:
+    from netsched.api.connect import api_client
+    from netsched.foresight.whatif import Cluster, WhatIfError, history, load_manifest, render, what_if
+
+    try:
+        manifest = load_manifest(Path(settings.filename), settings.namespace)
+    except WhatIfError as exc:
+        print(f"netsched: error: whatif: {exc}", file=sys.stderr)
+        return 2
+    cluster = Cluster.read(api_client(settings.kubeconfig))
+    records = Path(settings.records) if settings.records else None
+    answer = what_if(cluster, manifest, history(cluster, records), budget=settings.budget)
+    print(_formatted(answer, settings.output) if settings.output != "text" else render(answer))
+    return 0
+
+
+def why_main(settings: WhySettings) -> int:
+    from netsched.api.connect import api_client
+    from netsched.foresight.whatif import Cluster, WhatIfError
+    from netsched.foresight.why import render_why, why
+
+    try:
+        answer = why(Cluster.read(api_client(settings.kubeconfig)), settings.namespace, settings.job)
+    except WhatIfError as exc:
+        print(f"netsched: error: why: {exc}", file=sys.stderr)
+        return 1
+    print(_formatted(answer, settings.output) if settings.output != "text" else render_why(answer))
+    return 0
+
+
+def _formatted(answer: dict, output: str) -> str:
+    import yaml
+
+    return json.dumps(answer, indent=2) if output == "json" else yaml.safe_dump(answer, sort_keys=False)

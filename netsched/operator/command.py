@@ -1,0 +1,22 @@
+"""`netsched operator`: run the operator with its settings; a bad policy file or a taken port is one line
+on stderr and exit 2, before anything starts."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from netsched.operator.config import OperatorConfig
+
+
+def main(settings: OperatorConfig) -> int:
+    from netsched.operator.run import PortTaken, run_operator
+    from netsched.packing.policy import InvalidPolicy
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run_operator(settings)
+    except (InvalidPolicy, PortTaken) as exc:  # say which file or port and why; never half start
+        print(f"netsched: error: operator: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,149 @@
+"""`netsched train`, `evaluate`, `predict` and `retrain`: their settings and starts. Bad input (a missing
+or malformed data file, a refused model artifact) is one line on stderr and exit 2. Light to import: the
+`train` extra's libraries load only when a command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from netsched.api.settings import NOT_IN_CHART, option, setting
+from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
+
+DATA_HELP = "dataset CSV or operator records (.jsonl) files"
+MODEL_HELP = "artifact directory or current.json manifest"
+CHART_RETRAIN = "the chart's CronJob passes its mounted records and models volumes"
+TRAIN_EXTRA = {"sklearn", "skl2onnx", "scipy", "matplotlib"}  # what `pip install netsched` leaves out
+
+
+def share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share in [0, 1)")
+    return value
+
+
+def gpu_table_setting(fixed: str = NOT_IN_CHART) -> Any:
+    """`--gpu-table` of the commands that read models or datasets: declared as each one's last field."""
+    return setting(flag="--gpu-table", metavar="FILE", fixed=fixed,
+                   help="GPU capability table extending the built-in one "
+                   f"(as the extender's --gpu-table; default ${GPU_TABLE_ENV} if set)")
+
+
+def model_command(command: str, run: Callable[[], object]) -> int:
+    """Run; bad input as one line, exit 2."""
+    from netsched.models.features import SchemaError
+
+    try:
+        run()
+    except (SchemaError, OSError) as exc:
+        print(f"netsched: error: {command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings:
+    data: tuple[Path, ...] = option(flag="data", required=True, help=DATA_HELP)
+    out: str = option("models", flag="--out", help="directory to write the artifact under (default models)")
+    name: str | None = option(
+        flag="--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
+    seed: int = option(0, flag="--seed", help="seeds the regressors (default 0)")
+    holdout: float = option(0.2, flag="--holdout", parse=share, metavar="SHARE",
+                            help="most recent share of jobs the pick is scored on after cross-validation; "
+                            "the model is then refit on all jobs, these included (default 0.2)")
+    clusters_by_file: bool = option(
+        False, flag="--clusters-by-file",
+        help="each DATA file is one cluster's records: the by-site cross-validation then holds out one "
+        "cluster at a time instead of one zone, judging each kind on clusters it never saw")
+    gpu_table: str | None = gpu_table_setting()
+
+
+def train_main(settings: TrainSettings) -> int:
+    from netsched.training.train import train
+
+    return model_command("train", lambda: train(list(settings.data), Path(settings.out), seed=settings.seed,
+                                                holdout=settings.holdout, name=settings.name,
+                                                clusters_by_file=settings.clusters_by_file))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateSettings:
+    data: tuple[Path, ...] = option(flag="data", required=True, help=DATA_HELP)
+    model: str = option(flag="--model", required=True, metavar="PATH", help=MODEL_HELP)
+    out: str = option("evaluation", flag="--out", help="report directory (default evaluation)")
+    seed: int = option(0, flag="--seed", help="seeds the random policy (default 0)")
+    gpu_table: str | None = gpu_table_setting()
+
+
+def evaluate_main(settings: EvaluateSettings) -> int:
+    from netsched.training.evaluate import evaluate, table, write_report
+
+    def run() -> None:
+        result = evaluate(Path(settings.model), list(settings.data), seed=settings.seed)
+        print(table(result))
+        print("wrote " + ", ".join(str(p) for p in write_report(result, Path(settings.out))))
+
+    try:
+        return model_command("evaluate", run)
+    except ModuleNotFoundError as exc:
+        print(f"netsched: error: evaluate: {exc}; its plots need matplotlib: pip install 'netsched[train]'",
+              file=sys.stderr)
+        return 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrainSettings:
+    data: tuple[Path, ...] = setting(flag="data", required=True, help=DATA_HELP, fixed=CHART_RETRAIN)
+    models: str = setting("models", flag="--models", fixed=CHART_RETRAIN,
+                          help="models directory with current.json (default models)")
+    holdout: float = setting(0.2, flag="--holdout", parse=share, metavar="SHARE", helm="retrain.holdout",
+                             help="most recent share of jobs both models are judged on (default 0.2)")
+    seed: int = setting(0, flag="--seed", fixed="the chart keeps the default",
+                        help="seeds the regressors (default 0)")
+    gpu_table: str | None = gpu_table_setting(
+        fixed="the chart mounts its gpuCapabilities value and passes this flag when it is not empty")
+
+
+def retrain_main(settings: RetrainSettings) -> int:
+    from netsched.training.retrain import retrain
+
+    if settings.holdout == 0:
+        print("netsched: error: retrain: --holdout must be above 0: both models are judged on the held-out "
+              "recent jobs", file=sys.stderr)
+        return 2
+    return model_command("retrain", lambda: retrain(settings.data, Path(settings.models),
+                                                    holdout=settings.holdout, seed=settings.seed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictSettings:
+    model: str = option(flag="--model", required=True, metavar="PATH", help=MODEL_HELP)
+    candidates: str = option(flag="--candidates", required=True, metavar="FILE",
+                             help="candidates file, CSV or JSON")
+    out: str | None = option(flag="--out", metavar="FILE", help="write here (default: standard output)")
+    format: str | None = option(flag="--format", choices=("csv", "json"),
+                                help="output format (default: json if --out ends in .json, else csv)")
+    gpu_table: str | None = gpu_table_setting()
+
+
+def predict_main(settings: PredictSettings) -> int:
+    from netsched.training.predict import predict_rows, write_predictions
+
+    out = settings.out
+    fmt = settings.format or ("json" if out and out.endswith(".json") else "csv")
+
+    def run() -> None:
+        rows = predict_rows(Path(settings.model), Path(settings.candidates))
+        if out:
+            with open(out, "w", newline="") as f:
+                write_predictions(rows, f, fmt)
+            print(f"wrote {len(rows)} predictions to {out}", file=sys.stderr)
+        else:
+            write_predictions(rows, sys.stdout, fmt)
+
+    return model_command("predict", run)
