@@ -1,4 +1,4 @@
-"""Extender test tools: caches and requests built from the builders' nodes and pods, and one
+"""Extender test tools: read models and requests built from the builders' nodes and pods, and one
 request through the ASGI app as uvicorn would make it."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 
 import orjson
 
-from netsched.extender.cache import ClusterCache
 from netsched.extender.protocol import ExtenderArgs, parse_args
+from netsched.extender.read_model import ReadModel
+from netsched.extender.reservations import Placement
 from netsched.testing.builders import CLUSTER, make_node, make_pod
 
-__all__ = ["CLUSTER", "NAMES", "args", "cache_of", "call", "node", "pod"]
+__all__ = ["CLUSTER", "NAMES", "args", "assume", "cache_of", "call", "node", "pod"]
 
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 node = make_node
@@ -29,12 +30,20 @@ def pod(name: str = "p", node_name: str | None = None, gpus: int = 2, job: str |
 
 
 def cache_of(nodes: list[dict], pods: Sequence[dict] = (), clock: Callable[[], float] | None = None,
-             plans: Sequence[dict] = (), **kwargs: Any) -> ClusterCache:
-    cache = ClusterCache(clock=clock, **kwargs) if clock else ClusterCache(**kwargs)
+             plans: Sequence[dict] = (), **kwargs: Any) -> ReadModel:
+    cache = ReadModel(clock=clock, **kwargs) if clock else ReadModel(**kwargs)
     cache.replace("nodes", nodes)
     cache.replace("pods", list(pods))
     cache.replace("packingplans", list(plans))
     return cache
+
+
+def assume(cluster: ReadModel, uid: str, placement: Placement) -> None:
+    """Record pod `uid` at `placement` as a filter's post-step does (holding the room of its node
+    when it is its job's first pod)."""
+    namespace, _, job = (placement.job or "").partition("/")
+    first = bool(job) and not cluster.snapshot(namespace, job, leave_out=uid).peers
+    cluster.reservations.settle(uid, placement, first)
 
 
 def args(p: dict, names: list[str]) -> ExtenderArgs:
