@@ -54,7 +54,7 @@ from netsched.extender.plugins.job_room.annotation import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
 from netsched.extender.reservations import HOLD_SECONDS, Placement, Reservations, Reserved, count_by_node
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
-from netsched.telemetry.store import TelemetrySnapshot
+from netsched.telemetry.store import TelemetryStore
 
 WATCHED = ("nodes", "pods", "packingplans")
 REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served)
@@ -269,10 +269,10 @@ class ReadModel:
 
     # ---- readers (requests) ----------------------------------------------------
     def snapshot(self, namespace: str = "", job: str | None = None, leave_out: str = "",
-                 telemetry: TelemetrySnapshot | None = None) -> Snapshot:
+                 telemetry: TelemetryStore | None = None) -> Snapshot:
         """The cluster for one request: bound pods and the ledger's reservations together, the nodes
-        holding the pods of `namespace`/`job`, with `telemetry`; pod `leave_out`'s own assumption
-        does not count (netsched.extender.reservations.Reservations.reserved)."""
+        holding the pods of `namespace`/`job`, and the `telemetry` store as it is now; pod
+        `leave_out`'s own assumption does not count (netsched.extender.reservations)."""
         now = self.clock()
         if self._table is None or (self._outdated and self._publisher is None):
             self.publish()
@@ -281,7 +281,9 @@ class ReadModel:
             reserved = self.reservations.reserved(now, leave_out)
             table = self._table
             assert table is not None  # published above
-            used, requested = self._used.copy(), self._requested.copy()
+            used, requested = self._used, self._requested.copy()
+            if reserved.assumed:  # a copy only then: the read model's counts stay the watch's
+                used = used.copy()
             for p in reserved.assumed:
                 if p.node in table.index:
                     i = table.index[p.node]
@@ -296,8 +298,9 @@ class ReadModel:
             held, holders = self._held(table, free, key, reserved)
         age = self.age(now)
         synced = self._synced | self._absent >= set(WATCHED)
+        links = None if telemetry is None else telemetry.snapshot()
         return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
-                        telemetry=telemetry, held=held, holders=holders)
+                        telemetry=links, held=held, holders=holders)
 
     def _held(self, table: NodeTable, free: np.ndarray, job: str | None,
               reserved: Reserved) -> tuple[np.ndarray | None, dict[int, str]]:

@@ -8,14 +8,17 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
+from netsched.extender.plugin import Request
 from netsched.extender.protocol import ExtenderArgs, parse_args
 from netsched.extender.read_model import ReadModel
 from netsched.extender.reservations import Placement
+from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import CLUSTER, make_node, make_pod
 
-__all__ = ["CLUSTER", "NAMES", "args", "assume", "cache_of", "call", "node", "pod"]
+__all__ = ["CLUSTER", "NAMES", "args", "assume", "cache_of", "call", "node", "plugin_request", "pod"]
 
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 node = make_node
@@ -44,6 +47,18 @@ def assume(cluster: ReadModel, uid: str, placement: Placement) -> None:
     namespace, _, job = (placement.job or "").partition("/")
     first = bool(job) and not cluster.snapshot(namespace, job, leave_out=uid).peers
     cluster.reservations.settle(uid, placement, first)
+
+
+def plugin_request(annotations: dict | None = None, pods: Sequence[dict] = (), job: str | None = "train",
+                   gpus: int = 2, nodes: list[dict] = CLUSTER, plans: Sequence[dict] = (),
+                   telemetry: TelemetryStore | None = None,
+                   preempting: bool = False) -> tuple[Request, np.ndarray, list[str]]:
+    """What one plugin reads for pod ml/p (of `job`, with `annotations`) among every node of `nodes`
+    with `pods` bound: the request, the candidates' table indices and their names."""
+    snap = cache_of(nodes, pods, plans=plans).snapshot("ml", job, telemetry=telemetry or TelemetryStore())
+    names = [n["metadata"]["name"] for n in nodes]
+    ref = args(pod("p", job=job, gpus=gpus, annotations=annotations), names).pod
+    return Request(ref, snap, preempting), snap.table.positions(names)[0], names
 
 
 def args(p: dict, names: list[str]) -> ExtenderArgs:

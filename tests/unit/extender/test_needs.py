@@ -44,7 +44,7 @@ def test_plain_ascii_numbers_parse(annotations, parsed):
 
 def reasons(annotations, pods=(), telemetry=None, nodes=CLUSTER):
     cache = cache_of(nodes, list(pods))
-    snap = cache.snapshot("ml", "train", telemetry=(telemetry or TelemetryStore()).snapshot())
+    snap = cache.snapshot("ml", "train", telemetry=telemetry or TelemetryStore())
     idx = np.array([snap.table.index[n["metadata"]["name"]] for n in nodes])
     req = Request(PodRef("ml", "p", "", 1, "train"), snap, annotations=annotations)
     found = run_filters(FILTERS, req, idx)
