@@ -37,7 +37,7 @@ import numpy as np
 from netsched.api.objects import KubeObject
 from netsched.extender.explain import Candidate, Decision, DecisionLog
 from netsched.extender.metrics import Metrics
-from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer, check_needs
+from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
 from netsched.extender.plugins import FILTERS, SCORERS
 from netsched.extender.protocol import ExtenderArgs, PodRef
 from netsched.extender.read_model import ReadModel
@@ -247,6 +247,13 @@ class Extender:
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
         self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
                                        candidates, examples, len(rejected), top))
+
+
+def check_needs(req: Request, plugins: Sequence[Filter | Scorer]) -> None:
+    """Parse every annotation the plugins read, in their order: InvalidNeeds names the first bad one."""
+    for plugin in plugins:
+        for parse in plugin.reads:
+            req.need(parse)
 
 
 def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,

@@ -8,8 +8,9 @@ the snapshot's node table, and a plugin returns either reasons by position in `i
 one value per position (a scorer).
 
 A plugin lists the annotation parsers it `reads`; a request runs every registered parser in
-registry order before any filter (`check_needs`), so an annotation netsched cannot use fails the
-pod with the first one's message, and a plugin reads the parsed value with `req.need(parse)`.
+registry order before any filter (netsched.extender.engine.check_needs), so an annotation
+netsched cannot use fails the pod with the first one's message, and a plugin reads the parsed
+value with `req.need(parse)`.
 
 Filters run for filter and preempt alike, in registry order; the first reason a candidate
 gets is the one reported. Preempt asks a filter too (`preempting=True`): a filter whose
@@ -18,7 +19,7 @@ rule depends on what preemption changes says so there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -88,10 +89,3 @@ class Scorer(Protocol):
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
         """0..1 per candidate, higher is better; None when the scorer has nothing to say for this pod."""
         ...
-
-
-def check_needs(req: Request, plugins: Iterable[Filter | Scorer]) -> None:
-    """Parse every annotation the plugins read, in their order: InvalidNeeds names the first bad one."""
-    for plugin in plugins:
-        for parse in plugin.reads:
-            req.need(parse)

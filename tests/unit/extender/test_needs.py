@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from netsched.extender.engine import run_filters
-from netsched.extender.plugin import InvalidNeeds, Request, check_needs
+from netsched.extender.engine import check_needs, run_filters
+from netsched.extender.plugin import InvalidNeeds, Request
 from netsched.extender.plugins import FILTERS, SCORERS
 from netsched.extender.plugins.job_room.annotation import job_gpus
 from netsched.extender.plugins.network_limits.annotation import limits
