@@ -29,9 +29,9 @@ import uvicorn
 
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.devcluster.topology import gpu_nodes
-from netsched.extender.cache import ClusterCache
 from netsched.extender.engine import Extender
 from netsched.extender.protocol import parse_args
+from netsched.extender.read_model import ReadModel
 from netsched.extender.server import _answer, _filter, _prioritize, make_app, settle_runtime
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,7 +63,7 @@ def bound_pod(i: int, node: str, gpus: int, job: str | None, namespace: str = "m
             "status": {"phase": "Running"}}
 
 
-def build_cache(n: int, seed: int) -> tuple[ClusterCache, list[str]]:
+def build_cache(n: int, seed: int) -> tuple[ReadModel, list[str]]:
     """n nodes in 4 zones, about n/2 GPU pods on them (half in 4-pod jobs), and bench-job's pods."""
     rng = random.Random(seed)
     nodes = [g.manifest() for g in gpu_nodes(n, zones=4, racks_per_zone=max(n // 40, 1))]
@@ -72,7 +72,7 @@ def build_cache(n: int, seed: int) -> tuple[ClusterCache, list[str]]:
             for i in range(n // 2)]
     # the request's pod lives in "default" (the fixture's namespace); its job's pods must too
     pods += [bound_pod(n + k, node, 2, JOB, "default") for k, node in enumerate(rng.sample(names, JOB_PODS))]
-    cache = ClusterCache(max_age=3600.0)  # never stale during a run: no watch keeps it fresh here
+    cache = ReadModel(max_age=3600.0)  # never stale during a run: no watch keeps it fresh here
     cache.replace("nodes", nodes)
     cache.replace("pods", pods)
     cache.replace("packingplans", [])

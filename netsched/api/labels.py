@@ -2,7 +2,7 @@
 
 The operator writes them on the pods it creates; the extender reads them (any pod
 may also carry them by hand). Their meaning is documented in
-netsched/extender/needs.py and README.md.
+netsched/extender/plugins/ (each plugin folder, with the parsing of its annotations) and README.md.
 """
 
 PREFIX = "netsched.io/"

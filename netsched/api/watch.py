@@ -1,6 +1,6 @@
 """List-and-watch Nodes, Pods or PackingPlans into a process's own view, one daemon thread per kind.
 
-The extender's ClusterCache and the operator's ClusterIndex are kept this way (a `Sink`).
+The extender's ReadModel and the operator's ClusterIndex are kept this way (a `Sink`).
 
 Objects stay plain dicts decoded by orjson: the kubernetes client's model classes
 cost far more per event than the extender can afford at a thousand pods a second.

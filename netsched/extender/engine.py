@@ -1,7 +1,10 @@
 """What the extender decides for filter, prioritize and preempt, independent of HTTP.
 
-Every verb takes one snapshot of the cluster and its telemetry when it starts and runs the
-plugin registry (netsched.extender.plugins) over it. Filter removes nodes that a filter plugin
+Every verb takes one snapshot when it starts (the read model with the reservations ledger and
+the telemetry, netsched.extender.read_model) and runs the plugin registry
+(netsched.extender.plugins) over it. Filter is one pass: snapshot, the plugins' annotations,
+filters, scorer, shortlist, outcome; then, as its post-step, the reservations ledger records
+where the pod is assumed to go (netsched.extender.reservations). Filter removes nodes that a filter plugin
 rejects (each with its reason in FailedAndUnresolvableNodes, counted under the plugin's
 name) and then, by
 default, narrows the rest to a shortlist: the best-scoring nodes of the best network
@@ -32,13 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsched.api.objects import KubeObject
-from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.explain import Candidate, Decision, DecisionLog
 from netsched.extender.metrics import Metrics
-from netsched.extender.needs import InvalidNeeds, NetworkNeeds, parse_needs
-from netsched.extender.plugin import Filter, Refused, Request
-from netsched.extender.plugins import FILTERS
+from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
+from netsched.extender.plugins import FILTERS, SCORERS
 from netsched.extender.protocol import ExtenderArgs, PodRef
+from netsched.extender.read_model import ReadModel
+from netsched.extender.reservations import Placement
 from netsched.extender.scorers import NodeScorer, Scored, TopologyScorer
 from netsched.extender.snapshot import NodeTable, Snapshot
 from netsched.telemetry.store import TelemetryStore
@@ -93,14 +96,16 @@ class _Scores:
 
 
 class Extender:
-    def __init__(self, cache: ClusterCache, telemetry: TelemetryStore | None = None,
+    def __init__(self, cluster: ReadModel, telemetry: TelemetryStore | None = None,
                  scorer: NodeScorer | None = None, shortlist: int = 1,
                  decisions: DecisionLog | None = None, metrics: Metrics | None = None,
                  filters: Sequence[Filter] = FILTERS):
-        self.cache = cache
+        self.cluster = cluster
+        self.reservations = cluster.reservations
         self.telemetry = telemetry if telemetry is not None else TelemetryStore()
         self.scorer = scorer or TopologyScorer()
         self.filters = filters
+        self.plugins: tuple[Filter | Scorer, ...] = (*filters, *SCORERS)  # whose annotations a pod gets right
         self.shortlist = shortlist
         self.decisions = decisions if decisions is not None else DecisionLog()
         self.metrics = metrics or Metrics()
@@ -109,40 +114,44 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> FilterOutcome:
         pod, names = args.pod, args.node_names
         self.metrics.candidates.observe(len(names))
-        if pod.uid:
-            self.cache.unassume(pod.uid)
-        snap = self._snapshot(pod)
+        assumed: Placement | None = None  # where the post-step records the pod as going, if one node
+        first = False  # whether it is its job's first pod placed
         try:
-            needs = parse_needs(pod.annotations)
-        except InvalidNeeds as exc:
-            self.metrics.filtered.labels("invalid_annotation").inc(len(names))
-            return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
-        req = Request(pod, needs, snap)
-        idx, known, unknown = snap.table.positions(names)
-        reasons = self._reject(req, idx, count=True)
-        unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
-        unknown_names = [names[pos] for pos in unknown]
-        ok_idx = np.delete(idx, list(reasons)) if reasons else idx
-        scored = self.scorer.score(req, ok_idx)
-        order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
-        strict = bool(needs) or bool(snap.pins and snap.pins.pinned(pod))
-        passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
-        ints = scored.scores()
-        self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable)
-        self._filtered.pop(pod.uid, None)
-        if len(passed) > 1 and pod.uid:
-            self._keep(pod.uid, _Scores(self.cache.clock(), snap.table, ok_idx, ints,
-                                        None if self.shortlist else passed[: len(ok_idx)]))
-        if len(passed) == 1 and pod.uid:
-            self.cache.assume(pod.uid, Placement(f"{pod.namespace}/{pod.job}" if pod.job else None,
-                                                 passed[0], pod.gpus))
-        return FilterOutcome(passed, failed, unresolvable)
+            snap = self._snapshot(pod, leave_out=pod.uid)
+            req = Request(pod, snap)
+            try:
+                check_needs(req, self.plugins)
+            except InvalidNeeds as exc:
+                self.metrics.filtered.labels("invalid_annotation").inc(len(names))
+                return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
+            idx, known, unknown = snap.table.positions(names)
+            reasons = self._reject(req, idx, count=True)
+            unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
+            unknown_names = [names[pos] for pos in unknown]
+            ok_idx = np.delete(idx, list(reasons)) if reasons else idx
+            scored = self.scorer.score(req, ok_idx)
+            order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
+            strict = any(f.binds(req) for f in self.filters)
+            passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
+            ints = scored.scores()
+            self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable)
+            self._filtered.pop(pod.uid, None)
+            if len(passed) > 1 and pod.uid:
+                self._keep(pod.uid, _Scores(self.cluster.clock(), snap.table, ok_idx, ints,
+                                            None if self.shortlist else passed[: len(ok_idx)]))
+            if len(passed) == 1:
+                assumed = Placement(f"{pod.namespace}/{pod.job}" if pod.job else None, passed[0], pod.gpus)
+                first = not snap.peers
+            return FilterOutcome(passed, failed, unresolvable)
+        finally:  # the post-step, whatever the outcome: a pod filtered again is not where it was assumed
+            if pod.uid:
+                self.reservations.settle(pod.uid, assumed, first)
 
     def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod, names = args.pod, args.node_names
         snap = self._snapshot(pod)
         kept = self._filtered.pop(pod.uid, None) if pod.uid else None
-        if kept is not None and not kept.usable(snap.table, self.cache.clock()):
+        if kept is not None and not kept.usable(snap.table, self.cluster.clock()):
             kept = None
         if kept is not None and kept.names == names:  # the usual cycle: the very nodes filter passed
             return self._prioritized("reused", snap.table, names, kept.idx, kept.scores)
@@ -151,11 +160,12 @@ class Extender:
         scores = kept.at_nodes(idx) if kept is not None else None
         if scores is not None:
             return self._prioritized("reused", snap.table, hosts, idx, scores)
+        req = Request(pod, snap)
         try:
-            needs = parse_needs(pod.annotations)
+            check_needs(req, self.plugins)
         except InvalidNeeds:
-            needs = NetworkNeeds()  # filter already told the user; score on topology alone
-        scored = self.scorer.score(Request(pod, needs, snap), idx)  # filter recorded the why
+            req = Request(pod, snap, annotations={})  # filter already told the user; score on topology alone
+        scored = self.scorer.score(req, idx)  # filter recorded the why
         return self._prioritized("fresh", snap.table, hosts, idx, scored.scores())
 
     def _prioritized(self, source: str, table: NodeTable, hosts: list[str], idx: np.ndarray,
@@ -172,26 +182,28 @@ class Extender:
             snap = self._snapshot(pod)
         except StaleCache:
             return victims
-        needs = parse_needs(pod.annotations)
+        req = Request(pod, snap, preempting=True)
+        check_needs(req, self.plugins)
         names = list(victims)
         idx, known, unknown = snap.table.positions(names)
-        reasons = self._reject(Request(pod, needs, snap, preempting=True), idx)
+        reasons = self._reject(req, idx)
         keep = {names[k] for pos, k in enumerate(known) if pos not in reasons}
-        if not needs and not (snap.pins and snap.pins.pinned(pod)):
+        if not any(f.binds(req) for f in self.filters):
             keep.update(names[k] for k in unknown)
         return {n: v for n, v in victims.items() if n in keep}
 
     # ---- steps -------------------------------------------------------------------
-    def _snapshot(self, pod: PodRef) -> Snapshot:
-        """The one snapshot this request reads: the cluster as the cache holds it, with the pod's job's
-        peers, and the telemetry store as it is now."""
-        snap = self.cache.snapshot(pod.namespace, pod.job)
+    def _snapshot(self, pod: PodRef, leave_out: str = "") -> Snapshot:
+        """The one snapshot this request reads: the cluster as the read model and the reservations
+        hold it (without pod `leave_out`'s own assumption), with the pod's job's peers, and the
+        telemetry store as it is now."""
+        snap = self.cluster.snapshot(pod.namespace, pod.job, leave_out, self.telemetry)
         self.metrics.cache_age.set(min(snap.age, 1e9))
         if snap.stale:
-            state = (f"{snap.age:.0f} s old (bound {self.cache.max_age:g} s)" if snap.synced
+            state = (f"{snap.age:.0f} s old (bound {self.cluster.max_age:g} s)" if snap.synced
                      else "not synced with the apiserver yet")
             raise StaleCache(f"netsched: cluster cache is {state}; not filtering on stale data")
-        return snap.with_telemetry(self.telemetry.snapshot())
+        return snap
 
     def _reject(self, req: Request, idx: np.ndarray, count: bool = False) -> dict[int, str]:
         if not count:
@@ -235,6 +247,13 @@ class Extender:
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
         self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
                                        candidates, examples, len(rejected), top))
+
+
+def check_needs(req: Request, plugins: Sequence[Filter | Scorer]) -> None:
+    """Parse every annotation the plugins read, in their order: InvalidNeeds names the first bad one."""
+    for plugin in plugins:
+        for parse in plugin.reads:
+            req.need(parse)
 
 
 def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,

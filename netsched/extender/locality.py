@@ -6,11 +6,13 @@ Computed for all candidates at once from the node table's arrays.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES, FAR
+from netsched.api.distance import DISTANCES, FAR, LIMITS
+from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.snapshot import UNKNOWN, NodeTable
 
 
@@ -60,3 +62,11 @@ def place_of(table: NodeTable, kind: str, name: str) -> Place | None:
         return None if name not in table.zone_names else Place(
             zone=table.zone_names.index(name), label=f"zone {name}")
     return None
+
+
+def distance_annotation(annotations: Mapping[str, str], key: str) -> str | None:
+    """A node, rack or zone distance annotation (max-peer-distance, max-data-distance), None if unset."""
+    value = annotations.get(key)
+    if value is not None and value not in LIMITS:
+        raise InvalidNeeds(f"annotation {key}={value!r} must be one of {', '.join(LIMITS)}")
+    return value

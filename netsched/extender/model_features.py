@@ -22,8 +22,9 @@ from netsched.api.labels import (
     WORKLOAD_KIND,
 )
 from netsched.extender.locality import Place, distance_levels
-from netsched.extender.needs import NetworkNeeds, data_place
 from netsched.extender.plugin import Request
+from netsched.extender.plugins.data.annotation import DataSource, data_source
+from netsched.extender.plugins.job_room.annotation import job_gpus
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
 from netsched.models.features import DATA_SCOPES, comm_gb_per_hour, kind_features, peer_features, weakest_link
@@ -34,21 +35,22 @@ NAN = math.nan
 def feature_values(req: Request, idx: np.ndarray) -> dict[str, float | np.ndarray]:
     """Feature name -> a scalar (job features) or an array over idx (node and network features)."""
     snap = req.snapshot
-    return {**_job(req.pod, req.needs), **_node(snap, idx), **_data(req.needs, snap, idx),
+    source = req.need(data_source)
+    return {**_job(req.pod, req.need(job_gpus), source), **_node(snap, idx), **_data(source, snap, idx),
             **_peers(snap, idx), "nic_util": snap.nic(idx)}
 
 
-def _job(pod: PodRef, needs: NetworkNeeds) -> dict[str, float]:
+def _job(pod: PodRef, gpus: int | None, source: DataSource | None) -> dict[str, float]:
     notes = pod.annotations
     replicas = _number(notes.get(REPLICAS))
     return {
-        "job_gpus": float(needs.job_gpus or pod.gpus * (replicas if replicas > 0 else 1)),
+        "job_gpus": float(gpus or pod.gpus * (replicas if replicas > 0 else 1)),
         "replicas": replicas, "gpus_per_replica": float(pod.gpus),
         "input_size_gb": _number(notes.get(INPUT_SIZE_GB)),
         "comm_gb_per_hour": comm_gb_per_hour(notes.get(COMMUNICATION_GB_PER_HOUR), notes.get(COMMUNICATION)),
         **kind_features(notes.get(WORKLOAD_KIND)),
         "expected_seconds": _number(notes.get(EXPECTED_SECONDS)),
-        "data_scope": DATA_SCOPES.get(needs.data_kind or "", NAN),
+        "data_scope": DATA_SCOPES.get(source.kind if source else "", NAN),
     }
 
 
@@ -82,13 +84,13 @@ def _load(snap: Snapshot, row: int, allocatable: np.ndarray, idx: np.ndarray) ->
         return np.where(alloc > 0, np.clip(snap.requested[row, idx] / alloc, 0, 1), NAN)
 
 
-def _data(needs: NetworkNeeds, snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
+def _data(source: DataSource | None, snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     unknown = np.full(len(idx), NAN)
-    place = data_place(needs, snap)
+    place = None if source is None else source.place(snap.table)
     distance = unknown if place is None else distance_levels(snap.table, idx, place).astype(float)
     bw, rtt = unknown, unknown
-    if needs.data_kind in ("node", "endpoint") and needs.data_name:  # an agent's node, or an endpoint
-        links = snap.measured(idx, needs.data_name)
+    if source is not None and source.kind in ("node", "endpoint"):  # an agent's node, or an endpoint
+        links = snap.measured(idx, source.name)
         if links is not None:
             bw, rtt = links
         if place is not None:  # data on the candidate itself crosses no link

@@ -58,4 +58,4 @@ class TopologyScorer:
                 parts.append((scorer.weight, value))
         network = network_value(parts) if parts else np.zeros(len(idx))
         tight = factors[TIE_BREAK.name] = TIE_BREAK.score(req, idx)
-        return Scored(with_packing(network, tight), network, factors)
+        return Scored(with_packing(network, tight, TIE_BREAK.weight), network, factors)

@@ -34,12 +34,11 @@ import orjson
 from kubernetes.client import ApiClient
 
 from netsched.api.objects import KubeObject
-from netsched.extender.cache import WATCHED, ClusterCache
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.explain import WRITERS
 from netsched.extender.metrics import Metrics
-from netsched.extender.needs import InvalidNeeds
+from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.protocol import (
     BadRequest,
     filter_result,
@@ -48,6 +47,7 @@ from netsched.extender.protocol import (
     parse_preemption,
     preemption_result,
 )
+from netsched.extender.read_model import WATCHED, ReadModel
 from netsched.extender.scorers import NodeScorer, TopologyScorer
 from netsched.telemetry.store import TelemetryStore
 
@@ -157,11 +157,11 @@ async def _get(extender: Extender, path: str, send: Send) -> None:
     if path == "/healthz":
         return await _reply(send, 200, {"status": "ok"})
     if path == "/readyz":
-        snap = extender.cache.snapshot()
+        snap = extender.cluster.snapshot()
         ready = not snap.stale
         return await _reply(send, 200 if ready else 503, {
             "ready": ready, "cache_age_seconds": None if snap.age == float("inf") else round(snap.age, 3),
-            "nodes": len(snap.table.names), "sources": extender.cache.sources()})
+            "nodes": len(snap.table.names), "sources": extender.cluster.sources()})
     if path == "/metrics":
         return await _raw(send, 200, extender.metrics.exposition(), b"text/plain; version=0.0.4")
     if path == "/debug/decisions":
@@ -238,7 +238,7 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     gpus = gpu_table()
     log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
     check_tls(settings)
-    metrics, cache, decisions = Metrics(), ClusterCache(max_age=settings.max_cache_age), DecisionLog()
+    metrics, cache, decisions = Metrics(), ReadModel(max_age=settings.max_cache_age), DecisionLog()
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc(),
                          on_written=metrics.event_lag.observe) if settings.explain_events else None
@@ -289,7 +289,7 @@ def check_tls(settings: ExtenderConfig) -> None:
             raise SystemExit(f"netsched extender: {flag} {path}: no such file")
 
 
-def _is_synced(cache: ClusterCache, kind: str) -> float:
+def _is_synced(cache: ReadModel, kind: str) -> float:
     return float(cache.sources()[kind] == "synced")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -27,7 +27,7 @@ from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # id of a missing zone or rack label
 POSITIONS_KEPT = 16  # candidate lists whose table positions a table remembers
-NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, gpu_labels, cpu, memory (cache._node_facts)
+NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, gpu_labels, cpu, memory (read_model._node_facts)
 # table indices of candidate names, positions of the known names, positions of the unknown ones
 Positions = tuple[np.ndarray, Sequence[int], list[int]]
 
@@ -121,12 +121,9 @@ class Snapshot:
     pins: Pins = Pins()
     requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
     telemetry: TelemetrySnapshot | None = None  # None: no telemetry store at all
-    held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (cache.Hold)
+    held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (reservations.Hold)
     holders: dict[int, str] = field(default_factory=dict)  # table index -> a job holding GPUs there
     _links: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
-
-    def with_telemetry(self, telemetry: TelemetrySnapshot | None) -> Snapshot:
-        return replace(self, telemetry=telemetry, _links={})
 
     @cached_property
     def unheld_free(self) -> np.ndarray:

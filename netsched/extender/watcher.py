@@ -15,7 +15,7 @@ One orjson array per line on the watcher's stdout:
     ["heard", kind, unchanged]            the apiserver was heard from; updates let go since the last line
     ["absent", kind]                      an optional kind is not served (netsched.api.watch)
 
-In the server, `WatchProcess` applies the lines to its ClusterCache from one thread and starts the
+In the server, `WatchProcess` applies the lines to its ReadModel from one thread and starts the
 watcher again (backing off) when it exits; meanwhile the cache ages, and past its bound filter
 answers Error (engine.StaleCache) rather than use stale data. The watcher ends with the server
 (PR_SET_PDEATHSIG, and a closed pipe).
@@ -41,7 +41,7 @@ import orjson
 
 from netsched.api.objects import KubeObject
 from netsched.api.watch import Sink
-from netsched.extender.cache import WATCHED, essentials
+from netsched.extender.read_model import WATCHED, essentials
 
 log = logging.getLogger(__name__)
 HEARD_EVERY = 1.0  # seconds between "heard" lines while nothing a request reads changes

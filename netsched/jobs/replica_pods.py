@@ -53,7 +53,7 @@ def pod_name(job: str, replica: int, attempt: int) -> str:
 
 
 def network_annotations(job: GPUJob) -> dict[str, str]:
-    """What the extender needs to place this job's pods (netsched/extender/needs.py)."""
+    """What the extender needs to place this job's pods (the extender plugins, netsched/extender/plugins/)."""
     out = {JOB_GPUS: str(job.gpus)}
     if job.data_sources:
         first = job.data_sources[0]

@@ -1,8 +1,9 @@
 """The topology heuristic's constants and formulas, in one place.
 
 The extender's TopologyScorer scores candidate nodes with them, and `netsched evaluate`
-recomputes the same ranking from dataset rows (netsched.training.policies), which may not
-import the extender: both read this module, so the policy evaluated is the policy served.
+recomputes the same ranking from dataset rows (netsched.training.policies): both read this
+module, so the policy evaluated is the policy served. The weights of its parts are the scorer
+plugins' own (netsched.extender.plugins), passed in: models may not import the extender.
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ import numpy as np
 # against NodeResourcesFit plus BalancedAllocation (at most 200 between two nodes) and a step of
 # rack or zone against their usual spread of a few dozen points.
 CLOSENESS = np.array([1.0, 0.4, 0.15, 0.0])
-PACKING_WEIGHT = 0.1  # of a score: using a node's free GPUs exactly
-DATA_WEIGHT = 0.3  # of the network value: closeness to the job's data
-PEER_WEIGHT = 1 - DATA_WEIGHT  # of the network value: closeness to the job's peers (or room for it)
 MEASURED_WEIGHT = 0.5  # of a closeness: taken from the measured link when there is one
 RTT_FLOOR_MS = 0.5  # added to RTTs so sub-millisecond jitter between near nodes counts for nothing
 
@@ -73,13 +71,6 @@ def network_value(parts: list[tuple[float, np.ndarray]]) -> np.ndarray:
     return cast(np.ndarray, sum(weight * value for weight, value in parts) / total)
 
 
-def with_packing(network: np.ndarray, tight: np.ndarray) -> np.ndarray:
-    """The score: the network value, with packing's share as the tie-break."""
-    return (1 - PACKING_WEIGHT) * network + PACKING_WEIGHT * tight
-
-
-def combine(network: np.ndarray, data: np.ndarray | None, tight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(score, network value) from the peer (or job room) part, the data part if any, and packing."""
-    parts = [(PEER_WEIGHT, network)] + ([] if data is None else [(DATA_WEIGHT, data)])
-    network = network_value(parts)
-    return with_packing(network, tight), network
+def with_packing(network: np.ndarray, tight: np.ndarray, weight: float) -> np.ndarray:
+    """The score: the network value, with packing's share (`weight` of the score) as the tie-break."""
+    return (1 - weight) * network + weight * tight

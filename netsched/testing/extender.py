@@ -1,4 +1,4 @@
-"""Extender test tools: caches and requests built from the builders' nodes and pods, and one
+"""Extender test tools: read models and requests built from the builders' nodes and pods, and one
 request through the ASGI app as uvicorn would make it."""
 
 from __future__ import annotations
@@ -8,13 +8,17 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
-from netsched.extender.cache import ClusterCache
+from netsched.extender.plugin import Request
 from netsched.extender.protocol import ExtenderArgs, parse_args
+from netsched.extender.read_model import ReadModel
+from netsched.extender.reservations import Placement
+from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import CLUSTER, make_node, make_pod
 
-__all__ = ["CLUSTER", "NAMES", "args", "cache_of", "call", "node", "pod"]
+__all__ = ["CLUSTER", "NAMES", "args", "assume", "cache_of", "call", "node", "plugin_request", "pod"]
 
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 node = make_node
@@ -29,12 +33,32 @@ def pod(name: str = "p", node_name: str | None = None, gpus: int = 2, job: str |
 
 
 def cache_of(nodes: list[dict], pods: Sequence[dict] = (), clock: Callable[[], float] | None = None,
-             plans: Sequence[dict] = (), **kwargs: Any) -> ClusterCache:
-    cache = ClusterCache(clock=clock, **kwargs) if clock else ClusterCache(**kwargs)
+             plans: Sequence[dict] = (), **kwargs: Any) -> ReadModel:
+    cache = ReadModel(clock=clock, **kwargs) if clock else ReadModel(**kwargs)
     cache.replace("nodes", nodes)
     cache.replace("pods", list(pods))
     cache.replace("packingplans", list(plans))
     return cache
+
+
+def assume(cluster: ReadModel, uid: str, placement: Placement) -> None:
+    """Record pod `uid` at `placement` as a filter's post-step does (holding the room of its node
+    when it is its job's first pod)."""
+    namespace, _, job = (placement.job or "").partition("/")
+    first = bool(job) and not cluster.snapshot(namespace, job, leave_out=uid).peers
+    cluster.reservations.settle(uid, placement, first)
+
+
+def plugin_request(annotations: dict | None = None, pods: Sequence[dict] = (), job: str | None = "train",
+                   gpus: int = 2, nodes: list[dict] = CLUSTER, plans: Sequence[dict] = (),
+                   telemetry: TelemetryStore | None = None,
+                   preempting: bool = False) -> tuple[Request, np.ndarray, list[str]]:
+    """What one plugin reads for pod ml/p (of `job`, with `annotations`) among every node of `nodes`
+    with `pods` bound: the request, the candidates' table indices and their names."""
+    snap = cache_of(nodes, pods, plans=plans).snapshot("ml", job, telemetry=telemetry or TelemetryStore())
+    names = [n["metadata"]["name"] for n in nodes]
+    ref = args(pod("p", job=job, gpus=gpus, annotations=annotations), names).pod
+    return Request(ref, snap, preempting), snap.table.positions(names)[0], names
 
 
 def args(p: dict, names: list[str]) -> ExtenderArgs:

@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsched.extender.plugins import bin_packing, data, peers
 from netsched.models.features import DATA_SCOPES, INDEX
-from netsched.models.heuristic import CLOSENESS, blend, combine, job_room, link_quality, tightness
+from netsched.models.heuristic import (
+    CLOSENESS,
+    blend,
+    job_room,
+    link_quality,
+    network_value,
+    tightness,
+    with_packing,
+)
 from netsched.training.dataset import Dataset
 
 
@@ -65,7 +74,9 @@ def _topology_score(X: np.ndarray) -> np.ndarray:
         network = job_room(np.nan_to_num(col("node_free_gpus")), np.nan_to_num(col("rack_free_gpus")),
                            col("job_gpus"))
     tight = np.nan_to_num(tightness(col("node_gpus"), col("node_free_gpus"), col("gpus_per_replica")))
-    return combine(network, _data_closeness(X, col), tight)[0]
+    data_part = _data_closeness(X, col)
+    parts = [(peers.WEIGHT, network)] + ([] if data_part is None else [(data.WEIGHT, data_part)])
+    return with_packing(network_value(parts), tight, bin_packing.WEIGHT)
 
 
 def _data_closeness(X: np.ndarray, col) -> np.ndarray | None:

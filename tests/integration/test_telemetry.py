@@ -16,9 +16,9 @@ import pytest
 from netsched.api.labels import DATA_SOURCE, GPU_RESOURCE, JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.devcluster.wait import poll
-from netsched.extender.cache import ClusterCache
 from netsched.extender.engine import Extender
 from netsched.extender.protocol import parse_args
+from netsched.extender.read_model import ReadModel
 from netsched.telemetry.prometheus import PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 
@@ -117,7 +117,7 @@ def test_agents_measure_shaped_links_within_25_percent_through_prometheus(bed):
 def test_the_extender_ranks_nodes_by_the_measured_network(bed):
     store = TelemetryStore()
     poll(lambda: PrometheusFeed(bed.url, store).refresh() >= 9, 30, "Prometheus to hold all 9 links")
-    cache = ClusterCache()
+    cache = ReadModel()
     cache.replace("nodes", [_node(n) for n in NODES])  # one rack: topology cannot tell them apart
     cache.replace("pods", [_pod("peer", "c", {JOB_LABEL: "train"})])
     cache.replace("packingplans", [])
@@ -171,7 +171,7 @@ def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(b
     time.sleep(4.5)
     assert store.link("a", "b") is None and store.fresh_count() == 0
     # the extender falls back to topology: a measured limit fails the node with a reason
-    cache = ClusterCache()
+    cache = ReadModel()
     cache.replace("nodes", [_node(n) for n in NODES])
     cache.replace("pods", [])
     cache.replace("packingplans", [])

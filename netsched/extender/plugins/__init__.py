@@ -1,24 +1,24 @@
-"""The extender's filters and scorers: one object per file, registered here in the order they run.
+"""The extender's filters and scorers: one folder each, registered here in the order they run.
 
-Adding a signal is adding its file and one line below. Filters run for filter and preempt,
+Adding a signal is adding its folder and one line below. Filters run for filter and preempt,
 in this order (the first reason a node gets is the one reported); network scorers make up
 the topology heuristic's network value, weighted by their `weight` where they apply; the
-tie-break adds packing's share (netsched.models.heuristic).
+tie-break adds its `weight` of the score (netsched.models.heuristic.with_packing).
 """
 
 from __future__ import annotations
 
 from netsched.extender.plugin import Filter, Scorer
+from netsched.extender.plugins.bin_packing import BinPacking
 from netsched.extender.plugins.data import DataCloseness
 from netsched.extender.plugins.data_distance import DataDistance
 from netsched.extender.plugins.gang_hold import GangHold
 from netsched.extender.plugins.job_room import JobRoom
 from netsched.extender.plugins.network_limits import NetworkLimits
-from netsched.extender.plugins.packing import Packing
-from netsched.extender.plugins.packing_plan import PackingPlanPins
 from netsched.extender.plugins.peer_distance import PeerDistance
 from netsched.extender.plugins.peers import PeerCloseness
+from netsched.extender.plugins.plan_pins import PlanPins
 
-FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PackingPlanPins(), GangHold())
+FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PlanPins(), GangHold())
 SCORERS: tuple[Scorer, ...] = (PeerCloseness(), JobRoom(), DataCloseness())
-TIE_BREAK = Packing()
+TIE_BREAK = BinPacking()

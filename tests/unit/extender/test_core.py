@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 
-from netsched.extender.cache import ClusterCache, Placement
 from netsched.extender.engine import Extender, StaleCache, _ranking
+from netsched.extender.read_model import ReadModel
+from netsched.extender.reservations import Placement
 from netsched.extender.scorers import Scored, TopologyScorer
-from netsched.testing.extender import CLUSTER, NAMES, args, cache_of, pod
+from netsched.testing.extender import CLUSTER, NAMES, args, assume, cache_of, pod
 
 
 def test_filter_hands_back_the_single_best_node_and_the_next_replica_follows_it():
@@ -56,7 +57,7 @@ def test_an_invalid_annotation_fails_every_node_with_the_fix():
 
 
 def test_a_stale_cache_is_refused_not_used():
-    ext = Extender(ClusterCache())
+    ext = Extender(ReadModel())
     with pytest.raises(StaleCache, match="not synced with the apiserver yet"):
         ext.filter(args(pod("p"), NAMES))
 
@@ -183,7 +184,7 @@ def test_with_every_node_handed_back_held_room_is_filtered_unless_there_is_no_ot
     cache = cache_of(CLUSTER, [pod("x", "a1-0", gpus=7), pod("y", "a2-0", gpus=7), pod("z", "b1-0", gpus=7)])
     ext = Extender(cache, shortlist=0)
     first = pod("r0", job="train", gpus=2)
-    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assume(cache, first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
     out = ext.filter(args(pod("single", gpus=1), NAMES))
     assert "a1-1" not in out.passed
     assert "held for the other replicas of job ml/train" in out.unresolvable["a1-1"]

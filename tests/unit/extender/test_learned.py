@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +16,6 @@ from netsched.extender.engine import Extender
 from netsched.extender.learned import ModelScorer, ModelSource
 from netsched.extender.metrics import Metrics
 from netsched.extender.model_features import feature_values
-from netsched.extender.needs import parse_needs
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import parse_args
 from netsched.extender.scorers import TopologyScorer
@@ -38,9 +38,9 @@ TRAINING = {"netsched.io/workload-kind": "training", "netsched.io/replicas": "1"
             "netsched.io/expected-duration-seconds": "3000", "netsched.io/input-size-gb": "1"}
 
 
-def features(pod, needs, snapshot, idx, store):
+def features(pod, snapshot, idx, store):
     """The model's feature values for candidates idx, as the extender computes them for a request."""
-    return feature_values(Request(pod, needs, snapshot.with_telemetry(store.snapshot())), idx)
+    return feature_values(Request(pod, replace(snapshot, telemetry=store.snapshot())), idx)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
         "NodeNames": NAMES}).pod
     view = cache.snapshot(p.namespace, p.job)
     idx = np.arange(4)
-    values = features(p, parse_needs(p.annotations), view, idx, TelemetryStore())
+    values = features(p, view, idx, TelemetryStore())
     X = feature_matrix(values, 4)
     col = {name: X[:, INDEX[name]] for name in FEATURE_NAMES}
     assert col["gpu_tflops16"].tolist() == [989, 989, 125, 125]  # H100, H100, V100, V100 (the GPU table)
@@ -94,7 +94,7 @@ def test_features_describe_each_candidate_from_the_cache_and_annotations():
     assert all(math.isnan(v) for v in col["nic_util"])  # no telemetry: unknown
     store = TelemetryStore()
     store.record_nic("v-0", 0.4)
-    values = features(p, parse_needs(p.annotations), view, idx, store)
+    values = features(p, view, idx, store)
     nic = feature_matrix(values, 4)[:, INDEX["nic_util"]]
     assert nic[2] == 0.4 and np.isnan(nic[[0, 1, 3]]).all()
 
@@ -112,7 +112,7 @@ def test_a_jobs_record_holds_the_network_features_the_extender_served_for_its_la
     notes = {"netsched.io/data-source": f"endpoint:{endpoint}"}
     p = parse_args({"Pod": pod("r2", job="train", annotations=notes), "NodeNames": NAMES}).pod
     view = cache.snapshot(p.namespace, p.job)
-    served = features(p, parse_needs(p.annotations), view, np.array([1]), store)  # h-1
+    served = features(p, view, np.array([1]), store)  # h-1
     job = GPUJob.of({"metadata": {"namespace": "ml", "name": "train", "uid": "u"}, "spec": {
         "replicas": 3, "gpusPerReplica": 2, "template": {"spec": {"containers": [{"name": "c"}]}},
         "dataSources": [{"name": "d", "kind": "endpoint", "endpoint": endpoint}]}})
@@ -137,8 +137,8 @@ def test_filter_hands_back_the_node_the_model_predicts_fastest(artifact):
     p = pod("job", gpus=2, annotations=TRAINING)
     passed = extender.filter(args(p, NAMES)).passed
     ref = parse_args({"Pod": p, "NodeNames": NAMES}).pod
-    view = extender.cache.snapshot(ref.namespace, None)
-    values = features(ref, parse_needs(ref.annotations), view, np.arange(4), TelemetryStore())
+    view = extender.cluster.snapshot(ref.namespace, None)
+    values = features(ref, view, np.arange(4), TelemetryStore())
     X = feature_matrix(values, 4)
     assert passed == [NAMES[int(np.argmin(source.predictor.predict(X)))]]
     assert extender.decisions.find("ml", "job").scorer == "model"
@@ -189,7 +189,7 @@ def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeyp
     monkeypatch.setattr("netsched.models.predictor.SCREEN_ROWS", 3)
     predictor = Predictor.load(artifact)
     values = features(parse_args({"Pod": pod("j", annotations=TRAINING), "NodeNames": NAMES}).pod,
-                      parse_needs({}), cache_of(NODES).snapshot("ml", None), np.arange(4), TelemetryStore())
+                      cache_of(NODES).snapshot("ml", None), np.arange(4), TelemetryStore())
     values = {k: v if np.ndim(v) == 0 else np.tile(v, 3) for k, v in values.items()}  # 12 candidates
     values["node_free_gpus"] = np.arange(12.0) % 9
     X = feature_matrix(values, 12)

@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 
-from netsched.extender.engine import run_filters
-from netsched.extender.needs import InvalidNeeds, parse_needs
-from netsched.extender.plugin import Request
-from netsched.extender.plugins import FILTERS
+from netsched.extender.engine import check_needs, run_filters
+from netsched.extender.plugin import InvalidNeeds, Request
+from netsched.extender.plugins import FILTERS, SCORERS
+from netsched.extender.plugins.job_room.annotation import job_gpus
+from netsched.extender.plugins.network_limits.annotation import limits
 from netsched.extender.protocol import PodRef
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.extender import CLUSTER, cache_of, node, pod
@@ -25,27 +26,27 @@ from netsched.testing.extender import CLUSTER, cache_of, node, pod
     ({"netsched.io/max-peer-rtt-ms": "nan"}, "must be a positive number"),
 ])
 def test_bad_annotations_name_the_annotation_and_the_fix(annotations, message):
+    req = Request(PodRef("ml", "p", "", 1, "train"), cache_of(CLUSTER).snapshot(), annotations=annotations)
     with pytest.raises(InvalidNeeds, match=None) as err:
-        parse_needs(annotations)
+        check_needs(req, (*FILTERS, *SCORERS))
     assert message in str(err.value)
 
 
 @pytest.mark.parametrize("annotations, parsed", [
-    ({"netsched.io/job-gpus": "16"}, ("job_gpus", 16)),
-    ({"netsched.io/max-peer-rtt-ms": "0.5"}, ("limits", 0.5)),
-    ({"netsched.io/max-peer-rtt-ms": "12"}, ("limits", 12.0)),
+    ({"netsched.io/job-gpus": "16"}, (job_gpus, 16)),
+    ({"netsched.io/max-peer-rtt-ms": "0.5"}, (limits, 0.5)),
+    ({"netsched.io/max-peer-rtt-ms": "12"}, (limits, 12.0)),
 ])
 def test_plain_ascii_numbers_parse(annotations, parsed):
-    needs = parse_needs(annotations)
-    value = getattr(needs, parsed[0])
-    assert (value[0].value if parsed[0] == "limits" else value) == parsed[1]
+    value = parsed[0](annotations)
+    assert (value[0].value if parsed[0] is limits else value) == parsed[1]
 
 
 def reasons(annotations, pods=(), telemetry=None, nodes=CLUSTER):
     cache = cache_of(nodes, list(pods))
-    snap = cache.snapshot("ml", "train").with_telemetry((telemetry or TelemetryStore()).snapshot())
+    snap = cache.snapshot("ml", "train", telemetry=telemetry or TelemetryStore())
     idx = np.array([snap.table.index[n["metadata"]["name"]] for n in nodes])
-    req = Request(PodRef("ml", "p", "", 1, "train"), parse_needs(annotations), snap)
+    req = Request(PodRef("ml", "p", "", 1, "train"), snap, annotations=annotations)
     found = run_filters(FILTERS, req, idx)
     return {nodes[pos]["metadata"]["name"]: why for pos, why in found.items()}
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netsched.extender.cache import ClusterCache
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender
+from netsched.extender.read_model import ReadModel
 from netsched.extender.server import check_tls, make_app
 from netsched.testing.extender import CLUSTER, cache_of, call, node
 
@@ -65,7 +65,7 @@ def test_a_huge_body_is_refused_with_413():
 
 
 def test_a_stale_cache_makes_filter_answer_error_and_prioritize_and_preempt_abstain():
-    stale = app(ClusterCache())
+    stale = app(ReadModel())
     _, doc = call(stale, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
     assert "not synced with the apiserver yet" in doc["Error"]
     body = fixture("prioritize-args.nodeCacheCapable-true.json")
@@ -79,7 +79,7 @@ def test_a_stale_cache_makes_filter_answer_error_and_prioritize_and_preempt_abst
 
 
 def test_readyz_says_which_source_is_absent_while_the_extender_serves_without_it():
-    cache = ClusterCache()
+    cache = ReadModel()
     cache.replace("nodes", CLUSTER)
     cache.replace("pods", [])
     cache.absent("packingplans")

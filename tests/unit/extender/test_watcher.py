@@ -9,7 +9,7 @@ import time
 
 import orjson
 
-from netsched.extender.cache import ClusterCache, essentials
+from netsched.extender.read_model import ReadModel, essentials
 from netsched.extender.watcher import Relay, WatchProcess
 from netsched.testing.builders import Clock
 from netsched.testing.extender import CLUSTER, node, pod
@@ -76,7 +76,7 @@ def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_obje
     pods = [pod("a", "a1-0", gpus=3, job="train", annotations={"netsched.io/replicas": "4"}, phase="Running"),
             pod("b", "a2-0", gpus=1), pod("w", job="train")]
     pods[1]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
-    whole, relayed = ClusterCache(), ClusterCache()
+    whole, relayed = ReadModel(), ReadModel()
     out = io.BytesIO()
     relay = Relay(out, Clock())
     for cache in (whole, relayed):

@@ -8,26 +8,31 @@ import numpy as np
 
 from netsched.api.distance import DISTANCES
 from netsched.extender.locality import distance_levels
-from netsched.extender.needs import data_place
 from netsched.extender.plugin import Request
+from netsched.extender.plugins.data.annotation import data_source
 from netsched.extender.plugins.peers import measured_quality
-from netsched.models.heuristic import CLOSENESS, DATA_WEIGHT, blend
+from netsched.models.heuristic import CLOSENESS, blend
+
+WEIGHT = 0.3  # of the network value: closeness to the job's data (the peers' part is the rest)
 
 
 class DataCloseness:
     name = "data"
-    weight = DATA_WEIGHT
+    weight = WEIGHT
+    reads = (data_source,)
 
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
-        needs, snap = req.needs, req.snapshot
-        if needs.data_endpoint:
-            measured = measured_quality(req, idx, needs.data_endpoint)
+        source, snap = req.need(data_source), req.snapshot
+        if source is None:
+            return None
+        if source.endpoint:
+            measured = measured_quality(req, idx, source.endpoint)
             return None if measured is None else np.nan_to_num(measured, nan=0.0)
-        place = data_place(needs, snap)
+        place = source.place(snap.table)
         if place is None:
             return None
         best = min(place.finest, DISTANCES["zone"])  # data nowhere in particular: zone-level is the best
         value: np.ndarray = CLOSENESS[distance_levels(snap.table, idx, place)] / CLOSENESS[best]
-        if needs.data_kind != "node" or needs.data_name is None:
+        if source.kind != "node":
             return value
-        return blend(value, measured_quality(req, idx, needs.data_name))
+        return blend(value, measured_quality(req, idx, source.name))

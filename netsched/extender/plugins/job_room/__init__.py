@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.cache import job_size
 from netsched.extender.plugin import Request
-from netsched.models.heuristic import PEER_WEIGHT, job_room
+from netsched.extender.plugins.job_room.annotation import job_gpus, job_size
+from netsched.extender.plugins.peers import WEIGHT as PEERS_WEIGHT
+from netsched.models.heuristic import job_room
 
 
 class JobRoom:
     name = "job_room"
-    weight = PEER_WEIGHT  # stands in for the peers' closeness until the job has peers
+    weight = PEERS_WEIGHT  # stands in for the peers' closeness until the job has peers
+    reads = (job_gpus,)
 
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
         snap, pod = req.snapshot, req.pod
         if snap.peers:
             return None
-        size = req.needs.job_gpus or job_size(pod.annotations, pod.gpus)
+        size = req.need(job_gpus) or job_size(pod.annotations, pod.gpus)
         whole: int | np.ndarray = pod.gpus if size is None else size
         if size is None and pod.job:
             whole = np.maximum(snap.table.allocatable[idx], pod.gpus)

@@ -1,20 +1,11 @@
-"""The extender's in-memory view of the cluster, kept fresh by watchers.
+"""The extender's read model of the cluster, fed by the watches.
 
 Requests never do I/O: they read a `Snapshot` (netsched.extender.snapshot) taken under a
 short lock. GPUs, CPU and memory requested per node and where each job's pods sit are
-updated in place from pod events; a snapshot copies what it needs.
-
-When the filter hands kube-scheduler exactly one node, the extender *assumes* the
-pod lands there (as kube-scheduler's own cache does) until the watch confirms the
-binding or `assume_ttl` passes, so the next replica of a job, scheduled
-milliseconds later, already sees its peer.
-
-When a job's first pod is placed (assumed or bound), the rest of the room on its node is *held*
-for the job's other replicas for `hold_ttl` seconds (or until they are all there): snapshots for
-other pods show those GPUs as held, so scoring steers single pods and other jobs elsewhere
-(netsched.extender.plugins.gang_hold). The job's size comes from its pods' annotations
-(`job_size`); unknown, the hold is all the node's free room. A hold never outlives its TTL, so no
-node is blocked for long by a job that never sends its other replicas.
+updated in place from pod events; a snapshot copies what it needs, and adds what the request
+path reserved (netsched.extender.reservations: assumed placements, holds), which the watch
+confirms or ends: a binding ends a pod's assumption, a job's first bound pod holds its node's
+room, and a job with no pod left releases its hold.
 
 Active PackingPlans are kept too, as the `Pins` the filter enforces.
 
@@ -41,9 +32,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,65 +41,32 @@ from netsched.api.labels import (
     GPU_LABELS,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
-    JOB_GPUS,
     JOB_LABEL,
     RACK_LABEL,
-    REPLICAS,
     ZONE_LABEL,
-    whole_number,
 )
 from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests, quantities
 from netsched.extender.pins import Pins
+from netsched.extender.plugins.job_room.annotation import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
+from netsched.extender.reservations import HOLD_SECONDS, Placement, Reservations, Reserved, count_by_node
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
+from netsched.telemetry.store import TelemetryStore
 
 WATCHED = ("nodes", "pods", "packingplans")
 REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served)
 PUBLISH_AFTER = 0.2  # seconds the publisher waits after a node change for more before building
-HOLD_SECONDS = 15.0  # how long a job's first node keeps its room for the job's other replicas
-JOB_SIZES = 10_000  # jobs whose size the cache remembers (the newest)
 
 
-@dataclass(frozen=True)
-class Placement:
-    """A pod bound (or assumed bound) to a node, with what it requests."""
-
-    job: str | None  # "<namespace>/<job>" or None
-    node: str
-    gpus: int
-    cpu: float = 0.0  # cores
-    memory: float = 0.0  # bytes
-
-
-@dataclass
-class Hold:
-    """Room on a job's first node kept for its other replicas until `until`."""
-
-    node: str
-    until: float
-    size: int | None  # GPUs of the whole job; None: unknown, hold all the node's free room
-
-
-def job_size(annotations: Mapping[str, str], gpus: int) -> int | None:
-    """GPUs of a pod's whole job from its annotations: `netsched.io/job-gpus`, else
-    `netsched.io/replicas` times the pod's GPUs; None when neither is a positive whole number."""
-    for key, times in ((JOB_GPUS, 1), (REPLICAS, gpus)):
-        value = whole_number(annotations.get(key))
-        if value:
-            return value * times
-    return None
-
-
-class ClusterCache:
+class ReadModel:
     def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS):
         self.max_age = max_age
-        self.assume_ttl = assume_ttl
-        self.hold_ttl = hold_ttl
         self.clock = clock
+        self.reservations = Reservations(clock, assume_ttl, hold_ttl)
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
         self._table: NodeTable | None = None
@@ -117,14 +74,11 @@ class ClusterCache:
         self._changed = threading.Event()  # wakes the publisher
         self._publisher: threading.Thread | None = None
         self._building = threading.Lock()  # one build at a time: a second waits, then finds it done
-        self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs held per table index
+        self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs of bound pods per table index
         self._requested = np.zeros((2, 0))  # CPU cores and memory bytes requested per table index
-        self._pods: dict[str, Placement] = {}  # pod uid -> placement (bound or assumed)
-        self._expiry: dict[str, float] = {}  # uid of an assumed pod -> when to forget it
-        self._jobs: dict[str, Counter[str]] = {}  # job -> nodes holding its pods, with counts
-        self._gpus: dict[str, Counter[str]] = {}  # job -> GPUs its pods hold per node
-        self._sizes: OrderedDict[str, int] = OrderedDict()  # job -> GPUs of the whole job, from its pods
-        self._holds: dict[str, Hold] = {}  # job -> room held on its first node
+        self._pods: dict[str, Placement] = {}  # pod uid -> placement of the bound pods
+        self._jobs: dict[str, Counter[str]] = {}  # job -> nodes holding its bound pods, with counts
+        self._gpus: dict[str, Counter[str]] = {}  # job -> GPUs its bound pods hold per node
         self._plans: dict[str, KubeObject] = {}  # active PackingPlans by name
         self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
@@ -154,7 +108,7 @@ class ClusterCache:
                 self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
                 self._pins = None
             else:
-                for uid in [u for u in self._pods if u not in self._expiry]:
+                for uid in list(self._pods):
                     self._forget(uid)
                 for o in objects:  # a LIST says where pods are, not which just landed: no holds
                     self._apply_pod("ADDED", o, hold=False)
@@ -191,21 +145,6 @@ class ClusterCache:
             else:
                 self._apply_pod(event_type, obj)
         self.heard(kind)
-
-    def assume(self, uid: str, placement: Placement) -> None:
-        with self._lock:
-            if uid in self._pods and uid not in self._expiry:
-                return  # already bound: the watch knows better
-            self._forget(uid)
-            self._remember(uid, placement)
-            self._expiry[uid] = self.clock() + self.assume_ttl
-
-    def unassume(self, uid: str) -> None:
-        """Forget an assumed placement of a pod that is being scheduled again: kube-scheduler did not
-        bind it there, and its own GPUs must not count against the nodes it is choosing among."""
-        with self._lock:
-            if uid in self._expiry:
-                self._forget(uid)
 
     def _apply_node(self, event_type: str, obj: KubeObject) -> None:
         name = obj["metadata"]["name"]
@@ -273,19 +212,27 @@ class ClusterCache:
         if event_type != "DELETED":
             self._learn_size(obj)
         placement = None if event_type == "DELETED" else _placement(obj)
-        if placement is None and event_type != "DELETED" and uid in self._expiry:
+        ledger = self.reservations
+        if placement is None and event_type != "DELETED" and ledger.is_assumed(uid):
             return  # an assumed pod whose binding the watch has not shown yet
-        old = self._pods.get(uid)
+        bound, assumed = self._forget(uid), ledger.forget(uid)
+        old = bound or assumed
         if old and placement and (old.job, old.node) == (placement.job, placement.node):
             hold = False  # the binding of an assumed pod, or a status update: it landed before
-        self._forget(uid)
-        if event_type == "DELETED" and old and old.job and old.job not in self._jobs:
-            self._holds.pop(old.job, None)  # no pod of the job is left to send its other replicas
+        if event_type == "DELETED" and old and old.job and not self._placed(old.job):
+            ledger.release(old.job)
         if placement is not None:
-            self._remember(uid, placement, hold)
+            if hold and placement.job and not self._placed(placement.job):
+                ledger.hold(placement)  # the job's first pod
+            self._pods[uid] = placement
+            self._count(placement, +1)
+
+    def _placed(self, job: str) -> bool:
+        """Whether a pod of the job is bound or assumed anywhere."""
+        return job in self._jobs or self.reservations.has_job(job)
 
     def _learn_size(self, pod: KubeObject) -> None:
-        """Remember the size of a labelled pod's job (pending pods tell it before any is placed)."""
+        """Tell the ledger the size of a labelled pod's job (pending pods tell it before any is placed)."""
         meta = pod["metadata"]
         job = (meta.get("labels") or {}).get(JOB_LABEL)
         if not job:
@@ -296,23 +243,13 @@ class ClusterCache:
             return
         size = job_size(meta.get("annotations") or {}, gpus)
         if size is not None:
-            key = f"{meta.get('namespace', 'default')}/{job}"
-            self._sizes[key] = size
-            self._sizes.move_to_end(key)
-            while len(self._sizes) > JOB_SIZES:
-                self._sizes.popitem(last=False)
+            self.reservations.learn_size(f"{meta.get('namespace', 'default')}/{job}", size)
 
-    def _remember(self, uid: str, p: Placement, hold: bool = True) -> None:
-        if hold and p.job and p.job not in self._jobs:  # the job's first pod: hold its node's room
-            self._holds[p.job] = Hold(p.node, self.clock() + self.hold_ttl, self._sizes.get(p.job))
-        self._pods[uid] = p
-        self._count(p, +1)
-
-    def _forget(self, uid: str) -> None:
-        self._expiry.pop(uid, None)
+    def _forget(self, uid: str) -> Placement | None:
         p = self._pods.pop(uid, None)
         if p is not None:
             self._count(p, -1)
+        return p
 
     def _count(self, p: Placement, sign: int) -> None:
         if self._table is not None and p.node in self._table.index:
@@ -327,41 +264,55 @@ class ClusterCache:
             if nodes[p.node] <= 0:
                 del nodes[p.node]
                 gpus.pop(p.node, None)
-            if not nodes:  # its hold stays until it expires: the binding of an assumed pod forgets it first
+            if not nodes:  # its hold stays until it expires
                 del self._jobs[p.job], self._gpus[p.job]
 
     # ---- readers (requests) ----------------------------------------------------
-    def snapshot(self, namespace: str = "", job: str | None = None) -> Snapshot:
+    def snapshot(self, namespace: str = "", job: str | None = None, leave_out: str = "",
+                 telemetry: TelemetryStore | None = None) -> Snapshot:
+        """The cluster for one request: bound pods and the ledger's reservations together, the nodes
+        holding the pods of `namespace`/`job`, and the `telemetry` store as it is now; pod
+        `leave_out`'s own assumption does not count (netsched.extender.reservations)."""
         now = self.clock()
         if self._table is None or (self._outdated and self._publisher is None):
             self.publish()
+        key = f"{namespace}/{job}" if job else None
         with self._lock:
-            self._drop_expired(now)
+            reserved = self.reservations.reserved(now, leave_out)
             table = self._table
             assert table is not None  # published above
-            free = np.maximum(table.allocatable - self._used, 0)
-            requested = self._requested.copy()
-            nodes = self._jobs.get(f"{namespace}/{job}") if job else None
+            used, requested = self._used, self._requested.copy()
+            if reserved.assumed:  # a copy only then: the read model's counts stay the watch's
+                used = used.copy()
+            for p in reserved.assumed:
+                if p.node in table.index:
+                    i = table.index[p.node]
+                    used[i] += p.gpus
+                    requested[:, i] += (p.cpu, p.memory)
+            free = np.maximum(table.allocatable - used, 0)
+            nodes = self._jobs.get(key, Counter()) + count_by_node(reserved.of_job(key))[0] if key else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
             if self._pins is None:
                 self._pins = Pins.of(self._plans.values())
             pins = self._pins
-            held, holders = self._held(table, free, f"{namespace}/{job}" if job else None)
+            held, holders = self._held(table, free, key, reserved)
         age = self.age(now)
         synced = self._synced | self._absent >= set(WATCHED)
+        links = None if telemetry is None else telemetry.snapshot()
         return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
-                        held=held, holders=holders)
+                        telemetry=links, held=held, holders=holders)
 
-    def _held(self, table: NodeTable, free: np.ndarray,
-              job: str | None) -> tuple[np.ndarray | None, dict[int, str]]:
+    def _held(self, table: NodeTable, free: np.ndarray, job: str | None,
+              reserved: Reserved) -> tuple[np.ndarray | None, dict[int, str]]:
         """GPUs held per table index for jobs other than `job`, and which job holds each node."""
         held: np.ndarray | None = None
         holders: dict[int, str] = {}
-        for other, hold in self._holds.items():
+        for other, hold in reserved.holds.items():
             i = table.index.get(hold.node)
             if other == job or i is None:
                 continue
-            there = self._gpus.get(other, Counter())[hold.node]
+            assumed = count_by_node(reserved.of_job(other))[1]
+            there = self._gpus.get(other, Counter())[hold.node] + assumed[hold.node]
             want = free[i] if hold.size is None else min(max(hold.size - there, 0), free[i])
             if want > 0:
                 held = np.zeros(len(free), dtype=free.dtype) if held is None else held
@@ -375,12 +326,6 @@ class ClusterCache:
         if not all(k in self._heard for k in kinds):
             return float("inf")
         return now - min(self._heard[k] for k in kinds)
-
-    def _drop_expired(self, now: float) -> None:
-        for uid in [u for u, expiry in self._expiry.items() if expiry < now]:
-            self._forget(uid)
-        for job in [j for j, hold in self._holds.items() if hold.until < now]:
-            del self._holds[job]
 
 
 def essentials(kind: str, obj: KubeObject) -> KubeObject:

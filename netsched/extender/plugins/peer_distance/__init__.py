@@ -9,14 +9,19 @@ from netsched.api.distance import DISTANCES
 from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
+from netsched.extender.plugins.peer_distance.annotation import max_peer_distance
 from netsched.extender.snapshot import Snapshot
 
 
 class PeerDistance:
     name = "peer_distance"
+    reads = (max_peer_distance,)
+
+    def binds(self, req: Request) -> bool:
+        return req.need(max_peer_distance) is not None
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
-        distance, snap = req.needs.max_peer_distance, req.snapshot
+        distance, snap = req.need(max_peer_distance), req.snapshot
         if not distance or not snap.peers:
             return {}
         table, limit = snap.table, DISTANCES[distance]

@@ -3,10 +3,11 @@ import time
 
 import pytest
 
-from netsched.extender.cache import ClusterCache, Placement
+from netsched.extender.read_model import ReadModel
+from netsched.extender.reservations import Placement
 from netsched.extender.snapshot import NodeTable
 from netsched.testing.builders import Clock
-from netsched.testing.extender import CLUSTER, cache_of, node, pod
+from netsched.testing.extender import CLUSTER, assume, cache_of, node, pod
 
 
 def free(cache, name, ns="", job=None):
@@ -36,14 +37,14 @@ def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
     clock = Clock()
     cache = cache_of(CLUSTER, clock=clock, assume_ttl=30)
     p = pod("r0", job="train", gpus=2)
-    cache.assume(p["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assume(cache, p["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
     assert cache.snapshot("ml", "train").peers == ("a1-1",) and free(cache, "a1-1") == 6
     cache.apply("pods", "MODIFIED", p)  # still unbound on the watch: the assumption stays
     assert free(cache, "a1-1") == 6
     cache.apply("pods", "MODIFIED", p | {"spec": p["spec"] | {"nodeName": "a1-0"}})  # the watch wins
     assert free(cache, "a1-1") == 8 and free(cache, "a1-0") == 6
     other = pod("r1", job="train")
-    cache.assume(other["metadata"]["uid"], Placement("ml/train", "b1-0", 2))
+    assume(cache, other["metadata"]["uid"], Placement("ml/train", "b1-0", 2))
     clock.now += 31
     assert cache.snapshot("ml", "train").peers == ("a1-0",)
 
@@ -101,7 +102,7 @@ def test_with_the_publisher_a_node_change_reaches_requests_in_a_table_built_off_
 
 
 def test_once_the_cache_is_synced_requests_see_every_listed_node_without_waiting_for_the_publisher():
-    cache = ClusterCache()
+    cache = ReadModel()
     cache.start_publisher()
     cache.snapshot()  # a request before the first LIST: an empty table
     cache.replace("nodes", CLUSTER)
@@ -113,7 +114,7 @@ def test_once_the_cache_is_synced_requests_see_every_listed_node_without_waiting
 
 def test_a_cache_is_stale_until_every_watch_syncs_and_again_when_one_is_not_heard_from():
     clock = Clock()
-    cache = ClusterCache(max_age=30, clock=clock)
+    cache = ReadModel(max_age=30, clock=clock)
     assert cache.snapshot().stale and not cache.snapshot().synced
     cache.replace("nodes", CLUSTER)
     cache.replace("pods", [])
@@ -145,7 +146,7 @@ def test_a_jobs_first_pod_holds_the_rest_of_its_room_for_its_other_replicas_for_
     clock = Clock()
     first = pod("r0", job="train", gpus=2, annotations={"netsched.io/replicas": "3"})
     cache = cache_of(CLUSTER, [first], clock=clock, hold_ttl=10)  # pending: the cache learns the job's size
-    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assume(cache, first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
     assert held(cache, "a1-1") == 4 and held(cache, "a1-0") == 0
     assert held(cache, "a1-1", job="train") == 0  # not for the job's own replicas
     assert cache.snapshot("ml").holders == {cache.snapshot().table.index["a1-1"]: "ml/train"}
@@ -176,7 +177,7 @@ def test_a_hold_ends_when_the_jobs_pods_are_deleted():
     clock = Clock()
     first = pod("r0", job="train", gpus=2, annotations={"netsched.io/replicas": "3"})
     cache = cache_of(CLUSTER, [first], clock=clock, hold_ttl=10)
-    cache.assume(first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assume(cache, first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
     assert held(cache, "a1-1") == 4
     cache.apply("pods", "DELETED", first)  # its namespace went before the pod was bound
     assert held(cache, "a1-1") == 0  # nobody is left to send the other replicas
@@ -191,7 +192,7 @@ def test_a_job_size_annotation_that_is_not_a_plain_number_is_unknown_never_an_er
 
 def test_without_the_packingplan_crd_the_cache_serves_nodes_and_pods_and_takes_plans_up_later():
     clock = Clock()
-    cache = ClusterCache(max_age=30, clock=clock)
+    cache = ReadModel(max_age=30, clock=clock)
     cache.replace("nodes", CLUSTER)
     cache.replace("pods", [])
     cache.absent("packingplans")

@@ -1,5 +1,5 @@
 """Tie-break: using a node's free GPUs exactly, which keeps whole nodes free for large pods. It
-weighs PACKING_WEIGHT of the score, outside the network value, so it never outweighs a step of
+weighs WEIGHT of the score, outside the network value, so it never outweighs a step of
 proximity. GPUs held for another job's replicas do not count as free."""
 
 from __future__ import annotations
@@ -9,9 +9,13 @@ import numpy as np
 from netsched.extender.plugin import Request
 from netsched.models.heuristic import tightness
 
+WEIGHT = 0.1  # of a score: using a node's free GPUs exactly
 
-class Packing:
-    name = "packing"
+
+class BinPacking:
+    name = "packing"  # the factor explanations show, as before the folder's rename
+    weight = WEIGHT
+    reads = ()
 
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray:
         snap = req.snapshot

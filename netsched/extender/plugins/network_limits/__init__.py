@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.needs import Limit
 from netsched.extender.plugin import Request
+from netsched.extender.plugins.data.annotation import data_source
+from netsched.extender.plugins.network_limits.annotation import Limit, limits
 
 
 class NetworkLimits:
     name = "network_limits"
+    reads = (limits, data_source)
+
+    def binds(self, req: Request) -> bool:
+        return bool(req.need(limits))
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
-        needs, snap = req.needs, req.snapshot
+        snap, source = req.snapshot, req.need(data_source)
         reasons: dict[int, str] = {}
-        for limit in needs.limits:
-            targets = sorted(set(snap.peers)) if limit.towards == "peer" else [needs.data_name or ""]
+        for limit in req.need(limits):
+            targets = sorted(set(snap.peers)) if limit.towards == "peer" else [source.name if source else ""]
             for target in targets:  # the first target a node fails is the one its reason names
                 _check(limit, target, snap.table.names, idx, snap.measured(idx, target), reasons)
         return reasons

@@ -9,23 +9,30 @@ import numpy as np
 from netsched.api.distance import DISTANCES
 from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE
 from netsched.extender.locality import distance_levels
-from netsched.extender.needs import data_place
 from netsched.extender.plugin import Refused, Request
+from netsched.extender.plugins.data.annotation import data_source
+from netsched.extender.plugins.data_distance.annotation import max_data_distance
 
 
 class DataDistance:
     name = "data_distance"
+    reads = (data_source, max_data_distance)
+
+    def binds(self, req: Request) -> bool:
+        return req.need(max_data_distance) is not None
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
-        needs, snap = req.needs, req.snapshot
-        if not needs.max_data_distance:
+        distance, snap = req.need(max_data_distance), req.snapshot
+        if not distance:
             return {}
-        place = data_place(needs, snap)
+        source = req.need(data_source)
+        assert source is not None  # max_data_distance needs one
+        place = source.place(snap.table)
         if place is None:
-            raise Refused(f"netsched: data source {needs.data_kind} {needs.data_name!r} ({DATA_SOURCE}) "
+            raise Refused(f"netsched: data source {source.kind} {source.name!r} ({DATA_SOURCE}) "
                           "is not in this cluster's topology; fix the annotation")
-        far = distance_levels(snap.table, idx, place) > DISTANCES[needs.max_data_distance]
+        far = distance_levels(snap.table, idx, place) > DISTANCES[distance]
         return {int(pos): (f"netsched: {snap.table.names[idx[pos]]} is not within the "
-                           f"{needs.max_data_distance} of the input data ({place.label}; "
-                           f"{MAX_DATA_DISTANCE}={needs.max_data_distance})")
+                           f"{distance} of the input data ({place.label}; "
+                           f"{MAX_DATA_DISTANCE}={distance})")
                 for pos in np.flatnonzero(far)}

@@ -9,12 +9,15 @@ import numpy as np
 
 from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
-from netsched.models.heuristic import CLOSENESS, PEER_WEIGHT, blend, link_quality
+from netsched.models.heuristic import CLOSENESS, blend, link_quality
+
+WEIGHT = 0.7  # of the network value: closeness to the job's peers (the data's part is the rest)
 
 
 class PeerCloseness:
     name = "peers"
-    weight = PEER_WEIGHT
+    weight = WEIGHT
+    reads = ()
 
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
         snap = req.snapshot

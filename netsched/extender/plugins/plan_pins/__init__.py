@@ -10,8 +10,12 @@ import numpy as np
 from netsched.extender.plugin import Request
 
 
-class PackingPlanPins:
-    name = "packing_plan"
+class PlanPins:
+    name = "packing_plan"  # the metric's reason label, as before the folder's rename
+    reads = ()
+
+    def binds(self, req: Request) -> bool:
+        return bool(req.snapshot.pins and req.snapshot.pins.pinned(req.pod))
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
         pins, table = req.snapshot.pins, req.snapshot.table

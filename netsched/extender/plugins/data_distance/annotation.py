@@ -1,0 +1,22 @@
+"""`netsched.io/max-data-distance`: node, rack or zone; the node must be that close to the data source
+(`netsched.io/data-source`, which must name a node, rack or zone)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE
+from netsched.extender.locality import distance_annotation
+from netsched.extender.plugin import InvalidNeeds
+from netsched.extender.plugins.data.annotation import data_source
+
+
+def max_data_distance(annotations: Mapping[str, str]) -> str | None:
+    distance = distance_annotation(annotations, MAX_DATA_DISTANCE)
+    source = data_source(annotations)
+    if distance and (source is None or source.endpoint):
+        raise InvalidNeeds(
+            f"annotation {MAX_DATA_DISTANCE} needs {DATA_SOURCE} to name a node, rack or zone; "
+            "for an endpoint use max-data-rtt-ms or min-data-bandwidth-mbps"
+        )
+    return distance

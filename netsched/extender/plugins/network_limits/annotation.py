@@ -1,0 +1,51 @@
+"""Measured limits towards the job's peers and its data: `netsched.io/max-peer-rtt-ms`,
+`min-peer-bandwidth-mbps`, `max-data-rtt-ms`, `min-data-bandwidth-mbps` (positive numbers; the data
+limits need `netsched.io/data-source`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from netsched.api.labels import (
+    DATA_SOURCE,
+    MAX_DATA_RTT_MS,
+    MAX_PEER_RTT_MS,
+    MIN_DATA_BANDWIDTH_MBPS,
+    MIN_PEER_BANDWIDTH_MBPS,
+)
+from netsched.extender.plugin import InvalidNeeds
+
+LIMITS = {  # annotation -> (towards, measure, bound)
+    MAX_PEER_RTT_MS: ("peer", "rtt_ms", "max"),
+    MIN_PEER_BANDWIDTH_MBPS: ("peer", "bandwidth_mbps", "min"),
+    MAX_DATA_RTT_MS: ("data", "rtt_ms", "max"),
+    MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
+}
+DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
+
+
+@dataclass(frozen=True)
+class Limit:
+    annotation: str
+    towards: str  # "peer" or "data"
+    measure: str  # attribute of LinkStats
+    bound: str  # "max" or "min"
+    value: float
+
+
+def limits(annotations: Mapping[str, str]) -> tuple[Limit, ...]:
+    found = tuple(_limit(annotations, key) for key in LIMITS if key in annotations)
+    if any(lim.towards == "data" for lim in found) and DATA_SOURCE not in annotations:
+        raise InvalidNeeds(f"data RTT and bandwidth limits need annotation {DATA_SOURCE}")
+    return found
+
+
+def _limit(annotations: Mapping[str, str], key: str) -> Limit:
+    text = annotations[key]
+    value = float(text) if DECIMAL.fullmatch(text) else math.nan  # float() takes "١", " 5" and "1_0" too
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidNeeds(f"annotation {key}={annotations[key]!r} must be a positive number")
+    return Limit(key, *LIMITS[key], value)
