@@ -157,9 +157,8 @@ def _add(sub: Any, command: Command | Group) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="netsched", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(prog="netsched", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"netsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
@@ -167,11 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+ONE_LINE_ERRORS = (*devcluster.ERRORS, ("netsched.api.connect", "ClusterUnreachable"),  # one line, exit 1
+                   ("urllib3.exceptions", "MaxRetryError"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "gpu_table", None):
         from netsched.models.gpus import GpuTableError, configure
-
         try:
             configure(args.gpu_table)
         except GpuTableError as exc:
@@ -186,10 +188,11 @@ def main(argv: list[str] | None = None) -> int:
               "pip install 'netsched[train]', or run the -train image", file=sys.stderr)
         return 1
     except Exception as exc:
-        kinds = tuple(getattr(sys.modules[m], name) for m, name in devcluster.ERRORS if m in sys.modules)
+        kinds = tuple(getattr(sys.modules[m], name) for m, name in ONE_LINE_ERRORS if m in sys.modules)
         if not isinstance(exc, kinds):
             raise
-        print(f"netsched: error: {exc}", file=sys.stderr)
+        said = f"the API server did not answer: {exc}" if type(exc).__name__ == "MaxRetryError" else exc
+        print(f"netsched: error: {said}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

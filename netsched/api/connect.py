@@ -10,6 +10,10 @@ import orjson
 from kubernetes import client, config
 
 
+class ClusterUnreachable(Exception):
+    """No API server to talk to: no credentials were found, or the server did not answer."""
+
+
 def api_client(kubeconfig: str | None = None, connections: int | None = None) -> client.ApiClient:
     """From a kubeconfig file if given, else in-cluster credentials, else ~/.kube/config.
     `connections`: how many connections to keep open to the API server (the client's default is 5 per
@@ -18,13 +22,18 @@ def api_client(kubeconfig: str | None = None, connections: int | None = None) ->
     settings = client.Configuration()
     if connections:
         settings.connection_pool_maxsize = connections
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=settings)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=settings)
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=settings)
+    try:
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=settings)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=settings)
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=settings)
+    except (config.ConfigException, OSError) as exc:
+        where = kubeconfig or "not in a pod, and no kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        raise ClusterUnreachable(f"no cluster to talk to: {where}: {exc}; pass --kubeconfig FILE or set "
+                                 "KUBECONFIG") from exc
     return client.ApiClient(settings)
 
 

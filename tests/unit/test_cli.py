@@ -77,7 +77,7 @@ class NoDevExtra:  # the serving image: no cryptography (the dev extra's)
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, NoDevExtra())
 from netsched.cli import main
-main([sys.argv[1], "--kubeconfig=/nonexistent"])
+sys.exit(main([sys.argv[1], "--kubeconfig=/nonexistent"]))
 """
 
 
@@ -98,11 +98,53 @@ def test_training_without_the_train_extra_says_how_to_get_it(tmp_path):
     import sys
 
     script = SERVING_WITHOUT_DEV_EXTRA.replace('"cryptography"', '"sklearn"').replace(
-        'main([sys.argv[1], "--kubeconfig=/nonexistent"])', 'sys.exit(main(sys.argv[1:]))')
+        'main([sys.argv[1], "--kubeconfig=/nonexistent"])', 'main(sys.argv[1:])')
     proc = subprocess.run([sys.executable, "-c", script, "train", str(tmp_path / "records.jsonl"),
                            "--out", str(tmp_path / "model")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "pip install 'netsched[train]'" in proc.stderr
+
+
+def _dead_server_kubeconfig(path: Path) -> Path:
+    """A kubeconfig naming an API server on a port nothing listens on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}]}))
+    return path
+
+
+@pytest.mark.parametrize("command, kubeconfig, said", [
+    pytest.param(["why", "train"], None, "no cluster to talk to", id="why-no-kubeconfig"),
+    pytest.param(["whatif", "-f", "job.yaml"], None, "no cluster to talk to", id="whatif-no-kubeconfig"),
+    pytest.param(["pack", "--from-cluster"], "missing", "no cluster to talk to: ", id="pack-missing-file"),
+    pytest.param(["why", "train"], "dead", "the API server did not answer", id="why-server-down"),
+    pytest.param(["whatif", "-f", "job.yaml"], "dead", "the API server did not answer",
+                 id="whatif-server-down"),
+])
+def test_a_command_without_a_cluster_says_so_in_one_line(tmp_path, command, kubeconfig, said):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "job.yaml").write_text(json.dumps({
+        "apiVersion": "netsched.io/v1alpha1", "kind": "GPUJob", "metadata": {"name": "j"},
+        "spec": {"replicas": 2, "gpusPerReplica": 8,
+                 "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}))
+    flags = {None: [], "missing": [f"--kubeconfig={tmp_path / 'nope'}"],
+             "dead": [f"--kubeconfig={_dead_server_kubeconfig(tmp_path / 'dead')}"]}[kubeconfig]
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    proc = subprocess.run([sys.executable, "-m", "netsched", *command, *flags], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"netsched: error: {said}"), proc.stderr
 
 
 @pytest.mark.parametrize("flag", ["--metrics-port", "--health-port"])
