@@ -101,7 +101,6 @@ class Extender:
                  decisions: DecisionLog | None = None, metrics: Metrics | None = None,
                  filters: Sequence[Filter] = FILTERS):
         self.cluster = cluster
-        self.reservations = cluster.reservations
         self.telemetry = telemetry if telemetry is not None else TelemetryStore()
         self.scorer = scorer or TopologyScorer()
         self.filters = filters
@@ -115,7 +114,6 @@ class Extender:
         pod, names = args.pod, args.node_names
         self.metrics.candidates.observe(len(names))
         assumed: Placement | None = None  # where the post-step records the pod as going, if one node
-        first = False  # whether it is its job's first pod placed
         try:
             snap = self._snapshot(pod, leave_out=pod.uid)
             req = Request(pod, snap)
@@ -141,11 +139,10 @@ class Extender:
                                             None if self.shortlist else passed[: len(ok_idx)]))
             if len(passed) == 1:
                 assumed = Placement(f"{pod.namespace}/{pod.job}" if pod.job else None, passed[0], pod.gpus)
-                first = not snap.peers
             return FilterOutcome(passed, failed, unresolvable)
         finally:  # the post-step, whatever the outcome: a pod filtered again is not where it was assumed
             if pod.uid:
-                self.reservations.settle(pod.uid, assumed, first)
+                self.cluster.settle(pod.uid, assumed)
 
     def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod, names = args.pod, args.node_names

@@ -227,6 +227,17 @@ class ReadModel:
             self._pods[uid] = placement
             self._count(placement, +1)
 
+    def settle(self, uid: str, placement: Placement | None) -> None:
+        """A filter's post-step: pod `uid` is assumed at `placement` (holding its node's room when it is
+        its job's first pod placed), or, with none, assumed nowhere. Under the read model's lock, so a
+        watch event cannot come between; a pod the watch already shows bound is left as the watch has it."""
+        with self._lock:
+            if uid in self._pods:
+                return
+            self.reservations.settle(uid, None)  # its own earlier assumption does not make it a peer
+            first = placement is not None and bool(placement.job) and not self._placed(placement.job or "")
+            self.reservations.settle(uid, placement, first)
+
     def _placed(self, job: str) -> bool:
         """Whether a pod of the job is bound or assumed anywhere."""
         return job in self._jobs or self.reservations.has_job(job)

@@ -14,8 +14,8 @@ import numpy as np
 
 # By distance level: same node, rack, zone, farther. kube-scheduler adds an extender's 0..10 times
 # its weight (5) times 10 to its own plugins' 0..100 each, so one extender point is worth 50; the
-# gaps here (5.4, 2.25 and 1.35 points of a score at PEER_WEIGHT alone) keep a job on one node
-# against NodeResourcesFit plus BalancedAllocation (at most 200 between two nodes) and a step of
+# gaps here (5.4, 2.25 and 1.35 points of a score at the peers' weight alone, 0.7) keep a job on one
+# node against NodeResourcesFit plus BalancedAllocation (at most 200 between two nodes) and a step of
 # rack or zone against their usual spread of a few dozen points.
 CLOSENESS = np.array([1.0, 0.4, 0.15, 0.0])
 MEASURED_WEIGHT = 0.5  # of a closeness: taken from the measured link when there is one

@@ -44,9 +44,7 @@ def cache_of(nodes: list[dict], pods: Sequence[dict] = (), clock: Callable[[], f
 def assume(cluster: ReadModel, uid: str, placement: Placement) -> None:
     """Record pod `uid` at `placement` as a filter's post-step does (holding the room of its node
     when it is its job's first pod)."""
-    namespace, _, job = (placement.job or "").partition("/")
-    first = bool(job) and not cluster.snapshot(namespace, job, leave_out=uid).peers
-    cluster.reservations.settle(uid, placement, first)
+    cluster.settle(uid, placement)
 
 
 def plugin_request(annotations: dict | None = None, pods: Sequence[dict] = (), job: str | None = "train",

@@ -49,6 +49,23 @@ def test_an_assumed_placement_counts_until_the_watch_confirms_or_it_expires():
     assert cache.snapshot("ml", "train").peers == ("a1-0",)
 
 
+def test_a_filter_of_a_pod_the_watch_shows_bound_assumes_nothing():
+    p = pod("r0", "a1-0", job="train", gpus=2, phase="Running")
+    cache = cache_of(CLUSTER, [p])
+    assume(cache, p["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
+    assert free(cache, "a1-0") == 6 and free(cache, "a1-1") == 8  # counted once, where it is bound
+
+
+def test_a_pod_filtered_again_is_still_its_jobs_first_and_holds_its_new_node():
+    cache = cache_of(CLUSTER)
+    uid = pod("r0", job="train")["metadata"]["uid"]
+    assume(cache, uid, Placement("ml/train", "a1-0", 2))
+    assume(cache, uid, Placement("ml/train", "a2-0", 2))  # kube-scheduler did not bind it at a1-0
+    view = cache.snapshot("ml", "other")
+    assert view.holders is not None and free(cache, "a1-0") == 8 and free(cache, "a2-0") == 6
+    assert int(view.held[view.table.index["a2-0"]]) > 0 and int(view.held[view.table.index["a1-0"]]) == 0
+
+
 def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
     cache = cache_of(CLUSTER, [pod("a", "a1-0", gpus=3)])
     cache.apply("nodes", "ADDED", node("c1-0", "zone-c", "rack-c1", gpus=4))

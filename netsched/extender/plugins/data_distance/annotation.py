@@ -13,8 +13,7 @@ from netsched.extender.plugins.data.annotation import data_source
 
 def max_data_distance(annotations: Mapping[str, str]) -> str | None:
     distance = distance_annotation(annotations, MAX_DATA_DISTANCE)
-    source = data_source(annotations)
-    if distance and (source is None or source.endpoint):
+    if distance and ((source := data_source(annotations)) is None or source.endpoint):
         raise InvalidNeeds(
             f"annotation {MAX_DATA_DISTANCE} needs {DATA_SOURCE} to name a node, rack or zone; "
             "for an endpoint use max-data-rtt-ms or min-data-bandwidth-mbps"
