@@ -90,7 +90,7 @@ def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
     spec = template["spec"]
     labels = {**(meta.get("labels") or {}), JOB_LABEL: job.name, REPLICA_LABEL: str(replica),
               ATTEMPT_LABEL: str(attempt)}
-    annotations = {**(meta.get("annotations") or {}), **network_annotations(job)}
+    annotations = pod_annotations(job)
     spec.setdefault("schedulerName", scheduler)  # the template may name another scheduler
     spec.setdefault("restartPolicy", "Never")
     if job.priority_class:

@@ -1,1 +1,1 @@
-"""GPUJob operator (kopf), with the packer controller."""
+"""GPUJob operator (kopf): the GPUJob controller's wiring, and the process that runs the packer."""
