@@ -12,6 +12,7 @@ GROUP, VERSION, PLURAL, KIND = "netsched.io", "v1alpha1", "gpujobs", "GPUJob"
 class Phase(StrEnum):
     """status.phase of a GPUJob; each value is the string the CRD's status shows."""
     PENDING = "Pending"  # its gang waits at the gate for room
+    BLOCKED = "Blocked"  # it cannot run until someone changes the job or the cluster; the reason says what
     SCHEDULING = "Scheduling"  # released; fewer than minAvailable replicas run yet
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
