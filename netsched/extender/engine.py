@@ -195,7 +195,6 @@ class Extender:
         hold it (without pod `leave_out`'s own assumption), with the pod's job's peers, and the
         telemetry store as it is now."""
         snap = self.cluster.snapshot(pod.namespace, pod.job, leave_out, self.telemetry)
-        self.metrics.cache_age.set(min(snap.age, 1e9))
         if snap.stale:
             state = (f"{snap.age:.0f} s old (bound {self.cluster.max_age:g} s)" if snap.synced
                      else "not synced with the apiserver yet")

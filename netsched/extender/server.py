@@ -252,6 +252,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
 
     for kind in WATCHED:
         metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
+    # read at each scrape, so an idle extender's gauge still shows its watches falling behind
+    metrics.cache_age.set_function(lambda: min(cache.age(), 1e9))
     watches = WatchProcess(cache, watcher_argv(settings.kubeconfig), on_pod_event,
                            lambda kind, what, n: metrics.watch_updates.labels(kind, what).inc(n)).start()
     cache.start_publisher()

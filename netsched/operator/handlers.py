@@ -50,7 +50,7 @@ from netsched.operator.reconcile import (
 )
 from netsched.records.link_columns import FIELD as TELEMETRY_FIELD
 from netsched.records.link_columns import needs_snapshot, placement_telemetry
-from netsched.records.writer import JobRecords, job_record
+from netsched.records.writer import JobRecords, job_record, queue_seconds
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
@@ -153,8 +153,11 @@ class Operator:
         if actions.record:
             self._record(job, actions, labels)
         if actions.status != old_status:
-            self._call("status", self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                       job.namespace, PLURAL, job.name, {"status": actions.status})
+            written = self._call("status", self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
+                                 job.namespace, PLURAL, job.name, {"status": actions.status})
+            queued = queue_seconds(job, actions.status)
+            if written and queued is not None and not old_status.get("startTime"):  # once: when it starts
+                self.metrics.job_queue.observe(max(0.0, queued))
         for type_, reason, message in actions.events:
             self._call("event", self.core.create_namespaced_event, job.namespace,
                        event(job.involved(), reason, message, COMPONENT, type_))
@@ -214,14 +217,17 @@ class Operator:
         c.set_condition(conds, c.RECORDED, True, c.RECORD_WRITTEN, f"recorded in {self.records.path}",
                         job.generation)
 
-    def _call(self, action: str, fn: Callable[..., object], *args: Any) -> None:
+    def _call(self, action: str, fn: Callable[..., object], *args: Any) -> bool:
+        """Whether the call was done (or its object is already gone); a failure is counted and logged."""
         try:
             fn(*args)
         except client.ApiException as exc:
             if exc.status == 404 and action in ("delete", "ungate"):
-                return  # already gone: the next tick sees it
+                return True  # already gone: the next tick sees it
             self.metrics.api_errors.labels(action).inc()
             log.warning("%s failed: %s", action, api_message(exc))
+            return False
+        return True
 
 
 # ---- kopf registration -------------------------------------------------------------
@@ -236,6 +242,15 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
         settings.watching.server_timeout = 60
         settings.execution.max_workers = 8
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="census", registry=registry)
+    def census(event: kopf.RawEvent, **_: Any) -> None:
+        """Every GPUJob the watch shows, finished ones too, for the phase gauge (netsched_gpujobs)."""
+        body = event["object"]
+        if event["type"] == "DELETED":
+            operator.metrics.jobs.gone(body["metadata"]["uid"])
+        else:
+            operator.metrics.jobs.seen(body)
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:

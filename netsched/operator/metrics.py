@@ -3,11 +3,24 @@ error counters every loop of the process shares (netsched.packer.metrics), and t
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from netsched.api.events import parse_rfc3339
+from netsched.api.gpujob import Phase
 from netsched.packer.metrics import PackerMetrics
 
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, float("inf"))
+# a gang that fits at once is released within seconds; one that waits for room, minutes to a day
+QUEUE_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400, float("inf"))
+# not started yet: waiting for room at the gate, or released with pods not all running
+WAITING = (Phase.PENDING, Phase.SCHEDULING)
 
 
 class OperatorMetrics(PackerMetrics):
@@ -16,6 +29,10 @@ class OperatorMetrics(PackerMetrics):
         self.job_duration = Histogram(
             "netsched_gpujob_duration_seconds", "Run time of finished GPUJobs (start to finish)",
             ["outcome"], buckets=DURATION_BUCKETS, registry=self.registry)
+        self.job_queue = Histogram(
+            "netsched_gpujob_queue_seconds", "Seconds from a GPUJob's creation to its gang running "
+            "(status.startTime; the records' queue_seconds), observed once per job when it starts",
+            buckets=QUEUE_BUCKETS, registry=self.registry)
         self.jobs_finished = Counter(
             "netsched_gpujobs_finished_total", "GPUJobs that finished, by outcome and reason",
             ["outcome", "reason"], registry=self.registry)
@@ -30,3 +47,49 @@ class OperatorMetrics(PackerMetrics):
             "netsched_gpujob_predicted_remaining_seconds", "Seconds until each unfinished GPUJob is "
             "predicted to complete (waiting jobs: from their predicted start)", ["namespace", "gpujob"],
             registry=self.registry)
+        self.jobs = JobCensus()
+        self.registry.register(self.jobs)
+
+
+class JobCensus(Collector):
+    """The GPUJobs the operator's watch shows, counted when Prometheus scrapes: `netsched_gpujobs` by
+    phase (every phase, 0 when no job has it; a job without a phase yet counts as Pending) and the age
+    of the oldest job that has not started. A deleted job leaves no series behind."""
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._jobs: dict[str, tuple[str, float]] = {}  # uid -> (phase, creation in epoch seconds)
+
+    def seen(self, body: Mapping[str, Any]) -> None:
+        meta, status = body["metadata"], body.get("status") or {}
+        created = meta.get("creationTimestamp")
+        when = parse_rfc3339(created).timestamp() if created else self.clock()
+        with self._lock:
+            self._jobs[meta["uid"]] = (status.get("phase") or Phase.PENDING, when)
+
+    def gone(self, uid: str) -> None:
+        with self._lock:
+            self._jobs.pop(uid, None)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._families({}, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            jobs = list(self._jobs.values())
+        counts: dict[str, int] = {str(phase): 0 for phase in Phase}
+        for phase, _ in jobs:
+            counts[phase] = counts.get(phase, 0) + 1  # a phase this version does not know still counts
+        created = [when for phase, when in jobs if phase in WAITING]
+        yield from self._families(counts, max(0.0, self.clock() - min(created)) if created else 0.0)
+
+    @staticmethod
+    def _families(counts: Mapping[str, int], oldest: float | None) -> Iterator[GaugeMetricFamily]:
+        by_phase = GaugeMetricFamily("netsched_gpujobs", "GPUJobs by status.phase, as the operator's watch "
+                                     "shows them", labels=["phase"])
+        for phase, n in counts.items():
+            by_phase.add_metric([phase], n)
+        yield by_phase
+        yield GaugeMetricFamily("netsched_gpujob_oldest_waiting_seconds", "Age of the oldest GPUJob that "
+                                "has not started (Pending or Scheduling; 0 when none waits)", value=oldest)

@@ -227,6 +227,7 @@ class Packer:
                 step = fail(step, now, EvictionRefused(
                     f"the API server refused to evict {key}: {refused}; no further pods are evicted"))
                 break
+            self.metrics.evictions.inc()
         for key in step.ungate:
             self._ungate(raw[key], plan["metadata"]["name"])
         if step.status != (plan.get("status") or {}):

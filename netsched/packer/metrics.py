@@ -27,6 +27,10 @@ class PackerMetrics:
         self.pack_seconds = Histogram(
             "netsched_packer_solve_seconds", "Wall time of each packer solve", buckets=SOLVE_BUCKETS,
             registry=self.registry)
+        self.evictions = Counter(
+            "netsched_packer_evictions_total", "Pods PackingPlans evicted (Evictions the API server took, "
+            "or whose pod was gone already)", registry=self.registry)
         self.plans_finished = Counter(
-            "netsched_packing_plans_finished_total", "PackingPlans that ended, by phase and reason",
+            "netsched_packing_plans_finished_total", "PackingPlans that ended, by phase (Succeeded, "
+            "Failed, TimedOut, Abandoned) and reason",
             ["phase", "reason"], registry=self.registry)

@@ -109,7 +109,7 @@ def job_record(job: GPUJob, status: dict[str, Any],
         "schema_version": SCHEMA_VERSION, "uid": job.uid, "namespace": job.namespace, "name": job.name,
         "recorded_at": now_rfc3339(), "outcome": status.get("phase"), "reason": cond.get("reason"),
         "created": job.created, "start_time": start, "completion_time": end,
-        "duration_seconds": _seconds(start, end), "queue_seconds": _seconds(job.created, start),
+        "duration_seconds": _seconds(start, end), "queue_seconds": queue_seconds(job, status),
         "replicas": job.replicas, "gpus_per_replica": job.gpus_per_replica, "gpus": job.gpus,
         "min_available": job.min_available, "priority_class": job.priority_class,
         "failures": status.get("failures", 0),
@@ -129,6 +129,11 @@ def job_record(job: GPUJob, status: dict[str, Any],
         "distinct_zones": len(set(zones)),
         "telemetry": status.get("placementTelemetry"),
     }
+
+
+def queue_seconds(job: GPUJob, status: dict[str, Any]) -> float | None:
+    """Seconds from the job's creation to its gang running (status.startTime); None before it runs."""
+    return _seconds(job.created, status.get("startTime"))
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:
