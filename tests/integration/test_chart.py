@@ -393,7 +393,15 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                 for m in r.collect()}
     assert used <= exported, f"not exported by any component: {used - exported}"
     assert {"netsched_extender_request_seconds", "netsched_gpujobs_finished",
-            "netsched_link_bandwidth_bytes_per_second", "netsched_link_rtt_seconds"} <= used
+            "netsched_link_bandwidth_bytes_per_second", "netsched_link_rtt_seconds",
+            # waiting jobs, the packer, the extender's errors
+            "netsched_gpujobs", "netsched_gpujob_queue_seconds", "netsched_gpujob_oldest_waiting_seconds",
+            "netsched_packing_plans_finished", "netsched_packer_evictions", "netsched_packer_solve_seconds",
+            "netsched_extender_requests", "netsched_extender_model_fallbacks"} <= used
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells = [(p["gridPos"]["x"] + dx, p["gridPos"]["y"] + dy) for p in panels
+             for dx in range(p["gridPos"]["w"]) for dy in range(p["gridPos"]["h"])]
+    assert len(cells) == len(set(cells)), "panels overlap"
 
 
 @pytest.mark.parametrize("values, message", [
