@@ -37,15 +37,15 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
     def refused():
         job = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")
         ready = find((job.get("status") or {}).get("conditions") or [], "PodsReady")
-        return ready if ready and ready["reason"] == "PodCreateFailed" else None
-    ready = poll(refused, 60, "the PodCreateFailed condition")
+        return ready if ready and ready["reason"] == "PodsRefused" else None
+    ready = poll(refused, 60, "the PodsRefused condition")
     assert ready["status"] == "False" and missing in ready["message"]
     assert "spec.priorityClassName" in ready["message"] and "create that PriorityClass" in ready["message"]
 
     time.sleep(WATCHED)  # long enough for a loop to show; the backoff allows three tries in it
     events = _events(core, namespace, "refused")
     warnings = [e for e in events if e.type == "Warning"]
-    assert [e.reason for e in warnings] == ["PodCreateFailed"] and (warnings[0].count or 1) == 1
+    assert [e.reason for e in warnings] == ["PodsRefused"] and (warnings[0].count or 1) == 1
     assert "PodsCreated" not in {e.reason for e in events} and len(events) <= 3
     assert not core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=refused").items
 

@@ -249,8 +249,8 @@ def test_a_status_written_before_pods_were_counted_counts_the_replicas_it_sees()
     assert run().status["podsCreated"] == 0
 
 
-REFUSED = {"phase": "Pending", "reason": "PodCreateFailed", "podsCreated": 0, "conditions": [
-    {"type": "PodsReady", "status": "False", "reason": "PodCreateFailed", "message": "m"}]}
+REFUSED = {"phase": "Pending", "reason": "PodsRefused", "podsCreated": 0, "conditions": [
+    {"type": "PodsReady", "status": "False", "reason": "PodsRefused", "message": "m"}]}
 
 
 @pytest.mark.parametrize("retry_in, generation, creates", [
@@ -264,7 +264,7 @@ def test_a_refused_create_waits_for_its_backoff_or_a_new_spec(retry_in, generati
     out = run(status=status)
     assert bool(out.create) is creates and out.events == []
     if generation == GANG.generation:  # still the refused spec: the condition keeps saying why
-        assert cond(out, "PodsReady")["reason"] == out.status["reason"] == "PodCreateFailed"
+        assert cond(out, "PodsReady")["reason"] == out.status["reason"] == "PodsRefused"
     else:
         assert out.status["podCreateBackoff"] is None  # deleted by the status merge patch
 
