@@ -17,6 +17,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 RECORDED = "Recorded"  # the finished job is in the training dataset
 SCHEDULABLE = "Schedulable"  # could the gang be placed now; if not, why, and what would change it
+PREEMPTED = "Preempted"  # a PackingPlan evicted its pods to make room for a job of higher priority
 
 # reasons (also Event reasons)
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
@@ -30,11 +31,12 @@ BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
 SCHEDULING_TIMEOUT = "SchedulingTimeout"
 POD_FAILED = "PodFailed"
-POD_CREATE_FAILED = "PodCreateFailed"  # the API server refused the pod: retried with a backoff
+PODS_REFUSED = "PodsRefused"  # the API server refuses its pods until the spec or cluster changes: Blocked
 INVALID_SPEC = "InvalidSpec"  # the API server took the GPUJob, but it cannot run as written: the fix is named
 RECONCILE_FAILED = "ReconcileFailed"  # a tick raised: logged with its traceback, said once, tried again
 API_UNAVAILABLE = "ApiUnavailable"  # the API server could not answer (5xx, 429, no connection): retried soon
 POD_RECREATED = "PodRecreated"
+EVICTED_BY_PLAN = "EvictedByPackingPlan"  # its pods were evicted for a higher-priority job: it waits again
 PODS_CREATED = "PodsCreated"
 RECORD_WRITTEN = "RecordWritten"
 RECORDS_UNAVAILABLE = "RecordsUnavailable"  # the records file cannot be written: the row waits

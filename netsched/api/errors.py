@@ -67,7 +67,7 @@ class ClusterChanged(TemporaryError):
 class Refused(PermanentError):
     """The API server refused a write that will be refused again until the spec or the cluster
     changes: invalid (422), forbidden (403: a missing PriorityClass, an exceeded quota, RBAC)."""
-    reason = c.POD_CREATE_FAILED
+    reason = c.PODS_REFUSED
 
 
 class Unavailable(TemporaryError):

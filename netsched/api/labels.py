@@ -28,6 +28,7 @@ JOB_LABEL = PREFIX + "job"  # the GPUJob (or any group of pods) a pod belongs to
 REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
 ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement
 RELEASED_BY = PREFIX + "released-by"  # annotation: the PackingPlan that lifted a pod's gang gate
+EVICTED_BY = PREFIX + "evicted-by"  # GPUJob annotation: the PackingPlan that last evicted its pods (JSON)
 
 MAX_PEER_DISTANCE = PREFIX + "max-peer-distance"
 DATA_SOURCE = PREFIX + "data-source"

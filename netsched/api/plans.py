@@ -1,6 +1,10 @@
 """PackingPlan objects as the operator (which carries them out) and the extender (which
 enforces their pins) both read them. The CRD is netsched/crds/packingplans.netsched.io.yaml.
 
+The packer tells each GPUJob whose pods a plan evicts why (`Eviction`, an annotation it writes on the
+job before it evicts): the operator, which alone writes a GPUJob's status, turns it into the job's
+Preempted condition and a Warning Event, and puts the job back in the queue.
+
 A plan's *arrivals* are the pods it promises room to: each waiting pod it places, pinned
 by name, and the replacement of each pod it moves, pinned by its controller's uid. An
 arrival is outstanding until the operator lists it in `status.arrived`; while the plan is
@@ -9,7 +13,8 @@ active, an outstanding arrival's GPUs on its node are reserved for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -62,3 +67,34 @@ def arrivals(plan: dict[str, Any]) -> list[Arrival]:
 def outstanding(plan: dict[str, Any]) -> list[Arrival]:
     done = set((plan.get("status") or {}).get("arrived") or ())
     return [a for a in arrivals(plan) if a.key not in done]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Which PackingPlan evicted some of a GPUJob's pods, and the job it made room for: the value of
+    the job's `netsched.io/evicted-by` annotation (JSON)."""
+    plan: str
+    pods: tuple[str, ...]  # names of the evicted pods (the job's namespace)
+    preemptor: str  # what it made room for, e.g. "GPUJob ml/urgent"
+    priority_class: str | None  # the preemptor's PriorityClass (None: no class, priority 0)
+    priority: int
+
+    def annotation(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def of(cls, value: str | None) -> Eviction | None:
+        """The eviction an annotation value says, or None (unset, or not written by the packer)."""
+        try:
+            said = json.loads(value or "")
+            return cls(str(said["plan"]), tuple(map(str, said["pods"])), str(said["preemptor"]),
+                       said.get("priority_class"), int(said["priority"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    @property
+    def message(self) -> str:
+        priority = f"priority {self.priority_class}, {self.priority}" if self.priority_class else \
+            f"priority {self.priority}"
+        return (f"PackingPlan {self.plan} evicted {', '.join(self.pods)} to make room for {self.preemptor} "
+                f"({priority}); the job waits for room again")

@@ -165,7 +165,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
 
 def _missing_priority_class(job: Workload, classes: list[dict]) -> list[str]:
     """The API server refuses a pod naming a PriorityClass that does not exist (the operator would
-    say PodCreateFailed): said here before anything else, as the operator's own checks are."""
+    say PodsRefused): said here before anything else, as the operator's own checks are."""
     name = job.priority_class_name
     if not name or any(pc["metadata"]["name"] == name for pc in classes):
         return []

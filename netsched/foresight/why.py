@@ -1,7 +1,8 @@
 """`netsched why JOB`: why a GPUJob waits and what would change it, with the room per node, rack or zone.
 
 The reason and message are the job's own `Schedulable` condition (what the operator found at its last
-tick); the predicted start and completion are the forecast in its status; the table is worked out
+tick), or, for a job that cannot go on as it is (Blocked, an invalid spec), the condition that says
+why; the predicted start and completion are the forecast in its status; the table is worked out
 now from the live cluster, the way gang admission counts room.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, Phase
 from netsched.foresight.whatif import Cluster, WhatIfError, room_table
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
@@ -23,11 +24,11 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         raise WhatIfError(f"GPUJob {namespace}/{name} not found (kubectl get gpujobs -n {namespace})")
     status = body.get("status") or {}
     job = GPUJob.of(body)
-    schedulable = c.find(status.get("conditions") or [], c.SCHEDULABLE) or {}
+    said = _said(status)
     level = job.needs.max_peer_distance or "rack"
     return {
-        "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"),
-        "reason": schedulable.get("reason"), "message": schedulable.get("message") or status.get("reason"),
+        "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"), "condition": said.get("type"),
+        "reason": said.get("reason"), "message": said.get("message") or status.get("reason"),
         "predictedStartTime": status.get(PREDICTED_START), "waitsFor": status.get(PREDICTED_AFTER) or [],
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
@@ -35,10 +36,24 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def _said(status: dict[str, Any]) -> dict[str, Any]:
+    """The condition that says why the job does not go on: the one holding the status' reason when the
+    job cannot go on as it is (Blocked, an invalid spec: the API server's or the operator's message),
+    else Schedulable (why its gang waits)."""
+    conditions = status.get("conditions") or []
+    schedulable = c.find(conditions, c.SCHEDULABLE)
+    if status.get("phase") == Phase.BLOCKED or schedulable is None:
+        held = next((x for x in conditions if x.get("reason") == status.get("reason")
+                     and x.get("status") == "False"), None)
+        if held is not None:
+            return held
+    return schedulable or {}
+
+
 def render_why(answer: dict[str, Any]) -> str:
     lines = [f"GPUJob {answer['job']}: {answer['phase']}"]
     if answer["reason"]:
-        lines.append(f"Schedulable: {answer['reason']}: {answer['message']}")
+        lines.append(f"{answer['condition']}: {answer['reason']}: {answer['message']}")
     elif answer["message"]:
         lines.append(f"Status: {answer['message']}")
     if answer["predictedStartTime"]:

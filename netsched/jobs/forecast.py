@@ -30,6 +30,7 @@ from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, placement
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
 
 MIN_HISTORY = 3  # finished jobs a median is taken over; fewer say too little about the next one
@@ -165,25 +166,47 @@ class Forecast:
     finish: datetime | None  # predicted completion, while it waits or runs
     estimate: Estimate
     after: tuple[str, ...] = ()  # while it waits: the jobs whose predicted end lets it start
+    unreadable: bool = False  # its spec cannot be read: no times, and the basis says why
+
+
+def _unreadable(body: dict[str, Any], exc: Exception) -> str:
+    """What keeps a job's spec from being read: the fields validation names, else the error."""
+    try:
+        found = problems(GPUJob.of(body), {}, [])
+    except Exception:
+        found = []
+    return "; ".join(found) or f"{type(exc).__name__}: {exc}"
 
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
                      jobs: list[dict[str, Any]], history: list[dict[str, Any]]) -> dict[str, Forecast]:
     """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name), from the cluster's
-    nodes and pods (plain dicts) and the finished-job `history`."""
+    nodes and pods (plain dicts) and the finished-job `history`. A Blocked job has none; one whose
+    spec cannot be read has no times, and its basis says what is wrong."""
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
     unfinished: dict[str, GPUJob] = {}
     estimates: dict[str, Estimate] = {}
     running_until: dict[str, datetime] = {}
+    created: dict[str, datetime] = {}
+    unreadable: dict[str, Forecast] = {}
     for key, body in specs.items():
         status = body.get("status") or {}
-        if status.get("phase") in TERMINAL:
+        phase = status.get("phase", Phase.PENDING)
+        if phase in TERMINAL or phase == Phase.BLOCKED:  # a Blocked job starts only once someone acts
             continue
-        unfinished[key] = GPUJob.of(body)
-        estimate = estimates[key] = estimate_duration(unfinished[key], history)
-        started = status.get("startTime")
-        if started and estimate.seconds is not None:
-            running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
+        try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
+            job = GPUJob.of(body)
+            job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
+            estimate = estimate_duration(job, history)
+            created[key] = parse_rfc3339(job.created)
+            started = status.get("startTime")
+            if started and estimate.seconds is not None and phase != Phase.PENDING:  # pending: evicted
+                running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
+        except Exception as exc:
+            said = f"no forecast: {_unreadable(body, exc)}"
+            unreadable[key] = Forecast(None, None, Estimate(None, said), unreadable=True)
+            continue
+        unfinished[key], estimates[key] = job, estimate
     releases: list[Release] = []
     priorities: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -196,10 +219,9 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     queue = []
     for key, job in unfinished.items():
         if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
-            created = parse_rfc3339(job.created)
-            queue.append(Waiting(key, priorities[key], created, job, estimates[key].seconds))
+            queue.append(Waiting(key, priorities[key], created[key], job, estimates[key].seconds))
     starts = predict_starts(now, nodes, used, releases, queue)
-    out = {}
+    out = dict(unreadable)
     for key, estimate in estimates.items():
         start = starts.get(key, Start(None))
         finish = running_until.get(key)

@@ -12,6 +12,8 @@ from functools import cached_property
 from typing import Any
 
 from netsched.api.gpujob import GROUP, KIND, VERSION
+from netsched.api.labels import EVICTED_BY
+from netsched.api.plans import Eviction
 from netsched.api.resources import Resources
 from netsched.jobs.replica_pods import replica_request
 from netsched.jobs.workload import NetworkNeeds
@@ -44,6 +46,7 @@ class GPUJob:
     data_sources: tuple[DataSource, ...] = ()
     network: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
+    evicted_by: Eviction | None = None  # the PackingPlan that last evicted its pods, as the packer said
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> GPUJob:
@@ -67,6 +70,7 @@ class GPUJob:
             data_sources=sources,
             network=dict(spec.get("network") or {}),
             workload=dict(spec.get("workload") or {}),
+            evicted_by=Eviction.of((meta.get("annotations") or {}).get(EVICTED_BY)),
         )
 
     @property

@@ -10,14 +10,17 @@ GPUJob's fields.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
 from netsched.api import conditions as c
-from netsched.api.distance import DISTANCES
+from netsched.api import labels
+from netsched.api.distance import DISTANCES, LIMITS
 from netsched.api.gpujob import Phase
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom
+from netsched.jobs.replica_pods import NETWORK_ANNOTATIONS
 from netsched.jobs.workload import Workload
 
 ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annotations, keys and values
@@ -27,12 +30,47 @@ TEMPLATE = "spec.template.spec"
 def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom]) -> list[str]:
     """Everything wrong with `job`, given the annotations its pods will carry (the template's plus
     netsched's) and the cluster's nodes."""
-    found = _pod_template(job.member_spec)
+    found = _pod_template(job.member_spec) + _annotation_values(annotations)
     size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
         found.append(f"spec.template.metadata.annotations: {size} bytes with netsched's own, over the API "
                      f"server's {ANNOTATIONS_LIMIT} (256 kB); keep large values in a ConfigMap or a volume")
     return found + _data(job, nodes)
+
+
+def _annotation_values(annotations: dict[str, str]) -> list[str]:
+    """The netsched annotations a template sets by hand, as the extender will read them: a value it
+    refuses would leave the pods unscheduled with no word on the job."""
+    found = []
+    for key, value in annotations.items():
+        allowed = _ANNOTATION_VALUES.get(key)
+        if allowed is not None and not allowed[0](value):
+            field = _ANNOTATION_FIELDS.get(key)
+            instead = f", or set {field} instead" if field else ""
+            found.append(f"spec.template.metadata.annotations[{key}]: {value!r} is not allowed; write "
+                         f"{allowed[1]}{instead}")
+    return found
+
+
+def _positive_number(value: str) -> bool:
+    return bool(DECIMAL.fullmatch(value)) and float(value) > 0
+
+
+def _data_source(value: str) -> bool:
+    kind, _, name = value.partition(":")
+    return kind in (*LIMITS, "endpoint") and bool(name)
+
+
+_ANNOTATION_VALUES = {  # annotation -> (is the value allowed, the allowed values in words)
+    labels.MAX_PEER_DISTANCE: (LIMITS.__contains__, f"one of {', '.join(LIMITS)}"),
+    labels.MAX_DATA_DISTANCE: (LIMITS.__contains__, f"one of {', '.join(LIMITS)}"),
+    labels.DATA_SOURCE: (_data_source, "<kind>:<name>, kind one of node, rack, zone, endpoint, e.g. zone:a"),
+    **{key: (_positive_number, "a positive number, e.g. 2.5") for key in
+       (labels.MAX_PEER_RTT_MS, labels.MIN_PEER_BANDWIDTH_MBPS, labels.MAX_DATA_RTT_MS,
+        labels.MIN_DATA_BANDWIDTH_MBPS)},
+}
+_ANNOTATION_FIELDS = {annotation: f"spec.network.{name}" for name, annotation in NETWORK_ANNOTATIONS.items()}
+DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")  # as the extender reads a number: float() takes "1_0" and " 5" too
 
 
 def _pod_template(pod: dict[str, Any]) -> list[str]:

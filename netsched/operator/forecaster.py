@@ -6,7 +6,9 @@ whose predicted end lets it start), `predictedCompletionTime` while it waits or 
 `predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
 A time is written again only when it moved by more than a tenth of what is left (at least
 MIN_MOVE seconds), so a steady forecast costs no API writes. One list of nodes, pods and GPUJobs per
-pass; whatever a pass raises is counted, logged once with its traceback, and the next pass runs.
+pass. A Blocked job gets no predicted time; a job whose spec cannot be read gets none either, its
+basis says why (its InvalidSpec condition names the fix), and the others are forecast as ever. What
+a pass raises is counted, logged once with its traceback, and the next pass runs.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Forecaster:
         self._stop = threading.Event()
         self._last_error: str | None = None
         self._gauged: set[tuple[str, str]] = set()
+        self._unreadable: dict[str, str] = {}  # namespace/name -> why it has no forecast, as last logged
 
     def start(self) -> None:
         threading.Thread(target=self._loop, name="forecast", daemon=True).start()
@@ -78,16 +81,36 @@ class Forecaster:
         nodes = [node_room(n) for n in items(self.core.list_node)]
         pods = items(self.core.list_pod_for_all_namespaces)
         forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows())
+        self._say_unreadable(forecasts)
         for body in jobs:
-            meta = body["metadata"]
-            forecast = forecasts.get(f"{meta['namespace']}/{meta['name']}")
-            if forecast is None:
+            meta, status = body["metadata"], body.get("status") or {}
+            if status.get("phase") in TERMINAL:
                 continue
-            patch = status_patch(body.get("status") or {}, forecast, now)
+            forecast = forecasts.get(f"{meta['namespace']}/{meta['name']}")
+            # no forecast (Blocked): no predicted time either, not one from before it was blocked
+            patch = status_patch(status, forecast, now) if forecast else _no_times(status)
             if patch:
-                self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], {"status": patch})
+                self._write(meta, patch)
         self._gauge(forecasts, now)
+
+    def _write(self, meta: dict[str, Any], patch: dict[str, Any]) -> None:
+        """One job's forecast; a write the API server refuses costs that job its forecast, not the others."""
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], {"status": patch})
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("forecast").inc()
+            if exc.status not in (404, 409):  # deleted, or changed since it was listed: the next pass
+                log.warning("forecast of GPUJob %s/%s not written: %s", meta["namespace"], meta["name"],
+                            api_message(exc))
+
+    def _say_unreadable(self, forecasts: dict[str, Forecast]) -> None:
+        """Log the jobs that cannot be forecast once per change, not at every pass."""
+        unreadable = {key: f.estimate.basis for key, f in forecasts.items() if f.unreadable}
+        for key, said in unreadable.items():
+            if self._unreadable.get(key) != said:
+                log.warning("GPUJob %s: %s", key, said)
+        self._unreadable = unreadable
 
     def _gauge(self, forecasts: dict[str, Forecast], now: datetime) -> None:
         shown = set()
@@ -123,6 +146,10 @@ def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> d
     if status.get(BASIS) != forecast.estimate.basis:
         patch[BASIS] = forecast.estimate.basis
     return patch
+
+
+def _no_times(status: dict[str, Any]) -> dict[str, Any]:
+    return {name: None for name in (START, AFTER, FINISH) if status.get(name) is not None}
 
 
 def _moved(old: datetime, new: datetime, now: datetime) -> bool:

@@ -29,7 +29,16 @@ from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
-from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
+from netsched.api.gpujob import (
+    GROUP,
+    PLURAL,
+    PREDICTED_AFTER,
+    PREDICTED_FINISH,
+    PREDICTED_START,
+    TERMINAL,
+    VERSION,
+    Phase,
+)
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources
@@ -42,6 +51,7 @@ from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.reconcile import (
     BACKOFF,
     CREATED,
+    PERMANENT_MAX_RETRY,
     Actions,
     PodView,
     create_backoff,
@@ -56,6 +66,7 @@ from netsched.telemetry.store import TelemetryStore
 log = logging.getLogger(__name__)
 COMPONENT = "netsched-operator"
 RESERVATION_SECONDS = 15.0
+PREDICTIONS = (PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)  # the times a Blocked job has none of
 
 
 @dataclass
@@ -190,12 +201,18 @@ class Operator:
         self.metrics.api_errors.labels("create").inc()
         status = actions.status
         conds = status.setdefault("conditions", [])
-        if c.set_condition(conds, c.PODS_READY, False, failure.reason, failure.message, job.generation):
-            actions.event(failure.reason, failure.message, warning=True)
-            log.warning("GPUJob %s/%s: %s", job.namespace, job.name, failure.message)
+        permanent = isinstance(failure, PermanentError)
+        message = failure.message
+        if permanent:  # Blocked, yet tried again: a fix to the cluster (a PriorityClass, a quota) is found
+            message += (f"; tried again at least every {PERMANENT_MAX_RETRY:g} s, so the job goes on by "
+                        "itself once that is fixed")
+            status["phase"] = Phase.BLOCKED
+            status.update({name: None for name in PREDICTIONS if status.get(name) is not None})
+        if c.set_condition(conds, c.PODS_READY, False, failure.reason, message, job.generation):
+            actions.event(failure.reason, message, warning=True)
+            log.warning("GPUJob %s/%s: %s", job.namespace, job.name, message)
         status["reason"] = failure.reason
-        status[BACKOFF] = create_backoff(status.get(BACKOFF), isinstance(failure, PermanentError),
-                                         job.generation, datetime.now(UTC))
+        status[BACKOFF] = create_backoff(status.get(BACKOFF), permanent, job.generation, datetime.now(UTC))
 
     def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         status = actions.status

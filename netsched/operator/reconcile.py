@@ -91,8 +91,13 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
         phase, reason, message = ended
         return _finish(out, job, new, latest, node_labels, phase, reason, message, now)
 
+    evicted = job.evicted_by if job.evicted_by and _newly_evicted(conds, job.evicted_by.message) else None
+    if evicted:
+        _evicted(out, job, new, evicted.message)
+    going = set(evicted.pods) if evicted else set()  # evicted: they no longer say the gang was let in
     admitted = not job.gang or c.is_true(conds, c.ADMITTED) or any(
-        not p.gated for p in latest.values() if p.phase not in DONE)
+        not p.gated for p in latest.values()
+        if p.phase not in DONE and not p.deleting and p.name not in going)
     new.setdefault(CREATED, max(latest) + 1 if latest else 0)  # a status written before the field
     backoff = new.get(BACKOFF)
     if backoff and backoff.get("generation") != job.generation:
@@ -204,6 +209,25 @@ def create_backoff(previous: dict[str, Any] | None, permanent: bool, generation:
             "retryAt": rfc3339(now + timedelta(seconds=delay))}
 
 
+def _newly_evicted(conds: list[dict[str, Any]], message: str) -> bool:
+    said = c.find(conds, c.PREEMPTED)
+    return said is None or said.get("message") != message[:c.MAX_MESSAGE]
+
+
+def _evicted(out: Actions, job: GPUJob, new: dict[str, Any], message: str) -> None:
+    """A PackingPlan evicted the job's pods for a more important job: said once, and the gang goes back
+    to the queue (its pods are made again behind the gate) with its forecast and fit worked out anew."""
+    conds = new["conditions"]
+    c.set_condition(conds, c.PREEMPTED, True, c.EVICTED_BY_PLAN, message, job.generation)
+    if job.gang:
+        c.set_condition(conds, c.ADMITTED, False, c.EVICTED_BY_PLAN, message, job.generation)
+        c.set_condition(conds, c.SCHEDULABLE, False, c.EVICTED_BY_PLAN,
+                        "evicted: whether the gang fits is checked again once its pods are made again",
+                        job.generation)
+    _forget(new, PREDICTED_FINISH)  # the run it predicted was cut short; the forecaster predicts anew
+    out.event(c.EVICTED_BY_PLAN, message, warning=True)
+
+
 def _admitted_elsewhere(out: Actions, job: GPUJob, conds: list[dict[str, Any]],
                         latest: dict[int, PodView]) -> None:
     plan = next((p.released_by for p in latest.values() if p.released_by), None)
@@ -218,8 +242,8 @@ def _admitted_elsewhere(out: Actions, job: GPUJob, conds: list[dict[str, Any]],
 def _admit(out: Actions, job: GPUJob, conds: list[dict[str, Any]], latest: dict[int, PodView],
            fit: Callable[[], Fit]) -> bool:
     """Lift the gate of every pod at once when minAvailable replicas fit; else say why not."""
-    if len(latest) < job.replicas:  # pods being created this round; decide on the next one
-        return False
+    if len(latest) < job.replicas or any(p.deleting for p in latest.values()):
+        return False  # pods being created or going this round; decide on the next one
     result = fit()
     # Schedulable says why in a constant reason; Admitted's change carries the same text as an Event
     c.set_condition(conds, c.SCHEDULABLE, result.fits, result.why, result.message, job.generation)
@@ -242,7 +266,10 @@ def _phase(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, Pod
     conds = new["conditions"]
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
     done = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())
-    if not admitted:
+    backoff = new.get(BACKOFF)
+    if backoff and backoff.get("permanent"):  # refused until the spec or the cluster changes
+        phase, reason = Phase.BLOCKED, c.PODS_REFUSED
+    elif not admitted:
         phase, reason = Phase.PENDING, c.WAITING_FOR_CAPACITY
     elif running and running + done >= job.min_available:
         phase, reason = Phase.RUNNING, c.PODS_RUNNING
@@ -251,11 +278,13 @@ def _phase(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, Pod
     ready = phase == Phase.RUNNING
     message = (f"{running} of {job.replicas} replicas running" + (f", {done} succeeded" if done else "")
                + f" (minAvailable {job.min_available})")
-    if new.get(BACKOFF):  # the pods cannot be created: the condition says why until they can
+    if backoff:  # the pods cannot be created: the condition says why until they can
         reason = new.get("reason") or reason
     else:
         c.set_condition(conds, c.PODS_READY, ready, reason, message, job.generation)
-    if phase != new.get("phase"):
+    if phase == Phase.BLOCKED:  # its Warning said why when it was refused; nothing to predict
+        _forget(new, PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)
+    elif phase != new.get("phase"):
         out.event(phase, f"GPUJob is {phase}: {message}" if admitted else f"GPUJob is {phase}: "
                   f"{_waiting_reason(new)}")
     if ready and not new.get("startTime"):  # the gang runs once its last needed replica started

@@ -30,13 +30,24 @@ from netsched.api import plans
 from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
-from netsched.api.labels import RELEASED_BY, SCHEDULER_NAME
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import EVICTED_BY, RELEASED_BY, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
+from netsched.api.plans import Eviction
 from netsched.jobs.replica_pods import ungate_patch
 from netsched.packer.config import PackerConfig
 from netsched.packer.live_cluster import cluster_state, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
-from netsched.packer.plan_steps import LivePod, OverBudget, Step, advance, fail, over_budgets, plan_body
+from netsched.packer.plan_steps import (
+    LivePod,
+    OverBudget,
+    Step,
+    advance,
+    evictions,
+    fail,
+    over_budgets,
+    plan_body,
+)
 from netsched.packing.policy import DisruptionPolicy, Policy
 from netsched.packing.problem import Pod, Problem
 from netsched.packing.solver import Changes, Plan, solve
@@ -221,6 +232,8 @@ class Packer:
         pdbs = self._pdbs() if plans.phase(plan) == plans.Phase.PENDING else []
         now = datetime.now(UTC)
         step = advance(plan, pods, pdbs, now)
+        for (namespace, job), eviction in evictions(plan, raw, step.evict).items():
+            self._tell_evicted(namespace, job, eviction)
         for key in step.evict:
             refused = self._evict(key)
             if refused:
@@ -249,6 +262,17 @@ class Packer:
         wait = min(FAILED_PLAN_MAX_WAIT, self.config.cooldown * 2.0 ** self._failed_plans)
         self._next = max(self._next, time.monotonic() + wait)
         return wait
+
+    def _tell_evicted(self, namespace: str, job: str, eviction: Eviction) -> None:
+        """Before its pods go, tell the GPUJob which plan evicts them and for whom: the operator says so
+        in the job's status and Events. Not telling never holds the plan up."""
+        body = {"metadata": {"annotations": {EVICTED_BY: eviction.annotation()}}}
+        try:
+            self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job, body)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                self.metrics.api_errors.labels("evicted_by").inc()
+                log.warning("telling GPUJob %s/%s of its eviction: %s", namespace, job, api_message(exc))
 
     def _evict(self, key: str) -> str | None:
         """Evict a pod; the API server's message if it refuses (a PodDisruptionBudget), else None."""

@@ -37,9 +37,10 @@ from netsched.api.errors import (
     TemporaryError,
 )
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.labels import GPU_RESOURCE
+from netsched.api.gpujob import KIND as GPUJOB
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.objects import KubeObject
-from netsched.api.plans import Phase
+from netsched.api.plans import Eviction, Phase
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packer.live_cluster import selects
 from netsched.packing.problem import Problem
@@ -143,6 +144,38 @@ def advance(plan: KubeObject, pods: dict[str, LivePod], pdbs: list[KubeObject], 
                       message="evictions done; waiting for the planned pods to be bound")
         _progress(step, c.EVICTED, f"{len(victims)} pod(s) evicted; placing")
     return _place(plan, step, pods, created, now)
+
+
+def evictions(plan: KubeObject, raw_pods: dict[str, KubeObject], keys: list[str]) -> dict[tuple[str, str],
+                                                                                       Eviction]:
+    """What to tell each GPUJob (namespace, name) whose pods among `keys` the plan evicts: the plan,
+    its pods, and the job the plan makes room for (its most important placement)."""
+    spec = plan.get("spec") or {}
+    placed = max(spec.get("placements") or (), key=lambda p: p.get("priority") or 0, default=None)
+    preemptor, priority_class, priority = f"the pods it places ({spec.get('reason', '')})", None, 0
+    if placed is not None:
+        priority = int(placed.get("priority") or 0)
+        pod = raw_pods.get(placed["pod"]) or {}
+        namespace = placed["pod"].split("/", 1)[0]
+        job = _gpujob(pod)
+        preemptor = f"GPUJob {namespace}/{job}" if job else f"pod {placed['pod']}"
+        priority_class = (pod.get("spec") or {}).get("priorityClassName")
+    victims: dict[tuple[str, str], list[str]] = {}
+    for key in keys:
+        job = _gpujob(raw_pods.get(key) or {})
+        if job:
+            namespace, name = key.split("/", 1)
+            victims.setdefault((namespace, job), []).append(name)
+    return {job: Eviction(plan["metadata"]["name"], tuple(sorted(names)), preemptor, priority_class, priority)
+            for job, names in victims.items()}
+
+
+def _gpujob(pod: KubeObject) -> str | None:
+    """The GPUJob a pod is a replica of, if it is one."""
+    meta = pod.get("metadata") or {}
+    owner = next((o.get("name") for o in meta.get("ownerReferences") or ()
+                  if o.get("kind") == GPUJOB and o.get("controller")), None)
+    return owner if owner and (meta.get("labels") or {}).get(JOB_LABEL) == owner else None
 
 
 def _place(plan: KubeObject, step: Step, pods: dict[str, LivePod], created: datetime, now: datetime) -> Step:

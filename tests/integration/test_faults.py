@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -37,17 +39,27 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
     def refused():
         job = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")
         ready = find((job.get("status") or {}).get("conditions") or [], "PodsReady")
-        return ready if ready and ready["reason"] == "PodCreateFailed" else None
-    ready = poll(refused, 60, "the PodCreateFailed condition")
+        return ready if ready and ready["reason"] == "PodsRefused" else None
+    ready = poll(refused, 60, "the PodsRefused condition")
     assert ready["status"] == "False" and missing in ready["message"]
     assert "spec.priorityClassName" in ready["message"] and "create that PriorityClass" in ready["message"]
+    assert ready["message"].endswith("so the job goes on by itself once that is fixed")
 
     time.sleep(WATCHED)  # long enough for a loop to show; the backoff allows three tries in it
     events = _events(core, namespace, "refused")
     warnings = [e for e in events if e.type == "Warning"]
-    assert [e.reason for e in warnings] == ["PodCreateFailed"] and (warnings[0].count or 1) == 1
+    assert [e.reason for e in warnings] == ["PodsRefused"] and (warnings[0].count or 1) == 1
     assert "PodsCreated" not in {e.reason for e in events} and len(events) <= 3
     assert not core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=refused").items
+    status = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")["status"]
+    assert (status["phase"], status["reason"]) == ("Blocked", "PodsRefused")
+    assert not {"predictedStartTime", "predictedCompletionTime"} & set(status)  # forecast passes ran
+    why = subprocess.run([sys.executable, "-m", "netsched", "why", "refused", "-n", namespace,
+                          f"--kubeconfig={dev_cluster.kubeconfig}"],
+                         capture_output=True, text=True, timeout=120)
+    assert why.returncode == 0, why.stderr
+    assert why.stdout.splitlines()[:2] == [f"GPUJob {namespace}/refused: Blocked",
+                                           f"PodsReady: PodsRefused: {ready['message']}"]
 
     # the cluster is fixed: the next try (at most the 5 min cap away; here the third, 35 s in) succeeds
     scheduling = client.SchedulingV1Api(dev_cluster.api_client())
@@ -59,6 +71,8 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
         created = poll(lambda: [e.message for e in _events(core, namespace, "refused")
                                 if e.reason == "PodsCreated"], 30, "the PodsCreated Event")
         assert created == ["created 2 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits"]
+        poll(lambda: jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")["status"]
+             ["phase"] != "Blocked", 30, "the job to leave Blocked")
     finally:
         scheduling.delete_priority_class(missing)
 
@@ -78,6 +92,10 @@ MALFORMED = {  # name -> (spec fields, the field the condition must name)
     "gates-number": ({"template": {"spec": {"schedulingGates": 5,
                                             "containers": [{"name": "main", "image": "trainer:1"}]}}},
                      "spec.template.spec.schedulingGates"),
+    "galaxy": ({"template": {"metadata": {"annotations": {"netsched.io/max-peer-distance": "galaxy"}},
+                             "spec": {"containers": [{"name": "main", "image": "trainer:1"}]}}},
+               "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not allowed; "
+               "write one of node, rack, zone"),
     "data-distance-alone": ({"network": {"maxDataDistance": "rack"}}, "spec.network.maxDataDistance"),
     "no-such-zone": ({"network": {"maxDataDistance": "zone"},
                       "dataSources": [{"name": "d", "kind": "zone", "location": "zone-nowhere"}]},
@@ -105,6 +123,40 @@ def test_malformed_gpujobs_the_api_server_accepts_get_one_clear_warning(dev_clus
         warnings = [e.reason for e in _events(core, namespace, name) if e.type == "Warning"]
         assert warnings == ["InvalidSpec"], (name, warnings)
     assert not core.list_namespaced_pod(namespace).items
+
+
+def test_one_gpujob_the_forecast_cannot_read_stops_no_other_jobs_forecast(dev_cluster, core, namespace):
+    jobs = client.CustomObjectsApi(dev_cluster.api_client())
+    lots, _ = MALFORMED["cpu-lots"]
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                         make_gpujob("lots", manifest=True, **lots))
+    # two jobs for one node's 8 GPUs: "next" waits for "first", so it has a predicted start as well
+    node = core.list_node().items[0].metadata.name
+    one_node = {"template": {"metadata": {"annotations": {DURATION_ANNOTATION: "600s"}}, "spec": {
+        "nodeSelector": {"kubernetes.io/hostname": node}, "containers": [{"name": "main", "image": "t:1"}]}},
+        "workload": {"expectedDurationSeconds": 600}}
+    for name in ("first", "next"):
+        jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+            name, replicas=1, gpus=8, manifest=True, **one_node))
+        poll(lambda name=name: (_status(jobs, namespace, name).get("phase") in ("Running", "Pending")), 60,
+             f"{name} to run or wait")
+
+    first = poll(lambda: (s := _status(jobs, namespace, "first")).get("predictedCompletionTime") and s, 60,
+                 "the running job's predicted completion")
+    waiting = poll(lambda: (s := _status(jobs, namespace, "next")).get("predictedStartTime") and s, 60,
+                   "the waiting job's predicted start")
+    assert first["phase"] == "Running" and waiting["phase"] == "Pending"
+    assert waiting["predictedStartTime"] == first["predictedCompletionTime"]
+    assert waiting["predictedCompletionTime"] > waiting["predictedStartTime"]
+    bad = poll(lambda: (s := _status(jobs, namespace, "lots")).get("predictionBasis", "").startswith(
+        "no forecast") and s, 60, "the cpu: lots job's basis to say why it has no forecast")
+    assert "spec.template.spec.containers[0].resources.requests.cpu: 'lots'" in bad["predictionBasis"]
+    assert not {"predictedStartTime", "predictedCompletionTime"} & set(bad)
+    assert find(bad["conditions"], "PodsReady")["reason"] == "InvalidSpec"
+
+
+def _status(jobs, namespace: str, name: str) -> dict:
+    return jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status") or {}
 
 
 def test_a_gang_whose_node_affinity_says_gt_is_admitted(dev_cluster, core, namespace):

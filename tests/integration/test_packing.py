@@ -15,6 +15,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api import plans
+from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL, RACK_LABEL
 from netsched.cli import main
@@ -143,6 +144,43 @@ def test_a_high_priority_gang_gets_room_through_a_plan_and_lands_where_it_says(
     victims = {e["pod"].split("/")[1] for e in done["spec"]["evictions"]}
     again = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in victims]
     assert len(again) == 2 and all(not p.spec.node_name for p in again)
+
+
+def test_an_evicted_job_is_told_which_plan_evicted_it_for_which_job_and_waits_for_room_again(
+        core, custom, namespace, priorities):
+    before = _fill(custom, core, namespace, priorities)
+    _urgent(custom, namespace, priorities)
+    done = _check_plan_carried_out(custom, core, namespace, before)
+    plan = done["metadata"]["name"]
+    victim = sorted({e["pod"].split("/")[1].rsplit("-", 1)[0] for e in done["spec"]["evictions"]})[0]
+
+    def told():
+        events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={victim}").items
+        return [e for e in events if e.reason == "EvictedByPackingPlan"]
+    [event] = poll(told, 60, f"the EvictedByPackingPlan Event on GPUJob {victim}")
+    said = (f"PackingPlan {plan} evicted {victim}-0, {victim}-1 to make room for GPUJob {namespace}/urgent "
+            f"(priority {priorities['high']}, {HIGH}); the job waits for room again")
+    assert (event.type, event.message) == ("Warning", said)
+
+    def recomputed():
+        job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, victim)
+        status = job["status"]
+        schedulable = find(status["conditions"], "Schedulable") or {}
+        return status if status["phase"] == "Pending" and schedulable.get("reason") not in (
+            None, "Fits", "EvictedByPackingPlan") else None
+    status = poll(recomputed, 60, f"GPUJob {victim} back in the queue with its fit worked out anew")
+    preempted = find(status["conditions"], "Preempted")
+    assert (preempted["status"], preempted["reason"], preempted["message"]) == (
+        "True", "EvictedByPackingPlan", said)
+    assert find(status["conditions"], "Admitted")["status"] == "False"
+    # its old predicted completion is gone; what is there now is predicted from a start still to come
+    assert "predictedCompletionTime" not in status or (
+        status.get("predictedStartTime") and status["predictedCompletionTime"] > status["predictedStartTime"])
+    pods = [p for p in core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={victim}").items
+            if not p.metadata.deletion_timestamp]
+    assert len(pods) == 2 and all(not p.spec.node_name for p in pods)  # made again, waiting for room
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={victim}").items
+    assert [e.reason for e in events].count("EvictedByPackingPlan") == 1 and (event.count or 1) == 1
 
 
 def test_a_plan_that_a_disruption_budget_forbids_is_never_carried_out(dev_cluster, core, custom, namespace,

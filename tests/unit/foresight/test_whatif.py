@@ -93,3 +93,17 @@ def test_why_reads_the_condition_and_the_forecast_and_adds_the_room_per_domain()
     assert "Room per zone now" in render_why(answer)
     with pytest.raises(WhatIfError, match="GPUJob ml/gone not found"):
         why(cluster, "ml", "gone")
+
+
+def test_why_a_blocked_job_shows_the_api_servers_message_and_the_reason_and_no_times():
+    said = ("cannot create pod ml/stuck-0: pods \"stuck-0\" is forbidden: no PriorityClass with name "
+            "urgent was found; fix: create that PriorityClass")
+    blocked = make_gpujob("stuck", replicas=2, gpus=8)
+    blocked["status"] = {"phase": "Blocked", "reason": "PodsRefused", "conditions": [
+        {"type": "PodsReady", "status": "False", "reason": "PodsRefused", "message": said}]}
+    cluster = full_cluster()
+    answer = why(Cluster(cluster.nodes, cluster.pods, [], [*cluster.jobs, blocked], []), "ml", "stuck")
+    assert (answer["phase"], answer["reason"], answer["message"]) == ("Blocked", "PodsRefused", said)
+    assert render_why(answer).splitlines()[:2] == ["GPUJob ml/stuck: Blocked",
+                                                   f"PodsReady: PodsRefused: {said}"]
+    assert "Predicted" not in render_why(answer)

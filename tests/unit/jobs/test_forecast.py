@@ -95,3 +95,25 @@ def test_a_rack_bound_gang_waits_for_room_within_one_rack():
     pods = pods_of("small", ["a1-0", "a1-1"], 8)
     out = cluster_forecast(NOW, NODES, pods, [running, waiting], HISTORY)
     assert out["ml/pair"].start == at(200)  # a2-0 and b1-0 are two racks: no room now
+
+
+def test_a_job_whose_spec_cannot_be_read_costs_only_itself_its_forecast():
+    bad = gpujob("bad", 2, 8, "Pending", template={"spec": {"containers": [
+        {"name": "main", "image": "t:1", "resources": {"requests": {"cpu": "lots"}}}]}})
+    good = gpujob("next", 2, 8, "Pending")
+    out = cluster_forecast(NOW, NODES, [], [bad, good], HISTORY)
+    assert out["ml/next"].start == NOW and out["ml/next"].finish == at(300)
+    assert out["ml/bad"].start is None and out["ml/bad"].finish is None and out["ml/bad"].unreadable
+    assert out["ml/bad"].estimate.basis == (
+        "no forecast: spec.template.spec.containers[0].resources.requests.cpu: 'lots' is not a Kubernetes "
+        "quantity; write e.g. 500m, 2 or 16Gi")
+
+
+def test_a_blocked_job_has_no_forecast_and_an_evicted_one_no_finish_from_its_cut_run():
+    blocked = gpujob("blocked", 2, 8, "Blocked")
+    evicted = gpujob("evicted", 2, 8, "Pending", start=ago(100))  # ran, then a PackingPlan evicted it
+    pods = [make_pod(f"other-{n}", n, gpus=8) for n in ("a1-0", "a1-1", "a2-0", "b1-0")]  # no predicted end
+    out = cluster_forecast(NOW, NODES, pods, [blocked, evicted], HISTORY)
+    assert "ml/blocked" not in out
+    assert out["ml/evicted"].start is None and out["ml/evicted"].finish is None  # not its old start + 300 s
+    assert cluster_forecast(NOW, NODES, [], [evicted], HISTORY)["ml/evicted"].finish == at(300)

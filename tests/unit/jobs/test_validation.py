@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from netsched.api.labels import (
+    DATA_SOURCE,
+    MAX_DATA_DISTANCE,
+    MAX_PEER_DISTANCE,
+    MAX_PEER_RTT_MS,
+    MIN_PEER_BANDWIDTH_MBPS,
+)
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.replica_pods import pod_annotations
 from netsched.jobs.validation import invalid, problems
 from netsched.testing.builders import CLUSTER, make_gpujob
 
@@ -86,3 +94,33 @@ def test_the_same_problems_are_said_once_and_new_ones_again():
     again, warning = invalid(status, ["a: bad; fix it"], 3)
     assert warning is None and again == status
     assert invalid(status, ["b: worse"], 4)[1] == "b: worse"
+
+
+def annotated(annotations: dict, **fields) -> GPUJob:
+    return GPUJob.of(make_gpujob(annotations=annotations, **fields))
+
+
+@pytest.mark.parametrize("job, said", [
+    pytest.param(annotated({MAX_PEER_DISTANCE: "galaxy"}),
+                 "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not "
+                 "allowed; write one of node, rack, zone, or set spec.network.maxPeerDistance instead",
+                 id="galaxy"),
+    pytest.param(annotated({MAX_DATA_DISTANCE: "Rack", DATA_SOURCE: "zone:zone-a"}),
+                 "[netsched.io/max-data-distance]: 'Rack' is not allowed; write one of node, rack, zone",
+                 id="data-distance-capitalised"),
+    pytest.param(annotated({DATA_SOURCE: "s3:bucket"}),
+                 "[netsched.io/data-source]: 's3:bucket' is not allowed; write <kind>:<name>",
+                 id="data-kind"),
+    pytest.param(annotated({MAX_PEER_RTT_MS: "0"}), "[netsched.io/max-peer-rtt-ms]: '0' is not allowed; "
+                 "write a positive number", id="rtt-zero"),
+    pytest.param(annotated({MIN_PEER_BANDWIDTH_MBPS: "1_000"}), "'1_000' is not allowed", id="underscore"),
+])
+def test_a_netsched_annotation_value_the_extender_refuses_is_named_with_the_values_it_takes(job, said):
+    found = problems(job, pod_annotations(job), ROOMS)
+    assert len(found) == 1 and said in found[0], found
+
+
+def test_a_good_annotation_or_one_the_spec_overrides_is_no_problem():
+    for job in (annotated({MAX_PEER_DISTANCE: "zone", MAX_PEER_RTT_MS: "2.5", DATA_SOURCE: "endpoint:h:9"}),
+                annotated({MAX_PEER_DISTANCE: "galaxy"}, network={"maxPeerDistance": "rack"})):
+        assert problems(job, pod_annotations(job), ROOMS) == []

@@ -57,3 +57,33 @@ def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
     assert kube.made("list", "nodes") and kube.made("list", "pods")
     status = kube.get("gpujobs", "ml", "wait")["status"]
     assert "predictionBasis" in status
+
+
+def lots_of_cpu(name: str) -> dict:
+    return make_gpujob(name, replicas=1, gpus=8, created=ago(60), template={"spec": {"containers": [
+        {"name": "main", "image": "t:1", "resources": {"requests": {"cpu": "lots"}}}]}})
+
+
+def test_one_job_that_cannot_be_read_costs_only_itself_its_forecast_and_is_logged_once(tmp_path, caplog):
+    kube = FakeKube([*CLUSTER, lots_of_cpu("bad"), make_gpujob("good", replicas=1, gpus=8, created=ago(60))])
+    forecaster = _forecaster(kube, tmp_path)
+    for _ in range(3):
+        forecaster.run_once(NOW)
+    good, bad = kube.get("gpujobs", "ml", "good")["status"], kube.get("gpujobs", "ml", "bad")["status"]
+    assert "predictionBasis" in good and good["predictedStartTime"] == rfc3339(NOW)
+    assert "predictedStartTime" not in bad and bad["predictionBasis"].startswith(
+        "no forecast: spec.template.spec.containers[0].resources.requests.cpu: 'lots'")
+    assert [r.getMessage() for r in caplog.records] == [f"GPUJob ml/bad: {bad['predictionBasis']}"]
+
+
+def test_a_blocked_job_loses_its_predicted_times_and_a_refused_write_stops_no_other(tmp_path):
+    blocked = make_gpujob("blocked", replicas=1, gpus=8, created=ago(60))
+    blocked["status"] = {"phase": "Blocked", "predictedStartTime": ago(30),
+                         "predictedCompletionTime": ago(10), "predictedAfter": ["ml/x"]}
+    kube = FakeKube([*CLUSTER, blocked, *(make_gpujob(n, replicas=1, gpus=8, created=ago(60)) for n in "ab")])
+    kube.fail("patch", "gpujobs", 422, "refused")  # the first job's write
+    _forecaster(kube, tmp_path).run_once(NOW)
+    status = kube.get("gpujobs", "ml", "blocked")["status"]
+    assert {"predictedStartTime", "predictedCompletionTime", "predictedAfter"}.isdisjoint(status)
+    written = [n for n in "ab" if "predictionBasis" in (kube.get("gpujobs", "ml", n).get("status") or {})]
+    assert len(written) == 1  # one write was refused, the other still made

@@ -80,13 +80,13 @@ MISSING_CLASS = 'pods "train-0" is forbidden: no PriorityClass with name urgent 
 
 
 @pytest.mark.parametrize("code, said, reason, fix", [
-    pytest.param(422, 'Pod "train-0" is invalid: spec.containers[0].image: Required value', "PodCreateFailed",
+    pytest.param(422, 'Pod "train-0" is invalid: spec.containers[0].image: Required value', "PodsRefused",
                  "correct the field named above in spec.template.spec", id="invalid"),
-    pytest.param(403, MISSING_CLASS, "PodCreateFailed", "create that PriorityClass (`kubectl get "
+    pytest.param(403, MISSING_CLASS, "PodsRefused", "create that PriorityClass (`kubectl get "
                  "priorityclass` lists them), or name an existing one in spec.priorityClassName",
                  id="missing-priority-class"),
     pytest.param(403, 'pods "train-0" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=4',
-                 "PodCreateFailed", "raise the namespace's ResourceQuota", id="quota"),
+                 "PodsRefused", "raise the namespace's ResourceQuota", id="quota"),
     pytest.param(500, "etcdserver: request timed out", "ApiUnavailable", None, id="server-error"),
     pytest.param(429, "too many requests", "ApiUnavailable", None, id="throttled"),
 ])
@@ -97,6 +97,10 @@ def test_a_refused_pod_says_why_once_and_waits_before_trying_again(operator, kub
     assert (ready["status"], ready["reason"], job["status"]["reason"]) == ("False", reason, reason)
     assert ready["message"].startswith("cannot create pod ml/train-0: ") and said in ready["message"]
     assert fix is None or f"; fix: {fix}" in ready["message"]
+    # refused for good: Blocked, with no predicted times, but tried again so that a fix is found
+    assert job["status"]["phase"] == ("Blocked" if fix else "Pending")
+    assert fix is None or ready["message"].endswith(
+        "; tried again at least every 300 s, so the job goes on by itself once that is fixed")
     assert len(kube.made("create", "pods")) == 1  # the next replica would meet the same refusal
     backoff = job["status"]["podCreateBackoff"]
     assert (backoff["failures"], backoff["permanent"]) == (1, fix is not None)
@@ -107,8 +111,9 @@ def test_a_refused_pod_says_why_once_and_waits_before_trying_again(operator, kub
     job = tick(operator, kube)  # the retry is refused the same way: no new Event, a longer wait
     assert len(kube.made("create", "pods")) == 2
     assert job["status"]["podCreateBackoff"]["delaySeconds"] == 2 * backoff["delaySeconds"]
+    assert job["status"]["phase"] == ("Blocked" if fix else "Pending")
     events = [(e["type"], e["reason"]) for e in kube.list("events", "ml")]
-    assert events == [("Normal", "Pending"), ("Warning", reason)]  # never "PodsCreated"
+    assert events == [("Normal", "Pending"), ("Warning", reason)]  # never "PodsCreated", nor "Blocked"
 
 
 def test_a_restarted_operator_keeps_waiting_out_the_backoff(operator, kube, tmp_path):
@@ -136,7 +141,8 @@ def test_once_the_refusal_is_fixed_the_pods_are_made_and_said_so_once(operator, 
     created = [e["message"] for e in kube.list("events", "ml") if e["reason"] == "PodsCreated"]
     assert created == ["created 2 pod(s) of 4 GPU(s) behind the gang gate until the whole gang fits"]
     job = tick(operator, kube)
-    assert condition(job, c.PODS_READY)["reason"] != "PodCreateFailed"
+    assert condition(job, c.PODS_READY)["reason"] != "PodsRefused"
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Scheduling", "WaitingForPods")  # it fits
 
 
 def test_a_create_the_api_server_never_answers_is_retried_soon(operator, kube, monkeypatch):

@@ -4,6 +4,7 @@ from datetime import timedelta
 import pytest
 
 from netsched.api import conditions as c
+from netsched.api.plans import Eviction
 from netsched.operator.reconcile import PodView, create_backoff, created_events, reconcile
 from netsched.testing.builders import LABELS, NOW, FitStub, ago, job, stamp
 from netsched.testing.builders import pod_view as pod
@@ -249,8 +250,8 @@ def test_a_status_written_before_pods_were_counted_counts_the_replicas_it_sees()
     assert run().status["podsCreated"] == 0
 
 
-REFUSED = {"phase": "Pending", "reason": "PodCreateFailed", "podsCreated": 0, "conditions": [
-    {"type": "PodsReady", "status": "False", "reason": "PodCreateFailed", "message": "m"}]}
+REFUSED = {"phase": "Pending", "reason": "PodsRefused", "podsCreated": 0, "conditions": [
+    {"type": "PodsReady", "status": "False", "reason": "PodsRefused", "message": "m"}]}
 
 
 @pytest.mark.parametrize("retry_in, generation, creates", [
@@ -264,7 +265,7 @@ def test_a_refused_create_waits_for_its_backoff_or_a_new_spec(retry_in, generati
     out = run(status=status)
     assert bool(out.create) is creates and out.events == []
     if generation == GANG.generation:  # still the refused spec: the condition keeps saying why
-        assert cond(out, "PodsReady")["reason"] == out.status["reason"] == "PodCreateFailed"
+        assert cond(out, "PodsReady")["reason"] == out.status["reason"] == "PodsRefused"
     else:
         assert out.status["podCreateBackoff"] is None  # deleted by the status merge patch
 
@@ -352,3 +353,52 @@ def test_a_predicted_start_is_dropped_once_the_gang_is_released_and_both_predict
     assert "predictedStartTime" not in again.status  # nothing to delete: no patch every tick
     done = run(pods=[pod(0, phase="Succeeded"), pod(1, phase="Succeeded")], status=STARTED | predicted)
     assert done.status["predictedStartTime"] is None and done.status["predictedCompletionTime"] is None
+
+
+EVICTION = Eviction("pack-7", ("train-0", "train-1"), "GPUJob ml/urgent", "high", 1000)
+SAID = ("PackingPlan pack-7 evicted train-0, train-1 to make room for GPUJob ml/urgent "
+        "(priority high, 1000); the job waits for room again")
+
+
+@pytest.mark.parametrize("pods", [
+    pytest.param([], id="pods-gone"),
+    pytest.param([pod(0, phase="Running", node="a1-0", deleting=True),
+                  pod(1, phase="Running", node="a1-1", deleting=True)], id="pods-going"),
+    pytest.param([pod(0, phase="Running", node="a1-0"), pod(1, phase="Running", node="a1-1")],
+                 id="told-before-evicted"),
+])
+def test_an_evicted_gang_is_told_who_evicted_it_for_whom_once_and_waits_for_room_again(pods):
+    evicted = replace(GANG, evicted_by=EVICTION)
+    before = STARTED | {"predictedCompletionTime": ago(-300), "podsCreated": 2, "conditions": [
+        *STARTED["conditions"],
+        {"type": "Schedulable", "status": "True", "reason": "Fits", "message": "64 free GPUs"}]}
+    fit = FitStub(0, 2, "needs 2 replica(s) of 4 GPUs; 0 fit now", "InsufficientResources")
+    out = run(evicted, before, pods, fit=fit)
+    assert ("Warning", "EvictedByPackingPlan", SAID) in out.events
+    preempted = cond(out, "Preempted")
+    assert (preempted["status"], preempted["reason"], preempted["message"]) == \
+        ("True", "EvictedByPackingPlan", SAID)
+    assert out.status["predictedCompletionTime"] is None  # the run it predicted was cut short
+    assert cond(out, "Schedulable")["reason"] != "Fits" and cond(out, "Admitted")["status"] == "False"
+    assert out.status["phase"] == "Pending" and out.ungate == []
+    assert out.create == ([(0, 0, True), (1, 0, True)] if not pods else [])  # back behind the gate
+    again = run(evicted, out.status, [pod(0, gated=True), pod(1, gated=True)], fit=fit)
+    assert "EvictedByPackingPlan" not in reasons(again) and again.status["phase"] == "Pending"
+    assert cond(again, "Preempted")["message"] == SAID
+    assert cond(again, "Schedulable")["reason"] == "InsufficientResources"  # worked out anew
+
+
+def test_a_job_whose_pods_are_refused_for_good_is_blocked_without_predicted_times_until_they_are_made():
+    refused = REFUSED | {"phase": "Blocked", "reason": "PodsRefused", "predictedStartTime": ago(60),
+                         "predictedCompletionTime": ago(30),
+                         "podCreateBackoff": {"failures": 1, "generation": 3, "permanent": True,
+                                              "retryAt": stamp(NOW + timedelta(seconds=30))}}
+    out = run(status=refused)
+    assert (out.status["phase"], out.status["reason"]) == ("Blocked", "PodsRefused") and out.events == []
+    assert out.status["predictedStartTime"] is None and out.status["predictedCompletionTime"] is None
+    assert cond(out, "PodsReady")["message"] == "m"  # the API server's words stay
+    made = run(status=out.status | {"podCreateBackoff": None, "podsCreated": 2},
+               pods=[pod(0, gated=True), pod(1, gated=True)],
+               fit=FitStub(0, 2, "no room", "InsufficientResources"))
+    assert made.status["phase"] == "Pending"
+    assert ("Normal", "Pending", "GPUJob is Pending: no room") in made.events

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client
 
 from netsched.api import plans
+from netsched.api.events import rfc3339
+from netsched.api.labels import EVICTED_BY
+from netsched.api.plans import Eviction
 from netsched.packer.config import PackerConfig
 from netsched.packer.controller import Packer
 from netsched.packing.policy import DisruptionPolicy
-from netsched.testing.builders import make_node, make_pod
+from netsched.testing.builders import make_gpujob, make_node, make_pod
 from netsched.testing.kube import FakeKube
 
 PLAN = {"apiVersion": f"{plans.GROUP}/{plans.VERSION}", "kind": plans.KIND, "metadata": {"name": "pack-1"},
@@ -183,3 +187,33 @@ def test_a_priced_policy_may_move_a_higher_pod_to_let_a_lower_one_in_strict_neve
     [plan] = priced.list(plans.PLURAL)
     assert plan["spec"]["counts"] == {"evictions": 0, "moves": 1, "placements": 1}
     assert plan["spec"]["moves"][0]["pod"] in ("ml/high-a", "ml/high-b")
+
+
+def test_a_gpujob_is_told_which_plan_evicts_its_pods_before_they_go():
+    victim = make_pod("low-0", "n1", gpus=8, priority=10, job="low")
+    victim["metadata"]["ownerReferences"] = [{"kind": "GPUJob", "name": "low", "controller": True}]
+    urgent = make_pod("urgent-0", gpus=8, priority=1000, job="urgent", priorityClassName="high")
+    kube = FakeKube([make_node("n1"), victim, urgent, make_gpujob("low")])
+    plan = {**PLAN, "metadata": {"name": "pack-1", "creationTimestamp": rfc3339(datetime.now(UTC))},
+            "spec": {"reason": "r", "evictions": [{"pod": "ml/low-0", "uid": "uid-low-0", "node": "n1"}],
+                     "moves": [], "placements": [{"pod": "ml/urgent-0", "node": "n1", "priority": 1000}]}}
+    kube.add(plan, plans.PLURAL)
+    Packer(kube, PackerConfig()).step(plan)
+    told = Eviction.of(kube.get("gpujobs", "ml", "low")["metadata"]["annotations"][EVICTED_BY])
+    assert told == Eviction("pack-1", ("low-0",), "pod ml/urgent-0", "high", 1000)  # not a GPUJob's
+    order = [(c.verb, c.plural) for c in kube.calls if c.verb in ("patch", "create")]
+    assert order[:2] == [("patch", "gpujobs"), ("create", "pods")]  # told, then evicted
+    assert kube.get("pods", "ml", "low-0") is None
+
+
+def test_a_victim_gpujob_that_cannot_be_told_is_still_evicted(caplog):
+    victim = make_pod("low-0", "n1", gpus=8, priority=10, job="low")
+    victim["metadata"]["ownerReferences"] = [{"kind": "GPUJob", "name": "low", "controller": True}]
+    kube = FakeKube([make_node("n1"), victim, make_gpujob("low")])
+    kube.fail("patch", "gpujobs", 403, "forbidden")
+    plan = {**PLAN, "metadata": {"name": "pack-1", "creationTimestamp": rfc3339(datetime.now(UTC))},
+            "spec": {"reason": "r", "evictions": [{"pod": "ml/low-0", "uid": "uid-low-0", "node": "n1"}],
+                     "moves": [], "placements": []}}
+    kube.add(plan, plans.PLURAL)
+    Packer(kube, PackerConfig()).step(plan)
+    assert kube.get("pods", "ml", "low-0") is None and "telling GPUJob ml/low of its eviction" in caplog.text

@@ -3,9 +3,11 @@
 from datetime import UTC, datetime, timedelta
 
 from netsched.api.events import rfc3339
-from netsched.packer.plan_steps import LivePod, advance
+from netsched.api.plans import Eviction
+from netsched.packer.plan_steps import LivePod, advance, evictions
 from netsched.packing.problem import Node, Pod, Problem
 from netsched.packing.solver import solve
+from netsched.testing.builders import make_pod
 
 T0 = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 
@@ -143,3 +145,27 @@ def test_the_plan_conditions_tell_the_same_story_as_its_events():
     refused = advance(plan(), cluster(), [pdb(0)], T0)
     assert {x["type"]: x["reason"] for x in refused.status["conditions"]} == {
         "Progressing": "DisruptionBudget", "Failed": "DisruptionBudget"}
+
+
+def _replica(job: str, replica: int, priority_class: str | None = None) -> dict:
+    body = make_pod(f"{job}-{replica}", job=job, priorityClassName=priority_class)
+    body["metadata"]["ownerReferences"] = [{"kind": "GPUJob", "name": job, "uid": f"uid-{job}",
+                                            "controller": True}]
+    return body
+
+
+def test_each_evicted_gpujob_is_told_the_plan_and_the_job_it_makes_room_for_with_its_priority():
+    raw = {f"ml/{p['metadata']['name']}": p for p in [
+        _replica("low", 0), _replica("low", 1), _replica("other", 0), _replica("urgent", 0, "high"),
+        make_pod("plain", "n1", owner="ReplicaSet")]}
+    plan = {"metadata": {"name": "pack-7"}, "spec": {"reason": "r", "placements": [
+        {"pod": "ml/urgent-0", "node": "n1", "priority": 1000}]}}
+    told = evictions(plan, raw, ["ml/low-1", "ml/low-0", "ml/other-0", "ml/plain"])
+    assert told == {("ml", "low"): Eviction("pack-7", ("low-0", "low-1"), "GPUJob ml/urgent", "high", 1000),
+                    ("ml", "other"): Eviction("pack-7", ("other-0",), "GPUJob ml/urgent", "high", 1000)}
+    eviction = told["ml", "low"]
+    assert Eviction.of(eviction.annotation()) == eviction
+    assert eviction.message == ("PackingPlan pack-7 evicted low-0, low-1 to make room for GPUJob ml/urgent "
+                                "(priority high, 1000); the job waits for room again")
+    assert Eviction.of("not json") is None and Eviction.of(None) is None
+    assert Eviction.of('{"plan": 1}') is None
