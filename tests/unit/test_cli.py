@@ -251,3 +251,43 @@ def test_the_operator_names_a_port_in_use_and_its_flag_before_it_starts(flag, ca
         assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port} ({flag}) is in use" in err and "Traceback" not in err
+
+
+def test_the_krew_manifest_has_what_krew_requires_and_the_archives_sha256(tmp_path):
+    """krew itself is not at hand: the manifest is checked against the fields krew's validation requires
+    (apiVersion, kind, name, a v-prefixed semver, shortDescription, platforms with selector, uri,
+    sha256 and bin), and its archive is built and run."""
+    import hashlib
+    import importlib.util
+    import tarfile
+
+    import yaml
+
+    from netsched import __version__
+
+    root = Path(__file__).parents[2]
+    manifest = yaml.safe_load((root / "plugins" / "krew" / "netsched.yaml").read_text())
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "netsched"
+    spec = manifest["spec"]
+    assert spec["version"] == f"v{__version__}" and spec["shortDescription"] and spec["homepage"]
+    spec_module = importlib.util.spec_from_file_location("krew_archive", root / "hack" / "krew-archive.py")
+    builder = importlib.util.module_from_spec(spec_module)
+    spec_module.loader.exec_module(builder)
+    archive = builder.archive()
+    [platform] = spec["platforms"]
+    assert platform["selector"]["matchExpressions"] and platform["uri"].endswith(".tar.gz")
+    assert platform["sha256"] == hashlib.sha256(archive).hexdigest(), "run hack/krew-archive.py"
+    assert platform["bin"] == "kubectl-netsched"
+    (tmp_path / "a.tar.gz").write_bytes(archive)
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        assert {f["from"] for f in platform["files"]} == set(tar.getnames())
+        tar.extractall(tmp_path / "plugin", filter="data")
+    env = {**os.environ, "NETSCHED_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    launcher = [str(tmp_path / "plugin" / platform["bin"]), "version"]
+    ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and ran.stdout == f"kubectl-netsched (netsched) {__version__}\n", ran.stderr
+    env["NETSCHED_PYTHON"] = "/bin/false"  # a Python without the package: one line, exit 1
+    ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and ran.stderr.count("\n") == 1 and "pip install netsched" in ran.stderr
