@@ -1,8 +1,10 @@
-"""The `netsched` command: a table of subcommands, each a component's settings class and its main."""
+"""The `netsched` command: a table of subcommands, each a component's settings class and its main; and
+`kubectl-netsched`, the kubectl plugin: the same table's user verbs only."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,8 +55,16 @@ Subcommands:
                start and finish, what the packer would evict; creates nothing
   why          why a GPUJob waits, what would change it, and the room per rack or zone
 
-Installed as `kubectl-netsched` too: `kubectl netsched whatif -f job.yaml`, `kubectl netsched why JOB`.
+The kubectl plugin `kubectl netsched` (docs/kubectl-plugin.md) offers whatif and why.
 """
+
+PLUGIN_DESCRIPTION = """\
+kubectl netsched: what a GPUJob would do if submitted now (whatif), and why one waits (why).
+
+Flags as kubectl's: -n/--namespace (default: the kubeconfig context's), --context,
+--kubeconfig, -o/--output text|json|yaml. Guide: docs/kubectl-plugin.md.
+"""
+PLUGIN_VERBS = ("whatif", "why")
 
 
 @dataclass(frozen=True)
@@ -166,12 +176,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-ONE_LINE_ERRORS = (*devcluster.ERRORS, ("netsched.api.connect", "ClusterUnreachable"),  # one line, exit 1
-                   ("urllib3.exceptions", "MaxRetryError"))
+def _version(_: object) -> int:
+    print(f"kubectl-netsched (netsched) {__version__}")
+    return 0
+
+
+@dataclass(frozen=True)
+class _NoSettings:
+    pass
+
+
+def build_plugin_parser() -> argparse.ArgumentParser:
+    """`kubectl netsched`: only the verbs a GPUJob's user runs, named as kubectl shows them."""
+    parser = argparse.ArgumentParser(prog="kubectl netsched", description=PLUGIN_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        if command.name in PLUGIN_VERBS:
+            _add(sub, command)
+    _add(sub, Command("version", "print the plugin's version", _NoSettings, _version))
+    return parser
+
+
+ONE_LINE_ERRORS = devcluster.ERRORS  # one line, exit 1; and the API server's (netsched.api.connect.one_line)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return _closing_quietly(lambda: _run(build_parser(), argv))
+
+
+def plugin_main(argv: list[str] | None = None) -> int:
+    return _closing_quietly(lambda: _run(build_plugin_parser(), argv))
+
+
+def _closing_quietly(run: Callable[[], int]) -> int:
+    """A reader that goes away (`netsched why x -o yaml | head -1`) ends the command as it ends a Unix
+    tool, SIGPIPE: exit 141 (128 + 13), nothing on stderr. Output is flushed here, so that a closed pipe
+    is found now and not in the interpreter's own flush at exit (a traceback-like "Exception ignored")."""
+    try:
+        try:
+            return run()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the flush at exit finds no pipe
+        return 141
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    args = parser.parse_args(argv)
     if getattr(args, "gpu_table", None):
         from netsched.models.gpus import GpuTableError, configure
         try:
@@ -188,12 +241,20 @@ def main(argv: list[str] | None = None) -> int:
               "pip install 'netsched[train]', or run the -train image", file=sys.stderr)
         return 1
     except Exception as exc:
-        kinds = tuple(getattr(sys.modules[m], name) for m, name in ONE_LINE_ERRORS if m in sys.modules)
-        if not isinstance(exc, kinds):
+        said = _one_line(exc)
+        if said is None:
             raise
-        said = f"the API server did not answer: {exc}" if type(exc).__name__ == "MaxRetryError" else exc
         print(f"netsched: error: {said}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(exc: Exception) -> str | None:
+    """The message of an error said without a traceback; None for a bug. Looked up among the modules
+    loaded: the CLI imports neither the kubernetes client nor the dev-cluster to start."""
+    connect = sys.modules.get("netsched.api.connect")
+    said: str | None = connect.one_line(exc) if connect else None
+    kinds = tuple(getattr(sys.modules[m], name) for m, name in ONE_LINE_ERRORS if m in sys.modules)
+    return said or (str(exc) if isinstance(exc, kinds) else None)

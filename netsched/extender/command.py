@@ -8,9 +8,10 @@ from netsched.extender.config import ExtenderConfig
 
 
 def main(settings: ExtenderConfig) -> int:
-    from netsched.api.connect import api_client
+    from netsched.api.connect import api_client, reachable
     from netsched.extender.server import CONNECTIONS, serve
 
+    api = reachable(api_client(settings.kubeconfig, connections=CONNECTIONS))  # else one line, exit 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(api_client(settings.kubeconfig, connections=CONNECTIONS), settings)
+    serve(api, settings)
     return 0

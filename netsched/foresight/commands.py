@@ -7,10 +7,11 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from netsched.api.settings import option
 
-KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then ~/.kube/config)"
+KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,9 @@ class PackSettings:
     snapshot: str | None = option(flag="snapshot", help="snapshot file (JSON or YAML)")
     from_cluster: bool = option(False, flag="--from-cluster",
                                 help="snapshot the live cluster instead (read only: a dry run)")
-    kubeconfig: str | None = option(
-        flag="--kubeconfig", help="with --from-cluster (default: in-cluster, then ~/.kube/config)")
+    kubeconfig: str | None = option(flag="--kubeconfig", help=f"with --from-cluster: {KUBECONFIG_HELP}")
+    context: str | None = option(flag="--context", help="with --from-cluster: the kubeconfig context to use "
+                                 "(default: its current one)")
     save_snapshot: str | None = option(flag="--save-snapshot", metavar="FILE",
                                        help="also write the snapshot solved, as JSON")
     budget: float = option(1.0, flag="--budget", metavar="SECONDS",
@@ -42,10 +44,9 @@ def pack_main(settings: PackSettings) -> int:
         print("netsched: error: pack: give a snapshot file or --from-cluster (not both)", file=sys.stderr)
         return 2
     if settings.from_cluster:
-        from netsched.api.connect import api_client
         from netsched.packer.live_cluster import problem_from_cluster
 
-        problem = problem_from_cluster(api_client(settings.kubeconfig))
+        problem = problem_from_cluster(_connect(settings.kubeconfig, settings.context))
     else:
         try:
             problem = Problem.from_json(yaml.safe_load(Path(str(settings.snapshot)).read_text()))
@@ -66,8 +67,9 @@ def pack_main(settings: PackSettings) -> int:
     return 0
 
 
-def _namespace() -> str:
-    return option("default", flag="--namespace", short="-n", help="namespace (default: default)")
+def _namespace() -> str | None:
+    return option(flag="--namespace", short="-n",
+                  help="namespace (default: the kubeconfig context's, else default)")
 
 
 def _output() -> str:
@@ -79,6 +81,23 @@ def _kubeconfig() -> str | None:
     return option(flag="--kubeconfig", help=KUBECONFIG_HELP)
 
 
+def _context() -> str | None:
+    return option(flag="--context", help="the kubeconfig context to use (default: its current one)")
+
+
+def _connect(kubeconfig: str | None, context: str | None) -> Any:
+    """The API client of the kubeconfig and context, once its server answered."""
+    from netsched.api.connect import api_client, reachable
+
+    return reachable(api_client(kubeconfig, context=context))
+
+
+def _namespace_of(settings: WhatIfSettings | WhySettings) -> str:
+    from netsched.api.connect import default_namespace
+
+    return settings.namespace or default_namespace(settings.kubeconfig, settings.context)
+
+
 @dataclass(frozen=True, kw_only=True)
 class WhatIfSettings:
     filename: str = option(flag="--filename", short="-f", required=True,
@@ -88,29 +107,30 @@ class WhatIfSettings:
                                  "(default: only the finished GPUJobs still in the cluster)")
     budget: float = option(1.0, flag="--budget", metavar="SECONDS",
                            help="wall-clock limit of the packer's dry run (default 1)")
-    namespace: str = _namespace()
+    namespace: str | None = _namespace()
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
+    context: str | None = _context()
 
 
 @dataclass(frozen=True, kw_only=True)
 class WhySettings:
     job: str = option(flag="job", required=True, help="the GPUJob's name")
-    namespace: str = _namespace()
+    namespace: str | None = _namespace()
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
+    context: str | None = _context()
 
 
 def whatif_main(settings: WhatIfSettings) -> int:
-    from netsched.api.connect import api_client
     from netsched.foresight.whatif import Cluster, WhatIfError, history, load_manifest, render, what_if
 
     try:
-        manifest = load_manifest(Path(settings.filename), settings.namespace)
+        manifest = load_manifest(Path(settings.filename), _namespace_of(settings))
     except WhatIfError as exc:
         print(f"netsched: error: whatif: {exc}", file=sys.stderr)
         return 2
-    cluster = Cluster.read(api_client(settings.kubeconfig))
+    cluster = Cluster.read(_connect(settings.kubeconfig, settings.context))
     records = Path(settings.records) if settings.records else None
     answer = what_if(cluster, manifest, history(cluster, records), budget=settings.budget)
     print(_formatted(answer, settings.output) if settings.output != "text" else render(answer))
@@ -118,12 +138,12 @@ def whatif_main(settings: WhatIfSettings) -> int:
 
 
 def why_main(settings: WhySettings) -> int:
-    from netsched.api.connect import api_client
     from netsched.foresight.whatif import Cluster, WhatIfError
     from netsched.foresight.why import render_why, why
 
     try:
-        answer = why(Cluster.read(api_client(settings.kubeconfig)), settings.namespace, settings.job)
+        answer = why(Cluster.read(_connect(settings.kubeconfig, settings.context)), _namespace_of(settings),
+                     settings.job)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1

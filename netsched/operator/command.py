@@ -1,5 +1,5 @@
 """`netsched operator`: run the operator with its settings; a bad policy file or a taken port is one line
-on stderr and exit 2, before anything starts."""
+on stderr and exit 2, a cluster it cannot reach one line and exit 1, before anything starts."""
 
 from __future__ import annotations
 

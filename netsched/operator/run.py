@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 from prometheus_client import start_http_server
 
-from netsched.api.connect import api_client
+from netsched.api.connect import api_client, reachable
 from netsched.api.settings import summary
 from netsched.api.watch import Reflector
 from netsched.operator.cluster_index import WATCHED, ClusterIndex
@@ -34,14 +34,15 @@ class PortTaken(OSError):
 def run_operator(settings: OperatorConfig) -> None:
     """Run until SIGINT/SIGTERM. With `settings.peering` (a ClusterKopfPeering name) several replicas
     can run and only the one kopf elects acts; without it, this one acts alone."""
-    log.info("netsched operator settings: %s", summary(settings))
     kubeconfig, host, packer = settings.kubeconfig, settings.host, settings.packer
     for flag, port in (("--metrics-port", settings.metrics_port), ("--health-port", settings.health_port)):
         check_port(host, port, flag)
+    api = reachable(api_client(kubeconfig))  # a cluster that is not there is one line, before any log
+    log.info("netsched operator settings: %s", summary(settings))
     records = settings.records or default_path()
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
-    operator = Operator(api_client(kubeconfig), JobRecords(records), interval=settings.interval,
+    operator = Operator(api, JobRecords(records), interval=settings.interval,
                         scheduler=settings.scheduler_name,
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
     disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()

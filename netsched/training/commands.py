@@ -40,6 +40,8 @@ def model_command(command: str, run: Callable[[], object]) -> int:
 
     try:
         run()
+    except BrokenPipeError:
+        raise  # not bad input: the reader of --out /dev/stdout went away; the CLI ends as Unix tools do
     except (SchemaError, OSError) as exc:
         print(f"netsched: error: {command}: {exc}", file=sys.stderr)
         return 2

@@ -1,10 +1,16 @@
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from netsched.cli import build_parser, main
 from netsched.extender.server import CONNECTIONS
+
+EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
 
 
 def test_help_explains_every_subcommand(capsys):
@@ -28,7 +34,7 @@ def test_kubeconfig_of_a_missing_cluster_says_how_to_start_one(tmp_path, capsys)
 
 
 def test_pack_prints_the_example_plan_and_refuses_a_bad_snapshot(tmp_path, capsys):
-    example = Path(__file__).parents[2] / "manifests" / "examples" / "packing" / "snapshot.yaml"
+    example = EXAMPLES / "packing" / "snapshot.yaml"
     assert main(["pack", str(example), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     [placed] = plan["placements"]
@@ -52,6 +58,7 @@ def test_extender_flags_reach_serve_as_one_settings_object(monkeypatch):
     served = []
     monkeypatch.setattr("netsched.api.connect.api_client",
                         lambda kubeconfig, connections: f"api({kubeconfig}, {connections})")
+    monkeypatch.setattr("netsched.api.connect.reachable", lambda api: api)
     monkeypatch.setattr("netsched.extender.server.serve", lambda *call: served.append(call))
     assert main(["extender", "--kubeconfig=k", "--shortlist=0", "--no-explain-events", "--model=m"]) == 0
     settings = ExtenderConfig(kubeconfig="k", shortlist=0, explain_events=False, model=Path("m"))
@@ -83,9 +90,6 @@ sys.exit(main([sys.argv[1], "--kubeconfig=/nonexistent"]))
 
 @pytest.mark.parametrize("command", ["extender", "operator"])
 def test_serving_commands_run_without_the_dev_extra(command):
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, "-c", SERVING_WITHOUT_DEV_EXTRA, command],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0  # the kubeconfig is missing ...
@@ -94,9 +98,6 @@ def test_serving_commands_run_without_the_dev_extra(command):
 
 
 def test_training_without_the_train_extra_says_how_to_get_it(tmp_path):
-    import subprocess
-    import sys
-
     script = SERVING_WITHOUT_DEV_EXTRA.replace('"cryptography"', '"sklearn"').replace(
         'main([sys.argv[1], "--kubeconfig=/nonexistent"])', 'main(sys.argv[1:])')
     proc = subprocess.run([sys.executable, "-c", script, "train", str(tmp_path / "records.jsonl"),
@@ -120,31 +121,117 @@ def _dead_server_kubeconfig(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command, kubeconfig, said", [
-    pytest.param(["why", "train"], None, "no cluster to talk to", id="why-no-kubeconfig"),
-    pytest.param(["whatif", "-f", "job.yaml"], None, "no cluster to talk to", id="whatif-no-kubeconfig"),
-    pytest.param(["pack", "--from-cluster"], "missing", "no cluster to talk to: ", id="pack-missing-file"),
-    pytest.param(["why", "train"], "dead", "the API server did not answer", id="why-server-down"),
-    pytest.param(["whatif", "-f", "job.yaml"], "dead", "the API server did not answer",
-                 id="whatif-server-down"),
-])
-def test_a_command_without_a_cluster_says_so_in_one_line(tmp_path, command, kubeconfig, said):
-    import os
-    import subprocess
-    import sys
+KUBECONFIGS = {  # kind -> (what the file holds, or None for no file; the start of the one line)
+    "none": (None, "no cluster to talk to: not in a pod, and no kubeconfig"),
+    "garbage": ("clusters: [\n", "no cluster to talk to: kubeconfig {path}: not YAML: "),
+    "not-a-kubeconfig": ("hello\n", "no cluster to talk to: kubeconfig {path}: not a kubeconfig"),
+    "server-down": ("dead", "the API server at https://127.0.0.1:"),
+    "bad-context": ("dead", "context 'nope' is not in kubeconfig {path}; its contexts: dead, other"),
+    "no-current-context": ("dead-no-current", "kubeconfig {path} has no current context (its contexts: dead, "
+                           "other)"),
+}
+COMMANDS = {
+    "why": ["why", "train"],
+    "whatif": ["whatif", "-f", "job.yaml"],
+    "pack": ["pack", "--from-cluster"],
+    "extender": ["extender"],
+    "operator": ["operator", "--metrics-port=0", "--health-port=0"],
+    "plugin-why": ["kubectl-netsched", "why", "train"],
+    "plugin-whatif": ["kubectl-netsched", "whatif", "-f", "job.yaml"],
+}
 
+
+def _dead_server_kubeconfig(path: Path, current: bool = True) -> Path:
+    """A kubeconfig naming an API server on a port nothing listens on, with contexts dead and other."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", **({"current-context": "dead"} if current else {}),
+        "clusters": [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u", "namespace": "ns"}},
+                     {"name": "other", "context": {"cluster": "dead", "user": "u"}}]}))
+    return path
+
+
+def _netsched(tmp_path: Path, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """`netsched ARGV` (or the plugin, `kubectl-netsched ARGV`) as a user runs it, with no cluster about:
+    no kubeconfig in $KUBECONFIG or ~/.kube, not in a pod."""
+    from netsched.testing.plugin import install_plugin
+
+    if argv[0] == "kubectl-netsched":
+        command = [str(install_plugin(tmp_path / "bin")), *argv[1:]]
+    else:
+        command = [sys.executable, "-m", "netsched", *argv]
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return subprocess.run(command, cwd=tmp_path, env=env, text=True, timeout=120, **kwargs)
+
+
+@pytest.mark.parametrize("command, kind", [  # every case for `why`; the three that differ most for all
+    *(("why", kind) for kind in KUBECONFIGS),
+    *((command, kind) for command in COMMANDS if command != "why"
+      for kind in ("none", "garbage", "server-down")),
+    *((command, "bad-context") for command in ("whatif", "pack", "plugin-why")),  # services: no --context
+])
+def test_a_command_without_a_cluster_says_so_in_one_line(tmp_path, command, kind):
+    content, said = KUBECONFIGS[kind]
     (tmp_path / "job.yaml").write_text(json.dumps({
         "apiVersion": "netsched.io/v1alpha1", "kind": "GPUJob", "metadata": {"name": "j"},
         "spec": {"replicas": 2, "gpusPerReplica": 8,
                  "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}))
-    flags = {None: [], "missing": [f"--kubeconfig={tmp_path / 'nope'}"],
-             "dead": [f"--kubeconfig={_dead_server_kubeconfig(tmp_path / 'dead')}"]}[kubeconfig]
-    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path)}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    proc = subprocess.run([sys.executable, "-m", "netsched", *command, *flags], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    path = tmp_path / "kubeconfig"
+    if content in ("dead", "dead-no-current"):
+        _dead_server_kubeconfig(path, current=content == "dead")
+    elif content is not None:
+        path.write_text(content)
+    flags = [f"--kubeconfig={path}"] if content else []
+    flags += ["--context=nope"] if kind == "bad-context" else []
+    proc = _netsched(tmp_path, [*COMMANDS[command], *flags], capture_output=True)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"netsched: error: {said}"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"netsched: error: {said.format(path=path)}"), proc.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["pack", str(EXAMPLES / "packing" / "snapshot.yaml"), "--json"], id="pack"),
+    pytest.param(["simulate", "--jobs=20", "--out=/dev/stdout"], id="simulate-to-stdout"),
+    pytest.param(["kubectl-netsched", "version"], id="plugin-version"),
+])
+def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_ends_a_unix_tool(tmp_path, argv):
+    reader, writer = os.pipe()
+    os.close(reader)  # `| head -1` that has read its line and gone: every write now fails
+    try:
+        proc = _netsched(tmp_path, argv, stdout=writer, stderr=subprocess.PIPE)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 141, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["why", "--help"], ["whatif", "--help"]])
+def test_the_plugins_help_offers_only_its_verbs_and_kubectls_flags(tmp_path, argv):
+    proc = _netsched(tmp_path, ["kubectl-netsched", *argv], capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kubectl netsched")
+    if argv == ["--help"]:
+        assert re.findall(r"^    (\S+) ", proc.stdout, re.MULTILINE) == ["whatif", "why", "version"]
+    else:
+        for flag in ("-n NAMESPACE, --namespace", "--context", "--kubeconfig", "-o {text,json,yaml}"):
+            assert flag in proc.stdout
+
+
+def test_the_namespace_is_the_kubeconfig_contexts_as_kubectl_takes_it(tmp_path, monkeypatch):
+    from netsched.api.connect import default_namespace
+
+    kubeconfig = str(_dead_server_kubeconfig(tmp_path / "kubeconfig"))
+    assert default_namespace(kubeconfig) == "ns"  # the current context's
+    assert default_namespace(kubeconfig, "other") == "default"  # a context without one
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    assert default_namespace() == "ns"
 
 
 @pytest.mark.parametrize("flag", ["--metrics-port", "--health-port"])
@@ -164,3 +251,43 @@ def test_the_operator_names_a_port_in_use_and_its_flag_before_it_starts(flag, ca
         assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port} ({flag}) is in use" in err and "Traceback" not in err
+
+
+def test_the_krew_manifest_has_what_krew_requires_and_the_archives_sha256(tmp_path):
+    """krew itself is not at hand: the manifest is checked against the fields krew's validation requires
+    (apiVersion, kind, name, a v-prefixed semver, shortDescription, platforms with selector, uri,
+    sha256 and bin), and its archive is built and run."""
+    import hashlib
+    import importlib.util
+    import tarfile
+
+    import yaml
+
+    from netsched import __version__
+
+    root = Path(__file__).parents[2]
+    manifest = yaml.safe_load((root / "plugins" / "krew" / "netsched.yaml").read_text())
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "netsched"
+    spec = manifest["spec"]
+    assert spec["version"] == f"v{__version__}" and spec["shortDescription"] and spec["homepage"]
+    spec_module = importlib.util.spec_from_file_location("krew_archive", root / "hack" / "krew-archive.py")
+    builder = importlib.util.module_from_spec(spec_module)
+    spec_module.loader.exec_module(builder)
+    archive = builder.archive()
+    [platform] = spec["platforms"]
+    assert platform["selector"]["matchExpressions"] and platform["uri"].endswith(".tar.gz")
+    assert platform["sha256"] == hashlib.sha256(archive).hexdigest(), "run hack/krew-archive.py"
+    assert platform["bin"] == "kubectl-netsched"
+    (tmp_path / "a.tar.gz").write_bytes(archive)
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        assert {f["from"] for f in platform["files"]} == set(tar.getnames())
+        tar.extractall(tmp_path / "plugin", filter="data")
+    env = {**os.environ, "NETSCHED_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    launcher = [str(tmp_path / "plugin" / platform["bin"]), "version"]
+    ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and ran.stdout == f"kubectl-netsched (netsched) {__version__}\n", ran.stderr
+    env["NETSCHED_PYTHON"] = "/bin/false"  # a Python without the package: one line, exit 1
+    ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and ran.stderr.count("\n") == 1 and "pip install netsched" in ran.stderr
