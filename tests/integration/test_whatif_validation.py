@@ -47,7 +47,8 @@ def changed(**fields: Any) -> bytes:
 
 def pod(**fields: Any) -> bytes:
     """GOOD with these fields in its pod template's spec."""
-    return changed(spec__template={"spec": {"containers": [{"name": "main", "image": "trainer:1"}], **fields}})
+    containers = [{"name": "main", "image": "trainer:1"}]
+    return changed(spec__template={"spec": {"containers": containers, **fields}})
 
 
 def container(**fields: Any) -> bytes:
