@@ -91,6 +91,9 @@ REFUSED = [
      "requests.cpu: 'lots' is not a Kubernetes quantity"),
     ("memory-with-space", container(resources={"limits": {"memory": "16 GB"}}),
      "limits.memory: '16 GB' is not a Kubernetes quantity"),
+    # passes the API server and the operator's checks, yet no answer can be worked out: said, no traceback
+    ("cpu-beyond-any-number", container(resources={"requests": {"cpu": "1e1000"}}),
+     "netsched cannot answer for it: OverflowError"),
     ("env-as-map", container(env={"A": "1"}), "containers[0].env: {'A': '1'} is not a list"),
     ("gpus-in-template", container(resources={"limits": {"nvidia.com/gpu": 8}}),
      "do not set nvidia.com/gpu in the pod template"),
