@@ -113,7 +113,6 @@ class WhySettings:
 def whatif_main(settings: WhatIfSettings) -> int:
     """One answer per object the API server and the operator would accept; each other object refused in
     one line on stderr (exit 2; the others are still answered)."""
-    from netsched.api.connect import api_client
     from netsched.foresight.manifests import ManifestError, read_documents
     from netsched.foresight.whatif import WhatIfError, render
 
@@ -123,7 +122,7 @@ def whatif_main(settings: WhatIfSettings) -> int:
         print(f"netsched: error: whatif: {exc}", file=sys.stderr)
         return 2
     answers, refused = [], 0
-    for doc, outcome in _whatif_outcomes(api_client(settings.kubeconfig), documents, settings):
+    for doc, outcome in _whatif_outcomes(documents, settings):
         if isinstance(outcome, WhatIfError):
             print(f"netsched: error: whatif: {doc.label}: {outcome}", file=sys.stderr)
             refused += 1
@@ -137,24 +136,27 @@ def whatif_main(settings: WhatIfSettings) -> int:
     return 2 if refused else 0
 
 
-def _whatif_outcomes(api: client.ApiClient, documents: list[Document],
+def _whatif_outcomes(documents: list[Document],
                      settings: WhatIfSettings) -> Iterator[tuple[Document, dict | WhatIfError]]:
     """Each document with its answer or why there is none: the API server's verdict on the object (and,
     for a GPUJob, on the pods the operator would make from it), the operator's own checks, then the
     answer from one read of the cluster."""
+    from netsched.api.connect import api_client
     from netsched.foresight.admission import admitted, pods_admitted
     from netsched.foresight.whatif import Cluster, WhatIfError, as_submitted, check, history, what_if
 
+    api: client.ApiClient | None = None  # connected at the first object to ask about
     accepted = []
     for doc in documents:
         try:
             if doc.body is None:
                 raise WhatIfError(doc.error)
+            api = api or api_client(settings.kubeconfig)
             stored = admitted(api, doc.body, settings.namespace)
             accepted.append((doc, as_submitted(stored, settings.namespace)))
         except WhatIfError as exc:
             yield doc, exc
-    if not accepted:
+    if api is None or not accepted:
         return
     cluster = Cluster.read(api)
     past = history(cluster, Path(settings.records) if settings.records else None)
