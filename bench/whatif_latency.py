@@ -26,7 +26,7 @@ from kubernetes import client
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
-from netsched.foresight.whatif import Cluster, history, load_manifest, what_if
+from netsched.foresight.whatif import Cluster, as_submitted, history, what_if
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import running
 
@@ -87,7 +87,7 @@ def measure(cluster: DevCluster, d: Path, args: argparse.Namespace) -> dict:
         state = Cluster.read(api)
         read = time.perf_counter() - t
         t = time.perf_counter()
-        what_if(state, load_manifest(path, NS), history(state, None))
+        what_if(state, as_submitted(body, NS), history(state, None))
         answered = time.perf_counter() - t
         out[name] = {"walls": walls, "read": read, "answer": answered, "fits": answer["schedulable"]["fits"],
                      "plan": (answer.get("packer") or {}).get("wouldPlan"),

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netsched.api.settings import option
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from netsched.foresight.manifests import Document
+    from netsched.foresight.whatif import WhatIfError
 
 KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
@@ -101,7 +108,8 @@ def _namespace_of(settings: WhatIfSettings | WhySettings) -> str:
 @dataclass(frozen=True, kw_only=True)
 class WhatIfSettings:
     filename: str = option(flag="--filename", short="-f", required=True,
-                           help="the GPUJob manifest (YAML or JSON)")
+                           help="GPUJob manifests: a YAML or JSON file (several YAML documents: one answer "
+                           "each), a directory of .yaml/.yml/.json files, or - for stdin")
     records: str | None = option(flag="--records", metavar="FILE",
                                  help="the operator's job records, to learn run times from "
                                  "(default: only the finished GPUJobs still in the cluster)")
@@ -123,18 +131,67 @@ class WhySettings:
 
 
 def whatif_main(settings: WhatIfSettings) -> int:
-    from netsched.foresight.whatif import Cluster, WhatIfError, history, load_manifest, render, what_if
+    """One answer per object the API server and the operator would accept; each other object refused in
+    one line on stderr (exit 2; the others are still answered)."""
+    from netsched.foresight.manifests import ManifestError, read_documents
+    from netsched.foresight.whatif import WhatIfError, render
 
     try:
-        manifest = load_manifest(Path(settings.filename), _namespace_of(settings))
-    except WhatIfError as exc:
+        documents = read_documents(settings.filename)
+    except ManifestError as exc:
         print(f"netsched: error: whatif: {exc}", file=sys.stderr)
         return 2
-    cluster = Cluster.read(_connect(settings.kubeconfig, settings.context))
-    records = Path(settings.records) if settings.records else None
-    answer = what_if(cluster, manifest, history(cluster, records), budget=settings.budget)
-    print(_formatted(answer, settings.output) if settings.output != "text" else render(answer))
-    return 0
+    answers, refused = [], 0
+    for doc, outcome in _whatif_outcomes(documents, settings):
+        if isinstance(outcome, WhatIfError):
+            print(f"netsched: error: whatif: {doc.label}: {outcome}", file=sys.stderr)
+            refused += 1
+        else:
+            answers.append(outcome)
+    if settings.output == "text":
+        if answers:
+            print("\n\n".join(render(a) for a in answers))
+    elif answers or len(documents) > 1:  # one object in: its answer; several: a list of the answers
+        print(_formatted(answers[0] if len(documents) == 1 else answers, settings.output))
+    return 2 if refused else 0
+
+
+def _whatif_outcomes(documents: list[Document],
+                     settings: WhatIfSettings) -> Iterator[tuple[Document, dict | WhatIfError]]:
+    """Each document with its answer or why there is none: the API server's verdict on the object (and,
+    for a GPUJob, on the pods the operator would make from it), the operator's own checks, then the
+    answer from one read of the cluster."""
+    from netsched.foresight.admission import admitted, pods_admitted
+    from netsched.foresight.whatif import Cluster, WhatIfError, as_submitted, check, history, what_if
+
+    api: client.ApiClient | None = None  # connected at the first object to ask about
+    namespace = _namespace_of(settings)
+    accepted = []
+    for doc in documents:
+        try:
+            if doc.body is None:
+                raise WhatIfError(doc.error)
+            api = api or _connect(settings.kubeconfig, settings.context)
+            stored = admitted(api, doc.body, namespace)
+            accepted.append((doc, as_submitted(stored, namespace)))
+        except WhatIfError as exc:
+            yield doc, exc
+    if api is None or not accepted:
+        return
+    cluster = Cluster.read(api)
+    past = history(cluster, Path(settings.records) if settings.records else None)
+    for doc, manifest in accepted:
+        try:
+            check(cluster, manifest)
+            pods_admitted(api, manifest)
+            yield doc, what_if(cluster, manifest, past, budget=settings.budget)
+        except WhatIfError as exc:
+            yield doc, exc
+        except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
+            # a value the checks above let through and the answer cannot use: this object gets no
+            # answer, the others still do
+            yield doc, WhatIfError(f"netsched cannot answer for it: {type(exc).__name__}: {exc} (a bug in "
+                                   "netsched's checks: please report it with this manifest)")
 
 
 def why_main(settings: WhySettings) -> int:
@@ -151,7 +208,7 @@ def why_main(settings: WhySettings) -> int:
     return 0
 
 
-def _formatted(answer: dict, output: str) -> str:
+def _formatted(answer: dict | list[dict], output: str) -> str:
     import yaml
 
     return json.dumps(answer, indent=2) if output == "json" else yaml.safe_dump(answer, sort_keys=False)

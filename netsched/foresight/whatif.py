@@ -1,8 +1,10 @@
 """`netsched whatif -f job.yaml`: what would happen to a GPUJob if it were submitted now, creating nothing.
 
-Reads the live cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and answers
-with the operator's own rules, so the answer is what the operator would do:
-- problems the operator would report (netsched.jobs.validation) before any pod is made;
+For a GPUJob the API server accepted (netsched.foresight.admission asks it first), reads the live
+cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and answers with the
+operator's own rules, so the answer is what the operator would do:
+- no answer, but the problems the operator would report (netsched.jobs.validation) before any pod is
+  made, as WhatIfError;
 - does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows),
   where it would go (capacity.placement) and the room per rack or zone;
 - how long it runs and when it would start and finish (netsched.jobs.forecast, with this job
@@ -19,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 from netsched.api.connect import items
@@ -42,7 +43,8 @@ WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
 
 
 class WhatIfError(ValueError):
-    """The manifest is not a GPUJob this can answer for; the message names the field and the fix."""
+    """No answer for this object: the API server or the operator would refuse it; the message names the
+    field and the fix."""
 
 
 @dataclass(frozen=True)
@@ -60,25 +62,6 @@ class Cluster:
         jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         classes = items(client.SchedulingV1Api(api).list_priority_class)
         return cls(nodes, pods, pdbs, jobs, classes)
-
-
-def load_manifest(path: Path, namespace: str) -> dict:
-    """A GPUJob manifest from YAML or JSON, with what the API server would add: a namespace, a uid,
-    a creation time."""
-    try:
-        body = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise WhatIfError(f"{path}: {exc}") from None
-    if not isinstance(body, dict) or body.get("kind") != KIND:
-        raise WhatIfError(f"{path}: kind must be {KIND} (apiVersion {GROUP}/{VERSION}), got "
-                          f"{body.get('kind') if isinstance(body, dict) else type(body).__name__!r}")
-    spec = body.get("spec")
-    for field in ("replicas", "gpusPerReplica", "template"):
-        if not isinstance(spec, dict) or field not in spec:
-            raise WhatIfError(f"{path}: spec.{field} is required (see docs/operator.md)")
-    if not (body.get("metadata") or {}).get("name"):
-        raise WhatIfError(f"{path}: metadata.name is required")
-    return as_submitted(body, namespace)
 
 
 def as_submitted(body: dict, namespace: str) -> dict:
@@ -103,7 +86,9 @@ def history(cluster: Cluster, records: Path | None) -> list[dict]:
 
 def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | None = None,
             budget: float = 1.0) -> dict[str, Any]:
-    """The answer, as plain data (`render` prints it for people)."""
+    """The answer for a GPUJob the API server accepted (`manifest`, as `as_submitted` makes it), as plain
+    data (`render` prints it for people); WhatIfError with the problems the operator would report."""
+    check(cluster, manifest)
     now = now or datetime.now(UTC)
     job = GPUJob.of(manifest)
     rooms = [node_room(n) for n in cluster.nodes]
@@ -111,11 +96,6 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer: dict[str, Any] = {
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
-    found = problems(job, pod_annotations(job), rooms)
-    found += _missing_priority_class(job, cluster.priority_classes)
-    if found:
-        answer["problems"] = found
-        return answer
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
     used = bound_usage(cluster.pods)
     fit = gang_fit(rooms, used, _pending(cluster.pods), job)
@@ -133,6 +113,16 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["ahead"] = _ahead(cluster, priority)
     answer["packer"] = {} if fit.fits else _packer(cluster, pods, budget)
     return answer
+
+
+def check(cluster: Cluster, manifest: dict) -> None:
+    """WhatIfError with the problems the operator would report for the GPUJob `manifest` (as
+    `as_submitted` makes it) before it makes any pod."""
+    job = GPUJob.of(manifest)
+    found = problems(job, pod_annotations(job), [node_room(n) for n in cluster.nodes])
+    found += _missing_priority_class(job, cluster.priority_classes)
+    if found:
+        raise WhatIfError("; ".join(found))
 
 
 def room_table(job: Workload, rooms: list[NodeRoom], pods: list[dict], level: str,
@@ -227,10 +217,6 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     gpus = answer["replicas"] * answer["gpusPerReplica"]
     lines = [f"GPUJob {answer['job']}: {answer['replicas']} replica(s) × {answer['gpusPerReplica']} GPU(s) "
              f"= {gpus} GPUs, priority {answer['priority']}"]
-    if answer.get("problems"):
-        lines.append("It could not run as written (the operator would say so in its status):")
-        lines += [f"  - {p}" for p in answer["problems"]]
-        return "\n".join(lines + ["Nothing was created."])
     s = answer["schedulable"]
     lines.append(f"Fits now: {'yes' if s['fits'] else 'no'} ({s['reason']}): {s['message']}")
     if answer["placement"]:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from netsched.api.events import rfc3339
-from netsched.foresight.whatif import Cluster, WhatIfError, load_manifest, render, what_if
+from netsched.foresight.whatif import Cluster, WhatIfError, render, what_if
 from netsched.foresight.why import render_why, why
 from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
 
@@ -60,26 +60,21 @@ def test_on_an_empty_cluster_it_fits_now_on_one_rack_s_nodes():
     assert answer["predictedCompletionTime"] is None and "Run time: unknown" in render(answer, NOW)
 
 
-def test_a_spec_the_operator_would_refuse_is_said_with_its_field():
-    bad = manifest(network={"maxDataDistance": "rack"})
-    answer = what_if(Cluster(CLUSTER, [], [], [], []), bad, [], now=NOW)
-    assert "spec.network.maxDataDistance" in answer["problems"][0] and "schedulable" not in answer
+def test_a_spec_the_operator_would_refuse_gets_no_answer_but_the_field_and_the_fix():
+    bad = manifest(network={"maxDataDistance": "rack"}, template={"spec": {"containers": [
+        {"name": "main", "image": "i", "resources": {"requests": {"cpu": "lots"}}}]}})
+    with pytest.raises(WhatIfError) as refused:
+        what_if(Cluster(CLUSTER, [], [], [], []), bad, [], now=NOW)
+    said = str(refused.value)  # every problem, on one line
+    assert said.startswith("spec.template.spec.containers[0].resources.requests.cpu: 'lots' is not a")
+    assert "; spec.network.maxDataDistance 'rack' needs spec.dataSources" in said and "\n" not in said
 
 
 def test_a_priority_class_that_does_not_exist_is_said_before_any_fit():
-    answer = what_if(full_cluster(), manifest(priorityClassName="urgnet"), HISTORY, now=NOW)
-    assert answer["problems"] == ["spec.priorityClassName 'urgnet': no such PriorityClass, so the API server "
-                                  "would refuse its pods; create it or name one that exists (urgent)"]
-
-
-def test_a_file_that_is_not_a_gpujob_is_refused_with_what_to_fix(tmp_path):
-    path = tmp_path / "pod.yaml"
-    path.write_text("kind: Pod\nmetadata: {name: p}\n")
-    with pytest.raises(WhatIfError, match="kind must be GPUJob"):
-        load_manifest(path, "ml")
-    path.write_text("kind: GPUJob\nmetadata: {name: j}\nspec: {replicas: 1}\n")
-    with pytest.raises(WhatIfError, match="spec.gpusPerReplica is required"):
-        load_manifest(path, "ml")
+    with pytest.raises(WhatIfError) as refused:
+        what_if(full_cluster(), manifest(priorityClassName="urgnet"), HISTORY, now=NOW)
+    assert str(refused.value) == ("spec.priorityClassName 'urgnet': no such PriorityClass, so the API server "
+                                  "would refuse its pods; create it or name one that exists (urgent)")
 
 
 def test_why_reads_the_condition_and_the_forecast_and_adds_the_room_per_domain():

@@ -1,0 +1,119 @@
+"""What the API server would accept: each object checked by the server itself with a dry-run create
+(its schema, unknown and duplicate fields, enums, CEL rules, defaults and admission), writing nothing.
+Its verdict is the server's own message, so whatif never answers for an object `kubectl apply` refuses.
+The CRD keeps a GPUJob's pod template as written (the server checks it only when the operator creates
+the pods), so one of the pods the operator would make is checked the same way.
+
+The kinds whatif answers for are listed once, in ANSWERED.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client
+
+from netsched.api.connect import ClusterUnreachable, api_message
+from netsched.api.gpujob import GROUP, KIND, PLURAL, VERSION
+from netsched.foresight.whatif import WhatIfError
+from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.replica_pods import replica_pod
+
+TIMEOUT = 30  # seconds for the API server's verdict on one object
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where the API server serves a kind."""
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL)}  # kind: where; whatif refuses every other kind
+
+# the API server adds this to every schema refusal of a custom object; it says nothing the rest does not
+_NOT_CHECKED = (", <nil>: Invalid value: null: some validation rules were not checked because the object "
+                "was invalid; correct the existing errors to complete validation")
+
+
+def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """`body` as the API server would store it if it were created now (with the CRD's defaults), in the
+    manifest's namespace, else in `namespace` (as kubectl does); WhatIfError with the server's refusal."""
+    kind, served = body.get("kind"), ANSWERED.get(str(body.get("kind")))
+    answered = " or ".join(f"{k} (apiVersion {s.api_version})" for k, s in ANSWERED.items())
+    if not kind:
+        raise WhatIfError(f"kind is not set; whatif answers for {answered}")
+    if served is None:
+        raise WhatIfError(f"kind {kind}: whatif answers only for {answered}")
+    if body.get("apiVersion") != served.api_version:
+        said = f"apiVersion {body['apiVersion']!r}" if body.get("apiVersion") else "apiVersion is not set"
+        raise WhatIfError(f"{said}: the API server serves {kind} as {served.api_version}; write "
+                          f"apiVersion: {served.api_version}")
+    meta = body.get("metadata")
+    own = meta.get("namespace") if isinstance(meta, dict) else None
+    namespace = own if isinstance(own, str) and own else namespace
+    try:
+        path = f"/apis/{served.api_version}/namespaces/{quote(namespace)}/{served.plural}"
+        stored = _dry_run_create(api, path, body)
+    except client.ApiException as exc:
+        raise WhatIfError(_refusal(exc, kind, served, namespace)) from None
+    stored["metadata"].pop("managedFields", None)
+    return stored
+
+
+def pods_admitted(api: client.ApiClient, manifest: dict[str, Any]) -> None:
+    """WhatIfError if the API server would refuse the pods the operator makes for the GPUJob `manifest`
+    (as `as_submitted` makes it)."""
+    job = GPUJob.of(manifest)
+    pod = replica_pod(job, 0, 0, gated=True)
+    del pod["metadata"]["ownerReferences"]  # its GPUJob is not in the cluster
+    try:
+        _dry_run_create(api, f"/api/v1/namespaces/{quote(job.namespace)}/pods", pod)
+    except client.ApiException as exc:
+        if exc.status == 403:  # the operator makes them with its own permission, not the user's
+            return
+        said = " ".join(api_message(exc).split())
+        raise WhatIfError(f"the API server would refuse its pods (made from spec.template): {said}") from None
+
+
+def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The object the API server would store for a create of `body` at `path`, unknown and duplicate
+    fields refused; nothing is written. `body` goes as it is: the client's typed calls would refuse a
+    malformed pod themselves, with a message of their own instead of the server's."""
+    request = api.param_serialize(
+        "POST", path, query_params=[("dryRun", "All"), ("fieldValidation", "Strict")],
+        header_params={"Accept": "application/json", "Content-Type": "application/json"}, body=body,
+        auth_settings=["BearerToken"])
+    try:
+        response = api.call_api(*request, _request_timeout=TIMEOUT)
+        response.read()
+    except urllib3.exceptions.TimeoutError:
+        raise ClusterUnreachable(f"the API server gave no verdict in {TIMEOUT} s") from None
+    if not 200 <= response.status <= 299:
+        raise client.ApiException.from_response(
+            http_resp=response, body=response.data.decode(errors="replace"), data=None)
+    stored: dict[str, Any] = json.loads(response.data)
+    return stored
+
+
+def _refusal(exc: client.ApiException, kind: str, served: Served, namespace: str) -> str:
+    said = " ".join(api_message(exc).replace(_NOT_CHECKED, "").split())
+    if exc.status == 409:
+        return (f"{said}; whatif answers for a {kind} not yet submitted: give it another name, or see this "
+                "one with `netsched why NAME`")
+    if exc.status == 403:
+        return (f"{said}; whatif asks the API server with a dry-run create, which needs permission to "
+                f"create {served.plural}.{served.group} in {namespace}")
+    if exc.status == 404 and "namespaces" not in said:
+        return (f"{said}: the API server does not serve {kind} ({served.api_version}); is netsched's CRD "
+                "installed?")
+    return said

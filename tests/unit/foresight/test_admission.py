@@ -1,0 +1,109 @@
+"""The API server's verdict asked the right way (a dry run, unknown fields refused) and told in one line;
+kinds whatif does not answer for are refused before any call."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from kubernetes import client
+
+from netsched.foresight.admission import admitted, pods_admitted
+from netsched.foresight.whatif import WhatIfError, as_submitted
+from netsched.testing.builders import make_gpujob
+
+REPLICAS = ('GPUJob.netsched.io "j" is invalid: [spec.replicas: Invalid value: 0: spec.replicas in body '
+            "should be greater than or equal to 1")
+NOT_CHECKED = ("<nil>: Invalid value: null: some validation rules were not checked because the object was "
+               "invalid; correct the existing errors to complete validation")
+INVALID = {"kind": "Status", "message": f"{REPLICAS}, {NOT_CHECKED}]"}
+
+
+class Response:
+    def __init__(self, status: int, body: dict):
+        self.status, self.reason, self.data, self.headers = status, "", json.dumps(body).encode(), {}
+
+    def read(self) -> bytes:
+        return self.data
+
+    def getheaders(self) -> dict:
+        return self.headers
+
+
+class ApiServer(client.ApiClient):
+    """The real client, with a canned answer in place of the network; keeps each request."""
+
+    def __init__(self, status: int = 201, body: dict | None = None):
+        super().__init__(client.Configuration(host="https://api"))
+        self.answer, self.requests = Response(status, body or {"metadata": {"managedFields": []}}), []
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        self.requests.append((method, url, body))
+        return self.answer
+
+
+def test_a_gpujob_goes_to_the_api_server_as_a_strict_dry_run_in_its_own_namespace():
+    api = ApiServer()
+    job = make_gpujob("j", manifest=True)
+    job["metadata"]["namespace"] = "team"
+    assert admitted(api, job, "default") == {"metadata": {}}  # managedFields dropped
+    method, url, body = api.requests[0]
+    parts = urlsplit(url)
+    assert (method, parts.path, body) == ("POST", "/apis/netsched.io/v1alpha1/namespaces/team/gpujobs", job)
+    assert parse_qs(parts.query) == {"dryRun": ["All"], "fieldValidation": ["Strict"]}
+
+
+def test_its_pods_go_as_the_operator_would_make_them_without_an_owner_that_does_not_exist():
+    api = ApiServer()
+    pods_admitted(api, as_submitted(make_gpujob("j", gpus=8, manifest=True), "team"))
+    method, url, pod = api.requests[0]
+    assert urlsplit(url).path == "/api/v1/namespaces/team/pods" and "dryRun=All" in url
+    assert pod["metadata"]["name"] == "j-0" and "ownerReferences" not in pod["metadata"]
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+
+
+@pytest.mark.parametrize(("status", "body", "said"), [
+    (422, INVALID, f"{REPLICAS}]"),
+    (409, {"message": 'gpujobs.netsched.io "j" already exists'},
+     'gpujobs.netsched.io "j" already exists; whatif answers for a GPUJob not yet submitted: give it another '
+     "name, or see this one with `netsched why NAME`"),
+    (403, {"message": "forbidden"},
+     "forbidden; whatif asks the API server with a dry-run create, which needs permission to create "
+     "gpujobs.netsched.io in default"),
+    (404, {"message": "the server could not find the requested resource"},
+     "the server could not find the requested resource: the API server does not serve GPUJob "
+     "(netsched.io/v1alpha1); is netsched's CRD installed?"),
+    (404, {"message": 'namespaces "x" not found'}, 'namespaces "x" not found'),
+    (500, {"message": "etcd\nis down"}, "etcd is down"),
+])
+def test_the_api_server_s_refusal_is_its_own_message_on_one_line_with_a_fix_where_one_is_known(
+        status, body, said):
+    with pytest.raises(WhatIfError) as refused:
+        admitted(ApiServer(status, body), make_gpujob("j", manifest=True), "default")
+    assert str(refused.value) == said
+
+
+def test_a_user_who_may_not_create_pods_still_gets_an_answer_but_a_refused_pod_is_said():
+    job = as_submitted(make_gpujob("j", manifest=True), "ml")
+    pods_admitted(ApiServer(403, {"message": "forbidden"}), job)
+    with pytest.raises(WhatIfError) as refused:
+        pods_admitted(ApiServer(422, {"message": 'Pod "j-0" is invalid: x'}), job)
+    assert str(refused.value) == ("the API server would refuse its pods (made from spec.template): "
+                                  'Pod "j-0" is invalid: x')
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"kind": "Pod"}, "kind Pod: whatif answers only for GPUJob (apiVersion netsched.io/v1alpha1)"),
+    ({"kind": None}, "kind is not set; whatif answers for GPUJob (apiVersion netsched.io/v1alpha1)"),
+    ({"apiVersion": "netsched.io/v1"}, "apiVersion 'netsched.io/v1': the API server serves GPUJob as "
+                                       "netsched.io/v1alpha1; write apiVersion: netsched.io/v1alpha1"),
+    ({"apiVersion": None},
+     "apiVersion is not set: the API server serves GPUJob as netsched.io/v1alpha1; write apiVersion: "
+     "netsched.io/v1alpha1"),
+])
+def test_a_kind_whatif_does_not_answer_for_is_refused_before_asking(change, said):
+    api = ApiServer()
+    with pytest.raises(WhatIfError) as refused:
+        admitted(api, make_gpujob("j", manifest=True) | change, "default")
+    assert str(refused.value) == said and api.requests == []
