@@ -1,6 +1,7 @@
 """`netsched train`, `evaluate`, `predict` and `retrain`: their settings and starts. Bad input (a missing
-or malformed data file, a refused model artifact) is one line on stderr and exit 2. Light to import: the
-`train` extra's libraries load only when a command runs."""
+or malformed data file, a refused model artifact) is one line on stderr and exit 2; too few jobs to train
+on is one line on stdout and exit 0, nothing changed. Light to import: the `train` extra's libraries load
+only when a command runs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ from netsched.api.settings import NOT_IN_CHART, option, setting
 from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
 
 DATA_HELP = "dataset CSV or operator records (.jsonl) files"
+# The fewest usable jobs train and retrain work on (netsched.training.train; here, so that --help says it
+# without loading scikit-learn). After the default 20% holdout (two jobs to judge a challenger on), eight
+# earlier jobs give each of train.TIME_BLOCKS (5) a job, so each of the four time folds trains on one
+# block or more and tests on another. Fewer: nothing is trained, nothing changed, exit 0.
+MIN_JOBS = 10
+TRAIN_DATA_HELP = (f"{DATA_HELP}; at least {MIN_JOBS} usable jobs (with fewer, nothing is trained: one line "
+                   f"'kept: only N jobs, at least {MIN_JOBS} needed', exit 0)")
 MODEL_HELP = "artifact directory or current.json manifest"
 CHART_RETRAIN = "the chart's CronJob passes its mounted records and models volumes"
 TRAIN_EXTRA = {"sklearn", "skl2onnx", "scipy", "matplotlib"}  # what `pip install netsched` leaves out
@@ -48,9 +56,21 @@ def model_command(command: str, run: Callable[[], object]) -> int:
     return 0
 
 
+def kept_unless_enough(command: str, run: Callable[[], object], unchanged: str) -> int:
+    """model_command; too few jobs to train on is one line and exit 0: a nightly job must not fail
+    until a new cluster has run enough of them."""
+    from netsched.training.train import TooFewJobs
+
+    try:
+        return model_command(command, run)
+    except TooFewJobs as exc:
+        print(f"kept: {exc}; {unchanged}")
+        return 0
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainSettings:
-    data: tuple[Path, ...] = option(flag="data", required=True, help=DATA_HELP)
+    data: tuple[Path, ...] = option(flag="data", required=True, help=TRAIN_DATA_HELP)
     out: str = option("models", flag="--out", help="directory to write the artifact under (default models)")
     name: str | None = option(
         flag="--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
@@ -66,11 +86,13 @@ class TrainSettings:
 
 
 def train_main(settings: TrainSettings) -> int:
-    from netsched.training.train import train
+    from netsched.training.train import stderr_progress, train
 
-    return model_command("train", lambda: train(list(settings.data), Path(settings.out), seed=settings.seed,
-                                                holdout=settings.holdout, name=settings.name,
-                                                clusters_by_file=settings.clusters_by_file))
+    return kept_unless_enough(
+        "train", lambda: train(list(settings.data), Path(settings.out), seed=settings.seed,
+                               holdout=settings.holdout, name=settings.name,
+                               clusters_by_file=settings.clusters_by_file, progress=stderr_progress),
+        "no model written")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +122,7 @@ def evaluate_main(settings: EvaluateSettings) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class RetrainSettings:
-    data: tuple[Path, ...] = setting(flag="data", required=True, help=DATA_HELP, fixed=CHART_RETRAIN)
+    data: tuple[Path, ...] = setting(flag="data", required=True, help=TRAIN_DATA_HELP, fixed=CHART_RETRAIN)
     models: str = setting("models", flag="--models", fixed=CHART_RETRAIN,
                           help="models directory with current.json (default models)")
     holdout: float = setting(0.2, flag="--holdout", parse=share, metavar="SHARE", helm="retrain.holdout",
@@ -112,14 +134,18 @@ class RetrainSettings:
 
 
 def retrain_main(settings: RetrainSettings) -> int:
+    from netsched.models.artifact import MANIFEST
     from netsched.training.retrain import retrain
+    from netsched.training.train import stderr_progress
 
     if settings.holdout == 0:
         print("netsched: error: retrain: --holdout must be above 0: both models are judged on the held-out "
               "recent jobs", file=sys.stderr)
         return 2
-    return model_command("retrain", lambda: retrain(settings.data, Path(settings.models),
-                                                    holdout=settings.holdout, seed=settings.seed))
+    return kept_unless_enough(
+        "retrain", lambda: retrain(settings.data, Path(settings.models), holdout=settings.holdout,
+                                   seed=settings.seed, progress=stderr_progress),
+        f"{Path(settings.models) / MANIFEST} unchanged")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,8 @@ rows it serves.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
@@ -65,6 +67,7 @@ MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer
 JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
 ESTIMATES = frozenset(estimate_names(tuple(f.name for f in FEATURES)))
 KNN_MAX_ROWS = 10_000  # kNN keeps a random sample this big: its cost grows with every row it keeps
+KNN_NEIGHBORS = 15  # or every row, when fewer: a cross-validation fold of a young cluster's records
 
 
 def make_model(kind: str, features: tuple[str, ...], seed: int):
@@ -77,12 +80,12 @@ def make_model(kind: str, features: tuple[str, ...], seed: int):
                                              min_samples_leaf=20, early_stopping=False, random_state=seed,
                                              monotonic_cst=monotone)
     if kind == "random_forest":
-        return RandomForestRegressor(n_estimators=40, max_depth=12, min_samples_leaf=3, max_features=0.5,
+        return QuietForest(n_estimators=40, max_depth=12, min_samples_leaf=3, max_features=0.5,
                                      max_samples=0.5, random_state=seed)
     if kind == "ridge":
         return _scaled(features, Ridge(alpha=1.0))
     if kind == "knn":
-        return _scaled(features, KNeighborsRegressor(n_neighbors=15, weights="distance"))
+        return _scaled(features, KNeighborsRegressor(n_neighbors=KNN_NEIGHBORS, weights="distance"))
     raise ValueError(f"unknown model kind {kind!r}; one of {', '.join(MODEL_KINDS)}")
 
 
@@ -105,7 +108,10 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
     if kind == "knn" and len(X) > KNN_MAX_ROWS:
         keep = np.random.default_rng(seed).choice(len(X), KNN_MAX_ROWS, replace=False)
         X, offset = X[keep], offset[keep]
-    return JobPlusCandidate(job_columns, job, make_model(kind, features, seed).fit(X, offset))
+    candidate = make_model(kind, features, seed)
+    if kind == "knn":
+        candidate.set_params(kneighborsregressor__n_neighbors=min(KNN_NEIGHBORS, len(X)))
+    return JobPlusCandidate(job_columns, job, candidate.fit(X, offset))
 
 
 def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
@@ -139,6 +145,16 @@ def fit_screen(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray
     """The linear screen (predictor.LinearScreen): ridge on log seconds directly, so its estimates
     share the model's scale and can stand in for the rows it screens out."""
     return make_model("ridge", features, 0).fit(X, log_seconds)
+
+
+class QuietForest(RandomForestRegressor):
+    """The random forest without scikit-learn's warning that half of a small fold's rows make few
+    bootstrap samples: true, and cross-validation on a young cluster's records says so for every fold."""
+
+    def fit(self, X, y, sample_weight=None):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Using the fractional value max_samples", UserWarning)
+            return super().fit(X, y, sample_weight)
 
 
 def _scaled(features: tuple[str, ...], model) -> Pipeline:

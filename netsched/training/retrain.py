@@ -26,11 +26,11 @@ from pathlib import Path
 from netsched.models.artifact import MANIFEST, ArtifactError, append_log, promote
 from netsched.models.features import FEATURE_NAMES, SCHEMA_VERSION
 from netsched.models.predictor import Predictor
-from netsched.training.dataset import Dataset, read_datasets
+from netsched.training.dataset import Dataset
 from netsched.training.evaluate import held_out, training_window
 from netsched.training.metrics import Scores, better, describe, judged_by, model_scores
 from netsched.training.onnx_export import compiled
-from netsched.training.train import Validation, seconds, train, validate
+from netsched.training.train import Validation, no_progress, seconds, train, training_data, validate
 
 LOG_FILE = "promotions.jsonl"
 
@@ -56,13 +56,14 @@ class Decision:
 
 
 def retrain(data_paths: Sequence[Path], models_dir: Path, holdout: float = 0.2, seed: int = 0,
-            log: Callable[[str], None] = print) -> Decision:
-    """Train, compare, promote or keep, log; raises SchemaError on data it cannot use."""
+            log: Callable[[str], None] = print, progress: Callable[[str], None] = no_progress) -> Decision:
+    """Train, compare, promote or keep, log; raises SchemaError on data it cannot use, and TooFewJobs,
+    changing nothing, on fewer than MIN_JOBS usable jobs."""
     if not 0 < holdout < 1:
         raise ValueError(f"holdout {holdout} must be in (0, 1): retraining judges on held-out recent jobs")
     models_dir, paths = Path(models_dir), [Path(p) for p in data_paths]
-    rows = read_datasets(paths)
-    checked = validate(rows, holdout, seed, log)
+    rows = training_data(paths)
+    checked = validate(rows, holdout, seed, log, progress)
     challenger = Predictor.load(train(paths, models_dir, seed=seed, holdout=holdout, log=log,
                                       name=_fresh_name(models_dir), dataset=rows, validation=checked),
                                 convert=compiled)

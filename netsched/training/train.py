@@ -17,6 +17,11 @@ records of one row per job) and, fitted on the earlier jobs, scored on the held-
 for the report only. Then the picked kind is refit on all records, the held-out jobs
 included (the newest jobs are the most like those the model will place), and again on the
 network-blind features for evaluation's network-blind baseline.
+
+With fewer than MIN_JOBS (netsched.training.commands) usable jobs nothing is trained (TooFewJobs):
+a young cluster's records are not yet enough to cross-validate on, and a nightly `retrain` must not
+fail until they are.
+Cross-validation prints a progress line per kind and split on stderr (`stderr_progress`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from __future__ import annotations
 import json
 import math
 import platform
+import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +47,8 @@ from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
 from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
-from netsched.training.dataset import Dataset, data_sha256, read_datasets
+from netsched.training.commands import MIN_JOBS
+from netsched.training.dataset import Dataset, data_sha256, dataset_from_rows, read_datasets
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
 from netsched.training.metrics import (
     BY_PAIRS,
@@ -73,6 +81,31 @@ SELECTION_RULE = (
 )
 
 
+class TooFewJobs(Exception):
+    """Fewer than MIN_JOBS usable jobs in the data: nothing is trained, nothing written."""
+
+
+def training_data(paths: Sequence[Path], clusters_by_file: bool = False) -> Dataset:
+    """The rows of `paths`, if they hold MIN_JOBS usable jobs or more; else TooFewJobs saying what was
+    read. An operator records file (.jsonl) that does not exist yet holds no job: the operator writes
+    it when its first job finishes, and a new install's nightly retrain runs before that."""
+    found = [Path(p) for p in paths if Path(p).suffix != ".jsonl" or Path(p).exists()]
+    data = read_datasets(found, clusters_by_file) if found else dataset_from_rows([])
+    jobs = len(data.jobs())
+    if jobs < MIN_JOBS:
+        read = ", ".join(f"{p}{'' if p in found else ' (not written yet)'}" for p in map(Path, paths))
+        raise TooFewJobs(f"only {jobs} jobs, at least {MIN_JOBS} needed; read {read}")
+    return data
+
+
+def stderr_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def no_progress(line: str) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class KindResult:
     kind: str
@@ -90,7 +123,8 @@ def split_holdout(ds: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
     if not 0 <= fraction < 1:
         raise ValueError(f"holdout fraction {fraction} must be in [0, 1)")
     sets = ds.sets()
-    cut = len(sets) - int(round(len(sets) * fraction))
+    held_out = max(int(round(len(sets) * fraction)), 1 if fraction else 0)  # a holdout holds one at least
+    cut = len(sets) - held_out
     if cut < 2:
         raise SchemaError(f"only {len(sets)} candidate sets: too few to train on after holding out "
                           f"{fraction:.0%}")
@@ -172,15 +206,22 @@ def _mean_of(x: float, y: float) -> float:
     return y if math.isnan(x) else x if math.isnan(y) else (x + y) / 2
 
 
-def evaluate_kinds(ds: Dataset, seed: int, kinds: tuple[str, ...] | None = None) -> list[KindResult]:
+def evaluate_kinds(ds: Dataset, seed: int, kinds: tuple[str, ...] | None = None,
+                   progress: Callable[[str], None] = no_progress) -> list[KindResult]:
     """Every kind's cross-validation scores (`kinds`: only these, e.g. SERVABLE, for the same pick
-    sooner: `select` never picks another)."""
+    sooner: `select` never picks another); `progress` is told of each kind and split as it starts."""
     jobs = ds.jobs()
-    by_time_folds, by_site_folds = time_folds(jobs), site_folds(ds, jobs)
+    splits = {"by time": time_folds(jobs), "by site": site_folds(ds, jobs)}
+    groups = [(kind, split) for kind in kinds or MODEL_KINDS for split, folds in splits.items() if folds]
+    started = time.monotonic()
+    scores: dict[tuple[str, str], Scores] = {}
+    for k, (kind, split) in enumerate(groups, start=1):
+        progress(f"cross-validating {k}/{len(groups)}: {kind} {split}, {len(splits[split])} folds "
+                 f"({time.monotonic() - started:.0f} s so far)")
+        scores[kind, split] = cross_validate(ds, kind, splits[split], seed)
     results = []
     for kind in kinds or MODEL_KINDS:
-        by_time = cross_validate(ds, kind, by_time_folds, seed)
-        by_site = cross_validate(ds, kind, by_site_folds, seed) if by_site_folds else None
+        by_time, by_site = scores[kind, "by time"], scores.get((kind, "by site"))
         results.append(KindResult(kind, by_time, by_site, _mean(by_time, by_site)))
     return results
 
@@ -215,7 +256,8 @@ class Validation:
         return {"selected_by": self.judged_by, "holdout_fraction": self.holdout, "held_out": recent}
 
 
-def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
+def validate(data: Dataset, holdout: float, seed: int, log=print,
+             progress: Callable[[str], None] = no_progress) -> Validation:
     """Cross-validate every kind on all but the most recent `holdout` share of jobs, pick one by
     SELECTION_RULE, and score it, fitted on those earlier jobs, on the held-out ones."""
     earlier, recent = split_holdout(data, holdout)
@@ -225,7 +267,7 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
     log(f"cross-validating {len(MODEL_KINDS)} kinds on {len(earlier)} rows, {len(earlier.jobs())} jobs "
         f"(folds split by job, later jobs tested by models of earlier ones); the {len(recent.jobs())} most "
         f"recent jobs held out")
-    results = evaluate_kinds(earlier, seed)
+    results = evaluate_kinds(earlier, seed, progress=progress)
     by = judged_by(results[0].overall)
     if by == BY_PAIRS:
         log("the records hold one row per job (no counterfactual candidates, as the operator writes them): "
@@ -248,14 +290,15 @@ def validate(data: Dataset, holdout: float, seed: int, log=print) -> Validation:
 
 def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
           log=print, dataset: Dataset | None = None, validation: Validation | None = None,
-          clusters_by_file: bool = False) -> Path:
+          clusters_by_file: bool = False, progress: Callable[[str], None] = no_progress) -> Path:
     """Train on `paths` (`dataset`: their rows, when the caller has read them already; `validation`:
     `validate`'s answer on them, when the caller has it already; `clusters_by_file`: each file is one
     cluster's records), write the artifact under `out`, return its directory. The artifact is fitted
-    on all rows, the held-out ones included."""
+    on all rows, the held-out ones included. TooFewJobs, before any work, if `paths` hold fewer than
+    MIN_JOBS usable jobs."""
     started = time.perf_counter()
-    data = dataset if dataset is not None else read_datasets(paths, clusters_by_file)
-    checked = validation or validate(data, holdout, seed, log)
+    data = dataset if dataset is not None else training_data(paths, clusters_by_file)
+    checked = validation or validate(data, holdout, seed, log, progress)
     pick = checked.pick
     log(f"fitting {pick.kind} on all {len(data)} rows, {len(data.jobs())} jobs (the held-out ones included)")
     blind = data.X[:, [INDEX[f] for f in NETWORK_BLIND]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import re
@@ -409,10 +410,10 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  id="replicas-not-a-number"),
     pytest.param({"extendr": {"replicas": 2}}, "at '': additional properties 'extendr' not allowed",
                  id="unknown-top-level-key"),
-    pytest.param({"operator": {"replicas": 0}}, "at '/operator/replicas': minimum: got 0, want 1",
+    pytest.param({"operator": {"replicas": 0}}, "operator.replicas is 0; it must be at least 1",
                  id="no-operator"),
     pytest.param({"operator": {"packer": {"budgetSeconds": 0}}},
-                 "at '/operator/packer/budgetSeconds': exclusiveMinimum: got 0, want 0",
+                 "operator.packer.budgetSeconds is 0; it must be more than 0 and at most 60",
                  id="packer-without-time"),
     pytest.param({"operator": {"packer": {"policy": {"mode": "lenient"}}}},
                  "at '/operator/packer/policy/mode': value must be one of 'strict', 'priced'",
@@ -426,7 +427,7 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
     pytest.param({"image": {"repository": None}}, "at '/image': missing property 'repository'",
                  id="image-without-repository"),
     pytest.param({"scheduler": {"extender": {"httpTimeout": "2 seconds"}}},
-                 "at '/scheduler/extender/httpTimeout': '2 seconds' does not match pattern",
+                 'scheduler.extender.httpTimeout is "2 seconds"; it must be a Go duration such as 2s, 500ms',
                  id="timeout-not-a-duration"),
     pytest.param({"agent": {"probePort": 9101}}, "agent.port and agent.probePort must differ",
                  id="agent-ports-clash"),
@@ -448,6 +449,94 @@ def test_bad_values_are_refused_with_a_message_naming_the_value(bin_dir, values,
     done = run([bin_dir / "helm", "template", "netsched", CHART, "-f", "-"], stdin=yaml.safe_dump(values))
     assert done.returncode != 0
     assert message in done.stderr
+
+
+# What users set most, as they set it (--set), refused in words that say what the value is for.
+PLAIN_MESSAGES = [
+    ("operator.replicas=0", "operator.replicas is 0; it must be at least 1: how many operator pods run"),
+    ("extender.replicas=0", "extender.replicas is 0; it must be at least 1: how many extender pods"),
+    ("scheduler.replicas=-1", "scheduler.replicas is -1; it must be at least 1: how many netsched"),
+    ("operator.packer.budgetSeconds=0", "operator.packer.budgetSeconds is 0; it must be more than 0 and "
+     "at most 60: seconds each packer solve may take, e.g. 0.5"),
+    ("operator.packer.budgetSeconds=90.5", "operator.packer.budgetSeconds is 90.5; it must be more than 0"),
+    ("operator.packer.planDeadlineSeconds=2", "operator.packer.planDeadlineSeconds is 2; it must be at "
+     "least 5 and at most 3600"),
+    ("operator.intervalSeconds=-0.5", "operator.intervalSeconds is -0.5; it must be more than 0: seconds "
+     "between two reconciles"),
+    ("extender.maxCacheAge=0", "extender.maxCacheAge is 0; it must be more than 0"),
+    ("retrain.holdout=1", "retrain.holdout is 1; it must be more than 0 and less than 1: the share of the "
+     "most recent jobs"),
+    ("agent.port=70000", "agent.port is 70000; it must be at least 1 and at most 65535: a TCP port"),
+    ("scheduler.extender.httpTimeout=2seconds", 'scheduler.extender.httpTimeout is "2seconds"; it must be '
+     "a Go duration such as 2s, 500ms or 1m30s"),
+    ("scheduler.image.tag=registry.k8s.io/kube-scheduler:v1.31.0", "scheduler.image.tag is "
+     '"registry.k8s.io/kube-scheduler:v1.31.0"; it must be an image tag alone (letters, digits, '
+     "'.', '_', '-'; the repository goes in scheduler.image.repository), such as v1.31.4"),
+    ("image.tag=netsched:0.2.0", 'image.tag is "netsched:0.2.0"; it must be an image tag alone'),
+    ("gpuCapabilities.NVIDIA-X.tflops16=0", "gpuCapabilities.NVIDIA-X.tflops16 is 0; it must be more than 0"),
+]
+
+
+@pytest.mark.parametrize("setting, message", PLAIN_MESSAGES, ids=[s.split("=")[0] for s, _ in PLAIN_MESSAGES])
+def test_the_values_users_set_most_are_refused_in_plain_words(bin_dir, setting, message):
+    done = run([bin_dir / "helm", "template", "netsched", CHART, "--set", setting])
+    assert done.returncode == 1
+    assert f"(netsched/templates/values-check.yaml:1:4): {message}" in done.stderr, done.stderr
+
+
+# Every decimal of values.schema.json, as `--set` hands it over: the string "0.5".
+DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds": "7.5",
+            "operator.packer.budgetSeconds": "0.5", "operator.packer.waitSeconds": "2.5",
+            "operator.packer.cooldownSeconds": "0.5", "operator.packer.policy.pointsPerMinute": "0.5",
+            "extender.maxCacheAge": "12.5", "extender.telemetry.maxAgeSeconds": "60.5",
+            "extender.model.reloadSeconds": "2.5", "retrain.holdout": "0.25", "agent.interval": "7.5",
+            "gpuCapabilities.NVIDIA-X.tflops16": "989.5", "gpuCapabilities.NVIDIA-X.tflopsFp32": "60.5",
+            "gpuCapabilities.NVIDIA-X.memoryBandwidthGBps": "3350.5",
+            "gpuCapabilities.NVIDIA-X.memoryGiB": "79.5"}
+
+
+def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_path):
+    schema = (CHART / "values.schema.json").read_text()
+    assert schema.count('"$ref": "#/definitions/decimal"') == len(DECIMALS)  # none left out here
+    sets = [arg for name, value in {**DECIMALS, "retrain.enabled": "true"}.items()
+            for arg in ("--set", f"{name}={value}")]
+    assert "1 chart(s) linted, 0 chart(s) failed" in ok([bin_dir / "helm", "lint", "--strict", CHART, *sets])
+    docs = [d for d in yaml.safe_load_all(ok([bin_dir / "helm", "template", "netsched", CHART, *sets])) if d]
+
+    def args(kind: str, name: str) -> argparse.Namespace:
+        return build_parser().parse_args(container(docs, kind, f"netsched-{name}")["args"])
+
+    operator = vars(args("Deployment", "operator"))
+    assert [operator[k] for k in ("interval", "forecast_interval", "packer.budget", "packer.wait",
+                                  "packer.cooldown", "telemetry_max_age")] == [0.5, 7.5, 0.5, 2.5, 0.5, 60.5]
+    extender = args("Deployment", "extender")
+    assert (extender.max_cache_age, extender.model_reload_seconds) == (12.5, 2.5)
+    assert args("DaemonSet", "agent").interval == 7.5
+    cron = find(docs, "CronJob", "netsched-retrain")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert build_parser().parse_args(cron["containers"][0]["args"]).holdout == 0.25
+    assert parse_table(find(docs, "ConfigMap", "netsched-gpus")["data"]["gpus.json"], "chart") == {
+        "NVIDIA-X": GpuCapability(989.5, 60.5, 3350.5, 79.5)}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(find(docs, "ConfigMap", "netsched-packer-policy")["data"]["policy.yaml"])
+    assert read_policy(policy).points_per_minute == 0.5
+
+
+TESTED = read_versions()["KUBERNETES_VERSION"]
+
+
+@pytest.mark.parametrize("args, tag", [
+    pytest.param(["--kube-version", "1.30.2"], "v1.30.2", id="the-clusters-version"),
+    pytest.param(["--kube-version", "v1.31.4+k3s1"], "v1.31.4", id="without-a-vendor-suffix"),
+    pytest.param(["--kube-version", "1.30.2", "--set", "scheduler.image.tag=v1.31.0"], "v1.31.0",
+                 id="overridden"),
+    pytest.param(["--kube-version", "1.29.5"], TESTED, id="below-the-minimum"),
+    pytest.param([], TESTED, id="no-cluster-version"),  # helm template says v1.20.0
+])
+def test_the_scheduler_image_follows_the_clusters_version_unless_set(bin_dir, args, tag):
+    docs = [d for d in yaml.safe_load_all(ok([bin_dir / "helm", "template", "netsched", CHART, *args])) if d]
+    image = container(docs, "Deployment", "netsched-scheduler")["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{tag}"
+    assert "0 chart(s) failed" in ok([bin_dir / "helm", "lint", "--strict", CHART, *args])
 
 
 # ---- against the dev-cluster ------------------------------------------------------------------------
@@ -489,19 +578,37 @@ def test_the_apiserver_accepts_every_rendered_object(bin_dir, dev_cluster, kopf_
     assert out.count("(server dry run)") == len(docs)
 
 
-@pytest.mark.parametrize("values, notes", [
-    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and"]),
+RWX_RECORDS = {"records": {"persistence": {"accessModes": ["ReadWriteMany"]}}}
+SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "path": "current.json"}}
+
+
+@pytest.mark.parametrize("values, notes, warnings", [
+    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and"], []),
     (CUSTOM_VALUES, ["The operator runs 2 replicas in ClusterKopfPeering",
-                     "pods use\n    schedulerName: netsched-chart-test and"]),
-], ids=["defaults", "custom"])
+                     "pods use\n    schedulerName: netsched-chart-test and"], []),
+    ({"operator": {"replicas": 2}}, [],
+     ["WARNING: operator.replicas is 2 but the job-records claim is ReadWriteOnce, not ReadWriteMany: "
+      "replicas on different nodes cannot all mount it. Set operator.records.persistence.accessModes to "
+      "[ReadWriteMany]"]),
+    ({"retrain": {"enabled": True}}, [],
+     ["WARNING: retrain.enabled: the retrain CronJob mounts the job-records claim beside the operator, but "
+      "it is ReadWriteOnce, not ReadWriteMany"]),
+    ({"retrain": {"enabled": True, "models": {"accessModes": ["ReadWriteOnce"]}}, "operator": RWX_RECORDS,
+      "extender": SERVED_MODELS}, [],
+     ["WARNING: the extender reads models from claim {release}-models, which the retrain CronJob writes, "
+      "but it is ReadWriteOnce, not ReadWriteMany"]),
+], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo"])
 def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, kopf_crds, release,
-                                                                values, notes):
+                                                                values, notes, warnings):
     # ServiceMonitor has no CRD here; everything else goes through helm's own install path.
+    values = yaml.safe_load(yaml.safe_dump(values).replace("{release}", release))
     values = values | {"serviceMonitor": {"enabled": False}}
     out = ok([bin_dir / "helm", f"--kubeconfig={dev_cluster.kubeconfig}", "install", release, CHART,
               "-n", release, "--dry-run=server", "-f", "-"], stdin=yaml.safe_dump(values))
     assert "STATUS: pending-install" in out and all(note in out for note in notes), out
-    assert "WARNING" not in out
+    flowed = " ".join(out.split())
+    assert [w.replace("{release}", release) in flowed for w in warnings] == [True] * len(warnings), out
+    assert flowed.count("WARNING") == len(warnings), out
 
 
 @pytest.fixture(scope="module")

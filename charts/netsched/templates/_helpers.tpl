@@ -128,3 +128,91 @@ securityContext:
   capabilities:
     drop: [ALL]
 {{- end -}}
+
+{{/*
+The upstream kube-scheduler's image. Its tag by default is the cluster's own version
+(.Capabilities.KubeVersion without a vendor suffix such as +k3s1 or -eks-5e0fdde), so the second
+scheduler never skews from the control plane. Below the chart's minimum (1.30) it is the version
+netsched is tested with (hack/controlplane/versions.env): `helm template` without --kube-version
+reports v1.20.0, which would render an image too old for the scheduler configuration.
+scheduler.image.tag overrides both.
+*/}}
+{{- define "netsched.schedulerImage" -}}
+{{- $image := .Values.scheduler.image -}}
+{{- $cluster := regexReplaceAll "[-+].*$" .Capabilities.KubeVersion.Version "" -}}
+{{- $tag := ternary $cluster "v1.34.10" (semverCompare ">=1.30.0" $cluster) -}}
+{{- printf "%s:%s" $image.repository ($image.tag | default $tag) -}}
+{{- end -}}
+
+{{/*
+Plain-language checks of the values users set most, run before anything renders (templates/
+values-check.yaml): the schema checks types and names, these say what a value is for and what it
+takes. Decimals are checked here rather than in the schema because `--set x=0.5` hands the chart the
+string "0.5" (helm reads only whole numbers as numbers there), which the schema's numeric bounds would
+not see; the schema lets a numeric string through (definitions/decimal).
+*/}}
+{{- define "netsched.checkNumber" -}}
+{{- $v := float64 .value -}}
+{{- $rules := list -}}
+{{- $bad := false -}}
+{{- if hasKey . "above" -}}
+{{- $rules = append $rules (printf "more than %v" .above) -}}
+{{- $bad = or $bad (le $v (float64 .above)) -}}
+{{- end -}}
+{{- if hasKey . "atLeast" -}}
+{{- $rules = append $rules (printf "at least %v" .atLeast) -}}
+{{- $bad = or $bad (lt $v (float64 .atLeast)) -}}
+{{- end -}}
+{{- if hasKey . "below" -}}
+{{- $rules = append $rules (printf "less than %v" .below) -}}
+{{- $bad = or $bad (ge $v (float64 .below)) -}}
+{{- end -}}
+{{- if hasKey . "atMost" -}}
+{{- $rules = append $rules (printf "at most %v" .atMost) -}}
+{{- $bad = or $bad (gt $v (float64 .atMost)) -}}
+{{- end -}}
+{{- if $bad -}}
+{{- fail (printf "%s is %v; it must be %s: %s" .name .value (join " and " $rules) .means) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "netsched.checkValues" -}}
+{{- $v := .Values -}}
+{{- $numbers := list
+  (dict "name" "operator.replicas" "value" $v.operator.replicas "atLeast" 1 "means" "how many operator pods run (one acts at a time)")
+  (dict "name" "extender.replicas" "value" $v.extender.replicas "atLeast" 1 "means" "how many extender pods serve the scheduler")
+  (dict "name" "scheduler.replicas" "value" $v.scheduler.replicas "atLeast" 1 "means" "how many netsched kube-scheduler pods run (one leads)")
+  (dict "name" "operator.intervalSeconds" "value" $v.operator.intervalSeconds "above" 0 "means" "seconds between two reconciles of a GPUJob, e.g. 0.5")
+  (dict "name" "operator.forecastIntervalSeconds" "value" $v.operator.forecastIntervalSeconds "above" 0 "means" "seconds between two forecasts of start and finish times")
+  (dict "name" "operator.packer.budgetSeconds" "value" $v.operator.packer.budgetSeconds "above" 0 "atMost" 60 "means" "seconds each packer solve may take, e.g. 0.5")
+  (dict "name" "operator.packer.waitSeconds" "value" $v.operator.packer.waitSeconds "atLeast" 0 "means" "seconds a pod waits before the packer looks")
+  (dict "name" "operator.packer.cooldownSeconds" "value" $v.operator.packer.cooldownSeconds "atLeast" 0 "means" "least seconds between two packer solves")
+  (dict "name" "operator.packer.planDeadlineSeconds" "value" $v.operator.packer.planDeadlineSeconds "atLeast" 5 "atMost" 3600 "means" "seconds a PackingPlan may take before it is abandoned (the PackingPlan CRD's range)")
+  (dict "name" "extender.maxCacheAge" "value" $v.extender.maxCacheAge "above" 0 "means" "seconds: the oldest node and pod cache the extender answers from")
+  (dict "name" "extender.telemetry.maxAgeSeconds" "value" $v.extender.telemetry.maxAgeSeconds "above" 0 "means" "seconds after which a link measurement is unknown")
+  (dict "name" "extender.model.reloadSeconds" "value" $v.extender.model.reloadSeconds "above" 0 "means" "seconds between checks for a new model")
+  (dict "name" "retrain.holdout" "value" $v.retrain.holdout "above" 0 "below" 1 "means" "the share of the most recent jobs both models are judged on, e.g. 0.2")
+  (dict "name" "agent.interval" "value" $v.agent.interval "above" 0 "means" "seconds between two probe rounds")
+  (dict "name" "agent.port" "value" $v.agent.port "atLeast" 1 "atMost" 65535 "means" "a TCP port on every node")
+  (dict "name" "agent.probePort" "value" $v.agent.probePort "atLeast" 1 "atMost" 65535 "means" "a TCP port on every node")
+}}
+{{- with $v.operator.packer.policy.pointsPerMinute }}
+{{- $numbers = append $numbers (dict "name" "operator.packer.policy.pointsPerMinute" "value" . "atLeast" 0 "means" "points each minute of run time a restart throws away costs") }}
+{{- end }}
+{{- range $product, $entry := $v.gpuCapabilities }}
+{{- range $field, $number := $entry }}
+{{- $numbers = append $numbers (dict "name" (printf "gpuCapabilities.%s.%s" $product $field) "value" $number "above" 0 "means" "a GPU's capability figure") }}
+{{- end }}
+{{- end }}
+{{- range $numbers }}
+{{- include "netsched.checkNumber" . }}
+{{- end }}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" (toString $v.scheduler.extender.httpTimeout)) }}
+{{- fail (printf "scheduler.extender.httpTimeout is %q; it must be a Go duration such as 2s, 500ms or 1m30s: the longest wait for one extender call" (toString $v.scheduler.extender.httpTimeout)) }}
+{{- end }}
+{{- range $name, $tag := dict "image.tag" $v.image.tag "scheduler.image.tag" $v.scheduler.image.tag }}
+{{- if not (regexMatch "^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$" (toString $tag)) }}
+{{- fail (printf "%s is %q; it must be an image tag alone (letters, digits, '.', '_', '-'; the repository goes in %s), such as %s, or empty for the default" $name (toString $tag) (replace ".tag" ".repository" $name) (ternary "v1.31.4" "0.1.0" (hasPrefix "scheduler" $name))) }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,10 +1,21 @@
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from netsched.cli import main
+from netsched.models.artifact import MANIFEST, promote
 from netsched.testing.models import copy_of, trained
+from netsched.testing.records import operator_record, young_cluster_records
+from netsched.training.commands import MIN_JOBS
 from netsched.training.dataset import read_dataset
+from netsched.training.fitting import MODEL_KINDS
+
+ROOT = Path(__file__).parents[3]
 
 
 def error_line(capsys) -> str:
@@ -65,3 +76,78 @@ def test_a_bad_holdout_is_refused_before_any_work(capsys):
     assert "1.5 is not a share in [0, 1)" in capsys.readouterr().err
     assert main(["retrain", "x.csv", "--holdout", "0"]) == 2
     assert "--holdout must be above 0" in error_line(capsys)
+
+
+# ---- a young cluster's records: too few jobs to train on ----------------------------------------
+
+def netsched(*argv) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "netsched", *map(str, argv)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def current_model(tmp_path_factory) -> Path:
+    """A models directory whose current.json names a trained artifact."""
+    models = tmp_path_factory.mktemp("served") / "models"
+    artifact = copy_of(trained()[0], models)
+    promote(models / MANIFEST, artifact, models / "promotions.jsonl", {"decision": "promoted"})
+    return models
+
+
+def records(tmp_path: Path, jobs: int | None) -> Path:
+    """An operator records file of `jobs` Succeeded jobs; None: not written yet; 0: a Failed job only."""
+    path = tmp_path / "job-records.jsonl"
+    if jobs == 0:
+        path.write_text(json.dumps(operator_record(["a1-0"], phase="Failed")) + "\n")
+    elif jobs is not None:
+        young_cluster_records(path, jobs)
+    return path
+
+
+@pytest.mark.parametrize("jobs", [None, 0, 1, 2, 5, MIN_JOBS - 1], ids=lambda n: f"{n}-jobs")
+def test_retrain_on_too_few_jobs_keeps_the_current_model_in_one_line(tmp_path, current_model, jobs):
+    data, before = records(tmp_path, jobs), snapshot(current_model)
+    done = netsched("retrain", data, "--models", current_model)
+    unwritten = " (not written yet)" if jobs is None else ""
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, f"kept: only {jobs or 0} jobs, at least {MIN_JOBS} needed; read {data}{unwritten}; "
+        f"{current_model / MANIFEST} unchanged\n", "")
+    assert snapshot(current_model) == before
+
+
+@pytest.mark.parametrize("jobs", [1, MIN_JOBS - 1], ids=lambda n: f"{n}-jobs")
+def test_train_on_too_few_jobs_writes_nothing_and_says_so(tmp_path, jobs):
+    data = records(tmp_path, jobs)
+    done = netsched("train", data, "--out", tmp_path / "models")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, f"kept: only {jobs} jobs, at least {MIN_JOBS} needed; read {data}; no model written\n", "")
+    assert not (tmp_path / "models").exists()
+
+
+def test_the_minimum_is_in_the_help():
+    done = netsched("retrain", "--help")
+    assert done.returncode == 0 and f"at least {MIN_JOBS} usable jobs" in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize("command", ["train", "retrain"])
+def test_with_the_minimum_it_trains_and_tells_cross_validation_progress_on_stderr(tmp_path, command):
+    data = records(tmp_path, MIN_JOBS)
+    models = tmp_path / "models"
+    done = netsched(command, data, "--models" if command == "retrain" else "--out", models)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    groups = 2 * len(MODEL_KINDS)  # by time and by site (two zones) for each kind
+    assert [line.split(":")[0] for line in lines] == [f"cross-validating {k}/{groups}"
+                                                      for k in range(1, groups + 1)]
+    assert all(re.search(r": \w+ by (time|site), \d folds \(\d+ s so far\)$", line) for line in lines), lines
+    if command == "retrain":
+        assert done.stdout.splitlines()[-1].startswith("promoted: no current model")
+        assert (models / MANIFEST).exists()
+    else:
+        assert len(list(models.glob("*/meta.json"))) == 1
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
