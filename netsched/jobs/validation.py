@@ -10,6 +10,7 @@ GPUJob's fields.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -99,8 +100,9 @@ def _pod_template(pod: dict[str, Any]) -> list[str]:
                 found.append(f"{at}.resources.{kind}: {values!r} is not a map of quantities")
                 continue
             for name, value in values.items():
-                if not _quantity(value):
-                    found.append(f"{at}.resources.{kind}.{name}: {value!r} is not a Kubernetes quantity; "
+                wrong = _quantity(value)
+                if wrong:
+                    found.append(f"{at}.resources.{kind}.{name}: {value!r} {wrong}; "
                                  "write e.g. 500m, 2 or 16Gi")
     return found
 
@@ -133,12 +135,14 @@ def _list_of_named(value: object) -> bool:
                                            for x in value)
 
 
-def _quantity(value: object) -> bool:
+def _quantity(value: object) -> str | None:
+    """What is wrong with a resource quantity, None if nothing."""
     try:
-        parse_quantity(value)
+        amount = parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError):
-        return False
-    return True
+        return "is not a Kubernetes quantity"
+    # the API server keeps e.g. 1e1000 as written; every count netsched makes of it would overflow
+    return None if math.isfinite(float(amount)) else "is larger than any real machine has"
 
 
 def invalid(status: dict[str, Any], found: list[str], generation: int) -> tuple[dict[str, Any], str | None]:
