@@ -38,7 +38,7 @@ def spec(container: dict | None = None, pod: dict | None = None, **fields) -> GP
                  "containers[0].resources.requests.cpu: 'lots' is not a Kubernetes quantity", "500m",
                  id="cpu-lots"),
     pytest.param(spec({"resources": {"requests": {"cpu": "1e1000"}}}),
-                 "requests.cpu: '1e1000' is larger than any real machine has", "500m", id="cpu-beyond-floats"),
+                 "requests.cpu: '1e1000' is larger than any real machine has", "500m", id="cpu-huge"),
     pytest.param(spec({"resources": {"limits": {"memory": "1 GB"}}}), "resources.limits.memory: '1 GB'",
                  "16Gi", id="memory-with-a-space"),
     pytest.param(spec(network={"maxDataDistance": "rack"}), "spec.network.maxDataDistance 'rack' needs "
