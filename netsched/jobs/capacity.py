@@ -133,15 +133,16 @@ def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
                         f"lower {_field(k)}, or add a node with more{widen}")
         return (f"no {node} has {_describe(request)} at once; lower {_field(kinds[0])}, or add a node with "
                 f"more{widen}")
-    total, where = sum(holds.values()), f"the {len(usable)} nodes it may use" if limited else "the cluster"
+    total = sum(holds.values())
+    where = f"the {len(usable)} nodes it may use have" if limited else "the cluster has"
     if total < needed:
         fix = f"lower spec.replicas or spec.gang.minAvailable, or add nodes{widen}"
         for k in kinds:
             have = sum(n.allocatable.get(k, 0.0) for n in usable)
             if request[k] * needed > have:
                 number, unit = _amount(k, request[k] * needed)
-                return f"needs {number} {unit}, {where} has {_amount(k, have)[0]}; {fix}"
-        return (f"needs {needed} replica(s) of {_describe(request)}, {where} holds at most {total} even "
+                return f"needs {number} {unit}, {where} {_amount(k, have)[0]}; {fix}"
+        return (f"needs {needed} replica(s) of {_describe(request)}, {where} room for {total} even "
                 f"empty; {fix}")
     if level:
         groups = _groups(usable, holds, level)
@@ -153,7 +154,8 @@ def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
                 DISTANCES[lv] > DISTANCES[level] and max(_groups(usable, holds, lv).values()) >= needed))
             could = f"maxPeerDistance: {wider}" if wider else "no maxPeerDistance"
             within = "on one node" if level == "node" else f"within one {level}"
-            size = f"{gpus:g} GPUs" if level == "node" else f"{len(members)} node{'s' * (len(members) != 1)}, {gpus:g} GPUs"
+            nodes_there = f"{len(members)} node{'s' * (len(members) != 1)}, "
+            size = f"{gpus:g} GPUs" if level == "node" else f"{nodes_there}{gpus:g} GPUs"
             return (f"needs {needed} replica(s) of {_describe(request)} {within}, the largest {level} holds "
                     f"{groups[best]} ({best}: {size}); it could run with {could}, or with "
                     f"spec.gang.minAvailable at most {groups[best]}")

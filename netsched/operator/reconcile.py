@@ -24,7 +24,7 @@ from netsched.jobs.replica_pods import GANG_GATE
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
 BACKOFF = "podCreateBackoff"  # status, while creates are refused: {failures, retryAt, generation, ...}
-BLOCKED_SINCE = "blockedSince"  # status, while it never fits: since when (--never-fits-timeout counts from it)
+BLOCKED_SINCE = "blockedSince"  # status, while it never fits: since when (--never-fits-timeout counts on)
 PERMANENT_FIRST_RETRY, PERMANENT_MAX_RETRY = 5.0, 300.0  # seconds: a refusal waits for a fix
 TEMPORARY_FIRST_RETRY, TEMPORARY_MAX_RETRY = 1.0, 30.0  # seconds: an API server that did not answer
 
