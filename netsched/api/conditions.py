@@ -47,6 +47,9 @@ INSUFFICIENT_RESOURCES = "InsufficientResources"  # too little free room on the 
 NO_DOMAIN_LARGE_ENOUGH = "NoDomainLargeEnough"  # room enough, but no one node, rack or zone holds it
 DATA_TOO_FAR = "DataTooFar"  # room enough, but not within maxDataDistance of its data
 WAITING_FOR_PLAN = "WaitingForPlan"  # a PackingPlan is making room for it
+# it could not fit even on an empty cluster as it is (too few GPUs in all, no node or domain large
+# enough): phase Blocked, a Warning, no predicted times; also the Failed reason after --never-fits-timeout
+NEVER_FITS = "NeverFits"
 
 # PackingPlan condition types (and SUCCEEDED or FAILED once it ends, whichever way it ends)
 PROGRESSING = "Progressing"  # True while the plan is carried out; False once it ended

@@ -43,7 +43,8 @@ def gpujob(name: str, replicas: int, gpus: int, duration: str, **spec) -> dict:
 
 # A 4x2-GPU training job whose data is in zone-b; a 2x4-GPU eval job that must stay
 # in zone-a with its replicas in one rack; two single-replica jobs; and a 3x8-GPU gang
-# that wants one rack, which holds only two 8-GPU nodes: it waits, and says why.
+# that wants one rack, which holds only two 8-GPU nodes: it can never fit, is Blocked and says
+# why, then fails at its scheduling timeout.
 WORKLOAD = [
     gpujob("train", 4, 2, "6s", dataSources=[{"name": "corpus", "kind": "zone", "location": "zone-b"}],
            workload={"kind": "training", "inputSizeGB": 50, "communicationIntensity": "high"}),
@@ -208,7 +209,7 @@ def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
         zones = sorted({p["zone"] for p in placed})
         where = (f"{len(placed)} replicas on {len({p['node'] for p in placed})} node(s), "
                  f"rack(s) {', '.join(racks)} in {', '.join(zones)}") if placed else "-"
-        if _phase(job) == Phase.FAILED or (_phase(job) == Phase.PENDING and _waiting(job)):
+        if _phase(job) in (Phase.FAILED, Phase.BLOCKED) or (_phase(job) == Phase.PENDING and _waiting(job)):
             cond = _condition(job, c.FAILED) or _condition(job, c.ADMITTED)
             where = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "

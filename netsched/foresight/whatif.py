@@ -5,8 +5,9 @@ cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and a
 operator's own rules, so the answer is what the operator would do:
 - no answer, but the problems the operator would report (netsched.jobs.validation) before any pod is
   made, as WhatIfError;
-- does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows),
-  where it would go (capacity.placement) and the room per rack or zone;
+- does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows,
+  NeverFits with the operator's words when it could never fit the cluster as it is), where it would
+  go (capacity.placement) and the room per rack or zone;
 - how long it runs and when it would start and finish (netsched.jobs.forecast, with this job
   added to the queue at its priority), and which running jobs it waits for;
 - what the packer would do now (Packer.decide on the cluster with this gang waiting): the pods it
@@ -23,6 +24,7 @@ from typing import Any
 
 from kubernetes import client
 
+from netsched.api import conditions as c
 from netsched.api.connect import items
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION
@@ -40,6 +42,8 @@ from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
+# instead of a predicted start, for a job that never fits (whatif and why say the same)
+NEVER_STARTS = "Predicted start: none: it never fits the cluster as it is, so the operator holds it Blocked"
 
 
 class WhatIfError(ValueError):
@@ -111,7 +115,8 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["predictedCompletionTime"] = _text(forecast.finish)
     answer["waitsFor"] = list(forecast.after) if not fit.fits else []
     answer["ahead"] = _ahead(cluster, priority)
-    answer["packer"] = {} if fit.fits else _packer(cluster, pods, budget)
+    # no plan can place a gang that never fits: the packer's dry run would only take its budget
+    answer["packer"] = {} if fit.fits or fit.why == c.NEVER_FITS else _packer(cluster, pods, budget)
     return answer
 
 
@@ -233,6 +238,8 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     if start:
         lines.append(f"Predicted start: {start} ({_from_now(start, now)})" + (
             f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
+    elif s["reason"] == c.NEVER_FITS:
+        lines.append(NEVER_STARTS)
     elif not s["fits"]:
         lines.append("Predicted start: unknown (the room it needs is held by pods with no predicted end)")
     if finish:

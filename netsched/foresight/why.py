@@ -12,7 +12,7 @@ from typing import Any
 
 from netsched.api import conditions as c
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, Phase
-from netsched.foresight.whatif import Cluster, WhatIfError, room_table
+from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, room_table
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 
@@ -56,6 +56,8 @@ def render_why(answer: dict[str, Any]) -> str:
         lines.append(f"{answer['condition']}: {answer['reason']}: {answer['message']}")
     elif answer["message"]:
         lines.append(f"Status: {answer['message']}")
+    if answer["reason"] == c.NEVER_FITS:
+        lines.append(NEVER_STARTS)
     if answer["predictedStartTime"]:
         lines.append(f"Predicted start: {answer['predictedStartTime']}" + (
             f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))

@@ -13,6 +13,10 @@ it lifts the gate. kube-scheduler then keeps the gang in that domain on its own,
 holds when the extender is down or errs (an ignorable extender is skipped, and the pods would
 be placed without it). The most room, not the tightest fit: replicas scheduled one by one
 meet other pods on the way, and a domain with room to spare is the one they still fit in.
+
+A gang that does not fit now is also checked against the cluster as it is with every node empty
+(`never_fits`): one that could never fit there says so (reason NeverFits), so that it does not
+read as one that only has to wait.
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
                f"({gpus:g} free GPUs on {able} eligible of {len(nodes)} nodes)")
     if placeable >= needed:
         return Fit(placeable, needed, message, domain)
+    never = never_fits(nodes, job)
+    if never:
+        return Fit(placeable, needed, f"never fits: {never}", None, c.NEVER_FITS)
     why, change = _why_not(nodes, free, per_node, eligible, job)
     best = _roomiest(groups, set(groups)) if level else None
     if level and best is not None:
@@ -93,6 +100,66 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
                          if n.labels.get(label, n.name) == best)
         message += f"; the best {level}, {best}, has {free_there:g} free GPUs and holds {groups[best]}"
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
+
+
+def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
+    """Why `job`'s gang could never fit the cluster as it is, even with every node empty, in plain
+    words with the numbers and the fix; None when it could (now, or once room frees).
+
+    Counts allocatable room, not free room, on the Ready, schedulable nodes the job may use (its
+    nodeSelector, node affinity, tolerations and data limit, as `gang_fit` does), checked against
+    its shape: one member on a node, the gang in the cluster, the gang in one domain of its
+    maxPeerDistance. A cluster with no Ready, schedulable node at all is an outage, not a job too
+    large for it: None."""
+    request, needed, level = job.member_request, job.min_available, job.needs.max_peer_distance
+    ready = [n for n in nodes if n.schedulable]
+    if not ready or not any(v > 0 for v in request.values()):
+        return None
+    usable = [n for n in ready if _may_run(n, job.member_spec, job.needs, nodes)]
+    limited = len(usable) < len(ready)
+    widen = ", or widen its nodeSelector, node affinity, tolerations or maxDataDistance" if limited else ""
+    if not usable:
+        return (f"none of the {len(ready)} Ready, schedulable nodes matches its nodeSelector, node affinity, "
+                f"tolerations or maxDataDistance; change those, or add a node that matches")
+    kinds = sorted((k for k, v in request.items() if v > 0), key=lambda k: (k != GPU_RESOURCE, k))
+    holds = {n.name: _count(n.allocatable, request) for n in usable}
+    if not any(holds.values()):
+        node = "node it may use" if limited else "node"
+        for k in kinds:
+            largest = max(n.allocatable.get(k, 0.0) for n in usable)
+            if largest < request[k]:
+                number, unit = _amount(k, request[k])
+                return (f"no {node} has {number} {unit}, the largest has {_amount(k, largest)[0]}; "
+                        f"lower {_field(k)}, or add a node with more{widen}")
+        return (f"no {node} has {_describe(request)} at once; lower {_field(kinds[0])}, or add a node with "
+                f"more{widen}")
+    total = sum(holds.values())
+    where = f"the {len(usable)} nodes it may use have" if limited else "the cluster has"
+    if total < needed:
+        fix = f"lower spec.replicas or spec.gang.minAvailable, or add nodes{widen}"
+        for k in kinds:
+            have = sum(n.allocatable.get(k, 0.0) for n in usable)
+            if request[k] * needed > have:
+                number, unit = _amount(k, request[k] * needed)
+                return f"needs {number} {unit}, {where} {_amount(k, have)[0]}; {fix}"
+        return (f"needs {needed} replica(s) of {_describe(request)}, {where} room for {total} even "
+                f"empty; {fix}")
+    if level:
+        groups = _groups(usable, holds, level)
+        best = _roomiest(groups, set(groups))
+        if best is not None and groups[best] < needed:
+            members = [n for n in usable if n.labels.get(GROUP_LABEL[level], n.name) == best]
+            gpus = sum(n.allocatable.get(GPU_RESOURCE, 0.0) for n in members)
+            wider = next(lv for lv in ("rack", "zone", None) if lv is None or (
+                DISTANCES[lv] > DISTANCES[level] and max(_groups(usable, holds, lv).values()) >= needed))
+            could = f"maxPeerDistance: {wider}" if wider else "no maxPeerDistance"
+            within = "on one node" if level == "node" else f"within one {level}"
+            nodes_there = f"{len(members)} node{'s' * (len(members) != 1)}, "
+            size = f"{gpus:g} GPUs" if level == "node" else f"{nodes_there}{gpus:g} GPUs"
+            return (f"needs {needed} replica(s) of {_describe(request)} {within}, the largest {level} holds "
+                    f"{groups[best]} ({best}: {size}); it could run with {could}, or with "
+                    f"spec.gang.minAvailable at most {groups[best]}")
+    return None
 
 
 def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload) -> dict[str, int] | None:
@@ -244,6 +311,18 @@ def _tolerated(taint: dict[str, Any], tolerations: Iterable[dict[str, Any]]) -> 
         if t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
             return True
     return False
+
+
+def _amount(kind: str, value: float) -> tuple[str, str]:
+    """A quantity of a resource as people read it: ("16", "GPUs"), ("96", "CPUs"), ("1024Gi", "memory")."""
+    if kind == "memory":
+        return f"{value / 2**30:g}Gi", "memory"
+    return f"{value:g}", {GPU_RESOURCE: "GPUs", "cpu": "CPUs"}.get(kind, kind)
+
+
+def _field(kind: str) -> str:
+    """Where a member's request of `kind` comes from in a GPUJob."""
+    return "spec.gpusPerReplica" if kind == GPU_RESOURCE else f"the template's {kind} requests"
 
 
 def _describe(request: Resources) -> str:

@@ -35,6 +35,11 @@ class OperatorConfig:
         15.0, flag="--forecast-interval", metavar="SECONDS", helm="operator.forecastIntervalSeconds",
         help="how often every unfinished GPUJob's predicted start and completion are worked out again "
         "(default 15)")
+    never_fits_timeout: float = setting(
+        0.0, flag="--never-fits-timeout", metavar="SECONDS", helm="operator.neverFitsTimeout",
+        help="a GPUJob that could never fit the cluster as it is (phase Blocked, reason NeverFits) fails "
+        "after this many seconds Blocked; 0 (default): it stays Blocked until nodes are added or the "
+        "job is changed")
     scheduler_name: str = setting(
         SCHEDULER_NAME, flag="--scheduler-name", helm="scheduler.name",
         help="schedulerName of the pods it creates, unless a job's template sets one (default "

@@ -78,6 +78,7 @@ class Operator:
     scheduler: str = SCHEDULER_NAME  # schedulerName of the pods it creates (unless the template sets one)
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
+    never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
     _admission: threading.Lock = field(default_factory=threading.Lock)
     # a released gang's room until its pods show up as pending: (expiry, request per pod)
     _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
@@ -109,7 +110,8 @@ class Operator:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self._admission if gated else contextlib.nullcontext():
-            actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices))
+            actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
+                                never_fits_timeout=self.never_fits_timeout)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
@@ -145,7 +147,9 @@ class Operator:
             elif key != job.key:
                 reserved += [req] * waiting
         result = gang_fit(nodes, indices.used, indices.pending + reserved, job)
-        note = None if result.fits else self.packer_note(f"{job.namespace}/{job.name}")
+        # no PackingPlan can place a gang that never fits: what the packer says of it is noise
+        waits = not result.fits and result.why != c.NEVER_FITS
+        note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
         return replace(result, message=f"{result.message}; {note}") if note else result
 
     # ---- carrying out -----------------------------------------------------------

@@ -24,6 +24,7 @@ from netsched.jobs.replica_pods import GANG_GATE
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
 BACKOFF = "podCreateBackoff"  # status, while creates are refused: {failures, retryAt, generation, ...}
+BLOCKED_SINCE = "blockedSince"  # status, while it never fits: since when (--never-fits-timeout counts on)
 PERMANENT_FIRST_RETRY, PERMANENT_MAX_RETRY = 5.0, 300.0  # seconds: a refusal waits for a fix
 TEMPORARY_FIRST_RETRY, TEMPORARY_MAX_RETRY = 1.0, 30.0  # seconds: an API server that did not answer
 
@@ -71,7 +72,9 @@ class Actions:
 
 def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
               node_labels: dict[str, dict[str, str]], fit: Callable[[], Fit],
-              now: datetime | None = None) -> Actions:
+              now: datetime | None = None, never_fits_timeout: float = 0.0) -> Actions:
+    """`never_fits_timeout`: seconds a job may stay Blocked because it never fits before it fails
+    (0: it waits Blocked until the cluster grows or the job is changed)."""
     now = now or datetime.now(UTC)
     out = Actions()
     new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
@@ -86,7 +89,7 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
 
     failures = sum(p.phase == PodPhase.FAILED for p in pods)
     new["failures"] = failures
-    ended = _ended(job, new, latest, failures, now)
+    ended = _ended(job, new, latest, failures, now, never_fits_timeout)
     if ended:
         phase, reason, message = ended
         return _finish(out, job, new, latest, node_labels, phase, reason, message, now)
@@ -129,7 +132,7 @@ def _latest(pods: list[PodView]) -> dict[int, PodView]:
 
 
 def _ended(job: GPUJob, status: dict[str, Any], latest: dict[int, PodView], failures: int,
-           now: datetime) -> tuple[Phase, str, str] | None:
+           now: datetime, never_fits_timeout: float) -> tuple[Phase, str, str] | None:
     if len(latest) == job.replicas and all(latest[i].phase == PodPhase.SUCCEEDED
                                            for i in range(job.replicas)):
         return Phase.SUCCEEDED, c.ALL_SUCCEEDED, f"all {job.replicas} replicas succeeded"
@@ -147,6 +150,11 @@ def _ended(job: GPUJob, status: dict[str, Any], latest: dict[int, PodView], fail
             and (now - created).total_seconds() > job.scheduling_timeout):
         return Phase.FAILED, c.SCHEDULING_TIMEOUT, (
             f"not running {job.scheduling_timeout} s after creation (spec.gang.schedulingTimeoutSeconds); "
+            f"{_waiting_reason(status)}")
+    blocked = _time(status.get(BLOCKED_SINCE)) if status.get("reason") == c.NEVER_FITS else None
+    if never_fits_timeout and blocked and (now - blocked).total_seconds() > never_fits_timeout:
+        return Phase.FAILED, c.NEVER_FITS, (
+            f"Blocked longer than the operator's --never-fits-timeout ({never_fits_timeout:g} s); "
             f"{_waiting_reason(status)}")
     return None
 
@@ -248,8 +256,13 @@ def _admit(out: Actions, job: GPUJob, conds: list[dict[str, Any]], latest: dict[
     # Schedulable says why in a constant reason; Admitted's change carries the same text as an Event
     c.set_condition(conds, c.SCHEDULABLE, result.fits, result.why, result.message, job.generation)
     if not result.fits:
-        if c.set_condition(conds, c.ADMITTED, False, c.WAITING_FOR_CAPACITY, result.message, job.generation):
-            out.event(c.WAITING_FOR_CAPACITY, result.message)
+        never = result.why == c.NEVER_FITS
+        reason = c.NEVER_FITS if never else c.WAITING_FOR_CAPACITY
+        said = (c.find(conds, c.ADMITTED) or {}).get("message")
+        changed = c.set_condition(conds, c.ADMITTED, False, reason, result.message, job.generation)
+        # a never-fit message changes only with the nodes: each new one is news (free room is not)
+        if changed or (never and said != result.message[:c.MAX_MESSAGE]):
+            out.event(reason, result.message, warning=never)
         return False
     out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
     out.pin = result.domain
@@ -270,7 +283,8 @@ def _phase(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, Pod
     if backoff and backoff.get("permanent"):  # refused until the spec or the cluster changes
         phase, reason = Phase.BLOCKED, c.PODS_REFUSED
     elif not admitted:
-        phase, reason = Phase.PENDING, c.WAITING_FOR_CAPACITY
+        never = (c.find(conds, c.SCHEDULABLE) or {}).get("reason") == c.NEVER_FITS
+        phase, reason = (Phase.BLOCKED, c.NEVER_FITS) if never else (Phase.PENDING, c.WAITING_FOR_CAPACITY)
     elif running and running + done >= job.min_available:
         phase, reason = Phase.RUNNING, c.PODS_RUNNING
     else:
@@ -290,6 +304,11 @@ def _phase(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, Pod
     if ready and not new.get("startTime"):  # the gang runs once its last needed replica started
         starts = sorted(p.started for p in latest.values() if p.started and p.phase == PodPhase.RUNNING)
         new["startTime"] = starts[job.min_available - 1] if len(starts) >= job.min_available else rfc3339(now)
+    if phase == Phase.BLOCKED:  # no start to predict, nor a finish
+        new[BLOCKED_SINCE] = new.get(BLOCKED_SINCE) or rfc3339(now)
+        _forget(new, PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)
+    else:
+        _forget(new, BLOCKED_SINCE)
     if phase != Phase.PENDING:
         _forget(new, PREDICTED_START, PREDICTED_AFTER)  # no longer waiting for room: no start to predict
     new.update(phase=phase, reason=reason)

@@ -43,7 +43,7 @@ def run_operator(settings: OperatorConfig) -> None:
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
     operator = Operator(api, JobRecords(records), interval=settings.interval,
-                        scheduler=settings.scheduler_name,
+                        scheduler=settings.scheduler_name, never_fits_timeout=settings.never_fits_timeout,
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
     disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()
     packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption)

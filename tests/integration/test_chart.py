@@ -243,6 +243,21 @@ def test_records_on_an_empty_dir_without_persistence_and_no_pdb_for_a_single_ext
     assert not [d for d in docs if d["metadata"]["name"] == "netsched-agent"]
 
 
+@pytest.mark.parametrize("values, seconds", [
+    pytest.param({}, "0", id="default-waits"),
+    pytest.param({"operator": {"neverFitsTimeout": 3600}}, "3600", id="an-hour"),
+    pytest.param({"operator": {"neverFitsTimeout": 0.5}}, "0.5", id="a-decimal"),
+])
+def test_the_never_fits_timeout_reaches_the_operator_and_a_negative_one_is_refused(bin_dir, values, seconds):
+    args = container(render(bin_dir, values), "Deployment", "netsched-operator")["args"]
+    assert f"--never-fits-timeout={seconds}" in args
+    assert build_parser().parse_args(args).never_fits_timeout == float(seconds)
+    ok([bin_dir / "helm", "lint", "--strict", CHART, "-f", "-"], stdin=yaml.safe_dump(values))
+    refused = run([bin_dir / "helm", "template", "x", CHART, "-f", "-"],
+                  stdin=yaml.safe_dump({"operator": {"neverFitsTimeout": -1}}))
+    assert refused.returncode != 0 and "/operator/neverFitsTimeout" in refused.stderr
+
+
 @pytest.mark.parametrize("values", [{}, CUSTOM_VALUES], ids=["defaults", "custom"])
 def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
     docs = render(bin_dir, values)

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import JOB_LABEL
+from netsched.api.labels import JOB_LABEL, RACK_LABEL
 from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import FAIL_AFTER_ANNOTATION, gpu_pod
@@ -106,14 +106,21 @@ def test_a_gang_that_cannot_fit_waits_gated_and_starts_when_capacity_frees(core,
 
 
 def test_a_gang_no_rack_can_hold_says_so_and_which_limit_would_let_it_run(core, jobs, namespace):
+    racks = {}  # racks of 2 nodes x 8 GPUs, zones of 2 racks: one node of each rack is taken
+    for node in core.list_node().items:
+        racks.setdefault(node.metadata.labels[RACK_LABEL], node.metadata.name)
+    for i, node in enumerate(racks.values()):
+        blocker = gpu_pod(f"blocker-{i}", 8, duration="600s")
+        blocker["spec"]["nodeName"] = node
+        core.create_namespaced_pod(namespace, blocker)
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "wide", replicas=3, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"}))
+        "wide", replicas=2, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"}))
     waiting = poll(lambda: (j := _get(jobs, namespace, "wide")).get("status", {}).get("conditions")
                    and _condition(j, "Schedulable") and j, 30, "the gang to say whether it is schedulable")
-    schedulable = _condition(waiting, "Schedulable")  # racks of 2 nodes x 8 GPUs, zones of 2 racks
+    schedulable = _condition(waiting, "Schedulable")
     assert (schedulable["status"], schedulable["reason"]) == ("False", "NoDomainLargeEnough")
-    assert schedulable["message"].startswith("needs 3 replica(s) of 8 GPUs in one rack; ")
-    assert schedulable["message"].endswith("all 3 would fit now with maxPeerDistance: zone")
+    assert schedulable["message"].startswith("needs 2 replica(s) of 8 GPUs in one rack; ")
+    assert schedulable["message"].endswith("all 2 would fit now with maxPeerDistance: zone")
     assert _condition(waiting, "Admitted")["message"] == schedulable["message"]
 
 

@@ -35,6 +35,10 @@ def fit(nodes=ROOMS, request=None, needed=2, used=None, pending=(), template=Non
 
 
 def eligible(result) -> int:
+    """The nodes the message counts as eligible (a gang no node may hold never fits, and says so)."""
+    if result.why == "NeverFits":
+        assert "Ready, schedulable nodes matches" in result.message, result.message
+        return 0
     return int(result.message.split(" eligible")[0].rsplit(" on ", 1)[1])
 
 
@@ -85,10 +89,10 @@ def test_counts_replicas_per_node_across_every_resource(request_, used, placeabl
 
 
 def test_the_message_says_what_is_needed_and_what_fits():
-    result = fit(nodes=ROOMS[:2], request={GPU: 4, "cpu": 0.5, "memory": 64 * GI}, needed=5,
+    result = fit(nodes=ROOMS[:2], request={GPU: 4, "cpu": 0.5, "memory": 64 * GI}, needed=4,
                  used={"a1-0": {GPU: 4}})
-    assert (result.placeable, result.needed, result.fits) == (3, 5, False)
-    assert result.message == ("needs 5 replica(s) of 4 GPUs, 0.5 CPU, 64Gi memory; 3 fit now "
+    assert (result.placeable, result.needed, result.fits) == (3, 4, False)
+    assert result.message == ("needs 4 replica(s) of 4 GPUs, 0.5 CPU, 64Gi memory; 3 fit now "
                               "(12 free GPUs on 2 eligible of 2 nodes)")
 
 
@@ -103,17 +107,17 @@ def test_released_but_unbound_pods_take_their_room_first(pending, placeable):
     assert fit(nodes=nodes, pending=pending, needed=1).placeable == placeable
 
 
-@pytest.mark.parametrize("level, placeable, where", [
-    pytest.param(None, 4, "", id="anywhere"),
-    pytest.param("node", 1, " in one node", id="one-node"),
-    pytest.param("rack", 2, " in one rack", id="one-rack"),
-    pytest.param("zone", 3, " in one zone", id="one-zone"),
+@pytest.mark.parametrize("level, placeable, says", [
+    pytest.param(None, 4, "needs 3 replica(s) of 8 GPUs; 3 fit now", id="anywhere"),
+    pytest.param("node", 1, "never fits: needs 3 replica(s) of 8 GPUs on one node", id="one-node"),
+    pytest.param("rack", 2, "never fits: needs 3 replica(s) of 8 GPUs within one rack", id="one-rack"),
+    pytest.param("zone", 3, "needs 3 replica(s) of 8 GPUs in one zone; 3 fit now", id="one-zone"),
 ])
-def test_max_peer_distance_counts_the_best_group(level, placeable, where):
+def test_max_peer_distance_counts_the_best_group(level, placeable, says):
     result = fit(request={GPU: 8}, needed=3, network={"maxPeerDistance": level} if level else {})
     assert result.placeable == placeable
     assert result.fits is (placeable >= 3)
-    assert result.message.startswith(f"needs 3 replica(s) of 8 GPUs{where}; {min(placeable, 3)} fit now")
+    assert result.message.startswith(says)
 
 
 @pytest.mark.parametrize("level, used, domain", [
@@ -212,40 +216,44 @@ def test_taints_and_tolerations(taint, tolerations, placeable):
 
 
 def test_unschedulable_and_not_ready_nodes_are_not_counted():
-    nodes = [node_room(make_node("ok")), node_room(make_node("cordoned", unschedulable=True)),
+    nodes = [node_room(make_node("ok", gpus=16)), node_room(make_node("cordoned", unschedulable=True)),
              node_room(make_node("down", ready=False))]
-    result = fit(nodes=nodes, request={GPU: 8}, needed=2, used={"cordoned": {GPU: 0}})
+    result = fit(nodes=nodes, request={GPU: 8}, needed=2, used={"ok": {GPU: 8}, "cordoned": {GPU: 0}})
     assert (result.placeable, result.fits) == (1, False)
     assert result.message.endswith("(8 free GPUs on 1 eligible of 3 nodes)")
 
 
-@pytest.mark.parametrize("network, data, why, says", [
-    pytest.param({"maxPeerDistance": "rack"}, None, "NoDomainLargeEnough",
-                 "the best rack, rack-a1, has 16 free GPUs and holds 2; all 3 would fit now with "
+HALF_FULL = {n.name: {GPU: 4} for n in ROOMS}
+
+
+@pytest.mark.parametrize("network, data, used, needed, why, says", [
+    pytest.param({"maxPeerDistance": "rack"}, None, {"a1-0": {GPU: 8}}, 3, "NoDomainLargeEnough",
+                 "the best rack, rack-a1, has 8 free GPUs and holds 2; all 3 would fit now with "
                  "maxPeerDistance: zone",
                  id="rack-too-small-zone-is-not"),
-    pytest.param({"maxPeerDistance": "node"}, None, "NoDomainLargeEnough",
-                 "the best node, a1-0, has 8 free GPUs and holds 1; all 2 would fit now with "
+    pytest.param({"maxPeerDistance": "node"}, None, HALF_FULL, 2, "NoDomainLargeEnough",
+                 "the best node, a1-0, has 4 free GPUs and holds 1; all 2 would fit now with "
                  "maxPeerDistance: rack",
                  id="node-too-small-rack-is-not"),
-    pytest.param({"maxDataDistance": "rack"}, ("rack", "rack-a2"), "DataTooFar",
+    pytest.param({"maxDataDistance": "rack"}, ("rack", "rack-a2"), {"a2-0": {GPU: 4}}, 2, "DataTooFar",
                  "all 2 would fit now without maxDataDistance: rack", id="data-too-far"),
 ])
-def test_a_gang_that_waits_says_why_and_the_smallest_change_that_lets_it_run(network, data, why, says):
-    needed = 3 if network.get("maxPeerDistance") == "rack" else 2
-    result = fit(request={GPU: 8}, needed=needed, network=network, data=data)
+def test_a_gang_that_waits_says_why_and_the_smallest_change_that_lets_it_run(network, data, used, needed,
+                                                                            why, says):
+    result = fit(request={GPU: 4}, needed=needed, used=used, network=network, data=data)
     assert not result.fits and result.why == why
     assert result.message.endswith(says), result.message
 
 
 def test_a_gang_larger_than_the_free_room_waits_for_resources_and_no_limit_is_blamed():
-    result = fit(request={GPU: 8}, needed=5, network={"maxPeerDistance": "zone"})
+    result = fit(request={GPU: 4}, needed=5, used={"a1-0": {GPU: 8}, "b1-0": {GPU: 8}},
+                 network={"maxPeerDistance": "zone"})
     assert result.why == "InsufficientResources" and "would fit" not in result.message
-    assert result.message.endswith("(32 free GPUs on 4 eligible of 4 nodes); the best zone, zone-a, has 24 "
-                                   "free GPUs and holds 3")
+    assert result.message.endswith("(16 free GPUs on 4 eligible of 4 nodes); the best zone, zone-a, has 16 "
+                                   "free GPUs and holds 4")
 
 
 def test_a_node_without_gpus_is_not_counted_as_eligible():
     system = node_room(make_node("system", gpus=0))
-    result = fit(nodes=[*ROOMS, system], request={GPU: 8}, needed=5)
-    assert result.message.endswith("(32 free GPUs on 4 eligible of 5 nodes)")
+    result = fit(nodes=[*ROOMS, system], request={GPU: 8}, needed=4, used={"a1-0": {GPU: 8}})
+    assert result.message.endswith("(24 free GPUs on 4 eligible of 5 nodes)")

@@ -200,7 +200,7 @@ def test_a_malformed_template_is_said_once_and_makes_no_pod(tmp_path, container,
 
 
 def test_a_tick_that_raises_is_counted_and_said_once(operator, kube, monkeypatch):
-    def broken(*_):
+    def broken(*_, **__):
         raise KeyError("surprise")
     monkeypatch.setattr("netsched.operator.handlers.reconcile", broken)
     for _ in range(3):
