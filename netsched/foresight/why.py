@@ -43,8 +43,9 @@ def _said(status: dict[str, Any]) -> dict[str, Any]:
     conditions = status.get("conditions") or []
     schedulable = c.find(conditions, c.SCHEDULABLE)
     if status.get("phase") == Phase.BLOCKED or schedulable is None:
-        held = next((x for x in conditions if x.get("reason") == status.get("reason")
-                     and x.get("status") == "False"), None)
+        # Schedulable first: a job that never fits says why there, its other conditions only echo it
+        held = next((x for x in ([schedulable] if schedulable else []) + conditions
+                     if x.get("reason") == status.get("reason") and x.get("status") == "False"), None)
         if held is not None:
             return held
     return schedulable or {}
