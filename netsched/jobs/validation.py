@@ -28,10 +28,12 @@ ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annot
 TEMPLATE = "spec.template.spec"
 
 
-def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom]) -> list[str]:
+def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom],
+             spec_fields: bool = True) -> list[str]:
     """Everything wrong with `job`, given the annotations its pods will carry (the template's plus
-    netsched's) and the cluster's nodes."""
-    found = _pod_template(job.member_spec) + _annotation_values(annotations)
+    netsched's) and the cluster's nodes. `spec_fields`: the workload has GPUJob's spec.network fields
+    to offer instead of an annotation (a pod gang has only the annotations)."""
+    found = _pod_template(job.member_spec) + _annotation_values(annotations, spec_fields)
     size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
         found.append(f"spec.template.metadata.annotations: {size} bytes with netsched's own, over the API "
@@ -39,14 +41,14 @@ def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom]) 
     return found + _data(job, nodes)
 
 
-def _annotation_values(annotations: dict[str, str]) -> list[str]:
+def _annotation_values(annotations: dict[str, str], spec_fields: bool) -> list[str]:
     """The netsched annotations a template sets by hand, as the extender will read them: a value it
     refuses would leave the pods unscheduled with no word on the job."""
     found = []
     for key, value in annotations.items():
         allowed = _ANNOTATION_VALUES.get(key)
         if allowed is not None and not allowed[0](value):
-            field = _ANNOTATION_FIELDS.get(key)
+            field = _ANNOTATION_FIELDS.get(key) if spec_fields else None
             instead = f", or set {field} instead" if field else ""
             found.append(f"spec.template.metadata.annotations[{key}]: {value!r} is not allowed; write "
                          f"{allowed[1]}{instead}")

@@ -26,10 +26,21 @@ from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.pod_gangs import gang_of
+from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
 JobKey = tuple[str, str, str]  # namespace, GPUJob name, GPUJob uid
+GangKey = tuple[str, str, str]  # a pod gang's kind, namespace and name (netsched.jobs.pod_gangs.GangRef)
+
+
+@dataclass(frozen=True)
+class GangMember:
+    """A live pod of a pod gang: gated by netsched (then the pod itself, to read and release), or
+    released already."""
+    name: str
+    pod: KubeObject | None  # None once released: only counted
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class _Pod:
     requests: Resources
     pending: bool  # released (no gate), not bound, not finished: counts before it is bound
     replica: tuple[JobKey, PodView] | None  # the GPUJob it is a replica of, and how it looks
+    member: tuple[GangKey, GangMember] | None = None  # the pod gang it is a live member of
 
 
 class ClusterIndex:
@@ -69,6 +81,7 @@ class ClusterIndex:
         self._on_node: dict[str, dict[str, Resources]] = defaultdict(dict)  # node -> uid -> requests
         self._used: dict[str, Resources] = {}  # node -> the sum of _on_node[node]
         self._jobs: dict[JobKey, dict[str, PodView]] = defaultdict(dict)
+        self._gangs: dict[GangKey, dict[str, GangMember]] = defaultdict(dict)
         self._synced: set[str] = set()
 
     # ---- readers (kopf's handler threads) ------------------------------------------
@@ -85,6 +98,11 @@ class ClusterIndex:
         with self._lock:
             return Indices(dict(self._used), [p.requests for p in self._pods.values() if p.pending],
                            {k: list(v.values()) for k, v in self._jobs.items()}, planned)
+
+    def pod_gangs(self) -> dict[GangKey, list[GangMember]]:
+        """Each pod gang with a live member, and its live members."""
+        with self._lock:
+            return {k: list(v.values()) for k, v in self._gangs.items()}
 
     # ---- the watches' sink ---------------------------------------------------------
     def replace(self, kind: str, objects: list[KubeObject]) -> None:
@@ -142,6 +160,9 @@ class ClusterIndex:
         if p.replica is not None:
             job, view = p.replica
             self._jobs[job][uid] = view
+        if p.member is not None:
+            gang, member = p.member
+            self._gangs[gang][uid] = member
 
     def _forget(self, uid: str) -> None:
         p = self._pods.pop(uid, None)
@@ -155,6 +176,11 @@ class ClusterIndex:
             self._jobs[job].pop(uid, None)
             if not self._jobs[job]:
                 del self._jobs[job]
+        if p.member is not None:
+            gang = p.member[0]
+            self._gangs[gang].pop(uid, None)
+            if not self._gangs[gang]:
+                del self._gangs[gang]
 
     def _sum(self, node: str) -> None:
         pods = self._on_node[node]
@@ -177,9 +203,19 @@ def _facts(pod: KubeObject) -> _Pod | None:
     bound = node if node and phase not in DONE and not deleting else None
     pending = (not node and not spec.get("schedulingGates") and phase == PodPhase.PENDING and not deleting)
     replica = _replica(pod)
-    if bound is None and not pending and replica is None:
+    member = None if phase in DONE or deleting else _member(pod)
+    if bound is None and not pending and replica is None and member is None:
         return None
-    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica)
+    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member)
+
+
+def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
+    """The pod gang a live pod belongs to, and the pod itself while netsched's gate holds it."""
+    ref = gang_of(pod)
+    if ref is None:
+        return None
+    gated = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod if gated else None)
 
 
 def _replica(pod: KubeObject) -> tuple[JobKey, PodView] | None:

@@ -79,7 +79,7 @@ class Operator:
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
-    _admission: threading.Lock = field(default_factory=threading.Lock)
+    admission: threading.Lock = field(default_factory=threading.Lock)  # one gang admitted at a time
     # a released gang's room until its pods show up as pending: (expiry, request per pod)
     _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
 
@@ -109,7 +109,7 @@ class Operator:
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
-        with self._admission if gated else contextlib.nullcontext():
+        with self.admission if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
                                 never_fits_timeout=self.never_fits_timeout)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
@@ -138,19 +138,23 @@ class Operator:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        reserved = []
-        for key, (expiry, req) in list(self._reserved.items()):
-            # released pods the index still shows gated are in neither `used` nor `pending` yet
-            waiting = sum(p.gated and p.phase not in DONE for p in indices.pods_of(key))
-            if not waiting or expiry < time.monotonic():
-                del self._reserved[key]
-            elif key != job.key:
-                reserved += [req] * waiting
-        result = gang_fit(nodes, indices.used, indices.pending + reserved, job)
+        result = gang_fit(nodes, indices.used, indices.pending + self.reserved(indices, job.key), job)
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS
         note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
         return replace(result, message=f"{result.message}; {note}") if note else result
+
+    def reserved(self, indices: Indices, but: JobKey | None = None) -> list[Resources]:
+        """The requests of pods of gangs released but shown gated by the index still (in neither
+        `used` nor `pending` yet), but those of the job `but`. Under the admission lock."""
+        reserved = []
+        for key, (expiry, req) in list(self._reserved.items()):
+            waiting = sum(p.gated and p.phase not in DONE for p in indices.pods_of(key))
+            if not waiting or expiry < time.monotonic():
+                del self._reserved[key]
+            elif key != but:
+                reserved += [req] * waiting
+        return reserved
 
     # ---- carrying out -----------------------------------------------------------
     def _apply(self, job: GPUJob, old_status: dict[str, Any], actions: Actions,

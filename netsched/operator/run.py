@@ -18,6 +18,7 @@ from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
 from netsched.operator.packer_handlers import register_packer
+from netsched.operator.pod_gangs import PodGangController
 from netsched.packer.controller import Packer
 from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.records.writer import JobRecords, default_path
@@ -53,6 +54,11 @@ def run_operator(settings: OperatorConfig) -> None:
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval)
+    pod_gangs = PodGangController(operator, cluster, settings.interval)
+
+    @kopf.on.startup(registry=registry)
+    def gang_pods(**_: Any) -> None:
+        pod_gangs.start()
 
     @kopf.on.startup(registry=registry)
     def forecast(**_: Any) -> None:

@@ -1,0 +1,135 @@
+"""Pod gangs on the real control plane: Jobs made into pods by kube-controller-manager's Job
+controller, gated by their template (the admission webhook adds the gate in a real install),
+released whole by the operator, scheduled by kube-scheduler and the extender, finished by KWOK.
+
+JobSet's controller is not run here: its gang is a Job whose pod template carries exactly the labels
+the JobSet controller documents for the Jobs it makes (jobset.sigs.k8s.io/*)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from kubernetes import client
+
+from netsched.api.labels import GPU_RESOURCE, MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
+from netsched.jobs.replica_pods import GANG_GATE
+
+JOB_NAME = "batch.kubernetes.io/job-name"
+
+
+@pytest.fixture(scope="module")
+def batch(dev_cluster) -> client.BatchV1Api:
+    return client.BatchV1Api(dev_cluster.api_client())
+
+
+def job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
+        labels: dict | None = None) -> dict:
+    """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it."""
+    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
+    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
+                                  "spec": spec}}}
+
+
+def pods_of(core, namespace: str, job_name: str) -> list:
+    return core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job_name}").items
+
+
+def gated(pod) -> bool:
+    return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or ())
+
+
+def watch_all_or_nothing(core, namespace: str, job_name: str, pods: int) -> dict[str, str]:
+    """Polls until all `pods` are bound, checking at every look that the gang is never half released;
+    returns pod -> node."""
+    def look():
+        seen = pods_of(core, namespace, job_name)
+        live = [p for p in seen if p.status.phase not in ("Succeeded", "Failed")]
+        assert len({gated(p) for p in live}) <= 1, [(p.metadata.name, gated(p)) for p in live]
+        return len(seen) == pods and all(p.spec.node_name for p in seen) and {
+            p.metadata.name: p.spec.node_name for p in seen}
+    return poll(look, 120, f"the {pods} pods of Job {job_name} to be bound")
+
+
+def free_gpus(core) -> dict[str, int]:
+    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
+            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
+                                          for c in p.spec.containers)
+    return free
+
+
+@pytest.fixture
+def one_roomy_rack(core, namespace) -> str:
+    """Fills the cluster so that every node keeps 3 free GPUs (room for one 2-GPU pod) except the two
+    nodes of one rack, which keep 4 (two pods each): 4 pods of 2 GPUs fit in one rack only there,
+    though the cluster has room for them many times over. Returns that rack."""
+    racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    free = poll(lambda: (f := free_gpus(core)) and all(v == 8 for v in f.values()) and f, 180,
+                "every node empty")
+    target = random.Random().choice(sorted(set(racks.values())))
+    for node, gpus in sorted(free.items()):
+        filler = gpu_pod(f"filler-{node}", gpus - (4 if racks[node] == target else 3), duration="600s")
+        filler["spec"]["nodeName"] = node
+        core.create_namespaced_pod(namespace, filler)
+    poll(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items),
+         60, "the filler pods to run")
+    return target
+
+
+def test_an_indexed_job_with_a_rack_limit_lands_whole_in_the_one_rack_with_room(
+        core, batch, namespace, one_roomy_rack):
+    racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    batch.create_namespaced_job(namespace, job("train", 4, 2, annotations={MAX_PEER_DISTANCE: "rack"}))
+    placed = watch_all_or_nothing(core, namespace, "train", 4)
+    assert {racks[n] for n in placed.values()} == {one_roomy_rack}, placed
+    pods = pods_of(core, namespace, "train")
+    assert all(p.spec.node_selector == {RACK_LABEL: one_roomy_rack} for p in pods)
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items
+    assert any(e.reason == "GangReleased" and one_roomy_rack in e.message for e in events)
+
+
+def test_two_jobs_that_each_need_most_of_the_cluster_run_one_after_the_other(core, batch, namespace):
+    nodes = len(core.list_node().items)
+    poll(lambda: all(v == 8 for v in free_gpus(core).values()), 180, "every node empty")
+    size = nodes // 2 + 1  # whole-node pods: two such gangs cannot both run
+    for name in ("first", "second"):
+        batch.create_namespaced_job(namespace, job(name, size, 8, duration="5s"))
+
+    def both_done():
+        live = {name: [p for p in pods_of(core, namespace, name)
+                       if p.status.phase not in ("Succeeded", "Failed") and not gated(p)]
+                for name in ("first", "second")}
+        assert not (live["first"] and live["second"]), "both gangs released at once"
+        return all((batch.read_namespaced_job(n, namespace).status.succeeded or 0) == size
+                   for n in ("first", "second"))
+    poll(both_done, 240, "both Jobs to finish")
+
+
+def test_a_jobset_labelled_job_is_gated_and_placed_as_one(core, batch, namespace):
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+              "jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/job-index": "0"}
+    batch.create_namespaced_job(namespace, job("llm-workers-0", 3, 2, labels=labels,
+                                               annotations={**labels, MAX_PEER_DISTANCE: "zone"}))
+    placed = watch_all_or_nothing(core, namespace, "llm-workers-0", 3)
+    zones = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in core.list_node().items}
+    assert len({zones[n] for n in placed.values()}) == 1, placed
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=llm-workers-0").items
+    assert any(e.reason == "GangReleased" and e.message.startswith("JobSet ") for e in events)
+
+
+def test_a_job_with_a_bad_annotation_gets_a_warning_naming_it_and_stays_gated(core, batch, namespace):
+    batch.create_namespaced_job(namespace, job("far", 2, 1, annotations={MAX_PEER_DISTANCE: "galaxy"}))
+    [warning] = poll(lambda: [e for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=far,type=Warning").items], 60, "a Warning on Job far")
+    assert warning.reason == "InvalidSpec" and warning.involved_object.kind == "Job"
+    assert "annotations[netsched.io/max-peer-distance]: 'galaxy' is not allowed" in warning.message
+    assert "write one of node, rack, zone" in warning.message
+    pods = pods_of(core, namespace, "far")
+    assert len(pods) == 2 and all(gated(p) for p in pods)

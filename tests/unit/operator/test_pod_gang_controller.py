@@ -1,0 +1,81 @@
+"""What the pod-gang controller does with a gang: all members or none, the domain pinned, bad
+annotations named; and how the ClusterIndex keeps a gang's live members."""
+
+import pytest
+
+from netsched.jobs.capacity import node_room
+from netsched.jobs.pod_gangs import gang_of
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.operator.cluster_index import ClusterIndex, GangMember
+from netsched.operator.pod_gangs import decide
+from netsched.testing.builders import make_node, make_pod
+
+NODES = [node_room(make_node(f"n{i}", rack=f"rack-{i // 2}", gpus=8)) for i in range(4)]
+OWNER = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": True}]
+
+
+def member(i, gated=True, annotations=None, gpus=4):
+    pod = make_pod(f"train-{i}", gpus=gpus, labels={"batch.kubernetes.io/job-name": "train"},
+                   annotations=annotations, schedulingGates=[{"name": GANG_GATE}] if gated else None)
+    pod["metadata"]["ownerReferences"] = OWNER
+    return pod
+
+
+def gang(pods):
+    return [GangMember(p["metadata"]["name"], p if p["spec"]["schedulingGates"] else None) for p in pods]
+
+
+REF = gang_of(member(0))
+
+
+def test_all_members_released_together_pinned_to_the_roomiest_rack():
+    pods = [member(i, annotations={"netsched.io/max-peer-distance": "rack"}) for i in range(4)]
+    d = decide(REF, 4, gang(pods), NODES, {"n0": {"nvidia.com/gpu": 4}}, [])
+    assert d.reason == "GangReleased" and set(d.release) == {f"train-{i}" for i in range(4)}
+    assert d.release["train-0"] == [{"op": "add", "path": "/spec/nodeSelector",
+                                     "value": {"netsched.io/rack": "rack-1"}},
+                                    {"op": "remove", "path": "/spec/schedulingGates"}]
+
+
+@pytest.mark.parametrize("pods, size, used, reason", [
+    pytest.param([member(i) for i in range(3)], 4, {}, "WaitingForPods", id="a-member-missing"),
+    pytest.param([member(i, gpus=8) for i in range(4)], 4, {"n0": {"nvidia.com/gpu": 1}},
+                 "InsufficientResources", id="three-of-four-fit"),
+    pytest.param([member(i) for i in range(2)], None, {}, "WaitingForPods", id="size-unknown"),
+])
+def test_nothing_released_unless_all_fit(pods, size, used, reason):
+    d = decide(REF, size, gang(pods), NODES, used, [])
+    assert d.reason == reason and d.release == {}
+
+
+def test_a_bad_annotation_is_a_warning_and_nothing_is_released():
+    pods = [member(i, annotations={"netsched.io/max-peer-distance": "galaxy"}) for i in range(2)]
+    d = decide(REF, 2, gang(pods), NODES, {}, [])
+    assert (d.type, d.reason, d.release) == ("Warning", "InvalidSpec", {})
+    assert d.message.startswith("Job ml/train stays gated: spec.template.metadata.annotations[netsched.io/")
+    assert d.said_as == ("InvalidSpec", d.message)
+
+
+def test_a_replacement_of_a_running_gang_is_released_alone():
+    pods = [member(0, gated=False), member(1, gated=False), member(2)]
+    d = decide(REF, 3, gang(pods), NODES, {}, [])
+    assert set(d.release) == {"train-2"}
+
+
+def test_waits_are_said_once_per_reason_not_per_number():
+    a = decide(REF, 4, gang([member(0)]), NODES, {}, [])
+    b = decide(REF, 4, gang([member(0), member(1)]), NODES, {}, [])
+    assert a.message != b.message and a.said_as == b.said_as
+
+
+def test_the_index_keeps_live_members_and_forgets_a_gone_gang():
+    index = ClusterIndex()
+    index.replace("nodes", [])
+    done = {**member(2), "status": {"phase": "Succeeded"}}
+    index.replace("pods", [member(0), member(1, gated=False), done])
+    [(key, members)] = index.pod_gangs().items()
+    assert key == ("Job", "ml", "train")
+    assert sorted((m.name, m.pod is not None) for m in members) == [("train-0", True), ("train-1", False)]
+    for i in (0, 1):
+        index.apply("pods", "DELETED", member(i))
+    assert index.pod_gangs() == {}
