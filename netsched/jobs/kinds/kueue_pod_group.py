@@ -1,0 +1,7 @@
+"""Kueue's plain-pod groups: bare pods that Kueue admits as one workload carry the group's name as a
+label and the group's total count as an annotation."""
+
+from netsched.jobs.kinds import GangLabels
+
+KUEUE_POD_GROUP = GangLabels("KueuePodGroup", ("kueue.x-k8s.io/pod-group-name",),
+                             size_annotation="kueue.x-k8s.io/pod-group-total-count")

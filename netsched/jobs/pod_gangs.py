@@ -1,0 +1,71 @@
+"""Which gang a pod belongs to, read from what its own controller writes on it.
+
+Pods of batch Jobs, JobSets, LeaderWorkerSets, Kubeflow training jobs, scheduler-plugins PodGroups
+and Kueue's plain-pod groups are gangs as they are: no rewriting as a GPUJob. Each kind declares its
+labels in netsched.jobs.kinds; `gang_of` tries them in `KINDS` order. A GPUJob's pods are not pod
+gangs: the GPUJob controller makes, gates and releases them itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from netsched.api.gpujob import KIND as GPUJOB_KIND
+from netsched.api.labels import JOB_LABEL, REPLICA_LABEL, whole_number
+from netsched.jobs.kinds import GangLabels
+from netsched.jobs.kinds.batch_job import BATCH_JOB
+from netsched.jobs.kinds.jobset import JOBSET
+from netsched.jobs.kinds.kubeflow import KUBEFLOW
+from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
+from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
+from netsched.jobs.kinds.pod_group import POD_GROUP
+
+# Most specific first. A group that states itself (Kueue's, a PodGroup) wins over the controller
+# that made the pods (Kueue labels an LWS group's pods, a Kubeflow job with gang scheduling labels
+# its PodGroup); a JobSet's or Kubeflow's pods are a batch Job's pods too, so the Job comes last.
+KINDS: tuple[GangLabels, ...] = (KUEUE_POD_GROUP, POD_GROUP, LEADER_WORKER_SET, JOBSET, KUBEFLOW, BATCH_JOB)
+
+
+@dataclass(frozen=True)
+class GangRef:
+    """A pod gang: its kind (GangLabels.kind), where it is and its name; `size` is its members when
+    the pods say it, None when only the owning object knows it (a Job's parallelism)."""
+    kind: str
+    namespace: str
+    name: str
+    size: int | None
+
+
+def gang_of(pod: Mapping[str, Any]) -> GangRef | None:
+    """The gang `pod` belongs to, None if none (or it is a GPUJob's)."""
+    meta = pod.get("metadata") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    if _is_gpujob_pod(meta, labels):
+        return None
+    for kind in KINDS:
+        values = [labels.get(label) for label in kind.name_labels]
+        if not all(values) or (kind.owner and _owner(pod) != kind.owner):
+            continue
+        size = None
+        if kind.size_annotation:
+            size = whole_number((meta.get("annotations") or {}).get(kind.size_annotation)) or None
+        return GangRef(kind.kind, meta.get("namespace") or "", "-".join(str(v) for v in values), size)
+    return None
+
+
+def controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference of the pod's controller, if it has one."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return next((ref for ref in refs if ref.get("controller")), None)
+
+
+def _owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    ref = controller(pod)
+    return (ref.get("apiVersion", ""), ref.get("kind", "")) if ref else None
+
+
+def _is_gpujob_pod(meta: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    owned = any(ref.get("kind") == GPUJOB_KIND for ref in meta.get("ownerReferences") or [])
+    return owned or (JOB_LABEL in labels and REPLICA_LABEL in labels)
