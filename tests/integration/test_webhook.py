@@ -5,7 +5,6 @@ controller creates them again once it is back, gated, none lost or doubled."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -18,12 +17,10 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api.labels import SCHEDULER_NAME
-from netsched.devcluster import processes
-from netsched.devcluster.devcluster import OPERATOR
-from netsched.devcluster.pki import serving_certificate
+from netsched.devcluster.devcluster import OPERATOR, WEBHOOK_CONFIGURATION
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.admission import HANDLER_ID, OPT_IN_LABEL, OPT_IN_VALUE, webhook_configuration
+from netsched.operator.admission import HANDLER_ID, OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.testing.cluster import scratch_namespace
 
 WEBHOOK = f"{HANDLER_ID}.netsched.io"
@@ -31,28 +28,13 @@ TRAIN_EVENTS = "involvedObject.name=train"
 
 
 @pytest.fixture(scope="module")
-def webhook(dev_cluster, tmp_path_factory) -> Iterator[list[str]]:
-    """The dev-cluster's operator serving the webhook on 127.0.0.1 with a certificate of its own, and
-    the configuration that sends pod creations there; the operator's flags for it, to restart it with.
-    Afterwards the configuration is gone and the operator runs as before."""
-    certs = tmp_path_factory.mktemp("webhook-tls")
-    ca, cert, key = serving_certificate("127.0.0.1", ["localhost"], ip_addresses=("127.0.0.1",))
-    (certs / "tls.crt").write_bytes(cert)
-    (certs / "tls.key").write_bytes(key)
-    port = processes.free_port()
-    flags = [f"--webhook-port={port}", f"--webhook-cert-file={certs / 'tls.crt'}",
-             f"--webhook-key-file={certs / 'tls.key'}"]
+def webhook(dev_cluster) -> None:
+    """The dev-cluster's operator serves the webhook on 127.0.0.1 with a certificate of its own; its
+    configuration is the one the chart renders, with a url instead of a Service."""
     admission = client.AdmissionregistrationV1Api(dev_cluster.api_client())
-    name = f"netsched-test-{port}"
-    config = webhook_configuration(name, {"url": f"https://127.0.0.1:{port}/{HANDLER_ID}",
-                                          "caBundle": base64.b64encode(ca).decode()}, SCHEDULER_NAME)
-    dev_cluster.restart(OPERATOR, tuple(flags))
-    admission.create_mutating_webhook_configuration(config)
-    try:
-        yield flags
-    finally:
-        admission.delete_mutating_webhook_configuration(name)
-        dev_cluster.restart(OPERATOR)
+    config = admission.read_mutating_webhook_configuration(WEBHOOK_CONFIGURATION)
+    [hook] = config.webhooks
+    assert hook.client_config.url.startswith("https://127.0.0.1:") and hook.failure_policy == "Fail"
 
 
 @contextlib.contextmanager
@@ -84,7 +66,8 @@ def gang_pod(name: str, scheduler: str = SCHEDULER_NAME) -> dict:
     """A pod as a JobSet controller labels it (no JobSet controller runs here: its documented labels)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/jobset-name": "js",
-                                                  "jobset.sigs.k8s.io/replicatedjob-name": "workers"}},
+                                                  "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                                  "jobset.sigs.k8s.io/job-index": "0"}},
             "spec": {"schedulerName": scheduler, "restartPolicy": "Never",
                      "containers": [{"name": "main", "image": "busybox"}]}}
 
@@ -157,7 +140,7 @@ def test_with_the_webhook_down_gang_pods_are_refused_and_come_back_gated(dev_clu
             assert job_pods(core, ns, "train") == []
             assert apiserver_rejections(dev_cluster) >= refused_before + 2
         finally:
-            dev_cluster.restart(OPERATOR, tuple(webhook))
+            dev_cluster.restart(OPERATOR)
         pods = poll(lambda: len(p := job_pods(core, ns, "train")) >= 3 and p, 180,
                     "the Job controller to create its pods once the webhook is back")
         assert sorted(p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods) == [
