@@ -112,6 +112,11 @@ def _webhook(settings: OperatorConfig) -> kopf.WebhookServer | None:
     if not (settings.webhook_cert_file and settings.webhook_key_file):
         raise WebhookUnset("--webhook-port needs --webhook-cert-file and --webhook-key-file: the API server "
                            "calls webhooks over HTTPS only")
+    for flag, path in (("--webhook-cert-file", settings.webhook_cert_file),
+                       ("--webhook-key-file", settings.webhook_key_file)):
+        if not os.access(path, os.R_OK):
+            raise WebhookUnset(f"{flag}={path} cannot be read: give the webhook's PEM file (in the chart, "
+                               "the Secret of operator.webhook.tls, mounted at /etc/netsched/webhook)")
     return server(settings.host, settings.webhook_port, settings.webhook_cert_file, settings.webhook_key_file)
 
 
