@@ -1,5 +1,6 @@
 """`netsched operator`: run the operator with its settings; a bad policy file, a taken port or a webhook
-without its certificate is one line on stderr and exit 2, a cluster it cannot reach one line and exit 1, before anything starts."""
+without its certificate is one line on stderr and exit 2, a cluster it cannot reach one line and exit 1,
+before anything starts."""
 
 from __future__ import annotations
 
