@@ -670,9 +670,12 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
 
 
 @pytest.mark.parametrize("values, notes, warnings", [
-    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and"], []),
+    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and",
+          "you opt in:\n      kubectl label namespace <namespace> netsched.io/gang-scheduling=enabled"],
+     []),
     (CUSTOM_VALUES, ["The operator runs 2 replicas in ClusterKopfPeering",
-                     "pods use\n    schedulerName: netsched-chart-test and"], []),
+                     "pods use\n    schedulerName: netsched-chart-test and",
+                     "gang-gated as they are, in every namespace but kube-system and"], []),
     ({"operator": {"replicas": 2}}, [],
      ["WARNING: operator.replicas is 2 but the job-records claim is ReadWriteOnce, not ReadWriteMany: "
       "replicas on different nodes cannot all mount it. Set operator.records.persistence.accessModes to "
