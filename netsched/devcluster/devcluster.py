@@ -8,6 +8,7 @@ state file with pids and ports, and one log per component under logs/.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ import yaml
 from kubernetes import client
 
 from netsched.api.connect import api_client
+from netsched.api.labels import SCHEDULER_NAME
 from netsched.devcluster import pki as pkilib
 from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries
@@ -34,6 +36,7 @@ from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 from netsched.devcluster.wait import poll
+from netsched.operator.admission import HANDLER_ID, webhook_configuration
 
 EXTENDER = "netsched-extender"
 OPERATOR = "netsched-operator"
@@ -43,6 +46,7 @@ NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_n
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+WEBHOOK_CONFIGURATION = "netsched-gang-gate"  # the operator's admission webhook, as the chart names it
 
 
 def default_dir() -> Path:
@@ -270,7 +274,7 @@ class DevCluster:
     def _pick_ports() -> dict[str, int]:
         ports: dict[str, int] = {}
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender",
-                 "operator-health", "operator-metrics")
+                 "operator-health", "operator-metrics", "operator-webhook")
         while len(set(ports.values())) < len(names):
             ports = {name: processes.free_port() for name in names}
         return ports
@@ -303,6 +307,7 @@ class DevCluster:
                 grant(self.api_client(), EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)
             if name == OPERATOR:
                 grant(self.api_client(), OPERATOR_ROLE, OPERATOR_RULES, OPERATOR)
+                self._register_webhook(ports["operator-webhook"], pki)
             with processes.signals_deferred():
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
@@ -311,6 +316,17 @@ class DevCluster:
             if name == "kube-apiserver":  # the extender watches PackingPlans, operator or not
                 install_crds(self.api_client())
             self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
+
+    def _register_webhook(self, port: int, pki: pkilib.Pki) -> None:
+        """The operator's admission webhook at https://127.0.0.1:<port>, with a certificate of its own
+        for that address; it gates gang pods in namespaces labelled netsched.io/gang-scheduling=enabled."""
+        ca, cert, key = pkilib.serving_certificate("127.0.0.1", ["localhost"], ip_addresses=("127.0.0.1",))
+        webhook_cert(pki).write_bytes(cert)
+        webhook_key(pki).write_bytes(key)
+        webhook_key(pki).chmod(0o600)
+        url = {"url": f"https://127.0.0.1:{port}/{HANDLER_ID}", "caBundle": base64.b64encode(ca).decode()}
+        client.AdmissionregistrationV1Api(self.api_client()).create_mutating_webhook_configuration(
+            webhook_configuration(WEBHOOK_CONFIGURATION, url, SCHEDULER_NAME))
 
     def _create_nodes(self) -> None:
         api = self.api_client()
@@ -428,6 +444,8 @@ def _component_argv(
             "--host=127.0.0.1", f"--health-port={ports['operator-health']}",
             f"--metrics-port={ports['operator-metrics']}", f"--records={d / 'job-records.jsonl'}",
             "--forecast-interval=5",  # a few nodes: forecasts are cheap, and demos and tests see them soon
+            f"--webhook-port={ports['operator-webhook']}", f"--webhook-cert-file={webhook_cert(pki)}",
+            f"--webhook-key-file={webhook_key(pki)}",
         ],
         "kwok": [
             str(bin_dir / "kwok"), f"--kubeconfig={kubeconfigs['kwok']}",
@@ -435,6 +453,14 @@ def _component_argv(
             f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40", f"--config={stages}",
         ],
     }
+
+
+def webhook_cert(pki: pkilib.Pki) -> Path:
+    return pki.dir / "operator-webhook.crt"
+
+
+def webhook_key(pki: pkilib.Pki) -> Path:
+    return pki.dir / "operator-webhook.key"
 
 
 def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None) -> dict:

@@ -1,5 +1,6 @@
-"""`netsched operator`: run the operator with its settings; a bad policy file or a taken port is one line
-on stderr and exit 2, a cluster it cannot reach one line and exit 1, before anything starts."""
+"""`netsched operator`: run the operator with its settings; a bad policy file, a taken port or a webhook
+without its certificate is one line on stderr and exit 2, a cluster it cannot reach one line and exit 1,
+before anything starts."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from netsched.operator.config import OperatorConfig
 
 
 def main(settings: OperatorConfig) -> int:
-    from netsched.operator.run import PortTaken, run_operator
+    from netsched.operator.run import PortTaken, WebhookUnset, run_operator
     from netsched.packing.policy import InvalidPolicy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run_operator(settings)
-    except (InvalidPolicy, PortTaken) as exc:  # say which file or port and why; never half start
+    except (InvalidPolicy, PortTaken, WebhookUnset) as exc:  # say which file, port or flag; never half start
         print(f"netsched: error: operator: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -11,6 +11,8 @@ from netsched.api.settings import setting
 from netsched.packer.config import PackerConfig
 
 CHART_PORTS = "the chart's probes and Service are bound to it"
+CHART_WEBHOOK = ("the chart passes all three with operator.webhook.enabled: port 9443, behind the Service "
+                 "its MutatingWebhookConfiguration names, and the certificate Secret it mounts")
 
 
 @dataclass(frozen=True)
@@ -56,4 +58,16 @@ class OperatorConfig:
     telemetry_max_age: float = setting(
         120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is not recorded (default 120)")
+    webhook_port: int = setting(
+        0, flag="--webhook-port", fixed=CHART_WEBHOOK,
+        help="serve the admission webhook that puts the gang gate on the pods of recognised gangs (batch "
+        "Jobs, JobSets, ...) at creation, on this port over HTTPS with --webhook-cert-file and "
+        "--webhook-key-file (default 0: no webhook)")
+    webhook_cert_file: Path | None = setting(
+        flag="--webhook-cert-file", metavar="PEM", fixed=CHART_WEBHOOK,
+        help="the webhook's serving certificate, valid for the name the API server calls it by; "
+        "read again when it changes")
+    webhook_key_file: Path | None = setting(
+        flag="--webhook-key-file", metavar="PEM", fixed=CHART_WEBHOOK,
+        help="the private key of --webhook-cert-file")
     packer: PackerConfig = field(default_factory=PackerConfig)

@@ -47,6 +47,12 @@ class OperatorMetrics(PackerMetrics):
             "netsched_gpujob_predicted_remaining_seconds", "Seconds until each unfinished GPUJob is "
             "predicted to complete (waiting jobs: from their predicted start)", ["namespace", "gpujob"],
             registry=self.registry)
+        self.webhook_requests = Counter(
+            "netsched_webhook_requests_total", "Pod creations the admission webhook answered, by outcome: "
+            "gated (the gang gate added), passed (left as it was), error (refused: the pod's controller "
+            "creates it again)", ["outcome"], registry=self.registry)
+        for outcome in ("gated", "passed", "error"):
+            self.webhook_requests.labels(outcome)  # 0 from the start: rate() and alerts see the first one
         self.jobs = JobCensus()
         self.registry.register(self.jobs)
 

@@ -13,6 +13,7 @@ from prometheus_client import start_http_server
 from netsched.api.connect import api_client, reachable
 from netsched.api.settings import summary
 from netsched.api.watch import Reflector
+from netsched.operator.admission import register_admission, server
 from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
@@ -32,11 +33,19 @@ class PortTaken(OSError):
     """A port the operator serves on is in use."""
 
 
+class WebhookUnset(ValueError):
+    """--webhook-port without the certificate to serve it with."""
+
+
 def run_operator(settings: OperatorConfig) -> None:
     """Run until SIGINT/SIGTERM. With `settings.peering` (a ClusterKopfPeering name) several replicas
     can run and only the one kopf elects acts; without it, this one acts alone."""
     kubeconfig, host, packer = settings.kubeconfig, settings.host, settings.packer
-    for flag, port in (("--metrics-port", settings.metrics_port), ("--health-port", settings.health_port)):
+    webhook = _webhook(settings)
+    ports = [("--metrics-port", settings.metrics_port), ("--health-port", settings.health_port)]
+    if webhook is not None:
+        ports.append(("--webhook-port", settings.webhook_port))
+    for flag, port in ports:
         check_port(host, port, flag)
     api = reachable(api_client(kubeconfig))  # a cluster that is not there is one line, before any log
     log.info("netsched operator settings: %s", summary(settings))
@@ -53,6 +62,12 @@ def run_operator(settings: OperatorConfig) -> None:
     register(registry, operator, cluster)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
+    if webhook is not None:
+        register_admission(registry, operator.metrics, settings.scheduler_name)
+
+        @kopf.on.startup(registry=registry)
+        def serve_admission(**kwargs: Any) -> None:  # every replica serves it, leader or not
+            kwargs["settings"].admission.server = webhook
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval)
     pod_gangs = PodGangController(operator, cluster, settings.interval)
 
@@ -94,6 +109,21 @@ def check_port(host: str, port: int, flag: str) -> None:
         except OSError as exc:
             raise PortTaken(f"{host}:{port} ({flag}) is in use ({exc.strerror}): stop what serves there, "
                             f"or give {flag} another port") from exc
+
+
+def _webhook(settings: OperatorConfig) -> kopf.WebhookServer | None:
+    """The admission webhook's server with --webhook-port, else None."""
+    if not settings.webhook_port:
+        return None
+    if not (settings.webhook_cert_file and settings.webhook_key_file):
+        raise WebhookUnset("--webhook-port needs --webhook-cert-file and --webhook-key-file: the API server "
+                           "calls webhooks over HTTPS only")
+    for flag, path in (("--webhook-cert-file", settings.webhook_cert_file),
+                       ("--webhook-key-file", settings.webhook_key_file)):
+        if not os.access(path, os.R_OK):
+            raise WebhookUnset(f"{flag}={path} cannot be read: give the webhook's PEM file (in the chart, "
+                               "the Secret of operator.webhook.tls, mounted at /etc/netsched/webhook)")
+    return server(settings.host, settings.webhook_port, settings.webhook_cert_file, settings.webhook_key_file)
 
 
 def _telemetry(prometheus_url: str | None, max_age: float) -> TelemetryStore | None:

@@ -22,9 +22,12 @@ RUNBOOK = ROOT / "docs" / "runbook.md"
 NS = "ops"
 EXTENDER = {"job": "netsched-extender", "namespace": NS}
 OPERATOR = {"job": "netsched-operator", "namespace": NS}
+# the API server's count of pods refused because it could not call the webhook, as it exports it
+REFUSED = {"job": "apiserver", "name": "gang-gate.netsched.io", "operation": "CREATE", "type": "admit",
+           "error_type": "calling_webhook_error", "rejection_code": "503"}
 VALUES = {"prometheusRule": {"enabled": True, "downFor": "5m", "cacheStaleFor": "2m",
                              "modelFallbackFor": "15m", "reconcileErrors": 5, "waitingSeconds": 3600,
-                             "failedPlansPerHour": 2},
+                             "failedPlansPerHour": 2, "webhookErrors": 5},
           "extender": {"maxCacheAge": 30}}
 
 
@@ -80,7 +83,7 @@ def test_the_rendered_rules_pass_promtool_check(promtool, groups, tmp_path):
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
     done = promtool_run(promtool, tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert f"SUCCESS: {len(FIRING)} rules found" in done.stdout
 
 
 HEALTHY = [
@@ -94,6 +97,9 @@ HEALTHY = [
     series("netsched_gpujob_oldest_waiting_seconds", {**OPERATOR, "pod": "o1"}, "0+60x50"),  # under an hour
     series("netsched_packing_plans_finished_total", {**OPERATOR, "pod": "o1", "phase": "Failed",
                                                      "reason": "EvictionRefused"}, "0+1x1 1x60"),
+    series("netsched_webhook_requests_total", {**OPERATOR, "pod": "o1", "outcome": "error"}, "0+1x1 1x60"),
+    # an operator restart: a few pods refused, created again
+    series("apiserver_admission_webhook_rejection_count", REFUSED, "0+1x2 2x60"),
 ]
 
 # alert -> (its series, or None for no series at all; when to look; the labels it fires with)
@@ -118,6 +124,9 @@ FIRING = {
                                              "reason": "DeadlineExceeded"}, "0+1x10")], "10m",
                                     {"severity": "warning", "namespace": NS}),
     "NetschedOperatorDown": ([], "10m", {"severity": "critical", **OPERATOR}),  # never scraped: absent
+    "NetschedWebhookErrors": (  # the operator gone: the API server cannot call its webhook
+        [series("apiserver_admission_webhook_rejection_count", REFUSED,
+                "0+2x30")], "15m", {"severity": "warning", "namespace": NS}),
 }
 
 

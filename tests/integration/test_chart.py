@@ -27,6 +27,7 @@ from netsched.devcluster.scheduler_config import ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
+from netsched.operator.admission import webhook_configuration
 from netsched.operator.metrics import OperatorMetrics
 from netsched.packing.policy import read_policy
 from netsched.telemetry.agent import AgentMetrics
@@ -40,7 +41,10 @@ PEERING_RULE = {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
 CUSTOM_VALUES = {
     "operator": {"replicas": 2, "records": {"persistence": {"accessModes": ["ReadWriteMany"],
                                                             "storageClassName": "shared"}},
-                 "packer": {"enabled": False}},
+                 "packer": {"enabled": False},
+                 "webhook": {"namespaces": "all", "excludeNamespaces": ["batch-infra"],
+                             "failurePolicy": "Ignore", "timeoutSeconds": 3,
+                             "objectSelector": {"matchLabels": {"team": "ml"}}}},
     "extender": {"replicas": 3, "shortlist": 0, "tls": {"enabled": True},
                  "telemetry": {"prometheusUrl": "http://prometheus.monitoring.svc:9090"},
                  "model": {"source": "pvc", "claimName": "netsched-models", "path": "current.json"}},
@@ -110,7 +114,9 @@ def test_defaults_render_the_documented_components(bin_dir):
                                 "--forecast-interval=15", "--never-fits-timeout=0", "--telemetry-max-age=120",
                                 "--scheduler-name=netsched", "--pack-budget=1", "--pack-after=5",
                                 "--pack-cooldown=10", "--plan-deadline=120",
-                                "--pack-policy=/etc/netsched/packer/policy.yaml"]
+                                "--pack-policy=/etc/netsched/packer/policy.yaml", "--webhook-port=9443",
+                                "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
+                                "--webhook-key-file=/etc/netsched/webhook/tls.key"]
     assert {"name": "packer-policy", "mountPath": "/etc/netsched/packer", "readOnly": True} \
         in operator["volumeMounts"]
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -171,8 +177,10 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-3:] == [
-        "--scheduler-name=netsched-chart-test", "--no-packer", "--peering=netsched"]
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-6:] == [
+        "--scheduler-name=netsched-chart-test", "--no-packer", "--webhook-port=9443",
+        "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
+        "--webhook-key-file=/etc/netsched/webhook/tls.key", "--peering=netsched"]
     assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"
     assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES + [PEERING_RULE]
     pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")["spec"]
@@ -334,7 +342,8 @@ def test_tls_with_the_users_secret_trusts_the_given_ca_and_makes_no_secret(bin_d
     tls = {"enabled": True, "secretName": "my-extender-tls", "caBundle": ca.decode()}
     values = {"extender": {"tls": tls}, "serviceMonitor": {"enabled": True}}
     docs = render(bin_dir, values)
-    assert not [d for d in docs if d["kind"] == "Secret"]
+    secrets = [d["metadata"]["name"] for d in docs if d["kind"] == "Secret"]
+    assert secrets == ["netsched-operator-tls"]  # the webhook's, not the extender's
     [block] = scheduler_yaml(docs, "netsched")["extenders"]
     assert _decoded(block["tlsConfig"]["caData"]) == ca
     volumes = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
@@ -349,6 +358,57 @@ def test_tls_with_the_users_secret_trusts_the_given_ca_and_makes_no_secret(bin_d
                    ["annotations"]["checksum/tls-ca"]
                    for v in (values, {"extender": {"tls": tls | {"caBundle": other.decode()}}})]
     assert annotations[0] != annotations[1]
+
+
+def test_the_webhook_is_the_operators_behind_its_service_with_a_certificate_the_api_server_trusts(bin_dir):
+    docs = render(bin_dir, namespace="gpu-sched")
+    config = find(docs, "MutatingWebhookConfiguration", "netsched-gang-gate")
+    [hook] = config["webhooks"]
+    # the same rules, scope and conditions as the configuration the dev-cluster's tests register
+    [same] = webhook_configuration("netsched-gang-gate", {}, "netsched",
+                                   exclude_namespaces=("kube-system", "gpu-sched"))["webhooks"]
+    assert {k: v for k, v in hook.items() if k != "clientConfig"} == {
+        k: v for k, v in same.items() if k != "clientConfig"}
+    assert hook["clientConfig"]["service"] == {"name": "netsched-operator", "namespace": "gpu-sched",
+                                               "path": "/gang-gate", "port": 443}
+    secret = find(docs, "Secret", "netsched-operator-tls")
+    ca = x509.load_pem_x509_certificate(_decoded(hook["clientConfig"]["caBundle"]))
+    cert = x509.load_pem_x509_certificate(_decoded(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "netsched-operator.gpu-sched.svc" in names.get_values_for_type(x509.DNSName)
+
+    operator = container(docs, "Deployment", "netsched-operator")
+    parsed = build_parser().parse_args(operator["args"])
+    assert (parsed.webhook_port, parsed.webhook_cert_file, parsed.webhook_key_file) == (
+        9443, Path("/etc/netsched/webhook/tls.crt"), Path("/etc/netsched/webhook/tls.key"))
+    assert {"name": "webhook", "containerPort": 9443} in operator["ports"]
+    assert {"name": "webhook", "port": 443, "targetPort": "webhook"} in find(
+        docs, "Service", "netsched-operator")["spec"]["ports"]
+    volumes = find(docs, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
+    [tls] = [v["secret"] for v in volumes if v["name"] == "webhook-tls"]
+    assert (tls["secretName"], tls["defaultMode"]) == ("netsched-operator-tls", 0o440)
+
+
+def test_the_webhook_values_reach_its_configuration_and_disabled_it_leaves_nothing(bin_dir):
+    ca, _, _ = serving_certificate("netsched-operator.netsched-system.svc", ["netsched-operator"])
+    docs = render(bin_dir, {**CUSTOM_VALUES, "operator": {"webhook": CUSTOM_VALUES["operator"]["webhook"] | {
+        "tls": {"secretName": "my-webhook-tls", "caBundle": ca.decode()}}}})
+    [hook] = find(docs, "MutatingWebhookConfiguration", "netsched-gang-gate")["webhooks"]
+    excluded = ("kube-system", "netsched-system", "batch-infra")
+    [same] = webhook_configuration("x", {}, "netsched-chart-test", opt_in=False, failure_policy="Ignore",
+                                   exclude_namespaces=excluded)["webhooks"]
+    assert hook["namespaceSelector"] == same["namespaceSelector"]
+    assert hook["matchConditions"] == same["matchConditions"]  # the chart's scheduler.name
+    assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 3)
+    assert hook["objectSelector"] == {"matchLabels": {"team": "ml"}}
+    assert _decoded(hook["clientConfig"]["caBundle"]) == ca
+    assert not [d for d in docs if d["kind"] == "Secret" and "operator" in d["metadata"]["name"]]
+
+    off = render(bin_dir, {"operator": {"webhook": {"enabled": False}}})
+    assert not [d for d in off if d["kind"] == "MutatingWebhookConfiguration"]
+    assert not [a for a in container(off, "Deployment", "netsched-operator")["args"] if "webhook" in a]
+    assert [p["name"] for p in find(off, "Service", "netsched-operator")["spec"]["ports"]] == ["metrics"]
 
 
 def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
@@ -457,6 +517,17 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  "at '/extender/tls/caBundle': minLength: got 0, want 1", id="tls-secret-without-ca"),
     pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine", "caBundle": "trust me"}}},
                  "at '/extender/tls/caBundle': 'trust me' does not match pattern", id="tls-ca-not-pem"),
+    pytest.param({"operator": {"webhook": {"failurePolicy": "Open"}}},
+                 "at '/operator/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
+                 id="webhook-failure-policy"),
+    pytest.param({"operator": {"webhook": {"timeoutSeconds": 60}}},
+                 "at '/operator/webhook/timeoutSeconds': maximum: got 60, want 30", id="webhook-timeout"),
+    pytest.param({"operator": {"webhook": {"namespaces": "labelled"}}},
+                 "at '/operator/webhook/namespaces': value must be one of 'opted-in', 'all'",
+                 id="webhook-namespaces"),
+    pytest.param({"operator": {"webhook": {"tls": {"secretName": "mine"}}}},
+                 "at '/operator/webhook/tls/caBundle': minLength: got 0, want 1",
+                 id="webhook-secret-without-ca"),
     pytest.param({"extender": {"model": {"source": "s3"}}},
                  "at '/extender/model/source': value must be one of 'image', 'pvc', 'none'",
                  id="unknown-model-source"),
@@ -601,9 +672,12 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
 
 
 @pytest.mark.parametrize("values, notes, warnings", [
-    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and"], []),
+    ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and",
+          "you opt in:\n      kubectl label namespace <namespace> netsched.io/gang-scheduling=enabled"],
+     []),
     (CUSTOM_VALUES, ["The operator runs 2 replicas in ClusterKopfPeering",
-                     "pods use\n    schedulerName: netsched-chart-test and"], []),
+                     "pods use\n    schedulerName: netsched-chart-test and",
+                     "gang-gated as they are, in every namespace but kube-system and"], []),
     ({"operator": {"replicas": 2}}, [],
      ["WARNING: operator.replicas is 2 but the job-records claim is ReadWriteOnce, not ReadWriteMany: "
       "replicas on different nodes cannot all mount it. Set operator.records.persistence.accessModes to "
@@ -739,7 +813,7 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
     assert not stale, f"manifests/ is out of date; run `.venv/bin/python hack/render-manifests.py`: {stale}"
 
     built = [d for d in yaml.safe_load_all(ok([bin_dir / "kubectl", "kustomize", committed])) if d]
-    chart = render(bin_dir)
+    chart = render(bin_dir, {"operator": {"webhook": {"enabled": False}}})  # no committed private key
     assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
         [("Namespace", "netsched-system")] + [(d["kind"], d["metadata"]["name"]) for d in chart]
         + [("CustomResourceDefinition", n) for n in

@@ -253,6 +253,36 @@ def test_the_operator_names_a_port_in_use_and_its_flag_before_it_starts(flag, ca
     assert f"127.0.0.1:{port} ({flag}) is in use" in err and "Traceback" not in err
 
 
+def test_the_operator_refuses_a_webhook_port_without_its_certificate_before_it_starts(capsys):
+    assert main(["operator", "--webhook-port=9443", "--webhook-cert-file=/tmp/tls.crt",
+                 "--kubeconfig=/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "--webhook-port needs --webhook-cert-file and --webhook-key-file" in err and "Traceback" not in err
+
+
+def test_the_operator_names_a_webhook_certificate_it_cannot_read(capsys, tmp_path):
+    (tmp_path / "tls.key").write_text("key")
+    assert main(["operator", "--webhook-port=9443", f"--webhook-cert-file={tmp_path / 'tls.crt'}",
+                 f"--webhook-key-file={tmp_path / 'tls.key'}", "--kubeconfig=/nonexistent"]) == 2
+    assert f"--webhook-cert-file={tmp_path / 'tls.crt'} cannot be read" in capsys.readouterr().err
+
+
+def test_the_operator_names_a_webhook_port_in_use_and_its_flag(capsys, tmp_path):
+    import socket
+
+    for name in ("c", "k"):
+        (tmp_path / name).write_text("pem")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["operator", "--host=127.0.0.1", "--health-port=0", "--metrics-port=0",
+                f"--webhook-port={port}", f"--webhook-cert-file={tmp_path / 'c'}",
+                f"--webhook-key-file={tmp_path / 'k'}", "--kubeconfig=/nonexistent"]
+        assert main(argv) == 2
+    assert f"127.0.0.1:{port} (--webhook-port) is in use" in capsys.readouterr().err
+
+
 def test_the_krew_manifest_has_what_krew_requires_and_the_archives_sha256(tmp_path):
     """krew itself is not at hand: the manifest is checked against the fields krew's validation requires
     (apiVersion, kind, name, a v-prefixed semver, shortDescription, platforms with selector, uri,

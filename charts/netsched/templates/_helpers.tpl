@@ -59,29 +59,52 @@ labels:
 
 {{/* The Secret holding the extender's certificate and key: the user's, or the one the chart makes. */}}
 {{- define "netsched.extenderTLSSecret" -}}
-{{- .Values.extender.tls.secretName | default (include "netsched.componentName" (dict "ctx" . "component" "extender-tls")) -}}
+{{- include "netsched.tlsSecret" (dict "ctx" . "component" "extender" "tls" .Values.extender.tls) -}}
+{{- end -}}
+
+{{/* The extender's TLS material as JSON (netsched.servingTLS). */}}
+{{- define "netsched.extenderTLS" -}}
+{{- include "netsched.servingTLS" (dict "ctx" . "component" "extender" "tls" .Values.extender.tls) -}}
+{{- end -}}
+
+{{/* The operator's admission webhook certificate: the extender's mechanism, for the operator's Service. */}}
+{{- define "netsched.webhookTLSSecret" -}}
+{{- include "netsched.tlsSecret" (dict "ctx" . "component" "operator" "tls" .Values.operator.webhook.tls) -}}
+{{- end -}}
+
+{{- define "netsched.webhookTLS" -}}
+{{- include "netsched.servingTLS" (dict "ctx" . "component" "operator" "tls" .Values.operator.webhook.tls) -}}
+{{- end -}}
+
+{{/* Call with ctx, component and tls (its values: secretName, caBundle): the Secret holding the
+component's certificate and key, the user's or <release>-<component>-tls that the chart makes. */}}
+{{- define "netsched.tlsSecret" -}}
+{{- .tls.secretName | default (include "netsched.componentName" (dict "ctx" .ctx "component" (printf "%s-tls" .component))) -}}
 {{- end -}}
 
 {{/*
-The extender's TLS material as JSON: ca (the PEM the scheduler trusts) and, when the chart makes the
-certificate itself, cert and key. Worked out once per render and kept in .Release, which every
-template of the chart shares: the Secret and the scheduler's configuration must carry the same CA,
-and genCA gives a new one at each call. On an upgrade the Secret already in the cluster is reused
-(lookup), so the certificate stays and neither the scheduler nor the extender rolls for it.
+A component's TLS material as JSON (call with ctx, component and tls): ca (the PEM its callers trust)
+and, when the chart makes the certificate itself, cert and key, for the component's Service DNS names.
+Worked out once per render and kept in .Release, which every template of the chart shares: the Secret
+and the callers' configuration must carry the same CA, and genCA gives a new one at each call. On an
+upgrade the Secret already in the cluster is reused (lookup), so the certificate stays and neither
+the callers nor the component roll for it.
 */}}
-{{- define "netsched.extenderTLS" -}}
-{{- if not (hasKey .Release "netschedExtenderTLS") -}}
-{{- $tls := .Values.extender.tls -}}
+{{- define "netsched.servingTLS" -}}
+{{- $root := .ctx -}}
+{{- $key := printf "netschedTLS-%s" .component -}}
+{{- if not (hasKey $root.Release $key) -}}
+{{- $tls := .tls -}}
 {{- $out := dict "ca" $tls.caBundle -}}
 {{- if not $tls.secretName -}}
-{{- $name := include "netsched.extenderTLSSecret" . -}}
-{{- $old := lookup "v1" "Secret" .Release.Namespace $name | default dict -}}
+{{- $name := include "netsched.tlsSecret" . -}}
+{{- $old := lookup "v1" "Secret" $root.Release.Namespace $name | default dict -}}
 {{- $data := dig "data" dict $old -}}
 {{- if and (hasKey $data "tls.crt") (hasKey $data "tls.key") (hasKey $data "ca.crt") -}}
 {{- $out = dict "ca" (b64dec (get $data "ca.crt")) "cert" (b64dec (get $data "tls.crt")) "key" (b64dec (get $data "tls.key")) -}}
 {{- else -}}
-{{- $svc := include "netsched.componentName" (dict "ctx" . "component" "extender") -}}
-{{- $ns := .Release.Namespace -}}
+{{- $svc := include "netsched.componentName" (dict "ctx" $root "component" .component) -}}
+{{- $ns := $root.Release.Namespace -}}
 {{- $dns := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
 {{- $ca := genCA (printf "%s CA" $svc) 3650 -}}
 {{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $dns 3650 $ca -}}
@@ -89,9 +112,9 @@ and genCA gives a new one at each call. On an upgrade the Secret already in the 
 {{- end -}}
 {{- end -}}
 {{- $_ := set $out "ca" (printf "%s\n" (trim $out.ca)) -}}
-{{- $_ := set .Release "netschedExtenderTLS" $out -}}
+{{- $_ := set $root.Release $key $out -}}
 {{- end -}}
-{{- toJson (get .Release "netschedExtenderTLS") -}}
+{{- toJson (get $root.Release $key) -}}
 {{- end -}}
 
 {{/* Pod-level settings shared by every component; call with the component's values as .values. */}}
