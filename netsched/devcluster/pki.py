@@ -186,12 +186,15 @@ def write_pki(directory: Path) -> Pki:
     return pki
 
 
-def serving_certificate(common_name: str, dns_names: list[str]) -> tuple[bytes, bytes, bytes]:
-    """A new CA and a server certificate it signs for `dns_names`: (CA, certificate, key) as PEM,
-    for a server outside the dev-cluster's own PKI (the certificate a user brings to the chart)."""
+def serving_certificate(common_name: str, dns_names: list[str],
+                        ip_addresses: tuple[str, ...] = ()) -> tuple[bytes, bytes, bytes]:
+    """A new CA and a server certificate it signs for `dns_names` and `ip_addresses`: (CA, certificate,
+    key) as PEM, for a server outside the dev-cluster's own PKI (the certificate a user brings to the
+    chart, or a webhook the apiserver calls at 127.0.0.1)."""
     ca_key, key = _key(), _key()
     ca = _cert(f"{common_name} CA", ca_key, None, ca_key, ca=True)
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
     cert = _cert(common_name, key, ca.subject, ca_key, ca=False, sans=sans)
     pem = serialization.Encoding.PEM
     openssl = serialization.PrivateFormat.TraditionalOpenSSL
