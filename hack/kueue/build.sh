@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build Kueue's manager from its Go module into a cache outside git, keyed by
-# version, with the CRDs and webhook manifests of the same module beside it.
+# version, with the CRDs, webhook manifests and CRD conversion patches of the
+# same module beside it.
 # A warm cache returns at once. Prints the output directory last.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +35,12 @@ src="$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\t"
 mkdir -p "$out/crds"
 cp "$src"/config/components/crd/bases/*.yaml "$out/crds/"
 cp "$src/config/components/webhook/manifests.yaml" "$out/webhooks.yaml"
+# the CRDs whose versions Kueue converts: the conversion patches its kustomization applies
+crd="$src/config/components/crd"
+mkdir -p "$out/conversion"
+for patch in $(sed -n 's|^- path: \(patches/webhook_in_.*\.yaml\)$|\1|p' "$crd/kustomization.yaml"); do
+  cp "$crd/$patch" "$out/conversion/"
+done
 chmod -R u+w "$out"
 
 touch "$out/.complete"

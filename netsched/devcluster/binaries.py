@@ -60,10 +60,10 @@ def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
 
 
 def ensure_kueue(quiet: bool = False) -> Path:
-    """Return Kueue's directory (hack/kueue/build.sh): the `kueue` manager, `crds/` and `webhooks.yaml`
-    of the same module. Builds on a cold cache; a failed build raises BuildError."""
+    """Return Kueue's directory (hack/kueue/build.sh): the `kueue` manager, and `crds/`, `webhooks.yaml`
+    and `conversion/` of the same module. Builds on a cold cache; a failed build raises BuildError."""
     kueue_dir = _build(controlplane_dir().parent / "kueue" / "build.sh", [], "[kueue]", quiet)
-    missing = [p for p in ("kueue", "crds", "webhooks.yaml") if not (kueue_dir / p).exists()]
+    missing = [p for p in ("kueue", "crds", "webhooks.yaml", "conversion") if not (kueue_dir / p).exists()]
     if missing:
         raise BuildError(f"{kueue_dir} lacks {', '.join(missing)}; rebuild with hack/kueue/build.sh")
     return kueue_dir

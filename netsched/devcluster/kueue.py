@@ -2,12 +2,12 @@
 
 Kueue normally runs in a pod behind a Service and issues its own webhook certificate. Here it
 runs on 127.0.0.1 with the admin kubeconfig, so: its internal certificate management is off, it
-serves a certificate for 127.0.0.1 that pki.py makes, and its webhook configurations (from the
-same module as the binary) call `https://127.0.0.1:<port>/<path>` with that CA instead of a
-Service. Only the webhooks for Kueue's own objects and batch/v1 Jobs are registered: the module's
-file also holds webhooks for pods, Deployments and the other integrations, which would send every
-pod creation of the cluster through Kueue with failurePolicy Fail although Kueue manages none of
-them here.
+serves a certificate for 127.0.0.1 that pki.py makes, and its webhook configurations and the
+conversion of its CRDs' versions (from the same module as the binary) call
+`https://127.0.0.1:<port>/<path>` with that CA instead of a Service. Only the webhooks for
+Kueue's own objects and batch/v1 Jobs are registered: the module's file also holds webhooks for
+pods, Deployments and the other integrations, which would send every pod creation of the cluster
+through Kueue with failurePolicy Fail although Kueue manages none of them here.
 """
 
 from __future__ import annotations
@@ -75,6 +75,14 @@ def _local(webhook: dict, port: int, ca_bundle: bytes) -> dict:
     return webhook
 
 
+def conversion(port: int, ca_bundle: bytes, review_versions: list[str]) -> dict:
+    """A CRD's spec.conversion: Kueue's /convert at 127.0.0.1:`port`, trusting `ca_bundle`."""
+    return {"strategy": "Webhook", "webhook": {
+        "clientConfig": {"url": f"https://127.0.0.1:{port}/convert",
+                         "caBundle": base64.b64encode(ca_bundle).decode()},
+        "conversionReviewVersions": review_versions}}
+
+
 def argv(kueue_dir: Path, workdir: Path, config: Path, kubeconfig: Path) -> list[str]:
     """Kueue's manager in a private mount namespace where /etc also shows `workdir`/etc (its metrics
     certificate); the host's /etc is untouched. Unprivileged users get a user namespace for it."""
@@ -102,7 +110,8 @@ def prepare(api: client.ApiClient, kueue_dir: Path, workdir: Path, ports: dict[s
 
 
 def register_webhooks(api: client.ApiClient, kueue_dir: Path, workdir: Path, port: int) -> list[str]:
-    """Create Kueue's webhook configurations; call once Kueue serves. Returns their names."""
+    """Create Kueue's webhook configurations and point its CRDs' version conversion at it; call once
+    Kueue serves. Returns the names of the configurations and CRDs."""
     manifests = list(yaml.safe_load_all((kueue_dir / "webhooks.yaml").read_text()))
     ca = (workdir / "certs" / "ca.crt").read_bytes()
     admission = client.AdmissionregistrationV1Api(api)
@@ -111,4 +120,13 @@ def register_webhooks(api: client.ApiClient, kueue_dir: Path, workdir: Path, por
     configs = webhook_configurations(manifests, port, ca)
     for config in configs:
         create[config["kind"]](config)
-    return [config["metadata"]["name"] for config in configs]
+    # Kueue's kustomization patches these CRDs the same way, with its Service instead of a URL
+    ext = client.ApiextensionsV1Api(api)
+    crds = []
+    for path in sorted((kueue_dir / "conversion").glob("*.yaml")):
+        patch = yaml.safe_load(path.read_text())
+        versions = patch["spec"]["conversion"]["webhook"]["conversionReviewVersions"]
+        ext.patch_custom_resource_definition(patch["metadata"]["name"], [
+            {"op": "add", "path": "/spec/conversion", "value": conversion(port, ca, versions)}])
+        crds.append(patch["metadata"]["name"])
+    return [config["metadata"]["name"] for config in configs] + crds

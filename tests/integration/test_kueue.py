@@ -41,7 +41,7 @@ def queue(kueue_cluster) -> Iterator[tuple[str, str]]:
             "apiVersion": f"{KUEUE_GROUP}/{V}", "kind": "ResourceFlavor", "metadata": {"name": ns}})
         custom.create_cluster_custom_object(KUEUE_GROUP, V, "clusterqueues", {
             "apiVersion": f"{KUEUE_GROUP}/{V}", "kind": "ClusterQueue", "metadata": {"name": ns},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [{
+            "spec": {"cohortName": ns, "namespaceSelector": {}, "resourceGroups": [{
                 "coveredResources": ["cpu", "memory", GPU_RESOURCE],
                 "flavors": [{"name": ns, "resources": [
                     {"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "64Gi"},
@@ -94,6 +94,9 @@ def test_a_cluster_queue_admits_indexed_jobs_by_gpu_quota(kueue_cluster, queue):
     ns, local_queue = queue
     api = kueue_cluster.api_client()
     batch, core, custom = client.BatchV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
+    # Kueue converts between its API versions: v1beta2's cohortName is v1beta1's cohort
+    old = custom.get_cluster_custom_object(KUEUE_GROUP, "v1beta1", "clusterqueues", ns)
+    assert old["spec"].get("cohort") == ns
     gpu_nodes = {n.metadata.name for n in core.list_node().items}
 
     def pods(job: str) -> list[client.V1Pod]:

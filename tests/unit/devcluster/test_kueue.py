@@ -1,7 +1,7 @@
 import base64
 from pathlib import Path
 
-from netsched.devcluster.kueue import argv, configuration, webhook_configurations
+from netsched.devcluster.kueue import argv, configuration, conversion, webhook_configurations
 
 PORTS = {"kueue-health": 1001, "kueue-metrics": 1002, "kueue-webhook": 1003}
 
@@ -61,3 +61,10 @@ def test_kueue_runs_in_a_mount_namespace_that_adds_its_metrics_certificate_to_et
     assert "lowerdir=$0:/etc" in script and 'exec "$@"' in script
     assert args[-4:] == ["/d/kueue/etc", "/cache/kueue-v0.17.0/kueue", "--config=/d/kueue/config.yaml",
                          "--kubeconfig=/d/admin"]
+
+
+def test_kueue_converts_its_crd_versions_at_its_loopback_convert_endpoint():
+    assert conversion(1003, b"CA PEM", ["v1"]) == {"strategy": "Webhook", "webhook": {
+        "clientConfig": {"url": "https://127.0.0.1:1003/convert",
+                         "caBundle": base64.b64encode(b"CA PEM").decode()},
+        "conversionReviewVersions": ["v1"]}}
