@@ -1,8 +1,9 @@
 """Kueue (built from its Go module, run by the dev-cluster) admits indexed Jobs by GPU quota.
 
 The cluster has 32 GPUs and the ClusterQueue a quota of 16: the second 16-GPU Job waits because of
-Kueue alone, never because the scheduler has no room. Its own dev-cluster (Kueue's webhooks see
-every Job of the cluster they run on); a few nodes keep it light.
+Kueue alone, never because the scheduler has no room. Once admitted, kube-scheduler's default
+profile places the first, netsched's profile (with netsched's extender) the second. Its own
+dev-cluster (Kueue's webhooks see every Job of the cluster they run on); a few nodes, no operator.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import GPU_RESOURCE
+from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.kueue import KUEUE_GROUP, QUEUE_LABEL
 from netsched.devcluster.pods import DURATION_ANNOTATION
@@ -26,7 +27,7 @@ GPUS_PER_POD = 8
 @pytest.fixture(scope="session")
 def kueue_cluster(tmp_path_factory) -> Iterator[DevCluster]:
     cluster = DevCluster(directory=tmp_path_factory.mktemp("kueue-cluster"), nodes=4, kueue=True,
-                         run_extender=False, run_operator=False)
+                         run_operator=False)
     with running(cluster):
         yield cluster
 
@@ -59,7 +60,7 @@ def queue(kueue_cluster) -> Iterator[tuple[str, str]]:
             custom.delete_cluster_custom_object(KUEUE_GROUP, V, "resourceflavors", ns)
 
 
-def indexed_job(name: str, queue_name: str, pods: int, annotations: dict[str, str]) -> dict:
+def indexed_job(name: str, queue_name: str, pods: int, annotations: dict[str, str], scheduler: str) -> dict:
     """An indexed Job of `pods` pods × 8 GPUs in a LocalQueue; created unsuspended, as users write it."""
     resources = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(GPUS_PER_POD)}
     return {
@@ -69,7 +70,7 @@ def indexed_job(name: str, queue_name: str, pods: int, annotations: dict[str, st
             "completionMode": "Indexed", "completions": pods, "parallelism": pods, "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": annotations},
-                "spec": {"schedulerName": "default-scheduler", "restartPolicy": "Never",
+                "spec": {"schedulerName": scheduler, "restartPolicy": "Never",
                          "containers": [{"name": "train", "image": "trainer:1",
                                          "resources": {"requests": resources, "limits": resources}}]},
             },
@@ -107,14 +108,15 @@ def test_a_cluster_queue_admits_indexed_jobs_by_gpu_quota(kueue_cluster, queue):
         return len(ps) == 2 and all(p.spec.node_name in gpu_nodes and p.status.phase == "Running" for p in ps)
 
     # the first runs until told to finish; the second ends as soon as it runs
-    batch.create_namespaced_job(ns, indexed_job("first", local_queue, 2, {DURATION_ANNOTATION: "1h"}))
+    batch.create_namespaced_job(ns, indexed_job("first", local_queue, 2, {DURATION_ANNOTATION: "1h"},
+                                                "default-scheduler"))
     poll(lambda: workload_conditions(custom, ns, "first").get("Admitted") == "True", 120,
          "Kueue to admit Job first")
     poll(lambda: bound_and_running("first"), 120, "both pods of Job first bound and Running")
     assert batch.read_namespaced_job("first", ns).spec.suspend is False
 
     # Kueue's webhook suspends the second at creation, and quota keeps it so
-    batch.create_namespaced_job(ns, indexed_job("second", local_queue, 2, {}))
+    batch.create_namespaced_job(ns, indexed_job("second", local_queue, 2, {}, SCHEDULER_NAME))
     assert batch.read_namespaced_job("second", ns).spec.suspend is True
     waiting = poll(lambda: workload_conditions(custom, ns, "second").get("QuotaReserved") == "False", 120,
                    "Kueue to find no quota for Job second")
@@ -133,3 +135,8 @@ def test_a_cluster_queue_admits_indexed_jobs_by_gpu_quota(kueue_cluster, queue):
     assert batch.read_namespaced_job("second", ns).spec.suspend is False
     second = pods("second")
     assert len(second) == 2 and all(p.spec.node_name in gpu_nodes for p in second)
+    for pod in second:  # the Scheduled event follows the binding
+        events = poll(lambda p=pod: core.list_namespaced_event(
+            ns, field_selector=f"involvedObject.name={p.metadata.name},reason=Scheduled").items, 30,
+            f"the Scheduled event of {pod.metadata.name}")
+        assert [e.reporting_component for e in events] == [SCHEDULER_NAME]
