@@ -8,6 +8,8 @@ dev-cluster (Kueue's webhooks see every Job of the cluster they run on); a few n
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +17,7 @@ from kubernetes import client
 
 from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.kueue import KUEUE_GROUP, QUEUE_LABEL
+from netsched.devcluster.kueue import KUEUE, KUEUE_GROUP, QUEUE_LABEL
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.testing.cluster import running, scratch_namespace
@@ -140,3 +142,25 @@ def test_a_cluster_queue_admits_indexed_jobs_by_gpu_quota(kueue_cluster, queue):
             ns, field_selector=f"involvedObject.name={p.metadata.name},reason=Scheduled").items, 30,
             f"the Scheduled event of {pod.metadata.name}")
         assert [e.reporting_component for e in events] == [SCHEDULER_NAME]
+
+
+def test_while_kueue_is_down_no_job_is_created_and_afterwards_jobs_queue_again(kueue_cluster, queue):
+    """Kueue's Job webhooks fail closed (its failurePolicy, kept): a Job is refused, not let through
+    unsuspended past the quota, and creating it again once Kueue is back works as before."""
+    ns, local_queue = queue
+    batch = client.BatchV1Api(kueue_cluster.api_client())
+    queued = indexed_job("queued", local_queue, 1, {}, "default-scheduler")
+    plain = indexed_job("plain", local_queue, 1, {}, "default-scheduler")
+    del plain["metadata"]["labels"][QUEUE_LABEL]
+    os.kill(kueue_cluster.status()["components"][KUEUE]["pid"], signal.SIGKILL)
+    poll(lambda: KUEUE not in kueue_cluster.running_components(), 10, "Kueue to die")
+    try:
+        for job in (queued, plain):  # the webhook sees every Job, queued or not
+            with pytest.raises(client.ApiException) as refused:
+                batch.create_namespaced_job(ns, job)
+            assert refused.value.status == 500 and "mjob.kb.io" in refused.value.body
+    finally:
+        kueue_cluster.restart(KUEUE)
+
+    assert batch.create_namespaced_job(ns, queued).spec.suspend is True
+    poll(lambda: job_condition(batch, ns, "queued", "Complete"), 120, "Job queued to be admitted and run")
