@@ -26,7 +26,7 @@ V = "v1beta2"
 GPUS_PER_POD = 8
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped when these tests end, not left running beside the session's
 def kueue_cluster(tmp_path_factory) -> Iterator[DevCluster]:
     cluster = DevCluster(directory=tmp_path_factory.mktemp("kueue-cluster"), nodes=4, kueue=True,
                          run_operator=False)
