@@ -1,8 +1,9 @@
-"""Find or build the control-plane binaries (hack/controlplane/build.sh).
+"""Find or build the control-plane binaries (hack/controlplane/build.sh) and, for
+`dev-cluster up --kueue`, Kueue's manager (hack/kueue/build.sh).
 
-The build script caches binaries outside git, keyed by version, so a warm
-call returns in well under a second. Set NETSCHED_BIN_DIR to use binaries
-built elsewhere.
+The build scripts cache binaries outside git, keyed by version, so a warm
+call returns in well under a second. Set NETSCHED_BIN_DIR to use control-plane
+binaries built elsewhere.
 """
 
 from __future__ import annotations
@@ -54,7 +55,22 @@ def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
     override = os.environ.get("NETSCHED_BIN_DIR")
     if override:
         return _check(Path(override), node)
-    script = controlplane_dir() / "build.sh"
+    bin_dir = _build(controlplane_dir() / "build.sh", ["--node"] if node else [], "[controlplane]", quiet)
+    return _check(bin_dir, node)
+
+
+def ensure_kueue(quiet: bool = False) -> Path:
+    """Return Kueue's directory (hack/kueue/build.sh): the `kueue` manager, and `crds/`, `webhooks.yaml`
+    and `conversion/` of the same module. Builds on a cold cache; a failed build raises BuildError."""
+    kueue_dir = _build(controlplane_dir().parent / "kueue" / "build.sh", [], "[kueue]", quiet)
+    missing = [p for p in ("kueue", "crds", "webhooks.yaml", "conversion") if not (kueue_dir / p).exists()]
+    if missing:
+        raise BuildError(f"{kueue_dir} lacks {', '.join(missing)}; rebuild with hack/kueue/build.sh")
+    return kueue_dir
+
+
+def _build(script: Path, args: list[str], prefix: str, quiet: bool) -> Path:
+    """Run a build script, showing its `prefix` lines unless `quiet`; the directory it prints last."""
     if not script.exists():
         raise BuildError(
             f"{script} not found: netsched dev-cluster needs a source checkout "
@@ -62,20 +78,20 @@ def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
         )
     started = time.monotonic()
     tail: deque[str] = deque(maxlen=40)
-    proc = subprocess.Popen(["bash", str(script), *(["--node"] if node else [])],
+    proc = subprocess.Popen(["bash", str(script), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         tail.append(line.rstrip())
-        if not quiet and line.startswith("[controlplane]"):
+        if not quiet and line.startswith(prefix):
             print(line.rstrip(), file=sys.stderr, flush=True)
     if proc.wait() != 0:
         output = "\n".join(tail)
-        raise BuildError(f"control-plane build failed (exit {proc.returncode}):\n{output}")
-    bin_dir = Path(tail[-1])
+        raise BuildError(f"{script} failed (exit {proc.returncode}):\n{output}")
+    out = Path(tail[-1])
     if not quiet and time.monotonic() - started > 5:
-        print(f"[controlplane] binaries in {bin_dir}", file=sys.stderr)
-    return _check(bin_dir, node)
+        print(f"{prefix} binaries in {out}", file=sys.stderr)
+    return out
 
 
 def _check(bin_dir: Path, node: bool = False) -> Path:

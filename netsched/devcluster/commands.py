@@ -72,6 +72,10 @@ class UpSettings(ClusterShape):
         False, flag="--real-node",
         help="add one real kubelet node (containerd, kube-proxy) in a private network namespace, for pods "
         "that really run, e.g. the Helm chart's (root; see docs/dev-cluster.md)")
+    kueue: bool = option(
+        False, flag="--kueue",
+        help="also run Kueue's manager (built from its Go module on first use), with its CRDs and the "
+        "webhooks for its objects and batch/v1 Jobs (see docs/dev-cluster.md)")
     foreground: bool = option(False, flag="--foreground",
                               help="stay in the foreground; Ctrl-C stops every component")
 
@@ -80,7 +84,8 @@ def up(settings: UpSettings) -> int:
     from netsched.devcluster.scheduler_config import ExtenderSettings
 
     options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
-                               "real_node": settings.real_node, **scored_by(settings.model)}
+                               "real_node": settings.real_node, "kueue": settings.kueue,
+                               **scored_by(settings.model)}
     if settings.extender_url:
         options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)
     cluster = settings.cluster(**options)

@@ -1,4 +1,4 @@
-"""netsched's CustomResourceDefinitions (netsched/crds/*.yaml): install them and wait until served."""
+"""CustomResourceDefinitions (netsched's: netsched/crds/*.yaml): install them and wait until served."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ def crd_manifests() -> list[dict]:
     return [yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob("*.yaml"))]
 
 
-def install_crds(api: client.ApiClient, timeout: float = 60) -> list[str]:
-    """Create or update every CRD, then wait until each is Established. Returns their names."""
+def install_crds(api: client.ApiClient, manifests: list[dict] | None = None,
+                 timeout: float = 60) -> list[str]:
+    """Create or update every CRD (netsched's unless `manifests` says others), then wait until each is
+    Established. Returns their names."""
     ext = client.ApiextensionsV1Api(api)
     names = []
-    for crd in crd_manifests():
+    for crd in crd_manifests() if manifests is None else manifests:
         name = crd["metadata"]["name"]
         try:
             ext.create_custom_resource_definition(crd)

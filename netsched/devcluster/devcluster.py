@@ -26,9 +26,10 @@ from kubernetes import client
 
 from netsched.api.connect import api_client
 from netsched.api.labels import SCHEDULER_NAME
+from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
 from netsched.devcluster import processes
-from netsched.devcluster.binaries import ensure_binaries
+from netsched.devcluster.binaries import ensure_binaries, ensure_kueue
 from netsched.devcluster.crds import install_crds
 from netsched.devcluster.kwok_stages import stages_yaml
 from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
@@ -41,7 +42,7 @@ from netsched.operator.admission import HANDLER_ID, webhook_configuration
 EXTENDER = "netsched-extender"
 OPERATOR = "netsched-operator"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", OPERATOR,
-              "kwok")
+              "kwok", kueuelib.KUEUE)
 NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_node`, in start order
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
@@ -74,6 +75,7 @@ class DevCluster:
     extender_args: tuple[str, ...] = ()  # more `netsched extender` flags, e.g. ("--model=<path>",)
     run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
     real_node: bool = False  # one real kubelet node besides the KWOK ones (netsched.devcluster.realnode)
+    kueue: bool = False  # Kueue's manager, its CRDs and webhooks (netsched.devcluster.kueue)
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
@@ -117,10 +119,11 @@ class DevCluster:
         if self.real_node:
             check_prerequisites()
         bin_dir = ensure_binaries(node=self.real_node)
+        kueue_dir = ensure_kueue() if self.kueue else None
         self._remove_real_node()  # what a killed earlier run may have left
         self._reset_directory()
         state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports(),
-                       "real_node": self.real_node}
+                       "real_node": self.real_node, "kueue_dir": str(kueue_dir) if kueue_dir else None}
         try:
             self._start_all(bin_dir, state)
             self._create_nodes()
@@ -195,6 +198,7 @@ class DevCluster:
     def components(self) -> tuple[str, ...]:
         skip = {EXTENDER} if not self.run_extender or self.extender else set()
         skip |= set() if self.run_operator else {OPERATOR}
+        skip |= set() if self.kueue else {kueuelib.KUEUE}
         return tuple(c for c in COMPONENTS if c not in skip)
 
     def _start_real_node(self, bin_dir: Path, state: dict) -> None:
@@ -274,7 +278,8 @@ class DevCluster:
     def _pick_ports() -> dict[str, int]:
         ports: dict[str, int] = {}
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender",
-                 "operator-health", "operator-metrics", "operator-webhook")
+                 "operator-health", "operator-metrics", "operator-webhook", "kueue-health", "kueue-metrics",
+                 "kueue-webhook")
         while len(set(ports.values())) < len(names):
             ports = {name: processes.free_port() for name in names}
         return ports
@@ -308,6 +313,9 @@ class DevCluster:
             if name == OPERATOR:
                 grant(self.api_client(), OPERATOR_ROLE, OPERATOR_RULES, OPERATOR)
                 self._register_webhook(ports["operator-webhook"], pki)
+            if name == kueuelib.KUEUE:
+                config = kueuelib.prepare(self.api_client(), Path(state["kueue_dir"]), d / "kueue", ports)
+                plan[name] = kueuelib.argv(Path(state["kueue_dir"]), d / "kueue", config, self.kubeconfig)
             with processes.signals_deferred():
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
@@ -315,6 +323,9 @@ class DevCluster:
             processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
             if name == "kube-apiserver":  # the extender watches PackingPlans, operator or not
                 install_crds(self.api_client())
+            if name == kueuelib.KUEUE:  # the apiserver calls Kueue's webhooks only once it serves them
+                kueuelib.register_webhooks(self.api_client(), Path(state["kueue_dir"]), d / "kueue",
+                                           ports["kueue-webhook"])
             self.progress(f"{name} ready in {time.monotonic() - t0:.1f} s (log: {proc.log})")
 
     def _register_webhook(self, port: int, pki: pkilib.Pki) -> None:
@@ -474,6 +485,7 @@ def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: st
         "kwok": lambda: _http_ok(f"http://{local}:{ports['kwok']}/healthz"),
         EXTENDER: lambda: _http_ok(f"http://{local}:{ports['extender']}/readyz"),
         OPERATOR: lambda: _http_ok(f"http://{local}:{ports['operator-health']}/healthz"),
+        kueuelib.KUEUE: lambda: _http_ok(f"http://{local}:{ports['kueue-health']}/readyz"),
     }
 
 

@@ -4,7 +4,8 @@ A --config holding any Pod stage replaces KWOK's built-in pod stages, so these
 cover everything a pod goes through:
 
   pod-ready                    a bound pod gets an IP and Ready containers: Running
-  pod-complete                 Running pods owned by a Job succeed (KWOK's default behaviour)
+  pod-complete                 Running pods owned by a Job succeed (KWOK's default behaviour),
+                               unless annotated with one of the durations below
   pod-complete-after-duration  Running pods annotated netsched.io/duration (a Go duration such
                                as "30s") succeed that long after they started running
   pod-fail-after-duration      Running pods annotated netsched.io/fail-after fail (exit code 1)
@@ -98,9 +99,13 @@ def pod_stages() -> list[dict]:
     return [
         _stage("pod-ready", [NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}],
                {"statusTemplate": RUNNING_TEMPLATE}),
+        # KWOK picks at random among matching stages: a Job's pod that says when it ends is left
+        # to the stages below that read it
         _stage("pod-complete",
                [NOT_DELETING, RUNNING,
-                {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}],
+                {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
+                {"key": annotation, "operator": "DoesNotExist"},
+                {"key": fail_after, "operator": "DoesNotExist"}],
                {"statusTemplate": SUCCEEDED_TEMPLATE}),
         _stage("pod-complete-after-duration",
                [NOT_DELETING, RUNNING, {"key": annotation, "operator": "Exists"}],

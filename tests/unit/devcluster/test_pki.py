@@ -57,3 +57,10 @@ def test_a_serving_certificate_comes_with_the_ca_that_signed_it():
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["svc", "svc.ns.svc"]
     assert key_pem.startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+
+
+def test_a_serving_certificate_can_name_ip_addresses():
+    _, cert_pem, _ = serving_certificate("kueue-webhook", ["localhost"], ip_addresses=("127.0.0.1",))
+    sans = x509.load_pem_x509_certificate(cert_pem).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
