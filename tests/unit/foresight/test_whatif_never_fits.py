@@ -44,7 +44,9 @@ def test_why_shows_the_condition_s_words_and_no_eta():
     message = ("never fits: no node has 16 GPUs, the largest has 8; lower spec.gpusPerReplica, or add a node "
                "with more")
     blocked = make_gpujob("huge", replicas=2, gpus=16)
+    # as the operator writes it: PodsReady echoes the reason, Schedulable says why
     blocked["status"] = {"phase": "Blocked", "reason": "NeverFits", "conditions": [
+        {"type": "PodsReady", "status": "False", "reason": "NeverFits", "message": "0 of 2 replicas running"},
         {"type": "Schedulable", "status": "False", "reason": "NeverFits", "message": message}]}
     answer = why(Cluster(CLUSTER, [], [], [blocked], []), "ml", "huge")
     assert (answer["phase"], answer["reason"], answer["message"]) == ("Blocked", "NeverFits", message)
