@@ -29,6 +29,10 @@ REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
 ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement
 RELEASED_BY = PREFIX + "released-by"  # annotation: the PackingPlan that lifted a pod's gang gate
 EVICTED_BY = PREFIX + "evicted-by"  # GPUJob annotation: the PackingPlan that last evicted its pods (JSON)
+# Annotations the operator writes on a workload that is not a GPUJob (a batch Job, ...) where a
+# GPUJob has status fields: when its gang is predicted to start and finish (RFC 3339, UTC).
+PREDICTED_START = PREFIX + "predicted-start"
+PREDICTED_FINISH = PREFIX + "predicted-finish"
 
 MAX_PEER_DISTANCE = PREFIX + "max-peer-distance"
 DATA_SOURCE = PREFIX + "data-source"

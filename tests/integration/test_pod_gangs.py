@@ -120,8 +120,11 @@ def test_a_jobset_labelled_job_is_gated_and_placed_as_one(core, batch, namespace
     placed = watch_all_or_nothing(core, namespace, "llm-workers-0", 3)
     zones = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in core.list_node().items}
     assert len({zones[n] for n in placed.values()}) == 1, placed
-    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=llm-workers-0").items
-    assert any(e.reason == "GangReleased" and e.message.startswith("JobSet ") for e in events)
+    # the Event is written after the gates are lifted and the watch has seen them: wait for it
+    poll(lambda: any(e.reason == "GangReleased" and e.message.startswith("JobSet ")
+                     for e in core.list_namespaced_event(
+                         namespace, field_selector="involvedObject.name=llm-workers-0").items),
+         60, "a GangReleased Event naming the JobSet on Job llm-workers-0")
 
 
 def test_a_job_with_a_bad_annotation_gets_a_warning_naming_it_and_stays_gated(core, batch, namespace):
