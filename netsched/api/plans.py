@@ -64,6 +64,14 @@ def arrivals(plan: dict[str, Any]) -> list[Arrival]:
     return out
 
 
+def placing(plan: dict[str, Any]) -> dict[str, str]:
+    """The waiting pods (namespace/name) an active plan places, each to the plan's name: their gang's
+    controller leaves their gate to the plan."""
+    if not is_active(plan):
+        return {}
+    return {p["pod"]: plan["metadata"]["name"] for p in (plan.get("spec") or {}).get("placements") or ()}
+
+
 def outstanding(plan: dict[str, Any]) -> list[Arrival]:
     done = set((plan.get("status") or {}).get("arrived") or ())
     return [a for a in arrivals(plan) if a.key not in done]

@@ -279,10 +279,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
-        plan = _plain(body)
-        if not plans.is_active(plan):
-            return {}
-        return {p["pod"]: plan["metadata"]["name"] for p in (plan.get("spec") or {}).get("placements") or ()}
+        return plans.placing(_plain(body))
 
     # kopf passes an index by its id; its TimerFn protocol does not list them
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]

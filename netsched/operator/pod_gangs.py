@@ -13,7 +13,6 @@ only while the gang has live pods.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,11 +23,12 @@ from typing import Any
 from kubernetes import client
 
 from netsched.api import conditions as c
+from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.events import event
 from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
-from netsched.jobs.kinds.batch_job import BATCH_JOB, members
+from netsched.jobs.gang_size import gang_size, to_release
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
@@ -55,22 +55,26 @@ class Decision:
 
 
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
-           used: dict[str, Resources], pending: list[Resources]) -> Decision:
-    """What to do with a pod gang whose live pods are `gang` (some gated)."""
+           used: dict[str, Resources], pending: list[Resources], plan: str | None = None) -> Decision:
+    """What to do with a pod gang whose live pods are `gang` (some gated); `plan`: the active
+    PackingPlan that places its gated pods, if one does."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
+    if plan is not None:  # the plan lifts the gates, on the nodes it freed, once its victims are gone
+        return Decision("Normal", c.WAITING_FOR_PLAN, f"{what}: PackingPlan {plan} is making room for the "
+                        "gang and lifts the gate when it is ready")
     if size is None:
         return Decision("Warning", c.WAITING_FOR_PODS,
                         f"{what}: netsched cannot tell how many pods the gang has; its pods stay gated. "
                         "Run it as a batch Job, or give its pods the size annotation of their kind "
                         "(docs/workloads.md)")
-    to_release = max(size - (len(gang) - len(gated)), 0) or len(gated)  # more than size: replacements
-    if len(gated) < to_release:
-        return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
+    releasing = to_release(size, len(gang), len(gated))
+    if len(gated) < releasing:
+        return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {releasing} pods to release "
                         "exist; released together once all do")
     member = gated[0].pod
     assert member is not None
-    workload = PodGang(ref, size, member, to_release)
+    workload = PodGang(ref, size, member, releasing)
     found = problems(workload, workload.annotations, nodes, spec_fields=False)
     if found:
         return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
@@ -78,7 +82,7 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     release = {}
-    for m in gated[:to_release]:
+    for m in gated[:releasing]:
         assert m.pod is not None
         spec = m.pod.get("spec") or {}
         pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain else []
@@ -94,6 +98,7 @@ class PodGangController:
         self.operator, self.cluster, self.interval, self.clock = operator, cluster, interval, clock
         self.core = operator.core
         self.batch = client.BatchV1Api(operator.api)
+        self.custom = operator.custom
         self._said: dict[GangKey, tuple[str, str]] = {}
 
     def start(self) -> None:
@@ -113,20 +118,33 @@ class PodGangController:
         gangs = self.cluster.pod_gangs()
         for key in [k for k in self._said if k not in gangs]:
             del self._said[key]  # the gang is gone (finished, or its workload deleted)
-        for key, gang in gangs.items():
-            if any(m.pod is not None for m in gang):
-                self._admit(key, gang)
+        waiting = {k: g for k, g in gangs.items() if any(m.pod is not None for m in g)}
+        try:
+            planned = self._planned() if waiting else {}
+        except client.ApiException as exc:  # releasing a gang a plan places would undo the plan
+            self.operator.metrics.api_errors.labels("pod-gang").inc()
+            log.warning("pod gang: listing PackingPlans failed: %s; no gang released", api_message(exc))
+            return
+        for key, gang in waiting.items():
+            self._admit(key, gang, planned)
 
-    def _admit(self, key: GangKey, gang: list[GangMember]) -> None:
+    def _planned(self) -> dict[str, str]:
+        """namespace/pod -> the active PackingPlan that places it."""
+        listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
+        return {pod: plan for body in listed["items"] for pod, plan in plans.placing(body).items()}
+
+    def _admit(self, key: GangKey, gang: list[GangMember], planned: dict[str, str]) -> None:
         member = next(m.pod for m in gang if m.pod is not None)
         ref = gang_of(member)
         if ref is None:
             return
-        size = ref.size if ref.size is not None else self._owner_size(member)
+        plan = next((planned[p] for m in gang if m.pod is not None
+                     and (p := f"{ref.namespace}/{m.name}") in planned), None)
+        size = gang_size(self.batch, ref, member) if plan is None else None
         with self.operator.admission:
             indices = self.cluster.indices({})
             decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
-                              indices.pending + self.operator.reserved(indices))
+                              indices.pending + self.operator.reserved(indices), plan)
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
             if decision.release:
@@ -137,20 +155,6 @@ class PodGangController:
                        event(_involved(member), decision.reason, decision.message, COMPONENT, decision.type))
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
-
-    def _owner_size(self, pod: dict[str, Any]) -> int | None:
-        """The size of a gang only its owner knows: a batch Job's (a JobSet's pods are its Jobs')."""
-        owner = controller(pod)
-        if owner is None or (owner.get("apiVersion"), owner.get("kind")) != BATCH_JOB.owner:
-            return None
-        try:
-            resp = self.batch.read_namespaced_job(owner["name"], pod["metadata"]["namespace"],
-                                                  _preload_content=False)
-        except client.ApiException as exc:
-            log.warning("reading Job %s/%s failed: %s", pod["metadata"]["namespace"], owner["name"],
-                        api_message(exc))
-            return None
-        return members(json.loads(resp.data))
 
     def _settle(self, key: GangKey, released: set[str]) -> None:
         """Hold the admission lock until the watch shows the released pods without the gate (then

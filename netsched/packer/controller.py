@@ -31,12 +31,13 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import EVICTED_BY, RELEASED_BY, SCHEDULER_NAME
+from netsched.api.labels import EVICTED_BY, MAX_PEER_DISTANCE, RELEASED_BY, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
-from netsched.jobs.replica_pods import ungate_patch
+from netsched.jobs.capacity import GROUP_LABEL
+from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.packer.config import PackerConfig
-from netsched.packer.live_cluster import cluster_state, problem_of, selects
+from netsched.packer.live_cluster import cluster_state, gang_sizes, pod_gang, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import (
     LivePod,
@@ -86,6 +87,7 @@ class Packer:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.policy = client.PolicyV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
 
     # ---- planning ------------------------------------------------------------------
     def request(self, delay: float | None = None) -> None:
@@ -165,7 +167,8 @@ class Packer:
     def problem(self, raw_nodes: list[KubeObject], raw_pods: list[KubeObject],
                 pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
-        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler)
+        sizes = gang_sizes(self.batch, raw_pods, self.scheduler)
+        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler, sizes)
         policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
             problem = only_lower_priority_moves(problem)
@@ -241,8 +244,9 @@ class Packer:
                     f"the API server refused to evict {key}: {refused}; no further pods are evicted"))
                 break
             self.metrics.evictions.inc()
+        planned = {p["pod"]: p["node"] for p in (plan.get("spec") or {}).get("placements") or ()}
         for key in step.ungate:
-            self._ungate(raw[key], plan["metadata"]["name"])
+            self._ungate(raw[key], plan["metadata"]["name"], planned[key])
         if step.status != (plan.get("status") or {}):
             self.custom.patch_cluster_custom_object_status(plans.GROUP, plans.VERSION, plans.PLURAL,
                                                            plan["metadata"]["name"], {"status": step.status})
@@ -287,19 +291,31 @@ class Packer:
                 raise
         return None
 
-    def _ungate(self, pod: KubeObject, plan: str) -> None:
-        """Lift the gang gate of a planned pod, signed with the plan: the GPUJob's status names it."""
+    def _ungate(self, pod: KubeObject, plan: str, node: str) -> None:
+        """Lift the gang gate of a pod the plan places on `node`, signed with the plan: the GPUJob's
+        status names it."""
         meta = pod["metadata"]
-        gate = ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])
+        gate = [*self._domain_pin(pod, node),
+                ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])]
         key = RELEASED_BY.replace("/", "~1")  # JSON pointer escaping
         sign: dict[str, Any] = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
         if not meta.get("annotations"):
             sign = {"op": "add", "path": "/metadata/annotations", "value": {RELEASED_BY: plan}}
         try:
-            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [sign, gate])
+            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [sign, *gate])
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+    def _domain_pin(self, pod: KubeObject, node: str) -> list[dict[str, Any]]:
+        """A pod gang's pod is pinned to its planned node's rack or zone in the patch that releases it,
+        as the pod-gang controller pins the gangs it releases: kube-scheduler then keeps the gang there
+        even if the plan ends before all are bound (a GPUJob's gang the extender keeps together)."""
+        label = GROUP_LABEL.get((pod["metadata"].get("annotations") or {}).get(MAX_PEER_DISTANCE) or "")
+        if label is None or pod_gang(pod, self.scheduler) is None:
+            return []
+        value = (self.core.read_node(node).metadata.labels or {}).get(label)
+        return pin_patch(pod["spec"].get("nodeSelector"), label, value) if value else []
 
     def _pods(self, plan: KubeObject) -> list[KubeObject]:
         """The pods of the namespaces the plan touches (its pods and their replacements live there)."""

@@ -12,8 +12,12 @@ controller solve over.
   gang admission uses) decide the nodes a pod may use; PodDisruptionBudgets (label selectors)
   give each covered pod its budget, with status.disruptionsAllowed as the number that may go
   (the tightest, when budgets overlap: the packer checks each plan against all of them).
-- A GPUJob gang's pods carry the domain their `netsched.io/max-peer-distance` names (the node label
-  they must share), and every pod its start time, for policies that price what a restart loses.
+- A gang is a GPUJob's pods, or a pod gang's (netsched.jobs.pod_gangs: a Job's, a JobSet group's, ...
+  when they are this scheduler's): placed all or nothing, evicted all or nothing, priced alike. A pod
+  gang waits for room only once all the members it releases together exist (its size from the
+  workload, `gang_sizes`); until then it waits for its pods, not for room.
+- A gang's pods carry the domain their `netsched.io/max-peer-distance` names (the node label they
+  must share), and every pod its start time, for policies that price what a restart loses.
 - A pod with `netsched.io/max-data-distance` may use only the nodes that near its data source, as
   the extender's filter and the operator's gang admission count them.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +40,8 @@ from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
+from netsched.jobs.gang_size import gang_size, to_release
+from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packing.problem import Budget, Node, Pod, Problem
 
@@ -43,7 +50,8 @@ RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
-    return problem_of(*cluster_state(api), scheduler)
+    nodes, pods, pdbs = cluster_state(api)
+    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(client.BatchV1Api(api), pods, scheduler))
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
@@ -54,14 +62,67 @@ def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObj
 
 
 def problem_of(raw_nodes: list[KubeObject], raw_pods: list[KubeObject], pdbs: list[KubeObject],
-               scheduler: str = SCHEDULER_NAME) -> Problem:
+               scheduler: str = SCHEDULER_NAME, sizes: Mapping[str, int] | None = None) -> Problem:
+    """`sizes`: members of each pod gang (by `pod_gang`) with gated pods; one not in it counts as
+    the size its pods say, else as the members that exist."""
     rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
     allowed = _AllowedNodes(rooms)
-    pods = tuple(_pod(p, rooms, pdbs, allowed) for p in raw_pods if _counts(p, names, scheduler))
+    gangs = {_name(p): pod_gang(p, scheduler) for p in raw_pods}
+    short = _incomplete(raw_pods, gangs, sizes or {}, scheduler)
+    pods = tuple(_pod(p, rooms, pdbs, allowed, gangs[_name(p)]) for p in raw_pods
+                 if _counts(p, names, scheduler) and gangs[_name(p)] not in short)
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
     return Problem(nodes, pods, budgets, taken=time.time())
+
+
+def pod_gang(pod: KubeObject, scheduler: str = SCHEDULER_NAME) -> str | None:
+    """The packer's name of the pod gang a pod of `scheduler` belongs to: namespace/Kind/name (a
+    GPUJob's gang is namespace/name)."""
+    if (pod.get("spec") or {}).get("schedulerName") != scheduler:
+        return None  # a Job another scheduler places is no gang of netsched's
+    ref = gang_of(pod)
+    return f"{ref.namespace}/{ref.kind}/{ref.name}" if ref else None
+
+
+def gang_sizes(batch: client.BatchV1Api, raw_pods: list[KubeObject], scheduler: str = SCHEDULER_NAME,
+               ) -> dict[str, int]:
+    """The members of each pod gang that has a pod gated for room: one Job read per such gang whose
+    pods do not say their size."""
+    sizes: dict[str, int] = {}
+    for pod in raw_pods:
+        key, ref = pod_gang(pod, scheduler), gang_of(pod)
+        if key is None or ref is None or key in sizes or not _gated(pod):
+            continue
+        size = gang_size(batch, ref, pod)
+        if size is not None:
+            sizes[key] = size
+    return sizes
+
+
+def _incomplete(raw_pods: list[KubeObject], gangs: Mapping[str, str | None], sizes: Mapping[str, int],
+                scheduler: str) -> set[str]:
+    """The pod gangs with fewer gated pods than they release together: they wait for their pods,
+    and a plan must not place part of one."""
+    live: dict[str, int] = defaultdict(int)
+    gated: dict[str, int] = defaultdict(int)
+    for pod in raw_pods:
+        key = gangs[_name(pod)]
+        if key is None or _gone(pod["metadata"], pod.get("status") or {}):
+            continue
+        live[key] += 1
+        if _gated(pod):
+            gated[key] += 1
+    return {key for key, n in gated.items() if n < to_release(sizes.get(key, live[key]), live[key], n)}
+
+
+def _gated(pod: KubeObject) -> bool:
+    return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def _name(pod: KubeObject) -> str:
+    return f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
 
 
 def _counts(pod: KubeObject, nodes: set[str], scheduler: str) -> bool:
@@ -106,7 +167,8 @@ class _AllowedNodes:
         return self._known[key]
 
 
-def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed_nodes: _AllowedNodes) -> Pod:
+def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed_nodes: _AllowedNodes,
+         member_of: str | None) -> Pod:
     meta, spec = raw["metadata"], raw.get("spec") or {}
     labels = meta.get("labels") or {}
     requests = _ints(pod_requests(spec))
@@ -115,15 +177,16 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
     movable = (bool(owners & RECREATED_BY) and "DaemonSet" not in owners
                and meta.get("namespace") != "kube-system"
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
-    gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if "GPUJob" in owners and JOB_LABEL in labels else None
+    gpujob = "GPUJob" in owners and JOB_LABEL in labels
+    gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if gpujob else member_of
     annotations = meta.get("annotations") or {}
     allowed = allowed_nodes(spec, annotations)
     # the solver models one budget per pod: the tightest; the packer checks a plan against all of them
     covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and selects((b.get("spec") or {}).get("selector"), labels)]
     pdb = _key(min(covering, key=_allowed)) if covering else None
-    # a gang's pods must share the node, rack or zone its GPUJob asks for, as the extender's filter will
-    # insist: a plan that spreads them would stall at their binding
+    # a gang's pods must share the node, rack or zone it asks for, as the extender's filter (a GPUJob's)
+    # or the nodeSelector pinned at release (a pod gang's) will insist: a spread plan would stall
     distance = (meta.get("annotations") or {}).get(MAX_PEER_DISTANCE)
     domain = GROUP_LABEL.get(distance or "") if gang else None
     started = (raw.get("status") or {}).get("startTime")

@@ -79,3 +79,9 @@ def test_the_index_keeps_live_members_and_forgets_a_gone_gang():
     for i in (0, 1):
         index.apply("pods", "DELETED", member(i))
     assert index.pod_gangs() == {}
+
+
+def test_a_gang_a_packing_plan_places_is_left_to_the_plan_even_when_it_fits():
+    pods = [member(i) for i in range(2)]
+    d = decide(REF, 2, gang(pods), NODES, {}, [], plan="pack-1")
+    assert (d.reason, d.release) == ("WaitingForPlan", {}) and "PackingPlan pack-1" in d.message
