@@ -61,6 +61,15 @@ def controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((ref for ref in refs if ref.get("controller")), None)
 
 
+def involved(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """Where Events about a pod's gang go: the workload that owns the pod, else the pod itself."""
+    meta = pod["metadata"]
+    owner = controller(pod) or {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                "uid": meta.get("uid")}
+    return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "namespace": meta["namespace"],
+            "name": owner.get("name"), "uid": owner.get("uid")}
+
+
 def _owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     ref = controller(pod)
     return (ref.get("apiVersion", ""), ref.get("kind", "")) if ref else None

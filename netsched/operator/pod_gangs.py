@@ -30,7 +30,7 @@ from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.gang_size import gang_size, to_release
 from netsched.jobs.pod_gang import PodGang
-from netsched.jobs.pod_gangs import GangRef, controller, gang_of
+from netsched.jobs.pod_gangs import GangRef, gang_of, involved
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
@@ -152,7 +152,7 @@ class PodGangController:
         if self._said.get(key) != decision.said_as:
             self._said[key] = decision.said_as
             self._call(self.core.create_namespaced_event, ref.namespace,
-                       event(_involved(member), decision.reason, decision.message, COMPONENT, decision.type))
+                       event(involved(member), decision.reason, decision.message, COMPONENT, decision.type))
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
 
@@ -173,12 +173,3 @@ class PodGangController:
             if exc.status != 404:  # a pod gone meanwhile: the next pass sees it
                 self.operator.metrics.api_errors.labels("pod-gang").inc()
                 log.warning("pod gang: %s failed: %s", getattr(fn, "__name__", fn), api_message(exc))
-
-
-def _involved(pod: dict[str, Any]) -> dict[str, Any]:
-    """Where a gang's Events go: the workload that owns its pods, else the pod."""
-    meta = pod["metadata"]
-    owner = controller(pod) or {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
-                                "uid": meta.get("uid")}
-    return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "namespace": meta["namespace"],
-            "name": owner.get("name"), "uid": owner.get("uid")}

@@ -46,6 +46,7 @@ from netsched.packer.plan_steps import (
     advance,
     evictions,
     fail,
+    gang_evictions,
     over_budgets,
     plan_body,
 )
@@ -237,6 +238,8 @@ class Packer:
         step = advance(plan, pods, pdbs, now)
         for (namespace, job), eviction in evictions(plan, raw, step.evict).items():
             self._tell_evicted(namespace, job, eviction)
+        for workload, eviction in gang_evictions(plan, raw, step.evict):
+            self._warn(workload, c.EVICTED_BY_PLAN, eviction.message)
         for key in step.evict:
             refused = self._evict(key)
             if refused:
@@ -277,6 +280,17 @@ class Packer:
             if exc.status != 404:
                 self.metrics.api_errors.labels("evicted_by").inc()
                 log.warning("telling GPUJob %s/%s of its eviction: %s", namespace, job, api_message(exc))
+
+    def _warn(self, workload: dict[str, Any], reason: str, message: str) -> None:
+        """A Warning on a pod gang's workload (a Job, ...): it has no status the packer may write. Not
+        telling never holds the plan up."""
+        try:
+            self.core.create_namespaced_event(workload["namespace"],
+                                              event(workload, reason, message, COMPONENT, "Warning"))
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("event").inc()
+            log.warning("event on %s %s/%s: %s", workload["kind"], workload["namespace"], workload["name"],
+                        api_message(exc))
 
     def _evict(self, key: str) -> str | None:
         """Evict a pod; the API server's message if it refuses (a PodDisruptionBudget), else None."""

@@ -41,6 +41,7 @@ from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction, Phase
+from netsched.jobs.pod_gangs import gang_of, involved
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packer.live_cluster import selects
 from netsched.packing.problem import Problem
@@ -150,6 +151,32 @@ def evictions(plan: KubeObject, raw_pods: dict[str, KubeObject], keys: list[str]
                                                                                        Eviction]:
     """What to tell each GPUJob (namespace, name) whose pods among `keys` the plan evicts: the plan,
     its pods, and the job the plan makes room for (its most important placement)."""
+    victims: dict[tuple[str, str], list[str]] = {}
+    for key in keys:
+        job = _gpujob(raw_pods.get(key) or {})
+        if job:
+            namespace, name = key.split("/", 1)
+            victims.setdefault((namespace, job), []).append(name)
+    return {job: _eviction(plan, raw_pods, names) for job, names in victims.items()}
+
+
+def gang_evictions(plan: KubeObject, raw_pods: dict[str, KubeObject], keys: list[str],
+                   ) -> list[tuple[dict[str, Any], Eviction]]:
+    """What to tell each pod gang's workload (the object its Events go to) whose pods among `keys` the
+    plan evicts, as `evictions` tells a GPUJob."""
+    victims: dict[tuple[str, str, str], tuple[dict[str, Any], list[str]]] = {}
+    for key in keys:
+        pod = raw_pods.get(key) or {}
+        if gang_of(pod) is not None:
+            workload = involved(pod)
+            entry = victims.setdefault((workload["kind"], workload["namespace"], workload["name"]),
+                                       (workload, []))
+            entry[1].append(key.split("/", 1)[1])
+    return [(workload, _eviction(plan, raw_pods, names)) for workload, names in victims.values()]
+
+
+def _eviction(plan: KubeObject, raw_pods: dict[str, KubeObject], names: list[str]) -> Eviction:
+    """The plan, the pods `names` it evicts, and what it makes room for (its most important placement)."""
     spec = plan.get("spec") or {}
     placed = max(spec.get("placements") or (), key=lambda p: p.get("priority") or 0, default=None)
     preemptor, priority_class, priority = f"the pods it places ({spec.get('reason', '')})", None, 0
@@ -157,17 +184,11 @@ def evictions(plan: KubeObject, raw_pods: dict[str, KubeObject], keys: list[str]
         priority = int(placed.get("priority") or 0)
         pod = raw_pods.get(placed["pod"]) or {}
         namespace = placed["pod"].split("/", 1)[0]
-        job = _gpujob(pod)
-        preemptor = f"GPUJob {namespace}/{job}" if job else f"pod {placed['pod']}"
+        job, gang = _gpujob(pod), gang_of(pod)
+        preemptor = (f"GPUJob {namespace}/{job}" if job else f"{gang.kind} {namespace}/{gang.name}" if gang
+                     else f"pod {placed['pod']}")
         priority_class = (pod.get("spec") or {}).get("priorityClassName")
-    victims: dict[tuple[str, str], list[str]] = {}
-    for key in keys:
-        job = _gpujob(raw_pods.get(key) or {})
-        if job:
-            namespace, name = key.split("/", 1)
-            victims.setdefault((namespace, job), []).append(name)
-    return {job: Eviction(plan["metadata"]["name"], tuple(sorted(names)), preemptor, priority_class, priority)
-            for job, names in victims.items()}
+    return Eviction(plan["metadata"]["name"], tuple(sorted(names)), preemptor, priority_class, priority)
 
 
 def _gpujob(pod: KubeObject) -> str | None:

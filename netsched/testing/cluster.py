@@ -1,5 +1,6 @@
-"""Real clusters for tests: a dev-cluster that is up for a test session or module, and a namespace
-of one's own on it, made ready, then deleted with its pods."""
+"""Real clusters for tests: a dev-cluster that is up for a test session or module, a namespace
+of one's own on it, made ready, then deleted with its pods; PriorityClasses and PackingPlans that
+outlive a namespace, cleaned up; pod gangs as users write them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ from contextlib import contextmanager
 
 from kubernetes import client
 
+from netsched.api import plans
+from netsched.api.labels import GPU_RESOURCE
 from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.jobs.kinds.batch_job import BATCH_JOB
+from netsched.jobs.replica_pods import GANG_GATE
+
+LOW, HIGH = 100, 100000  # the values of the `priority_classes` "low" and "high"
+JOB_NAME = BATCH_JOB.name_labels[0]  # the label the Job controller puts on its pods
 
 
 @contextmanager
@@ -37,3 +46,79 @@ def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str
     finally:
         core.delete_namespace(name)
         poll(lambda: not core.list_namespaced_pod(name).items, 120, f"the pods of {name} to go")
+
+
+@contextmanager
+def priority_classes(api: client.ApiClient) -> Iterator[dict[str, str]]:
+    """A "low" (LOW) and a "high" (HIGH) PriorityClass of names of their own: level -> name."""
+    sched = client.SchedulingV1Api(api)
+    suffix = uuid.uuid4().hex[:6]
+    names = {"low": f"test-low-{suffix}", "high": f"test-high-{suffix}"}
+    for level, value in (("low", LOW), ("high", HIGH)):
+        sched.create_priority_class({"metadata": {"name": names[level]}, "value": value})
+    try:
+        yield names
+    finally:
+        for name in names.values():
+            sched.delete_priority_class(name)
+
+
+def packing_plans(custom: client.CustomObjectsApi) -> list[dict]:
+    return custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)["items"]
+
+
+@contextmanager
+def plans_deleted(custom: client.CustomObjectsApi) -> Iterator[client.CustomObjectsApi]:
+    """Deletes every PackingPlan afterwards: they are cluster-scoped, a namespace's deletion keeps them."""
+    try:
+        yield custom
+    finally:
+        for plan in packing_plans(custom):
+            name = plan["metadata"]["name"]
+            custom.delete_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, name)
+        poll(lambda: not packing_plans(custom), 30, "the test's PackingPlans to go")
+
+
+def gated_job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
+              labels: dict | None = None, **pod_spec: object) -> dict:
+    """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it;
+    `pod_spec` adds fields to its pod template's spec."""
+    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
+    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}], **pod_spec}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
+                                  "spec": spec}}}
+
+
+def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
+    """Node -> GPUs no live pod holds."""
+    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
+            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
+                                          for c in p.spec.containers)
+    return free
+
+
+def pods_of(core: client.CoreV1Api, namespace: str, job_name: str) -> list[client.V1Pod]:
+    """The pods of batch Job `job_name`."""
+    return core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job_name}").items
+
+
+def gated(pod: client.V1Pod) -> bool:
+    return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or ())
+
+
+def watch_all_or_nothing(core: client.CoreV1Api, namespace: str, job_name: str, pods: int,
+                         timeout: float = 120) -> dict[str, str]:
+    """Polls until all `pods` of Job `job_name` are bound, checking at every look that the gang is never
+    half released; returns pod -> node."""
+    def look() -> dict[str, str]:
+        seen = pods_of(core, namespace, job_name)
+        live = [p for p in seen if p.status.phase not in ("Succeeded", "Failed")]
+        assert len({gated(p) for p in live}) <= 1, [(p.metadata.name, gated(p)) for p in live]
+        if len(seen) == pods and all(p.spec.node_name for p in seen):
+            return {p.metadata.name: p.spec.node_name for p in seen}
+        return {}
+    return poll(look, timeout, f"the {pods} pods of Job {job_name} to be bound")

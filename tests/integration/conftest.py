@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from netsched.devcluster.devcluster import DevCluster
-from netsched.testing.cluster import running
+from netsched.testing.cluster import plans_deleted, priority_classes, running
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +30,17 @@ def core(dev_cluster) -> client.CoreV1Api:
 @pytest.fixture(scope="session")
 def jobs(dev_cluster) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(dev_cluster.api_client())
+
+
+@pytest.fixture(scope="module")
+def priorities(dev_cluster) -> Iterator[dict[str, str]]:
+    """PriorityClasses "low" and "high" (netsched.testing.cluster.LOW, HIGH): level -> name."""
+    with priority_classes(dev_cluster.api_client()) as names:
+        yield names
+
+
+@pytest.fixture
+def custom(dev_cluster) -> Iterator[client.CustomObjectsApi]:
+    """A CustomObjectsApi; the PackingPlans made meanwhile are deleted afterwards."""
+    with plans_deleted(client.CustomObjectsApi(dev_cluster.api_client())) as api:
+        yield api

@@ -8,9 +8,7 @@ import os
 import signal
 import time
 import urllib.request
-import uuid
 
-import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,33 +21,8 @@ from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import STOP_AFTER_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
-
-LOW, HIGH = 100, 100000
-
-
-@pytest.fixture(scope="module")
-def priorities(dev_cluster):
-    sched = client.SchedulingV1Api(dev_cluster.api_client())
-    suffix = uuid.uuid4().hex[:6]
-    names = {"low": f"test-low-{suffix}", "high": f"test-high-{suffix}"}
-    for level, value in (("low", LOW), ("high", HIGH)):
-        sched.create_priority_class({"metadata": {"name": names[level]}, "value": value})
-    yield names
-    for name in names.values():
-        sched.delete_priority_class(name)
-
-
-@pytest.fixture
-def custom(dev_cluster):
-    api = client.CustomObjectsApi(dev_cluster.api_client())
-    yield api
-    for plan in _plans(api):  # cluster-scoped: the namespace's deletion does not take them
-        api.delete_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, plan["metadata"]["name"])
-    poll(lambda: not _plans(api), 30, "the test's PackingPlans to go")
-
-
-def _plans(custom) -> list[dict]:
-    return custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)["items"]
+from netsched.testing.cluster import HIGH, LOW
+from netsched.testing.cluster import packing_plans as _plans
 
 
 def _fill(custom, core, namespace: str, priorities: dict, **template) -> dict[str, str]:

@@ -12,57 +12,16 @@ import random
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import GPU_RESOURCE, MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.jobs.replica_pods import GANG_GATE
-
-JOB_NAME = "batch.kubernetes.io/job-name"
+from netsched.testing.cluster import free_gpus, gated, pods_of, watch_all_or_nothing
+from netsched.testing.cluster import gated_job as job
 
 
 @pytest.fixture(scope="module")
 def batch(dev_cluster) -> client.BatchV1Api:
     return client.BatchV1Api(dev_cluster.api_client())
-
-
-def job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
-        labels: dict | None = None) -> dict:
-    """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it."""
-    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
-    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}]}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
-                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
-                                  "spec": spec}}}
-
-
-def pods_of(core, namespace: str, job_name: str) -> list:
-    return core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job_name}").items
-
-
-def gated(pod) -> bool:
-    return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or ())
-
-
-def watch_all_or_nothing(core, namespace: str, job_name: str, pods: int) -> dict[str, str]:
-    """Polls until all `pods` are bound, checking at every look that the gang is never half released;
-    returns pod -> node."""
-    def look():
-        seen = pods_of(core, namespace, job_name)
-        live = [p for p in seen if p.status.phase not in ("Succeeded", "Failed")]
-        assert len({gated(p) for p in live}) <= 1, [(p.metadata.name, gated(p)) for p in live]
-        return len(seen) == pods and all(p.spec.node_name for p in seen) and {
-            p.metadata.name: p.spec.node_name for p in seen}
-    return poll(look, 120, f"the {pods} pods of Job {job_name} to be bound")
-
-
-def free_gpus(core) -> dict[str, int]:
-    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
-            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
-                                          for c in p.spec.containers)
-    return free
 
 
 @pytest.fixture

@@ -20,13 +20,14 @@ JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "n
 GANG = "ml/Job/train"
 
 
-def member(i: int, node: str | None = None, scheduler: str = "netsched", priority: int = 1000) -> dict:
+def member(i: int, node: str | None = None, scheduler: str = "netsched", priority: int = 1000,
+           job: str = "train") -> dict:
     gates = {} if node else {"schedulingGates": [{"name": GANG_GATE}]}
-    pod = make_pod(f"train-{i}", node, gpus=8, priority=priority, scheduler=scheduler,
-                   labels={"batch.kubernetes.io/job-name": "train"},
+    pod = make_pod(f"{job}-{i}", node, gpus=8, priority=priority, scheduler=scheduler,
+                   labels={"batch.kubernetes.io/job-name": job},
                    annotations={"netsched.io/max-peer-distance": "rack"}, **gates)
-    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-                                           "uid": "j1", "controller": True}]
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                           "uid": f"uid-{job}", "controller": True}]
     return pod
 
 
@@ -80,3 +81,19 @@ def test_without_the_jobs_size_a_gang_of_the_pods_present_is_planned_whole():
     Packer(kube, PackerConfig(budget=2.0))._pack()
     [plan] = kube.list(plans.PLURAL)
     assert len(plan["spec"]["placements"]) == 2
+
+
+def test_a_running_job_gang_is_evicted_whole_and_its_job_told_why():
+    now = datetime.now(UTC)
+    old = [member(i, f"n{i}", priority=10, job="old") for i in (0, 1)]  # a released gang: the only rack
+    kube = FakeKube([*NODES[:2], *old, member(0), member(1), JOB], created=rfc3339(now))
+    packer = Packer(kube, PackerConfig(budget=2.0))
+    packer._pack()
+    [plan] = kube.list(plans.PLURAL)
+    assert sorted(e["pod"] for e in plan["spec"]["evictions"]) == ["ml/old-0", "ml/old-1"]
+    packer.step(plan)
+    [warning] = [e for e in kube.list("events", "ml") if e["involvedObject"]["name"] == "old"]
+    assert (warning["type"], warning["reason"], warning["involvedObject"]["kind"]) == (
+        "Warning", "EvictedByPackingPlan", "Job")
+    assert warning["message"] == (f"PackingPlan {plan['metadata']['name']} evicted old-0, old-1 to make room "
+                                  "for Job ml/train (priority 1000); the job waits for room again")
