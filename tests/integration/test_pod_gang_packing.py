@@ -73,3 +73,10 @@ def test_a_high_priority_job_gets_room_in_one_rack_through_a_plan_and_the_evicte
          "every low Job to run again")
     evicted = {v["pod"].split("/")[1] for v in victims}
     assert evicted and not evicted & {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+    # each evicted pod's Job was told by whom and for what
+    warned = {e.involved_object.name: e.message for e in core.list_namespaced_event(
+        namespace, field_selector="reason=EvictedByPackingPlan").items}
+    assert set(warned) == {f"low-{v['node']}" for v in victims}, warned
+    assert all(m.startswith(f"PackingPlan {plan['metadata']['name']} evicted ") and
+               f"to make room for Job {namespace}/urgent (priority {priorities['high']}, " in m
+               for m in warned.values()), warned
