@@ -28,7 +28,7 @@ from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.operator.handlers import COMPONENT
-from netsched.testing.cluster import running, scratch_namespace
+from netsched.testing.cluster import free_gpus, running, scratch_namespace
 
 V = "v1beta2"
 GPUS_PER_POD = 8
@@ -213,15 +213,6 @@ def test_while_kueue_is_down_no_job_is_created_and_afterwards_jobs_queue_again(k
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # a Job's WorkloadPriorityClass
 WAITS = {"WaitingForPods", "InsufficientResources", "NoDomainLargeEnough"}  # why the operator holds a gang
-
-
-def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
-    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
-            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
-                                          for c in p.spec.containers)
-    return free
 
 
 def fill(core: client.CoreV1Api, ns: str, keep: dict[str, int]) -> list[str]:
