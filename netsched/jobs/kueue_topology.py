@@ -26,11 +26,12 @@ TOPOLOGY_ANNOTATIONS = (  # on the pod template: the podset asks Kueue TAS for a
 
 
 def placed_by_kueue(pod: Mapping[str, Any]) -> str | None:
-    """What shows that Kueue's topology-aware scheduling places `pod` (Kueue's gate or the annotation
-    asking for it, with its value), None if nothing does."""
-    gates = ((pod.get("spec") or {}).get("schedulingGates")) or []
-    if any(gate.get("name") == TOPOLOGY_GATE for gate in gates):
-        return f"scheduling gate {TOPOLOGY_GATE}"
+    """What shows that Kueue's topology-aware scheduling places `pod`: the annotation asking for it,
+    with its value, else Kueue's gate; None if nothing does. The annotation first: it stays on the pod
+    while Kueue lifts its gate, so what is said of a workload does not change under it."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     asked = [key for key in TOPOLOGY_ANNOTATIONS if key in annotations]
-    return f"annotation {asked[0]}: {annotations[asked[0]]}" if asked else None
+    if asked:
+        return f"annotation {asked[0]}: {annotations[asked[0]]}"
+    gates = ((pod.get("spec") or {}).get("schedulingGates")) or []
+    return f"scheduling gate {TOPOLOGY_GATE}" if any(g.get("name") == TOPOLOGY_GATE for g in gates) else None

@@ -10,6 +10,9 @@ from netsched.testing.builders import make_pod
 @pytest.mark.parametrize("gates, annotations, expected", [
     pytest.param(["kueue.x-k8s.io/topology", GANG_GATE], {}, "scheduling gate kueue.x-k8s.io/topology",
                  id="kueue-gate"),
+    pytest.param(["kueue.x-k8s.io/topology", GANG_GATE], {"kueue.x-k8s.io/podset-required-topology": "rack"},
+                 "annotation kueue.x-k8s.io/podset-required-topology: rack",
+                 id="annotation-outlasts-the-gate"),
     pytest.param([], {"kueue.x-k8s.io/podset-required-topology": "netsched.io/rack"},
                  "annotation kueue.x-k8s.io/podset-required-topology: netsched.io/rack", id="required"),
     pytest.param([GANG_GATE], {"kueue.x-k8s.io/podset-preferred-topology": "zone"},

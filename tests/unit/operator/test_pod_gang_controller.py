@@ -113,3 +113,11 @@ def test_a_netsched_peer_distance_on_a_gang_kueue_places_is_a_warning_naming_bot
     assert "netsched.io/max-peer-distance: rack is ignored" in d.message
     assert "kueue.x-k8s.io/podset-required-topology" in d.message and "spec.topologyName" in d.message
     assert d.said_as == decide(REF, 2, gang(pods[:1]), NODES, {}, []).said_as  # said once, not per pod
+
+
+def test_what_is_said_of_a_kueue_placed_gang_does_not_change_when_kueue_lifts_its_gate():
+    asked = {"kueue.x-k8s.io/podset-required-topology": "rack", "netsched.io/max-peer-distance": "rack"}
+    before = decide(REF, 2, gang([kueue_placed(i, annotations=asked) for i in range(2)]), NODES, {}, [])
+    after = decide(REF, 2, gang([kueue_placed(i, gates=[GANG_GATE], annotations=asked) for i in range(2)]),
+                   NODES, {}, [])
+    assert before.type == "Warning" and before.said_as == after.said_as
