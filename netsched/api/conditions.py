@@ -24,6 +24,8 @@ WAITING_FOR_CAPACITY = "WaitingForCapacity"
 GANG_RELEASED = "GangReleased"
 RELEASED_BY_PLAN = "ReleasedByPackingPlan"  # the packer made room and lifted the gate itself
 NOT_GANG_SCHEDULED = "NotGangScheduled"
+# a pod gang Kueue's topology-aware scheduling places: netsched lifted its gate, no gang, no pin
+PLACED_BY_KUEUE = "PlacedByKueueTopology"
 WAITING_FOR_PODS = "WaitingForPods"
 PODS_RUNNING = "PodsRunning"
 ALL_SUCCEEDED = "AllReplicasSucceeded"

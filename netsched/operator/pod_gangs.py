@@ -7,7 +7,9 @@ gated members are all there (its size from the workload, netsched.jobs.pod_gang)
 rules and the admission lock GPUJobs use, has each gated member's nodeSelector tightened to the
 chosen domain (when its max-peer-distance asks for one) in the same patch that lifts its gate. Never
 part of a gang: until all fit, all wait. A gang with bad `netsched.io/*` annotations stays gated,
-with a Warning on its workload naming the annotation and the fix. What it says of a gang is kept
+with a Warning on its workload naming the annotation and the fix. A gang that Kueue's topology-aware
+scheduling places (netsched.jobs.kueue_topology) has netsched's gate lifted at once, nothing pinned,
+and one Event saying so. What it says of a gang is kept
 only while the gang has live pods.
 """
 
@@ -26,9 +28,11 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api.connect import api_message
 from netsched.api.events import event
+from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.kinds.batch_job import BATCH_JOB, members
+from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
@@ -59,6 +63,9 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     """What to do with a pod gang whose live pods are `gang` (some gated)."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
+    kueue = placed_by_kueue(gated[0].pod or {}) if gated else None
+    if kueue is not None:
+        return _kueue_places(what, kueue, gated)
     if size is None:
         return Decision("Warning", c.WAITING_FOR_PODS,
                         f"{what}: netsched cannot tell how many pods the gang has; its pods stay gated. "
@@ -82,10 +89,30 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
         assert m.pod is not None
         spec = m.pod.get("spec") or {}
         pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain else []
-        release[m.name] = [*pin, ungate_patch(g.get("name") for g in spec.get("schedulingGates") or ())]
+        release[m.name] = [*pin, _ungate(m)]
     where = f" in {fit.domain[0]}={fit.domain[1]}" if fit.domain else ""
     return Decision("Normal", c.GANG_RELEASED, f"{what}: released {len(release)} pods{where}: {fit.message}",
                     release)
+
+
+def _kueue_places(what: str, mark: str, gated: list[GangMember]) -> Decision:
+    """Kueue's topology-aware scheduling places these pods (netsched.jobs.kueue_topology): each gated
+    member's gate is lifted now, with no domain pinned; a netsched peer distance it asks for cannot hold."""
+    release = {m.name: [_ungate(m)] for m in gated}
+    said = (f"{what}: Kueue's topology-aware scheduling places its pods ({mark}); netsched lifts its gate "
+            "without ganging or pinning them")
+    distance = ((gated[0].pod or {}).get("metadata", {}).get("annotations") or {}).get(MAX_PEER_DISTANCE)
+    if distance is None:
+        return Decision("Normal", c.PLACED_BY_KUEUE, said, release)
+    return Decision("Warning", c.PLACED_BY_KUEUE, f"{said}, and {MAX_PEER_DISTANCE}: {distance} is ignored. "
+                    "Ask Kueue for the domain instead (kueue.x-k8s.io/podset-required-topology on the pod "
+                    "template) and remove the netsched annotation, or queue the workload in a ClusterQueue "
+                    "whose ResourceFlavor has no spec.topologyName to have netsched place it", release)
+
+
+def _ungate(member: GangMember) -> dict[str, Any]:
+    spec = (member.pod or {}).get("spec") or {}
+    return ungate_patch(g.get("name") for g in spec.get("schedulingGates") or ())
 
 
 class PodGangController:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from kubernetes import client
 
+from netsched.api.labels import GPU_RESOURCE
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
 
@@ -37,3 +38,13 @@ def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str
     finally:
         core.delete_namespace(name)
         poll(lambda: not core.list_namespaced_pod(name).items, 120, f"the pods of {name} to go")
+
+
+def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
+    """Node -> GPUs no live pod holds (their limits), as kube-scheduler counts them."""
+    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
+            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
+                                          for c in p.spec.containers)
+    return free

@@ -12,10 +12,11 @@ import random
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import GPU_RESOURCE, MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing.cluster import free_gpus
 
 JOB_NAME = "batch.kubernetes.io/job-name"
 
@@ -54,15 +55,6 @@ def watch_all_or_nothing(core, namespace: str, job_name: str, pods: int) -> dict
         return len(seen) == pods and all(p.spec.node_name for p in seen) and {
             p.metadata.name: p.spec.node_name for p in seen}
     return poll(look, 120, f"the {pods} pods of Job {job_name} to be bound")
-
-
-def free_gpus(core) -> dict[str, int]:
-    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
-            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
-                                          for c in p.spec.containers)
-    return free
 
 
 @pytest.fixture
