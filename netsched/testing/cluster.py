@@ -3,6 +3,8 @@ of one's own on it, made ready, then deleted with its pods."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +12,7 @@ from contextlib import contextmanager
 from kubernetes import client
 
 from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 
 
@@ -37,3 +40,10 @@ def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str
     finally:
         core.delete_namespace(name)
         poll(lambda: not core.list_namespaced_pod(name).items, 120, f"the pods of {name} to go")
+
+
+def kill(cluster: DevCluster, component: str) -> None:
+    """SIGKILL one of the cluster's components (no chance to clean up), and wait until it is gone."""
+    pid = cluster.status()["components"][component]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: not pid_alive(pid), 30, f"{component} to die")
