@@ -4,7 +4,9 @@ It submits GPUJobs to the operator, which runs each as a gang of pods for the
 `netsched` scheduler profile, whose extender places a job's replicas together and
 near its data. It prints each job's phase and where its replicas went, why (the
 extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
-and the training records of the finished jobs.
+and the training records of the finished jobs. Beside them runs an indexed batch/v1 Job as it
+is, no GPUJob: netsched's admission webhook gates its pods as the Job controller makes them, and the
+operator releases them as one gang, in one rack, with the same explanations.
 
 Then the cluster fills with a low-priority backfill job, and it shows foresight and
 priorities: `whatif` for an urgent job before it is submitted (where it would wait, until
@@ -22,11 +24,13 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
+from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.pods import DURATION_ANNOTATION
+from netsched.devcluster.pods import DURATION_ANNOTATION, indexed_job
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
+from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.records.reader import read_rows
 
 NAMESPACE = "netsched-demo"
@@ -56,6 +60,11 @@ WORKLOAD = [
            gang={"schedulingTimeoutSeconds": 20}),
 ]
 
+# An indexed batch Job as a team already writes it, with a rack limit: its 4 pods run as one gang.
+BATCH_JOB = indexed_job("job-train", 4, 2, "6s", {MAX_PEER_DISTANCE: "rack"})
+JOB = BATCH_JOB["metadata"]["name"]
+JOB_PODS = f"batch.kubernetes.io/job-name={JOB}"
+
 
 def run_demo(cluster: DevCluster, keep: bool = False) -> int:
     started_here = len(cluster.running_components()) < len(cluster.components())
@@ -65,19 +74,23 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         print(f"using the dev-cluster already running in {cluster.directory}")
     try:
         api = cluster.api_client()
-        core, jobs = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core, jobs, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
         _fresh_namespace(core)
         t0 = time.monotonic()
         for job in WORKLOAD:
             jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
-        print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} "
-              f"(kubectl -n {NAMESPACE} get gpujobs)")
-        poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs)), 60,
-             "every job to run or to say why it waits")
+        batch.create_namespaced_job(NAMESPACE, BATCH_JOB)
+        print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} (kubectl -n {NAMESPACE} get "
+              f"gpujobs), and the indexed batch Job {JOB} as it is (kubectl -n {NAMESPACE} get jobs)")
+        poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs))
+             and _gang_said(core), 60, "every job to run or to say why it waits")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
+        _print_batch_job(core, batch)
         _print_explanations(core)
-        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)), 120, "the demo jobs to finish")
+        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)) and _job_done(batch), 120,
+             "the demo jobs to finish")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
+        _print_batch_job(core, batch)
         _print_records(cluster, {j["metadata"]["uid"] for j in _jobs(jobs)})
         _priorities(cluster, api)
     finally:
@@ -168,7 +181,8 @@ def _fresh_namespace(core: client.CoreV1Api) -> None:
     except client.ApiException as exc:
         if exc.status != 404:
             raise
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    # opted in to netsched's admission webhook: the pods of a Job, JobSet, ... here are gated as made
+    core.create_namespace({"metadata": {"name": NAMESPACE, "labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
     poll(lambda: core.read_namespaced_service_account("default", NAMESPACE), 60,
          f"the default ServiceAccount in {NAMESPACE}")
 
@@ -214,6 +228,46 @@ def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
             where = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "
               f"{status.get('gpus', '-'):>4}  {where}")
+
+
+def _gang_events(core: client.CoreV1Api) -> list:
+    """What the operator said of the batch Job's gang (GangReleased, or why it waits)."""
+    on_job = f"involvedObject.name={JOB},involvedObject.kind=Job"
+    return [e for e in core.list_namespaced_event(NAMESPACE, field_selector=on_job).items
+            if e.source and e.source.component == "netsched-operator"]
+
+
+def _gang_said(core: client.CoreV1Api) -> bool:
+    """The batch Job's gang is placed (all pods bound) or the operator said why it waits."""
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=JOB_PODS).items
+    placed = len(pods) == BATCH_JOB["spec"]["parallelism"] and all(p.spec.node_name for p in pods)
+    return placed or any(e.reason != c.GANG_RELEASED for e in _gang_events(core))
+
+
+def _job_done(batch: client.BatchV1Api) -> bool:
+    status = batch.read_namespaced_job(JOB, NAMESPACE).status
+    return any(cond.type in ("Complete", "Failed") and cond.status == "True"
+               for cond in status.conditions or ())
+
+
+def _print_batch_job(core: client.CoreV1Api, batch: client.BatchV1Api) -> None:
+    """The batch Job beside the GPUJobs: its pods' placement and what the operator said of its gang."""
+    status = batch.read_namespaced_job(JOB, NAMESPACE).status
+    nodes = {n.metadata.name: n.metadata.labels or {} for n in core.list_node().items}
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=JOB_PODS).items
+    bound = [nodes.get(p.spec.node_name, {}) for p in pods if p.spec.node_name]
+    where = (f"{len(bound)} pods on {len({p.spec.node_name for p in pods if p.spec.node_name})} node(s), "
+             f"rack(s) {', '.join(sorted({n.get(RACK_LABEL, '?') for n in bound}))} in "
+             f"{', '.join(sorted({n.get(ZONE_LABEL, '?') for n in bound}))}") if bound else "-"
+    gated = sum(1 for p in pods if p.spec.scheduling_gates)
+    ended = {cond.type for cond in status.conditions or () if cond.status == "True"} & {"Complete", "Failed"}
+    state = next(iter(ended), "Running" if bound else "Pending")
+    print(f"\nbatch Job (indexed, {BATCH_JOB['spec']['parallelism']} pods, "
+          f"{MAX_PEER_DISTANCE}: rack; a gang by netsched, no GPUJob):")
+    print(f"  {'job':<10} {'status':<10} {'done':>5} {'gated':>5}  placement")
+    print(f"  {JOB:<10} {state:<10} {status.succeeded or 0:>5} {gated:>5}  {where}")
+    for e in sorted(_gang_events(core), key=lambda e: e.metadata.creation_timestamp):
+        print(f"  {e.reason}: {e.message}")
 
 
 def _print_explanations(core: client.CoreV1Api) -> None:
