@@ -4,9 +4,9 @@ It submits GPUJobs to the operator, which runs each as a gang of pods for the
 `netsched` scheduler profile, whose extender places a job's replicas together and
 near its data. It prints each job's phase and where its replicas went, why (the
 extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
-and the training records of the finished jobs. Beside them runs an indexed batch/v1 Job as it
-is, no GPUJob: netsched's admission webhook gates its pods as the Job controller makes them, and the
-operator releases them as one gang, in one rack, with the same explanations.
+and the training records of the finished jobs. Beside them run indexed batch/v1 Jobs as they are
+(netsched.demo.batch_jobs): one gated by netsched's webhook and released as one gang, and, when the
+dev-cluster runs Kueue, one Kueue admits first; with the same explanations.
 
 Then the cluster fills with a low-priority backfill job, and it shows foresight and
 priorities: `whatif` for an urgent job before it is submitted (where it would wait, until
@@ -24,9 +24,10 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
-from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
+from netsched.demo import batch_jobs as batch_jobs_
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.pods import DURATION_ANNOTATION, indexed_job
+from netsched.devcluster.kueue import KUEUE
+from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
@@ -60,11 +61,6 @@ WORKLOAD = [
            gang={"schedulingTimeoutSeconds": 20}),
 ]
 
-# An indexed batch Job as a team already writes it, with a rack limit: its 4 pods run as one gang.
-BATCH_JOB = indexed_job("job-train", 4, 2, "6s", {MAX_PEER_DISTANCE: "rack"})
-JOB = BATCH_JOB["metadata"]["name"]
-JOB_PODS = f"batch.kubernetes.io/job-name={JOB}"
-
 
 def run_demo(cluster: DevCluster, keep: bool = False) -> int:
     started_here = len(cluster.running_components()) < len(cluster.components())
@@ -76,21 +72,37 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         api = cluster.api_client()
         core, jobs, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
         _fresh_namespace(core)
+        batch_jobs = [(batch_jobs_.PLAIN, "gated by netsched's webhook as the Job controller makes its pods")]
+        if KUEUE in cluster.running_components():
+            batch_jobs_.make_queue(api, NAMESPACE)
+            batch_jobs.append((batch_jobs_.QUEUED, f"queued in Kueue LocalQueue gpus "
+                               f"({batch_jobs_.QUEUE_GPUS} GPUs of quota): Kueue admits, netsched places"))
         t0 = time.monotonic()
         for job in WORKLOAD:
             jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
-        batch.create_namespaced_job(NAMESPACE, BATCH_JOB)
+        for job, _ in batch_jobs:
+            batch.create_namespaced_job(NAMESPACE, job)
         print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} (kubectl -n {NAMESPACE} get "
-              f"gpujobs), and the indexed batch Job {JOB} as it is (kubectl -n {NAMESPACE} get jobs)")
+              f"gpujobs), and {len(batch_jobs)} indexed batch Job(s) as they are: "
+              f"{', '.join(batch_jobs_.name(j) for j, _ in batch_jobs)} (kubectl -n {NAMESPACE} get jobs)")
+        if len(batch_jobs) == 1:
+            print("skipped the Kueue-admitted Job: this dev-cluster runs no Kueue (its binary is not built: "
+                  "run hack/kueue/build.sh once, about 14 minutes, then `make demo` again)")
         poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs))
-             and _gang_said(core), 60, "every job to run or to say why it waits")
+             and all(batch_jobs_.placed_or_said(core, NAMESPACE, j) for j, _ in batch_jobs), 90,
+             "every job to run or to say why it waits")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
-        _print_batch_job(core, batch)
+        for job, how in batch_jobs:
+            batch_jobs_.print_job(core, batch, NAMESPACE, job, how)
         _print_explanations(core)
-        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)) and _job_done(batch), 120,
+        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs))
+             and all(batch_jobs_.ended(batch, NAMESPACE, j) for j, _ in batch_jobs), 120,
              "the demo jobs to finish")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
-        _print_batch_job(core, batch)
+        for job, how in batch_jobs:
+            batch_jobs_.print_job(core, batch, NAMESPACE, job, how)
+            if job is batch_jobs_.QUEUED:
+                print(f"  {batch_jobs_.kueue_admission(api, NAMESPACE, batch_jobs_.name(job))}")
         _print_records(cluster, {j["metadata"]["uid"] for j in _jobs(jobs)})
         _priorities(cluster, api)
     finally:
@@ -228,46 +240,6 @@ def _print_jobs(jobs: client.CustomObjectsApi, when: str) -> None:
             where = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"  {job['metadata']['name']:<10} {status.get('phase', '-'):<10} {status.get('ready', '-'):>5} "
               f"{status.get('gpus', '-'):>4}  {where}")
-
-
-def _gang_events(core: client.CoreV1Api) -> list:
-    """What the operator said of the batch Job's gang (GangReleased, or why it waits)."""
-    on_job = f"involvedObject.name={JOB},involvedObject.kind=Job"
-    return [e for e in core.list_namespaced_event(NAMESPACE, field_selector=on_job).items
-            if e.source and e.source.component == "netsched-operator"]
-
-
-def _gang_said(core: client.CoreV1Api) -> bool:
-    """The batch Job's gang is placed (all pods bound) or the operator said why it waits."""
-    pods = core.list_namespaced_pod(NAMESPACE, label_selector=JOB_PODS).items
-    placed = len(pods) == BATCH_JOB["spec"]["parallelism"] and all(p.spec.node_name for p in pods)
-    return placed or any(e.reason != c.GANG_RELEASED for e in _gang_events(core))
-
-
-def _job_done(batch: client.BatchV1Api) -> bool:
-    status = batch.read_namespaced_job(JOB, NAMESPACE).status
-    return any(cond.type in ("Complete", "Failed") and cond.status == "True"
-               for cond in status.conditions or ())
-
-
-def _print_batch_job(core: client.CoreV1Api, batch: client.BatchV1Api) -> None:
-    """The batch Job beside the GPUJobs: its pods' placement and what the operator said of its gang."""
-    status = batch.read_namespaced_job(JOB, NAMESPACE).status
-    nodes = {n.metadata.name: n.metadata.labels or {} for n in core.list_node().items}
-    pods = core.list_namespaced_pod(NAMESPACE, label_selector=JOB_PODS).items
-    bound = [nodes.get(p.spec.node_name, {}) for p in pods if p.spec.node_name]
-    where = (f"{len(bound)} pods on {len({p.spec.node_name for p in pods if p.spec.node_name})} node(s), "
-             f"rack(s) {', '.join(sorted({n.get(RACK_LABEL, '?') for n in bound}))} in "
-             f"{', '.join(sorted({n.get(ZONE_LABEL, '?') for n in bound}))}") if bound else "-"
-    gated = sum(1 for p in pods if p.spec.scheduling_gates)
-    ended = {cond.type for cond in status.conditions or () if cond.status == "True"} & {"Complete", "Failed"}
-    state = next(iter(ended), "Running" if bound else "Pending")
-    print(f"\nbatch Job (indexed, {BATCH_JOB['spec']['parallelism']} pods, "
-          f"{MAX_PEER_DISTANCE}: rack; a gang by netsched, no GPUJob):")
-    print(f"  {'job':<10} {'status':<10} {'done':>5} {'gated':>5}  placement")
-    print(f"  {JOB:<10} {state:<10} {status.succeeded or 0:>5} {gated:>5}  {where}")
-    for e in sorted(_gang_events(core), key=lambda e: e.metadata.creation_timestamp):
-        print(f"  {e.reason}: {e.message}")
 
 
 def _print_explanations(core: client.CoreV1Api) -> None:
