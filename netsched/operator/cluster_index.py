@@ -24,7 +24,7 @@ from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
-from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
@@ -41,6 +41,7 @@ class GangMember:
     released already."""
     name: str
     pod: KubeObject | None  # None once released: only counted
+    pinned: tuple[str, str] | None = None  # released into this domain (node label, value): its peers follow
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,11 @@ def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
     if ref is None:
         return None
     gated = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
-    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod if gated else None)
+    if gated:
+        return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod)
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    pinned = next(((label, selector[label]) for label in GROUP_LABEL.values() if label in selector), None)
+    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned)
 
 
 def _held_without_gang(pod: KubeObject) -> bool:

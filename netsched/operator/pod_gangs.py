@@ -69,7 +69,7 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
                         "exist; released together once all do")
     member = gated[0].pod
     assert member is not None
-    workload = PodGang(ref, size, member, to_release)
+    workload = PodGang(ref, size, _with_peers(member, gang), to_release)
     found = problems(workload, workload.annotations, nodes, spec_fields=False)
     if found:
         return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
@@ -103,6 +103,18 @@ def read_size(objects: client.CustomObjectsApi, pod: dict[str, Any], ref: GangRe
         return None, f": reading {where} failed ({api_message(exc)})"
     size = where.size(body)
     return size, "" if size is not None else f": {where} does not say it"
+
+
+def _with_peers(member: dict[str, Any], gang: list[GangMember]) -> dict[str, Any]:
+    """`member`, kept to the domain its released peers were pinned to: a gang released in part (the
+    operator stopped between its patches) or a replacement of a running member joins its peers there,
+    never a domain of its own."""
+    pins = {m.pinned for m in gang if m.pod is None and m.pinned}
+    if len(pins) != 1:
+        return member
+    [(label, value)] = pins
+    spec = member.get("spec") or {}
+    return {**member, "spec": {**spec, "nodeSelector": {**(spec.get("nodeSelector") or {}), label: value}}}
 
 
 class PodGangController:

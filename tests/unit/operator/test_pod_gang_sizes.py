@@ -1,14 +1,16 @@
 """The pod-gang controller reads a gang's size from the object that knows it (a fake API answering as
-the real one does), says why when it cannot, and releases a gated pod no gang will ever release."""
+the real one does), says why when it cannot, releases a gated pod no gang will ever release, and keeps
+the rest of a gang released in part with its peers."""
 
 import pytest
 from kubernetes import client
 
+from netsched.jobs.capacity import node_room
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.cluster_index import ClusterIndex
 from netsched.operator.pod_gangs import decide, read_size
-from netsched.testing.builders import make_pod
+from netsched.testing.builders import make_node, make_pod
 
 PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "pg")
 PG_NAMED = "PodGroup ml/pg (podgroups.scheduling.x-k8s.io/v1alpha1)"
@@ -94,3 +96,39 @@ def test_the_index_knows_the_gated_pods_no_gang_will_release(pod, stray):
     assert [p["metadata"]["name"] for p in index.strays()] == ([pod["metadata"]["name"]] if stray else [])
     index.apply("pods", "MODIFIED", {**pod, "spec": {**pod["spec"], "schedulingGates": []}})
     assert index.strays() == []
+
+
+RACK_NODES = [node_room(make_node(f"n{i}", rack=f"rack-{i // 2}", gpus=8)) for i in range(4)]
+
+
+def rack_member(i, pinned=None):
+    """Member i of a 4-pod Job gang with a rack limit: gated, or released into rack `pinned`."""
+    pod = make_pod(f"train-{i}", gpus=4, labels={"batch.kubernetes.io/job-name": "train"},
+                   annotations={"netsched.io/max-peer-distance": "rack"},
+                   schedulingGates=None if pinned else [{"name": GANG_GATE}])
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                                           "uid": "j1", "controller": True}]
+    if pinned:
+        pod["spec"]["nodeSelector"] = {"netsched.io/rack": pinned}
+    return pod
+
+
+@pytest.mark.parametrize("used, reason, rack", [
+    pytest.param({"n0": {"nvidia.com/gpu": 8}}, "GangReleased", "rack-0", id="room-by-its-peers"),
+    pytest.param({"n0": {"nvidia.com/gpu": 8}, "n1": {"nvidia.com/gpu": 8}}, "InsufficientResources", None,
+                 id="no-room-by-its-peers-waits"),
+])
+def test_the_rest_of_a_gang_released_in_part_joins_its_peers_rack(used, reason, rack):
+    """The operator stopped between the patches of a release: two members run pinned to rack-0; the two
+    still gated go there too (rack-1, roomier, would split the gang), or wait."""
+    index = ClusterIndex()
+    index.replace("pods", [rack_member(0, "rack-0"), rack_member(1, "rack-0"), *map(rack_member, (2, 3))])
+    [members] = index.pod_gangs().values()
+    d = decide(gang_of(rack_member(2)), 4, members, RACK_NODES, used, [])
+    assert d.reason == reason
+    if rack:
+        assert set(d.release) == {"train-2", "train-3"}
+        assert d.release["train-2"][0] == {"op": "add", "path": "/spec/nodeSelector",
+                                           "value": {"netsched.io/rack": rack}}
+    else:
+        assert d.release == {}
