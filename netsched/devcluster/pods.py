@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
+from netsched.jobs.replica_pods import GANG_GATE
 
 # KWOK's pod-complete-after-duration stage (kwok-stages.yaml) finishes a Running
 # pod this many seconds after it started; a Go duration such as "30s" or "2m".
@@ -39,6 +40,20 @@ def gpu_pod(
                             "resources": {"limits": limits, "requests": limits}}],
         },
     }
+
+
+def indexed_job(name: str, pods: int, gpus: int, duration: str | None = None,
+                annotations: dict[str, str] | None = None, gated: bool = False) -> dict:
+    """An indexed batch/v1 Job running `pods` pods of `gpus` GPUs at once, scheduled by netsched, as a
+    user writes it: its pods get the gang gate from the admission webhook (in an opted-in namespace),
+    or from the template when `gated`."""
+    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations)
+    if gated:
+        pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {"annotations": pod["metadata"]["annotations"]},
+                                  "spec": pod["spec"]}}}
 
 
 def scheduled_condition(pod):

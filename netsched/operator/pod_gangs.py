@@ -15,7 +15,6 @@ only while the gang has live pods.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -31,10 +30,9 @@ from netsched.api.events import event
 from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
-from netsched.jobs.kinds.batch_job import BATCH_JOB, members
 from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang
-from netsched.jobs.pod_gangs import GangRef, controller, gang_of
+from netsched.jobs.pod_gangs import GangRef, controller, gang_of, size_object
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
@@ -59,8 +57,9 @@ class Decision:
 
 
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
-           used: dict[str, Resources], pending: list[Resources]) -> Decision:
-    """What to do with a pod gang whose live pods are `gang` (some gated)."""
+           used: dict[str, Resources], pending: list[Resources], no_size: str = "") -> Decision:
+    """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
+    is unknown when it is."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
     kueue = placed_by_kueue(gated[0].pod or {}) if gated else None
@@ -68,16 +67,16 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
         return _kueue_places(what, kueue, gated)
     if size is None:
         return Decision("Warning", c.WAITING_FOR_PODS,
-                        f"{what}: netsched cannot tell how many pods the gang has; its pods stay gated. "
-                        "Run it as a batch Job, or give its pods the size annotation of their kind "
-                        "(docs/workloads.md)")
+                        f"{what}: netsched cannot tell how many pods the gang has{no_size}; its pods stay "
+                        "gated. Create the object that says its size (with its CRD), run it as a batch Job, "
+                        "or give its pods the size annotation of their kind (docs/workloads.md)")
     to_release = max(size - (len(gang) - len(gated)), 0) or len(gated)  # more than size: replacements
     if len(gated) < to_release:
         return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
                         "exist; released together once all do")
     member = gated[0].pod
     assert member is not None
-    workload = PodGang(ref, size, member, to_release)
+    workload = PodGang(ref, size, _with_peers(member, gang), to_release)
     found = problems(workload, workload.annotations, nodes, spec_fields=False)
     if found:
         return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
@@ -115,13 +114,44 @@ def _ungate(member: GangMember) -> dict[str, Any]:
     return ungate_patch(g.get("name") for g in spec.get("schedulingGates") or ())
 
 
+def read_size(objects: client.CustomObjectsApi, pod: dict[str, Any], ref: GangRef) -> tuple[int | None, str]:
+    """The size of a gang only an API object knows (a Job's, a PodGroup's, a Kubeflow job's), or None
+    and why not, for the Warning (the API does not serve the object's CRD, or has no such object)."""
+    where = size_object(pod, ref)
+    if where is None:
+        return None, ""
+    try:
+        body = objects.get_namespaced_custom_object(where.group, where.version, where.namespace, where.plural,
+                                                    where.name)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None, f": the API has no {where}"
+        log.warning("reading %s failed: %s", where, api_message(exc))
+        return None, f": reading {where} failed ({api_message(exc)})"
+    size = where.size(body)
+    return size, "" if size is not None else f": {where} does not say it"
+
+
+def _with_peers(member: dict[str, Any], gang: list[GangMember]) -> dict[str, Any]:
+    """`member`, kept to the domain its released peers were pinned to: a gang released in part (the
+    operator stopped between its patches) or a replacement of a running member joins its peers there,
+    never a domain of its own."""
+    pins = {m.pinned for m in gang if m.pod is None and m.pinned}
+    if len(pins) != 1:
+        return member
+    [(label, value)] = pins
+    spec = member.get("spec") or {}
+    return {**member, "spec": {**spec, "nodeSelector": {**(spec.get("nodeSelector") or {}), label: value}}}
+
+
 class PodGangController:
     def __init__(self, operator: Operator, cluster: ClusterIndex, interval: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
         self.operator, self.cluster, self.interval, self.clock = operator, cluster, interval, clock
         self.core = operator.core
-        self.batch = client.BatchV1Api(operator.api)
+        self.objects = client.CustomObjectsApi(operator.api)
         self._said: dict[GangKey, tuple[str, str]] = {}
+        self._released_strays: set[str] = set()
 
     def start(self) -> None:
         threading.Thread(target=self._loop, name="pod-gangs", daemon=True).start()
@@ -143,17 +173,23 @@ class PodGangController:
         for key, gang in gangs.items():
             if any(m.pod is not None for m in gang):
                 self._admit(key, gang)
+        strays = {p["metadata"].get("uid", ""): p for p in self.cluster.strays()}
+        self._released_strays &= set(strays)  # released ones the watch has not shown released yet
+        for uid, pod in strays.items():
+            if uid not in self._released_strays:
+                self._released_strays.add(uid)
+                self._release_stray(pod)
 
     def _admit(self, key: GangKey, gang: list[GangMember]) -> None:
         member = next(m.pod for m in gang if m.pod is not None)
         ref = gang_of(member)
         if ref is None:
             return
-        size = ref.size if ref.size is not None else self._owner_size(member)
+        size, no_size = (ref.size, "") if ref.size is not None else read_size(self.objects, member, ref)
         with self.operator.admission:
             indices = self.cluster.indices({})
             decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
-                              indices.pending + self.operator.reserved(indices))
+                              indices.pending + self.operator.reserved(indices), no_size)
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
             if decision.release:
@@ -165,19 +201,19 @@ class PodGangController:
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
 
-    def _owner_size(self, pod: dict[str, Any]) -> int | None:
-        """The size of a gang only its owner knows: a batch Job's (a JobSet's pods are its Jobs')."""
-        owner = controller(pod)
-        if owner is None or (owner.get("apiVersion"), owner.get("kind")) != BATCH_JOB.owner:
-            return None
-        try:
-            resp = self.batch.read_namespaced_job(owner["name"], pod["metadata"]["namespace"],
-                                                  _preload_content=False)
-        except client.ApiException as exc:
-            log.warning("reading Job %s/%s failed: %s", pod["metadata"]["namespace"], owner["name"],
-                        api_message(exc))
-            return None
-        return members(json.loads(resp.data))
+    def _release_stray(self, pod: dict[str, Any]) -> None:
+        """A pod the gang gate holds with no gang to release it (netsched.operator.cluster_index
+        ClusterIndex.strays) is released as a pod of its own, rather than left pending for ever."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        with self.operator.admission:
+            self._call(self.core.patch_namespaced_pod, meta["name"], meta["namespace"],
+                       [ungate_patch(g.get("name") for g in spec.get("schedulingGates") or ())])
+        message = (f"pod {meta['namespace']}/{meta['name']} carried netsched's gang gate but is in no gang "
+                   "and has no controller (its workload was deleted with propagationPolicy=Orphan): "
+                   "released as a pod of its own")
+        self._call(self.core.create_namespaced_event, meta["namespace"],
+                   event(_involved(pod), c.GANG_GONE, message, COMPONENT))
+        log.info("%s", message)
 
     def _settle(self, key: GangKey, released: set[str]) -> None:
         """Hold the admission lock until the watch shows the released pods without the gate (then

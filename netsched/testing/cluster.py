@@ -3,6 +3,8 @@ of one's own on it, made ready, then deleted with its pods."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +13,7 @@ from kubernetes import client
 
 from netsched.api.labels import GPU_RESOURCE
 from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 
 
@@ -48,3 +51,10 @@ def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
             free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
                                           for c in p.spec.containers)
     return free
+
+
+def kill(cluster: DevCluster, component: str) -> None:
+    """SIGKILL one of the cluster's components (no chance to clean up), and wait until it is gone."""
+    pid = cluster.status()["components"][component]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: not pid_alive(pid), 30, f"{component} to die")
