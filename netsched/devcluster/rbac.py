@@ -38,8 +38,9 @@ OPERATOR_RULES = [
     # evict only through the Eviction API, so PodDisruptionBudgets hold; read the budgets to plan
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
-    # pod gangs: a Job's parallelism is its gang's size
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    # pod gangs: a Job's parallelism is its gang's size; the forecast lists Jobs and patches only
+    # their annotations (predicted start and finish)
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "patch"]},
 ]
 
 

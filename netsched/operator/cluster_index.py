@@ -27,7 +27,7 @@ from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import gang_gated
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
@@ -214,8 +214,8 @@ def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
     ref = gang_of(pod)
     if ref is None:
         return None
-    gated = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
-    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod if gated else None)
+    member = pod if gang_gated(pod) else None
+    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], member)
 
 
 def _replica(pod: KubeObject) -> tuple[JobKey, PodView] | None:

@@ -29,7 +29,7 @@ from netsched.api.events import event
 from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.kinds.batch_job import BATCH_JOB, members
-from netsched.jobs.pod_gang import PodGang
+from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.jobs.validation import problems
@@ -64,7 +64,7 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
                         f"{what}: netsched cannot tell how many pods the gang has; its pods stay gated. "
                         "Run it as a batch Job, or give its pods the size annotation of their kind "
                         "(docs/workloads.md)")
-    to_release = max(size - (len(gang) - len(gated)), 0) or len(gated)  # more than size: replacements
+    to_release = still_to_release(size, len(gang), len(gated))
     if len(gated) < to_release:
         return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
                         "exist; released together once all do")

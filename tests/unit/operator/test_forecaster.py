@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from netsched.api.events import rfc3339
+from netsched.api.labels import EXPECTED_SECONDS, PREDICTED_FINISH, PREDICTED_START
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
-from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
+from netsched.testing.builders import CLUSTER, NOW, ago, make_batch_job, make_gpujob, make_job_pod, make_pod
 from netsched.testing.kube import FakeKube
 
 
@@ -36,15 +37,15 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
         "predictedStartTime": None, "predictedAfter": None}
 
 
-def _forecaster(kube, tmp_path):
-    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics())
+def _forecaster(kube, tmp_path, gangs_live=lambda: True):
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), gangs_live=gangs_live)
 
 
-def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_path):
+def test_with_no_unfinished_gpujob_and_no_live_pod_gang_the_forecaster_reads_no_node_and_no_pod(tmp_path):
     done = make_gpujob("old")
     done["status"] = {"phase": "Succeeded"}
     kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
-    _forecaster(kube, tmp_path).run_once(NOW)
+    _forecaster(kube, tmp_path, gangs_live=lambda: False).run_once(NOW)
     assert kube.made("list", "gpujobs")
     assert not kube.made("list", "nodes") and not kube.made("list", "pods")
 
@@ -87,3 +88,46 @@ def test_a_blocked_job_loses_its_predicted_times_and_a_refused_write_stops_no_ot
     assert {"predictedStartTime", "predictedCompletionTime", "predictedAfter"}.isdisjoint(status)
     written = [n for n in "ab" if "predictionBasis" in (kube.get("gpujobs", "ml", n).get("status") or {})]
     assert len(written) == 1  # one write was refused, the other still made
+
+
+def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken_off_when_it_ends(tmp_path):
+    hint = {EXPECTED_SECONDS: "500"}
+    running = [make_job_pod("big", i, n["metadata"]["name"], gpus=8, annotations=hint, started=ago(100))
+               for i, n in enumerate(CLUSTER)]  # every GPU, until 400 s from now
+    waiting = [make_job_pod("train", i, gpus=8, annotations={EXPECTED_SECONDS: "900"}, gated=True)
+               for i in range(2)]
+    kube = FakeKube([*CLUSTER, *running, *waiting, make_batch_job("big", 4), make_batch_job("train", 2),
+                     make_batch_job("other", 1, annotations={"keep": "me"})])
+    forecaster = _forecaster(kube, tmp_path)
+    forecaster.run_once(NOW)
+    assert annotations(kube, "train") == {PREDICTED_START: rfc3339(at(400)),
+                                          PREDICTED_FINISH: rfc3339(at(1300))}
+    assert annotations(kube, "big") == {PREDICTED_FINISH: rfc3339(at(400))}  # running: no start
+    assert annotations(kube, "other") == {"keep": "me"}  # not a gang: untouched
+    assert len(kube.made("patch", "jobs")) == 2 and not kube.made("patch", "gpujobs")
+
+    forecaster.run_once(NOW + timedelta(seconds=20))  # the same forecast: nothing written
+    assert len(kube.made("patch", "jobs")) == 2
+
+    for pod in running:  # big ends early: train starts now
+        kube.add(pod | {"status": {"phase": "Succeeded"}})
+    forecaster.run_once(NOW + timedelta(seconds=60))
+    assert annotations(kube, "big") == {}
+    assert annotations(kube, "train") == {PREDICTED_START: rfc3339(at(60)),
+                                          PREDICTED_FINISH: rfc3339(at(960))}
+
+    for pod in waiting:  # train ends without ever being released here (its pods deleted)
+        kube.delete("pods", "ml", pod["metadata"]["name"])
+    quiet = _forecaster(kube, tmp_path, gangs_live=lambda: False)  # a restarted operator: nothing live
+    calls = len(kube.calls)
+    quiet.run_once(NOW + timedelta(seconds=90))
+    assert annotations(kube, "train") == {} and annotations(kube, "other") == {"keep": "me"}
+    listed = [c.plural for c in kube.calls[calls:] if c.verb == "list"]
+    assert listed == ["gpujobs", "jobs"]  # no node, no pod
+    calls = len(kube.calls)
+    quiet.run_once(NOW + timedelta(seconds=120))  # no Job carries a predicted time any more: not even listed
+    assert [c.plural for c in kube.calls[calls:]] == ["gpujobs"]
+
+
+def annotations(kube: FakeKube, job: str) -> dict:
+    return kube.get("jobs", "ml", job)["metadata"].get("annotations") or {}
