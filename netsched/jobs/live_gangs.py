@@ -1,6 +1,8 @@
 """The pod gangs among the cluster's pods, as the forecast takes them beside GPUJobs: each gang with a
 live member, whether it still waits (a member carries netsched's gate) or runs, since when, at what
-priority, and the batch Jobs whose pods it has (where its predicted times are published).
+priority, and where its predicted times are published: on the batch Jobs whose pods it has; for a
+gang of pods no controller owns (a Kueue plain-pod group, a PodGroup's pods), on its first live pod by
+name; else (an LWS or Kubeflow job: objects netsched may not patch) nowhere.
 
 A gang whose size only its Job knows (netsched.jobs.pod_gang) and whose Job is not in `jobs` has no
 workload: its pods still hold their room, but it is not forecast.
@@ -22,6 +24,7 @@ from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import gang_gated
 
 JobName = tuple[str, str]  # a batch Job's namespace and name
+Published = tuple[str, str, str]  # plural ("jobs" or "pods"), namespace and name of an object to annotate
 LAST = datetime.max.replace(tzinfo=UTC)  # created, for pods that do not say (a manifest): last in line
 
 
@@ -34,7 +37,7 @@ class LiveGang:
     started: datetime | None  # its first member's start (None: none has started yet)
     priority: int  # its members' highest
     pods: tuple[dict[str, Any], ...]  # its live members
-    jobs: frozenset[JobName]  # the batch Jobs that own its pods
+    published_on: frozenset[Published]  # the objects that carry its predicted times
 
 
 def gang_key(ref: GangRef) -> str:
@@ -58,6 +61,9 @@ def live_gangs(pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]
 def _gang(ref: GangRef, pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]]) -> LiveGang:
     gated = [p for p in pods if gang_gated(p)]
     owners = frozenset(job for p in pods if (job := _job_of(p)) is not None)
+    published_on = frozenset(("jobs", namespace, name) for namespace, name in owners)
+    if not any(controller(p) for p in pods):
+        published_on = frozenset({("pods", ref.namespace, pods[0]["metadata"]["name"])})
     size = ref.size
     if size is None and len(owners) == 1:
         [owner] = owners
@@ -72,7 +78,7 @@ def _gang(ref: GangRef, pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[
         min((parse_rfc3339(t) for p in pods if (t := p["metadata"].get("creationTimestamp"))), default=LAST),
         min(starts) if starts and not gated else None,
         max((p.get("spec") or {}).get("priority") or 0 for p in pods),
-        tuple(pods), owners)
+        tuple(pods), published_on)
 
 
 def _job_of(pod: dict[str, Any]) -> JobName | None:

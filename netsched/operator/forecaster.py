@@ -4,15 +4,15 @@ unfinished GPUJob (netsched.jobs.forecast), written into its status and a gauge.
 Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
 whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
 `predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
-Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue; a gang's times
-are annotations on the batch Jobs whose pods it has (PREDICTED_START while it waits, PREDICTED_FINISH
-while it waits or runs), taken off once its pods are done or it has no forecast. Gangs of pods no
-Job owns get none yet. A time is written again only when it moved by more than a tenth of what is
-left (at least MIN_MOVE seconds), so a steady forecast costs no API writes. One list of nodes, pods,
-GPUJobs and batch Jobs per pass. A Blocked job gets no predicted time; a job whose spec cannot be
-read gets none either, its basis says why (its InvalidSpec condition names the fix), and the others
-are forecast as ever. What a pass raises is counted, logged once with its traceback, and the next
-pass runs.
+Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue; a gang's times are
+annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or runs) on the objects
+netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
+once its pods are done or it has no forecast. A time is written again only when it moved by more
+than a tenth of what is left (at least MIN_MOVE seconds), so a steady forecast costs no API writes.
+One list of nodes, pods, GPUJobs and batch Jobs per pass. A Blocked job gets no predicted time; a
+job whose spec cannot be read gets none either, its basis says why (its InvalidSpec condition names
+the fix), and the others are forecast as ever. What a pass raises is counted, logged once with its
+traceback, and the next pass runs.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
 
 log = logging.getLogger(__name__)
+_KIND = {"jobs": "Job", "pods": "Pod"}
 MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 
 
@@ -53,7 +54,7 @@ class Forecaster:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.batch = client.BatchV1Api(api)
-        self._annotated = True  # a Job may carry predicted times: the first pass looks
+        self._annotated = {"jobs", "pods"}  # what may carry predicted times: the first pass looks at both
         self._stop = threading.Event()
         self._last_error: str | None = None
         self._gauged: set[tuple[str, str]] = set()
@@ -87,14 +88,15 @@ class Forecaster:
         if all((job.get("status") or {}).get("phase") in TERMINAL for job in jobs) and not self.gangs_live():
             # Nothing to forecast. Reading every node and pod anyway was about a sixth of the operator's
             # CPU while other pods were being scheduled, and the API server's to serve the lists.
-            if self._annotated:  # a Job whose gang just ended keeps its predicted times until then
-                self._publish(items(self.batch.list_job_for_all_namespaces), {}, {}, now)
+            if self._annotated:  # a Job (or pod) whose gang just ended keeps its predicted times until then
+                self._publish(self._annotatable(self._annotated), {}, {}, now)
             self._gauge({}, now)
             return
         nodes = [node_room(n) for n in items(self.core.list_node)]
         pods = items(self.core.list_pod_for_all_namespaces)
-        batch_jobs = items(self.batch.list_job_for_all_namespaces)
-        gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in batch_jobs})
+        objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
+        gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
+                                  for j in objects["jobs"]})
         forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values())
         self._say_unreadable(forecasts)
         for body in jobs:
@@ -106,39 +108,8 @@ class Forecaster:
             patch = status_patch(status, forecast, now) if forecast else _no_times(status)
             if patch:
                 self._write(meta, patch)
-        self._publish(batch_jobs, gangs, forecasts, now)
+        self._publish(objects, gangs, forecasts, now)
         self._gauge({k: f for k, f in forecasts.items() if k not in gangs}, now)
-
-    def _publish(self, batch_jobs: list[dict[str, Any]], gangs: dict[str, LiveGang],
-                 forecasts: dict[str, Forecast], now: datetime) -> None:
-        """Each batch Job's annotations: its gang's predicted times, none once it has no forecast."""
-        gang_of_job = {job: gang.key for gang in gangs.values() for job in gang.jobs}
-        annotated = False
-        for body in batch_jobs:
-            meta = body["metadata"]
-            have = meta.get("annotations") or {}
-            forecast = forecasts.get(gang_of_job.get((meta["namespace"], meta["name"]), ""))
-            wanted = {PREDICTED_START: forecast.start if forecast else None,
-                      PREDICTED_FINISH: forecast.finish if forecast else None}
-            patch = times_patch(have, wanted, now)
-            if patch:
-                self._annotate(meta, patch)
-            annotated = annotated or any((have | patch).get(name) for name in wanted)
-        self._annotated = annotated
-
-    def _annotate(self, meta: dict[str, Any], patch: dict[str, str | None]) -> None:
-        """A metadata-only merge patch: the Job controller reads nothing there, and it changes no
-        generation."""
-        try:
-            self.batch.patch_namespaced_job(meta["name"], meta["namespace"],
-                                            {"metadata": {"annotations": patch}},
-                                            _content_type="application/merge-patch+json",
-                                            _preload_content=False)  # the Job it returns is not read
-        except client.ApiException as exc:
-            self.metrics.api_errors.labels("forecast").inc()
-            if exc.status != 404:  # deleted since it was listed
-                log.warning("predicted times of Job %s/%s not written: %s", meta["namespace"], meta["name"],
-                            api_message(exc))
 
     def _write(self, meta: dict[str, Any], patch: dict[str, Any]) -> None:
         """One job's forecast; a write the API server refuses costs that job its forecast, not the others."""
@@ -150,6 +121,46 @@ class Forecaster:
             if exc.status not in (404, 409):  # deleted, or changed since it was listed: the next pass
                 log.warning("forecast of GPUJob %s/%s not written: %s", meta["namespace"], meta["name"],
                             api_message(exc))
+
+    def _annotatable(self, plurals: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """Every batch Job ("jobs") and pod ("pods") that `plurals` name."""
+        lists = {"jobs": self.batch.list_job_for_all_namespaces,
+                 "pods": self.core.list_pod_for_all_namespaces}
+        return {plural: items(lists[plural]) for plural in sorted(plurals)}
+
+    def _publish(self, objects: dict[str, list[dict[str, Any]]], gangs: dict[str, LiveGang],
+                 forecasts: dict[str, Forecast], now: datetime) -> None:
+        """The annotations of each object in `objects` (by plural: "jobs", "pods"): its gang's
+        predicted times where LiveGang.published_on says so, none on any other."""
+        gang_on = {where: gang.key for gang in gangs.values() for where in gang.published_on}
+        annotated = set()
+        for plural, bodies in objects.items():
+            for body in bodies:
+                meta = body["metadata"]
+                have = meta.get("annotations") or {}
+                forecast = forecasts.get(gang_on.get((plural, meta["namespace"], meta["name"]), ""))
+                wanted = {PREDICTED_START: forecast.start if forecast else None,
+                          PREDICTED_FINISH: forecast.finish if forecast else None}
+                patch = times_patch(have, wanted, now)
+                if patch:
+                    self._annotate(plural, meta, patch)
+                if any((have | patch).get(name) for name in wanted):
+                    annotated.add(plural)
+        self._annotated = annotated
+
+    def _annotate(self, plural: str, meta: dict[str, Any], patch: dict[str, str | None]) -> None:
+        """A metadata-only merge patch: no new generation, and neither the Job controller nor the
+        scheduler reads these annotations."""
+        patch_object = self.batch.patch_namespaced_job if plural == "jobs" else self.core.patch_namespaced_pod
+        try:
+            patch_object(meta["name"], meta["namespace"], {"metadata": {"annotations": patch}},
+                         _content_type="application/merge-patch+json",
+                         _preload_content=False)  # the object it returns is not read
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("forecast").inc()
+            if exc.status != 404:  # deleted since it was listed
+                log.warning("predicted times of %s %s/%s not written: %s", _KIND[plural], meta["namespace"],
+                            meta["name"], api_message(exc))
 
     def _say_unreadable(self, forecasts: dict[str, Forecast]) -> None:
         """Log the jobs that cannot be forecast once per change, not at every pass."""

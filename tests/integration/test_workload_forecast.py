@@ -1,6 +1,7 @@
 """Predicted start and finish on batch Jobs, on the real control plane: the operator's forecast plays
 Jobs (pods made by kube-controller-manager's Job controller, gated by their template, released whole
-by the operator, finished by KWOK) in one queue and writes their times as annotations on the Job."""
+by the operator, finished by KWOK) in one queue and writes their times as annotations on the Job; a
+gang of bare pods (a Kueue plain-pod group, Kueue not run) carries them on its first pod."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from kubernetes import client
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE, PREDICTED_FINISH, PREDICTED_START
-from netsched.devcluster.pods import gated_job
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.kinds.batch_job import BATCH_JOB
+from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
+from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.forecaster import MIN_MOVE
 
 TIMES = (PREDICTED_START, PREDICTED_FINISH)
@@ -86,3 +89,23 @@ def test_a_running_job_gets_a_predicted_finish_that_is_taken_off_when_it_ends(co
     assert -1 <= off <= MIN_MOVE + 1, off  # its hint from when it started
     poll(lambda: succeeded(batch, namespace, "solo") == 2, 120, "Job solo to finish")
     poll(lambda: times(batch, namespace, "solo") == {}, 60, "the predicted finish off the finished Job solo")
+
+
+def test_a_gang_of_bare_pods_carries_its_times_on_its_first_pod(core, namespace):
+    group = {KUEUE_POD_GROUP.name_labels[0]: "grp"}
+    notes = {KUEUE_POD_GROUP.size_annotation: "2", EXPECTED_SECONDS: "30"}
+    for i in range(2):  # a Kueue plain-pod group: no controller owns its pods
+        pod = gpu_pod(f"grp-{i}", 1, duration="30s", labels=group, annotations=notes)
+        pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+        core.create_namespaced_pod(namespace, pod)
+
+    def pod_times(name: str) -> dict[str, str]:
+        annotations = core.read_namespaced_pod(name, namespace).metadata.annotations or {}
+        return {k: v for k, v in annotations.items() if k in TIMES}
+    poll(lambda: all(p.status.start_time for p in core.list_namespaced_pod(namespace).items), 90,
+         "the group's pods to start")
+    poll(lambda: pod_times("grp-0").keys() == {PREDICTED_FINISH}, 60, "only a predicted finish on pod grp-0")
+    assert pod_times("grp-1") == {}  # one pod speaks for the group
+    poll(lambda: all(p.status.phase == "Succeeded" for p in core.list_namespaced_pod(namespace).items), 120,
+         "the group's pods to finish")
+    poll(lambda: pod_times("grp-0") == {}, 60, "no predicted finish on the finished pod grp-0")

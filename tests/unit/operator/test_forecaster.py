@@ -7,6 +7,9 @@ from datetime import timedelta
 from netsched.api.events import rfc3339
 from netsched.api.labels import EXPECTED_SECONDS, PREDICTED_FINISH, PREDICTED_START
 from netsched.jobs.forecast import Estimate, Forecast
+from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
+from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
+from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
@@ -45,9 +48,12 @@ def test_with_no_unfinished_gpujob_and_no_live_pod_gang_the_forecaster_reads_no_
     done = make_gpujob("old")
     done["status"] = {"phase": "Succeeded"}
     kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
-    _forecaster(kube, tmp_path, gangs_live=lambda: False).run_once(NOW)
-    assert kube.made("list", "gpujobs")
-    assert not kube.made("list", "nodes") and not kube.made("list", "pods")
+    forecaster = _forecaster(kube, tmp_path, gangs_live=lambda: False)
+    forecaster.run_once(NOW)  # the first pass looks for predicted times left on Jobs and pods
+    calls = len(kube.calls)
+    forecaster.run_once(NOW)
+    assert [c.plural for c in kube.calls[calls:]] == ["gpujobs"]
+    assert not kube.made("list", "nodes")
 
 
 def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
@@ -123,7 +129,7 @@ def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken
     quiet.run_once(NOW + timedelta(seconds=90))
     assert annotations(kube, "train") == {} and annotations(kube, "other") == {"keep": "me"}
     listed = [c.plural for c in kube.calls[calls:] if c.verb == "list"]
-    assert listed == ["gpujobs", "jobs"]  # no node, no pod
+    assert listed == ["gpujobs", "jobs", "pods"]  # no node: nothing to forecast, only times to take off
     calls = len(kube.calls)
     quiet.run_once(NOW + timedelta(seconds=120))  # no Job carries a predicted time any more: not even listed
     assert [c.plural for c in kube.calls[calls:]] == ["gpujobs"]
@@ -131,3 +137,24 @@ def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken
 
 def annotations(kube: FakeKube, job: str) -> dict:
     return kube.get("jobs", "ml", job)["metadata"].get("annotations") or {}
+
+
+def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_and_an_lws_group_nowhere(
+        tmp_path):
+    group = {"labels": {KUEUE_POD_GROUP.name_labels[0]: "g"},
+             "annotations": {KUEUE_POD_GROUP.size_annotation: "2", EXPECTED_SECONDS: "300"}}
+    pods = [make_pod(f"g-{i}", gpus=8, schedulingGates=[{"name": GANG_GATE}], **group) for i in range(2)]
+    lws = {"labels": dict.fromkeys(LEADER_WORKER_SET.name_labels, "0"),
+           "annotations": {LEADER_WORKER_SET.size_annotation: "1", EXPECTED_SECONDS: "300"}}
+    kube = FakeKube([*CLUSTER, *pods, make_pod("w-0", gpus=8, owner="StatefulSet", **lws)])
+    forecaster = _forecaster(kube, tmp_path)
+    forecaster.run_once(NOW)
+    first = kube.get("pods", "ml", "g-0")["metadata"]["annotations"]
+    assert first[PREDICTED_START] == rfc3339(NOW) and first[PREDICTED_FINISH] == rfc3339(at(300))
+    assert PREDICTED_START not in kube.get("pods", "ml", "g-1")["metadata"]["annotations"]
+    assert PREDICTED_FINISH not in kube.get("pods", "ml", "w-0")["metadata"]["annotations"]
+
+    for i in range(2):  # released, ran and ended
+        kube.add(kube.get("pods", "ml", f"g-{i}") | {"status": {"phase": "Succeeded"}})
+    forecaster.run_once(NOW + timedelta(seconds=400))
+    assert PREDICTED_FINISH not in kube.get("pods", "ml", "g-0")["metadata"]["annotations"]
