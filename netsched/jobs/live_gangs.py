@@ -1,8 +1,8 @@
 """The pod gangs among the cluster's pods, as the forecast takes them beside GPUJobs: each gang with a
 live member, whether it still waits (a member carries netsched's gate) or runs, since when, at what
 priority, and where its predicted times are published: on the batch Jobs whose pods it has; for a
-gang of pods no controller owns (a Kueue plain-pod group, a PodGroup's pods), on its first live pod by
-name; else (an LWS or Kubeflow job: objects netsched may not patch) nowhere.
+gang of pods no controller owns (a Kueue plain-pod group), on its first live pod by name; else (an
+LWS or Kubeflow job: objects netsched may not patch) nowhere.
 
 A gang whose size only its Job knows (netsched.jobs.pod_gang) and whose Job is not in `jobs` has no
 workload: its pods still hold their room, but it is not forecast.
