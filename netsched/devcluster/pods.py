@@ -62,3 +62,16 @@ def scheduled_condition(pod):
         if cond.type == "PodScheduled":
             return cond
     return None
+
+
+def gated_job(name: str, pods: int, gpus: int, duration: str, annotations: dict[str, str] | None = None,
+              labels: dict[str, str] | None = None) -> dict:
+    """An indexed batch/v1 Job of `pods` pods at once, as a user writes it for netsched: each pod a
+    gpu_pod that KWOK finishes after `duration`, gated by its template (as the admission webhook
+    gates it in a real install) so that the operator releases the gang whole."""
+    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
+    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
+                                  "spec": spec}}}

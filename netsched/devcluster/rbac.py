@@ -41,8 +41,9 @@ OPERATOR_RULES = [
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
     # pod gangs: the size of a gang only its object knows: a Job's parallelism, a PodGroup's minMember,
-    # a Kubeflow training job's replicas
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    # a Kubeflow training job's replicas; the forecast lists Jobs and patches only their annotations
+    # (predicted start and finish)
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "patch"]},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
     {"apiGroups": ["kubeflow.org"], "resources": [resource for _, resource in KUBEFLOW_JOB_KINDS],
      "verbs": ["get"]},

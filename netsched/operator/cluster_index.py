@@ -27,7 +27,7 @@ from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import gang_gated
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
@@ -229,8 +229,7 @@ def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
     ref = gang_of(pod)
     if ref is None:
         return None
-    gated = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
-    if gated:
+    if gang_gated(pod):
         return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod)
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     pinned = next(((label, selector[label]) for label in GROUP_LABEL.values() if label in selector), None)
@@ -242,7 +241,7 @@ def _held_without_gang(pod: KubeObject) -> bool:
     workload will ever release it (call it only for pods that are in no gang)."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
-    held = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+    held = gang_gated(pod)
     owned = any(ref.get("controller") for ref in meta.get("ownerReferences") or ())
     return held and not owned and not (JOB_LABEL in labels and REPLICA_LABEL in labels)
 

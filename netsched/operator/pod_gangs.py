@@ -31,7 +31,7 @@ from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.kueue_topology import placed_by_kueue
-from netsched.jobs.pod_gang import PodGang
+from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of, size_object
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.jobs.validation import problems
@@ -70,7 +70,7 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
                         f"{what}: netsched cannot tell how many pods the gang has{no_size}; its pods stay "
                         "gated. Create the object that says its size (with its CRD), run it as a batch Job, "
                         "or give its pods the size annotation of their kind (docs/workloads.md)")
-    to_release = max(size - (len(gang) - len(gated)), 0) or len(gated)  # more than size: replacements
+    to_release = still_to_release(size, len(gang), len(gated))
     if len(gated) < to_release:
         return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
                         "exist; released together once all do")

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.testing.cluster import free_gpus
@@ -29,12 +29,7 @@ def batch(dev_cluster) -> client.BatchV1Api:
 def job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
         labels: dict | None = None) -> dict:
     """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it."""
-    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
-    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}]}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
-                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
-                                  "spec": spec}}}
+    return gated_job(name, pods, gpus, duration, annotations, labels)
 
 
 def pods_of(core, namespace: str, job_name: str) -> list:
