@@ -22,8 +22,11 @@ PREEMPTED = "Preempted"  # a PackingPlan evicted its pods to make room for a job
 # reasons (also Event reasons)
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
 GANG_RELEASED = "GangReleased"
+GANG_GONE = "GangGone"  # a pod held by the gang gate whose workload is gone: released as a pod of its own
 RELEASED_BY_PLAN = "ReleasedByPackingPlan"  # the packer made room and lifted the gate itself
 NOT_GANG_SCHEDULED = "NotGangScheduled"
+# a pod gang Kueue's topology-aware scheduling places: netsched lifted its gate, no gang, no pin
+PLACED_BY_KUEUE = "PlacedByKueueTopology"
 WAITING_FOR_PODS = "WaitingForPods"
 PODS_RUNNING = "PodsRunning"
 ALL_SUCCEEDED = "AllReplicasSucceeded"

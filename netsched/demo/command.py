@@ -19,5 +19,8 @@ class DemoSettings(ClusterShape):
 
 def main(settings: DemoSettings) -> int:
     from netsched.demo.demo import run_demo
+    from netsched.devcluster.binaries import kueue_cached
 
-    return run_demo(settings.cluster(**scored_by(settings.model)), keep=settings.keep_cluster)
+    # Kueue only when its binary is built already: the demo never starts its 14-minute build
+    kueue = kueue_cached() is not None
+    return run_demo(settings.cluster(kueue=kueue, **scored_by(settings.model)), keep=settings.keep_cluster)

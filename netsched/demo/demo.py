@@ -4,7 +4,9 @@ It submits GPUJobs to the operator, which runs each as a gang of pods for the
 `netsched` scheduler profile, whose extender places a job's replicas together and
 near its data. It prints each job's phase and where its replicas went, why (the
 extender's NetworkPlacement events), a gang that cannot fit waiting with its reason,
-and the training records of the finished jobs.
+and the training records of the finished jobs. Beside them run indexed batch/v1 Jobs as they are
+(netsched.demo.batch_jobs): one gated by netsched's webhook and released as one gang, and, when the
+dev-cluster runs Kueue, one Kueue admits first; with the same explanations.
 
 Then the cluster fills with a low-priority backfill job, and it shows foresight and
 priorities: `whatif` for an urgent job before it is submitted (where it would wait, until
@@ -22,11 +24,14 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
+from netsched.demo import batch_jobs as batch_jobs_
 from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.kueue import KUEUE
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
+from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.records.reader import read_rows
 
 NAMESPACE = "netsched-demo"
@@ -65,19 +70,39 @@ def run_demo(cluster: DevCluster, keep: bool = False) -> int:
         print(f"using the dev-cluster already running in {cluster.directory}")
     try:
         api = cluster.api_client()
-        core, jobs = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core, jobs, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
         _fresh_namespace(core)
+        batch_jobs = [(batch_jobs_.PLAIN, "gated by netsched's webhook as the Job controller makes its pods")]
+        if KUEUE in cluster.running_components():
+            batch_jobs_.make_queue(api, NAMESPACE)
+            batch_jobs.append((batch_jobs_.QUEUED, f"queued in Kueue LocalQueue gpus "
+                               f"({batch_jobs_.QUEUE_GPUS} GPUs of quota): Kueue admits, netsched places"))
         t0 = time.monotonic()
         for job in WORKLOAD:
             jobs.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
-        print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} "
-              f"(kubectl -n {NAMESPACE} get gpujobs)")
-        poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs)), 60,
+        for job, _ in batch_jobs:
+            batch.create_namespaced_job(NAMESPACE, job)
+        print(f"submitted {len(WORKLOAD)} GPUJobs in namespace {NAMESPACE} (kubectl -n {NAMESPACE} get "
+              f"gpujobs), and {len(batch_jobs)} indexed batch Job(s) as they are: "
+              f"{', '.join(batch_jobs_.name(j) for j, _ in batch_jobs)} (kubectl -n {NAMESPACE} get jobs)")
+        if len(batch_jobs) == 1:
+            print("skipped the Kueue-admitted Job: this dev-cluster runs no Kueue (its binary is not built: "
+                  "run hack/kueue/build.sh once, about 14 minutes, then `make demo` again)")
+        poll(lambda: all(_phase(j) in (Phase.RUNNING, *TERMINAL) or _waiting(j) for j in _jobs(jobs))
+             and all(batch_jobs_.placed_or_said(core, NAMESPACE, j) for j, _ in batch_jobs), 90,
              "every job to run or to say why it waits")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
+        for job, how in batch_jobs:
+            batch_jobs_.print_job(core, batch, NAMESPACE, job, how)
         _print_explanations(core)
-        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs)), 120, "the demo jobs to finish")
+        poll(lambda: all(_phase(j) in TERMINAL for j in _jobs(jobs))
+             and all(batch_jobs_.ended(batch, NAMESPACE, j) for j, _ in batch_jobs), 120,
+             "the demo jobs to finish")
         _print_jobs(jobs, f"after {time.monotonic() - t0:.1f} s")
+        for job, how in batch_jobs:
+            batch_jobs_.print_job(core, batch, NAMESPACE, job, how)
+            if job is batch_jobs_.QUEUED:
+                print(f"  {batch_jobs_.kueue_admission(api, NAMESPACE, batch_jobs_.name(job))}")
         _print_records(cluster, {j["metadata"]["uid"] for j in _jobs(jobs)})
         _priorities(cluster, api)
     finally:
@@ -168,7 +193,8 @@ def _fresh_namespace(core: client.CoreV1Api) -> None:
     except client.ApiException as exc:
         if exc.status != 404:
             raise
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    # opted in to netsched's admission webhook: the pods of a Job, JobSet, ... here are gated as made
+    core.create_namespace({"metadata": {"name": NAMESPACE, "labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
     poll(lambda: core.read_namespaced_service_account("default", NAMESPACE), 60,
          f"the default ServiceAccount in {NAMESPACE}")
 

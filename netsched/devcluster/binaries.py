@@ -69,6 +69,16 @@ def ensure_kueue(quiet: bool = False) -> Path:
     return kueue_dir
 
 
+def kueue_cached() -> Path | None:
+    """Kueue's directory when hack/kueue/build.sh has built it already (the path and marker that script
+    writes), else None; never starts the build (14 minutes cold)."""
+    version = read_versions(controlplane_dir().parent / "kueue")["KUEUE_VERSION"]
+    cache = os.environ.get("NETSCHED_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netsched")
+    kueue_dir = Path(cache) / "bin" / f"kueue-{version}"
+    return kueue_dir if (kueue_dir / ".complete").is_file() else None
+
+
 def _build(script: Path, args: list[str], prefix: str, quiet: bool) -> Path:
     """Run a build script, showing its `prefix` lines unless `quiet`; the directory it prints last."""
     if not script.exists():

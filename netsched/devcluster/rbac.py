@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from netsched.jobs.kinds.kubeflow import JOB_KINDS as KUBEFLOW_JOB_KINDS
+
 EXTENDER_ROLE = "netsched:extender"
 EXTENDER_RULES = [
     # the cache: node labels and GPUs, and where GPU pods are bound
@@ -38,8 +40,13 @@ OPERATOR_RULES = [
     # evict only through the Eviction API, so PodDisruptionBudgets hold; read the budgets to plan
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
-    # pod gangs: a Job's parallelism is its gang's size
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    # pod gangs: the size of a gang only its object knows: a Job's parallelism, a PodGroup's minMember,
+    # a Kubeflow training job's replicas; the forecast lists Jobs and patches only their annotations
+    # (predicted start and finish)
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
+    {"apiGroups": ["kubeflow.org"], "resources": [resource for _, resource in KUBEFLOW_JOB_KINDS],
+     "verbs": ["get"]},
 ]
 
 

@@ -9,8 +9,12 @@ status (predictedStartTime, predictedCompletionTime) and what `netsched whatif` 
 - When a waiting job starts (`predict_starts`): the cluster is played forward. Room frees when a
   running job's predicted completion comes; waiting gangs take room in priority order (then by age)
   whenever they fit, the way gang admission releases them, and free it again after their own
-  predicted run. A pod with no predicted end (not a GPUJob's, or a job with no estimate) is taken
-  to hold its room; a job that needs such room has no predicted start (None), never a made-up one.
+  predicted run. A pod with no predicted end (neither a GPUJob's nor a pod gang's, or of a job with
+  no estimate) is taken to hold its room; a job that needs such room has no predicted start (None),
+  never a made-up one.
+- Pod gangs (batch Jobs, JobSet groups, ...; netsched.jobs.live_gangs) are played in the same queue
+  by the same rules: their priority is their pods', their run time is estimated as a GPUJob's, from
+  the pods' `netsched.io/expected-duration-seconds` hint (their template's) or the history.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from typing import Any
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import TERMINAL, Phase
-from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE, JOB_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, placement
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.live_gangs import LiveGang
+from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
 
@@ -45,6 +51,8 @@ class Estimate:
 def estimate_duration(job: Workload, history: Iterable[dict[str, Any]]) -> Estimate:
     """The run time to expect of `job`, from `history` (rows of the records format,
     netsched.records.format.ROW_FIELDS: only Succeeded rows with a duration count)."""
+    hint = (f"the pods' {EXPECTED_SECONDS} annotation" if isinstance(job, PodGang)
+            else "spec.workload.expectedDurationSeconds")
     done = [r for r in history if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0]
     kind = job.workload_kind
     expected = job.expected_seconds
@@ -53,11 +61,9 @@ def estimate_duration(job: Workload, history: Iterable[dict[str, Any]]) -> Estim
                   if r.get("expected_duration_seconds")]
         if len(ratios) >= MIN_HISTORY:
             ratio = statistics.median(ratios)
-            return Estimate(expected * ratio, f"spec.workload.expectedDurationSeconds {expected} × "
-                                              f"{ratio:.2f}, the median ratio of run to expectation over "
-                                              f"{len(ratios)} finished jobs")
-        return Estimate(float(expected), "spec.workload.expectedDurationSeconds (too few finished jobs "
-                                         "to check it against)")
+            return Estimate(expected * ratio, f"{hint} {expected} × {ratio:.2f}, the median ratio of run "
+                                              f"to expectation over {len(ratios)} finished jobs")
+        return Estimate(float(expected), f"{hint} (too few finished jobs to check it against)")
     same_kind = [r for r in done if r.get("workload_kind", "training") == kind]
     shape = (job.size, job.gpus_per_member)
     for rows, what in (
@@ -68,8 +74,8 @@ def estimate_duration(job: Workload, history: Iterable[dict[str, Any]]) -> Estim
         if len(rows) >= MIN_HISTORY:
             seconds = statistics.median(r["duration_seconds"] for r in rows)
             return Estimate(seconds, f"the median run of {len(rows)} finished {what}")
-    return Estimate(None, f"only {len(done)} finished job(s) to learn from; set "
-                          "spec.workload.expectedDurationSeconds to say how long it runs")
+    return Estimate(None, f"only {len(done)} finished job(s) to learn from; set {hint} to say how long "
+                          "it runs")
 
 
 @dataclass(frozen=True)
@@ -179,10 +185,12 @@ def _unreadable(body: dict[str, Any], exc: Exception) -> str:
 
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
-                     jobs: list[dict[str, Any]], history: list[dict[str, Any]]) -> dict[str, Forecast]:
-    """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name), from the cluster's
-    nodes and pods (plain dicts) and the finished-job `history`. A Blocked job has none; one whose
-    spec cannot be read has no times, and its basis says what is wrong."""
+                     jobs: list[dict[str, Any]], history: list[dict[str, Any]],
+                     gangs: Iterable[LiveGang] = ()) -> dict[str, Forecast]:
+    """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name) and every pod gang in
+    `gangs` whose size is known (keyed LiveGang.key), played in one queue by the same rules, from the
+    cluster's nodes and pods (plain dicts) and the finished-job `history`. A Blocked job has none;
+    one whose spec cannot be read has no times, and its basis says what is wrong."""
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
     unfinished: dict[str, GPUJob] = {}
     estimates: dict[str, Estimate] = {}
@@ -220,6 +228,16 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     for key, job in unfinished.items():
         if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
             queue.append(Waiting(key, priorities[key], created[key], job, estimates[key].seconds))
+    for gang in gangs:
+        if gang.workload is None:
+            continue
+        estimate = estimates[gang.key] = estimate_duration(gang.workload, history)
+        if gang.waiting:
+            queue.append(Waiting(gang.key, gang.priority, gang.created, gang.workload, estimate.seconds))
+        elif estimate.seconds is not None:  # released: its members run, or are about to
+            until = running_until[gang.key] = (gang.started or now) + timedelta(seconds=estimate.seconds)
+            releases.extend(Release(until, p["spec"]["nodeName"], pod_requests(p["spec"]), gang.key)
+                            for p in gang.pods if _holds_room(p))
     starts = predict_starts(now, nodes, used, releases, queue)
     out = dict(unreadable)
     for key, estimate in estimates.items():

@@ -1,10 +1,10 @@
-"""How many members a pod gang has: what its pods say (GangRef.size), else what its owning batch Job
-says (its parallelism, netsched.jobs.kinds.batch_job.members), read from the API. Gang admission and
-the packer both count a gang whole by it, never by how many pods exist so far."""
+"""How many members a pod gang has when its pods leave it unsaid: read from the API object that says
+it (a batch Job's parallelism, a PodGroup's minMember, a Kubeflow job's replicas:
+netsched.jobs.pod_gangs.size_object). Gang admission and the packer both count a gang whole by it,
+never by how many pods exist so far."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,30 +12,31 @@ from typing import Any
 from kubernetes import client
 
 from netsched.api.connect import api_message
-from netsched.jobs.kinds.batch_job import BATCH_JOB, members
-from netsched.jobs.pod_gangs import GangRef, controller
+from netsched.jobs.pod_gangs import GangRef, size_object
 
 log = logging.getLogger(__name__)
 
 
-def gang_size(batch: client.BatchV1Api, ref: GangRef, pod: Mapping[str, Any]) -> int | None:
-    """The members of the gang `ref` whose member is `pod`; None when netsched cannot tell (no size on
-    the pods and no batch Job owns them, or reading the Job failed: logged)."""
-    if ref.size is not None:
-        return ref.size
-    owner = controller(pod)
-    if owner is None or (owner.get("apiVersion"), owner.get("kind")) != BATCH_JOB.owner:
-        return None
+def read_size(objects: client.CustomObjectsApi, pod: Mapping[str, Any],
+              ref: GangRef) -> tuple[int | None, str]:
+    """The size of a gang only an API object knows (a Job's, a PodGroup's, a Kubeflow job's), or None
+    and why not, for the Warning (the API does not serve the object's CRD, or has no such object)."""
+    where = size_object(pod, ref)
+    if where is None:
+        return None, ""
     try:
-        resp = batch.read_namespaced_job(owner["name"], ref.namespace, _preload_content=False)
+        body = objects.get_namespaced_custom_object(where.group, where.version, where.namespace, where.plural,
+                                                    where.name)
     except client.ApiException as exc:
-        log.warning("reading Job %s/%s failed: %s", ref.namespace, owner["name"], api_message(exc))
-        return None
-    return members(json.loads(resp.data))
+        if exc.status == 404:
+            return None, f": the API has no {where}"
+        log.warning("reading %s failed: %s", where, api_message(exc))
+        return None, f": reading {where} failed ({api_message(exc)})"
+    size = where.size(body)
+    return size, "" if size is not None else f": {where} does not say it"
 
 
-def to_release(size: int, live: int, gated: int) -> int:
-    """Of a gang of `size` with `live` live members, `gated` of them gated: the members to release
-    together. All of them, or those still to come when some already run (a Job's replacements);
-    more gated than that are replacements too, all released."""
-    return max(size - (live - gated), 0) or gated
+def gang_size(objects: client.CustomObjectsApi, ref: GangRef, pod: Mapping[str, Any]) -> int | None:
+    """The members of the gang `ref` whose member is `pod`: what its pods say, else what its object says;
+    None when netsched cannot tell."""
+    return ref.size if ref.size is not None else read_size(objects, pod, ref)[0]

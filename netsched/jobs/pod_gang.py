@@ -81,3 +81,10 @@ class PodGang:
             return float(value) if value else None
         except ValueError:
             return None
+
+
+def still_to_release(size: int, live: int, gated: int) -> int:
+    """Members to release together when `live` pods of a gang of `size` exist and `gated` of them are
+    still gated: those the workload runs beyond the released ones; when more are gated than that
+    (replacements of pods that ended), all the gated ones."""
+    return max(size - (live - gated), 0) or gated

@@ -8,7 +8,7 @@ gangs: the GPUJob controller makes, gates and releases them itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,40 @@ def gang_of(pod: Mapping[str, Any]) -> GangRef | None:
             size = whole_number((meta.get("annotations") or {}).get(kind.size_annotation)) or None
         return GangRef(kind.kind, meta.get("namespace") or "", "-".join(str(v) for v in values), size)
     return None
+
+
+@dataclass(frozen=True)
+class SizeObject:
+    """The API object to read a gang's size from (netsched.jobs.kinds.SizedBy), and how."""
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str
+    name: str
+    size: Callable[[Mapping[str, Any]], int | None]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} ({self.plural}.{self.group}/{self.version})"
+
+
+def size_object(pod: Mapping[str, Any], ref: GangRef) -> SizeObject | None:
+    """Where the size of `pod`'s gang `ref` is when the pods leave it unsaid; None when nowhere netsched
+    knows (the pod's controller is of no kind its gang kind declares)."""
+    sized = next((k.sized_by for k in KINDS if k.kind == ref.kind), None)
+    if sized is None:
+        return None
+    if sized.label_version is not None:
+        [(kind, plural)] = sized.kinds
+        return SizeObject(sized.group, sized.label_version, kind, plural, ref.namespace, ref.name, sized.size)
+    owner = controller(pod)
+    if owner is None:
+        return None
+    group, _, version = str(owner.get("apiVersion", "")).rpartition("/")
+    resource = dict(sized.kinds).get(owner.get("kind", ""))
+    if group != sized.group or resource is None:
+        return None
+    return SizeObject(group, version, owner["kind"], resource, ref.namespace, owner["name"], sized.size)
 
 
 def controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:

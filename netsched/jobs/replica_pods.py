@@ -130,6 +130,11 @@ def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> l
     return [{"op": "add", "path": f"/spec/nodeSelector/{escaped}", "value": value}]
 
 
+def gang_gated(pod: dict[str, Any]) -> bool:
+    """Whether netsched's gang gate still holds the pod."""
+    return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
 def ungate_patch(gates: Iterable[str]) -> dict[str, Any]:
     """The JSON patch op that lifts the gang gate of a pod whose scheduling gates are `gates`
     (names), keeping the others: they are someone else's."""

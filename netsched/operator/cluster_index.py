@@ -24,10 +24,10 @@ from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
-from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import gang_gated
 from netsched.operator.reconcile import PodView
 
 WATCHED = ("nodes", "pods")
@@ -41,6 +41,7 @@ class GangMember:
     released already."""
     name: str
     pod: KubeObject | None  # None once released: only counted
+    pinned: tuple[str, str] | None = None  # released into this domain (node label, value): its peers follow
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class _Pod:
     pending: bool  # released (no gate), not bound, not finished: counts before it is bound
     replica: tuple[JobKey, PodView] | None  # the GPUJob it is a replica of, and how it looks
     member: tuple[GangKey, GangMember] | None = None  # the pod gang it is a live member of
+    stray: KubeObject | None = None  # the pod, when netsched's gang gate holds it but it is in no gang
 
 
 class ClusterIndex:
@@ -82,6 +84,7 @@ class ClusterIndex:
         self._used: dict[str, Resources] = {}  # node -> the sum of _on_node[node]
         self._jobs: dict[JobKey, dict[str, PodView]] = defaultdict(dict)
         self._gangs: dict[GangKey, dict[str, GangMember]] = defaultdict(dict)
+        self._strays: dict[str, KubeObject] = {}
         self._synced: set[str] = set()
 
     # ---- readers (kopf's handler threads) ------------------------------------------
@@ -103,6 +106,13 @@ class ClusterIndex:
         """Each pod gang with a live member, and its live members."""
         with self._lock:
             return {k: list(v.values()) for k, v in self._gangs.items()}
+
+    def strays(self) -> list[KubeObject]:
+        """Live pods netsched's gang gate holds that are in no gang and have no controller: their
+        workload was deleted with propagationPolicy=Orphan (its pods keep running as pods of their own,
+        but no gang is left to release them), or the gate was written on a pod of no gang."""
+        with self._lock:
+            return list(self._strays.values())
 
     # ---- the watches' sink ---------------------------------------------------------
     def replace(self, kind: str, objects: list[KubeObject]) -> None:
@@ -163,6 +173,8 @@ class ClusterIndex:
         if p.member is not None:
             gang, member = p.member
             self._gangs[gang][uid] = member
+        if p.stray is not None:
+            self._strays[uid] = p.stray
 
     def _forget(self, uid: str) -> None:
         p = self._pods.pop(uid, None)
@@ -181,6 +193,7 @@ class ClusterIndex:
             self._gangs[gang].pop(uid, None)
             if not self._gangs[gang]:
                 del self._gangs[gang]
+        self._strays.pop(uid, None)
 
     def _sum(self, node: str) -> None:
         pods = self._on_node[node]
@@ -204,9 +217,11 @@ def _facts(pod: KubeObject) -> _Pod | None:
     pending = (not node and not spec.get("schedulingGates") and phase == PodPhase.PENDING and not deleting)
     replica = _replica(pod)
     member = None if phase in DONE or deleting else _member(pod)
-    if bound is None and not pending and replica is None and member is None:
+    stray = pod if (member is None and replica is None and phase not in DONE and not deleting
+                    and _held_without_gang(pod)) else None
+    if bound is None and not pending and replica is None and member is None and stray is None:
         return None
-    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member)
+    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member, stray)
 
 
 def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
@@ -214,8 +229,21 @@ def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
     ref = gang_of(pod)
     if ref is None:
         return None
-    gated = any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
-    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod if gated else None)
+    if gang_gated(pod):
+        return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod)
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    pinned = next(((label, selector[label]) for label in GROUP_LABEL.values() if label in selector), None)
+    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned)
+
+
+def _held_without_gang(pod: KubeObject) -> bool:
+    """Gated by netsched's gang gate, with no controller, and not a GPUJob's replica: no gang and no
+    workload will ever release it (call it only for pods that are in no gang)."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    held = gang_gated(pod)
+    owned = any(ref.get("controller") for ref in meta.get("ownerReferences") or ())
+    return held and not owned and not (JOB_LABEL in labels and REPLICA_LABEL in labels)
 
 
 def _replica(pod: KubeObject) -> tuple[JobKey, PodView] | None:

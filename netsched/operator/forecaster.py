@@ -4,17 +4,22 @@ unfinished GPUJob (netsched.jobs.forecast), written into its status and a gauge.
 Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
 whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
 `predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
-A time is written again only when it moved by more than a tenth of what is left (at least
-MIN_MOVE seconds), so a steady forecast costs no API writes. One list of nodes, pods and GPUJobs per
-pass. A Blocked job gets no predicted time; a job whose spec cannot be read gets none either, its
-basis says why (its InvalidSpec condition names the fix), and the others are forecast as ever. What
-a pass raises is counted, logged once with its traceback, and the next pass runs.
+Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue; a gang's times are
+annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or runs) on the objects
+netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
+once its pods are done or it has no forecast. A time is written again only when it moved by more
+than a tenth of what is left (at least MIN_MOVE seconds), so a steady forecast costs no API writes.
+One list of nodes, pods, GPUJobs and batch Jobs per pass. A Blocked job gets no predicted time; a
+job whose spec cannot be read gets none either, its basis says why (its InvalidSpec condition names
+the fix), and the others are forecast as ever. What a pass raises is counted, logged once with its
+traceback, and the next pass runs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,21 +33,28 @@ from netsched.api.gpujob import PREDICTED_FINISH as FINISH
 from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
 from netsched.api.gpujob import PREDICTED_START as START
 from netsched.api.gpujob import PREDICTION_BASIS as BASIS
+from netsched.api.labels import PREDICTED_FINISH, PREDICTED_START
 from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Forecast, cluster_forecast
+from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
 
 log = logging.getLogger(__name__)
+_KIND = {"jobs": "Job", "pods": "Pod"}
 MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 
 
 class Forecaster:
     def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
-                 interval: float = 15.0):
+                 interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True):
+        """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list)."""
         self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
+        self.gangs_live = gangs_live
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.batch = client.BatchV1Api(api)
+        self._annotated = {"jobs", "pods"}  # what may carry predicted times: the first pass looks at both
         self._stop = threading.Event()
         self._last_error: str | None = None
         self._gauged: set[tuple[str, str]] = set()
@@ -73,14 +85,19 @@ class Forecaster:
     def run_once(self, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
         jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        if all((job.get("status") or {}).get("phase") in TERMINAL for job in jobs):
+        if all((job.get("status") or {}).get("phase") in TERMINAL for job in jobs) and not self.gangs_live():
             # Nothing to forecast. Reading every node and pod anyway was about a sixth of the operator's
             # CPU while other pods were being scheduled, and the API server's to serve the lists.
+            if self._annotated:  # a Job (or pod) whose gang just ended keeps its predicted times until then
+                self._publish(self._annotatable(self._annotated), {}, {}, now)
             self._gauge({}, now)
             return
         nodes = [node_room(n) for n in items(self.core.list_node)]
         pods = items(self.core.list_pod_for_all_namespaces)
-        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows())
+        objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
+        gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
+                                  for j in objects["jobs"]})
+        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values())
         self._say_unreadable(forecasts)
         for body in jobs:
             meta, status = body["metadata"], body.get("status") or {}
@@ -91,7 +108,8 @@ class Forecaster:
             patch = status_patch(status, forecast, now) if forecast else _no_times(status)
             if patch:
                 self._write(meta, patch)
-        self._gauge(forecasts, now)
+        self._publish(objects, gangs, forecasts, now)
+        self._gauge({k: f for k, f in forecasts.items() if k not in gangs}, now)
 
     def _write(self, meta: dict[str, Any], patch: dict[str, Any]) -> None:
         """One job's forecast; a write the API server refuses costs that job its forecast, not the others."""
@@ -103,6 +121,46 @@ class Forecaster:
             if exc.status not in (404, 409):  # deleted, or changed since it was listed: the next pass
                 log.warning("forecast of GPUJob %s/%s not written: %s", meta["namespace"], meta["name"],
                             api_message(exc))
+
+    def _annotatable(self, plurals: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """Every batch Job ("jobs") and pod ("pods") that `plurals` name."""
+        lists = {"jobs": self.batch.list_job_for_all_namespaces,
+                 "pods": self.core.list_pod_for_all_namespaces}
+        return {plural: items(lists[plural]) for plural in sorted(plurals)}
+
+    def _publish(self, objects: dict[str, list[dict[str, Any]]], gangs: dict[str, LiveGang],
+                 forecasts: dict[str, Forecast], now: datetime) -> None:
+        """The annotations of each object in `objects` (by plural: "jobs", "pods"): its gang's
+        predicted times where LiveGang.published_on says so, none on any other."""
+        gang_on = {where: gang.key for gang in gangs.values() for where in gang.published_on}
+        annotated = set()
+        for plural, bodies in objects.items():
+            for body in bodies:
+                meta = body["metadata"]
+                have = meta.get("annotations") or {}
+                forecast = forecasts.get(gang_on.get((plural, meta["namespace"], meta["name"]), ""))
+                wanted = {PREDICTED_START: forecast.start if forecast else None,
+                          PREDICTED_FINISH: forecast.finish if forecast else None}
+                patch = times_patch(have, wanted, now)
+                if patch:
+                    self._annotate(plural, meta, patch)
+                if any((have | patch).get(name) for name in wanted):
+                    annotated.add(plural)
+        self._annotated = annotated
+
+    def _annotate(self, plural: str, meta: dict[str, Any], patch: dict[str, str | None]) -> None:
+        """A metadata-only merge patch: no new generation, and neither the Job controller nor the
+        scheduler reads these annotations."""
+        patch_object = self.batch.patch_namespaced_job if plural == "jobs" else self.core.patch_namespaced_pod
+        try:
+            patch_object(meta["name"], meta["namespace"], {"metadata": {"annotations": patch}},
+                         _content_type="application/merge-patch+json",
+                         _preload_content=False)  # the object it returns is not read
+        except client.ApiException as exc:
+            self.metrics.api_errors.labels("forecast").inc()
+            if exc.status != 404:  # deleted since it was listed
+                log.warning("predicted times of %s %s/%s not written: %s", _KIND[plural], meta["namespace"],
+                            meta["name"], api_message(exc))
 
     def _say_unreadable(self, forecasts: dict[str, Forecast]) -> None:
         """Log the jobs that cannot be forecast once per change, not at every pass."""
@@ -127,15 +185,7 @@ class Forecaster:
 
 def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> dict[str, Any]:
     """The status fields to write (None deletes one), or {} when what is there is close enough."""
-    wanted = {START: forecast.start, FINISH: forecast.finish}
-    patch: dict[str, Any] = {}
-    for name, when in wanted.items():
-        old = status.get(name)
-        if when is None:
-            if old is not None:
-                patch[name] = None
-        elif old is None or _moved(parse_rfc3339(old), when, now):
-            patch[name] = rfc3339(when)
+    patch: dict[str, Any] = times_patch(status, {START: forecast.start, FINISH: forecast.finish}, now)
     seconds = None if forecast.estimate.seconds is None else round(forecast.estimate.seconds)
     if status.get(SECONDS) != seconds and (patch or status.get(SECONDS) is None or seconds is None
                                            or abs(seconds - status[SECONDS]) > MIN_MOVE):
@@ -145,6 +195,21 @@ def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> d
         patch[AFTER] = after or None
     if status.get(BASIS) != forecast.estimate.basis:
         patch[BASIS] = forecast.estimate.basis
+    return patch
+
+
+def times_patch(have: Mapping[str, Any], wanted: Mapping[str, datetime | None], now: datetime
+                ) -> dict[str, str | None]:
+    """The predicted times in `wanted` to write over those in `have` (RFC 3339; None deletes one),
+    leaving out any that moved too little to be worth a write."""
+    patch: dict[str, str | None] = {}
+    for name, when in wanted.items():
+        old = have.get(name)
+        if when is None:
+            if old is not None:
+                patch[name] = None
+        elif old is None or _moved(parse_rfc3339(old), when, now):
+            patch[name] = rfc3339(when)
     return patch
 
 

@@ -88,7 +88,6 @@ class Packer:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.policy = client.PolicyV1Api(self.api)
-        self.batch = client.BatchV1Api(self.api)
 
     # ---- planning ------------------------------------------------------------------
     def request(self, delay: float | None = None) -> None:
@@ -168,7 +167,7 @@ class Packer:
     def problem(self, raw_nodes: list[KubeObject], raw_pods: list[KubeObject],
                 pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
-        sizes = gang_sizes(self.batch, raw_pods, self.scheduler)
+        sizes = gang_sizes(self.custom, raw_pods, self.scheduler)
         problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler, sizes)
         policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below

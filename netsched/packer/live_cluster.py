@@ -40,9 +40,10 @@ from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
 from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
-from netsched.jobs.gang_size import gang_size, to_release
+from netsched.jobs.gang_size import gang_size
+from netsched.jobs.pod_gang import still_to_release
 from netsched.jobs.pod_gangs import gang_of
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import GANG_GATE, gang_gated
 from netsched.packing.problem import Budget, Node, Pod, Problem
 
 PROTECTED = "netsched.io/protected"
@@ -51,7 +52,7 @@ RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
     nodes, pods, pdbs = cluster_state(api)
-    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(client.BatchV1Api(api), pods, scheduler))
+    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(client.CustomObjectsApi(api), pods, scheduler))
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
@@ -86,16 +87,16 @@ def pod_gang(pod: KubeObject, scheduler: str = SCHEDULER_NAME) -> str | None:
     return f"{ref.namespace}/{ref.kind}/{ref.name}" if ref else None
 
 
-def gang_sizes(batch: client.BatchV1Api, raw_pods: list[KubeObject], scheduler: str = SCHEDULER_NAME,
+def gang_sizes(objects: client.CustomObjectsApi, raw_pods: list[KubeObject], scheduler: str = SCHEDULER_NAME,
                ) -> dict[str, int]:
-    """The members of each pod gang that has a pod gated for room: one Job read per such gang whose
-    pods do not say their size."""
+    """The members of each pod gang that has a pod gated for room: one read of its Job (PodGroup, ...)
+    per such gang whose pods do not say their size."""
     sizes: dict[str, int] = {}
     for pod in raw_pods:
         key, ref = pod_gang(pod, scheduler), gang_of(pod)
-        if key is None or ref is None or key in sizes or not _gated(pod):
+        if key is None or ref is None or key in sizes or not gang_gated(pod):
             continue
-        size = gang_size(batch, ref, pod)
+        size = gang_size(objects, ref, pod)
         if size is not None:
             sizes[key] = size
     return sizes
@@ -112,13 +113,9 @@ def _incomplete(raw_pods: list[KubeObject], gangs: Mapping[str, str | None], siz
         if key is None or _gone(pod["metadata"], pod.get("status") or {}):
             continue
         live[key] += 1
-        if _gated(pod):
+        if gang_gated(pod):
             gated[key] += 1
-    return {key for key, n in gated.items() if n < to_release(sizes.get(key, live[key]), live[key], n)}
-
-
-def _gated(pod: KubeObject) -> bool:
-    return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+    return {key for key, n in gated.items() if n < still_to_release(sizes.get(key, live[key]), live[key], n)}
 
 
 def _name(pod: KubeObject) -> str:

@@ -11,7 +11,8 @@ from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.topology import GPUNode
 from netsched.jobs.capacity import Fit
 from netsched.jobs.gpujob import GPUJob
-from netsched.jobs.replica_pods import pod_name
+from netsched.jobs.kinds.batch_job import BATCH_JOB
+from netsched.jobs.replica_pods import GANG_GATE, pod_name
 from netsched.operator.reconcile import PodView
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -93,6 +94,32 @@ def make_pod(name: str = "p", node: str | None = None, *, namespace: str = "ml",
     if unschedulable:
         status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body | spec, "status": status}
+
+
+def make_batch_job(name: str, parallelism: int, *, namespace: str = "ml", annotations: dict | None = None
+                   ) -> dict:
+    """A batch/v1 Job of `parallelism` pods at once (and as many completions)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                         "annotations": annotations or {}},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+def make_job_pod(job: str, index: int, node: str | None = None, *, gated: bool = False,
+                 started: str | None = None, created: str | None = None, **kwargs) -> dict:
+    """Pod `index` of batch Job `job`, as the Job controller makes it: labelled with the Job's name and
+    owned by it; `gated` keeps netsched's gang gate on it; `make_pod`'s arguments otherwise."""
+    pod = make_pod(f"{job}-{index}", node, labels={BATCH_JOB.name_labels[0]: job}, **kwargs)
+    if gated:
+        pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    meta = pod["metadata"]
+    meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}",
+                                "controller": True}]
+    meta["creationTimestamp"] = created or ago(60)
+    if started:
+        pod["status"]["startTime"] = started
+    return pod
 
 
 def pod_view(replica: int, attempt: int = 0, phase: str = "Pending", node: str | None = None,

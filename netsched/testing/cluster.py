@@ -1,9 +1,11 @@
 """Real clusters for tests: a dev-cluster that is up for a test session or module, a namespace
 of one's own on it, made ready, then deleted with its pods; PriorityClasses and PackingPlans that
-outlive a namespace, cleaned up; pod gangs as users write them."""
+outlive a namespace, cleaned up; a batch Job's pods watched for all-or-nothing."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +15,7 @@ from kubernetes import client
 from netsched.api import plans
 from netsched.api.labels import GPU_RESOURCE
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.replica_pods import GANG_GATE
@@ -48,6 +50,23 @@ def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str
         poll(lambda: not core.list_namespaced_pod(name).items, 120, f"the pods of {name} to go")
 
 
+def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
+    """Node -> GPUs no live pod holds (their limits), as kube-scheduler counts them."""
+    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
+            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
+                                          for c in p.spec.containers)
+    return free
+
+
+def kill(cluster: DevCluster, component: str) -> None:
+    """SIGKILL one of the cluster's components (no chance to clean up), and wait until it is gone."""
+    pid = cluster.status()["components"][component]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: not pid_alive(pid), 30, f"{component} to die")
+
+
 @contextmanager
 def priority_classes(api: client.ApiClient) -> Iterator[dict[str, str]]:
     """A "low" (LOW) and a "high" (HIGH) PriorityClass of names of their own: level -> name."""
@@ -77,28 +96,6 @@ def plans_deleted(custom: client.CustomObjectsApi) -> Iterator[client.CustomObje
             name = plan["metadata"]["name"]
             custom.delete_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, name)
         poll(lambda: not packing_plans(custom), 30, "the test's PackingPlans to go")
-
-
-def gated_job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
-              labels: dict | None = None, **pod_spec: object) -> dict:
-    """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it;
-    `pod_spec` adds fields to its pod template's spec."""
-    pod = gpu_pod("x", gpus, duration=duration, annotations=annotations, labels=labels)
-    spec = {**pod["spec"], "schedulingGates": [{"name": GANG_GATE}], **pod_spec}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
-                     "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
-                                  "spec": spec}}}
-
-
-def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
-    """Node -> GPUs no live pod holds."""
-    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
-            free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
-                                          for c in p.spec.containers)
-    return free
 
 
 def pods_of(core: client.CoreV1Api, namespace: str, job_name: str) -> list[client.V1Pod]:

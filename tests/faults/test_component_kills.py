@@ -3,9 +3,7 @@ nothing duplicated, no GPU given twice, and a hard network limit kept while the 
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -18,14 +16,9 @@ from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 from netsched.records.reader import read_rows
 from netsched.testing.builders import make_gpujob
+from netsched.testing.cluster import kill
 
 GPUS_PER_NODE = 8
-
-
-def kill(cluster, component: str) -> None:
-    pid = cluster.status()["components"][component]["pid"]
-    os.kill(pid, signal.SIGKILL)
-    poll(lambda: not pid_alive(pid), 30, f"{component} to die")
 
 
 def gang(name: str, replicas: int, gpus: int, duration: str, **spec) -> dict:

@@ -10,9 +10,9 @@ from kubernetes import client
 
 from netsched.api import plans
 from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, RELEASED_BY
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.testing.cluster import LOW, free_gpus, gated_job, packing_plans, pods_of, watch_all_or_nothing
+from netsched.testing.cluster import LOW, free_gpus, packing_plans, pods_of, watch_all_or_nothing
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -45,8 +45,8 @@ def test_a_high_priority_job_gets_room_in_one_rack_through_a_plan_and_the_evicte
     poll(lambda: all(running(core, namespace, f"low-{n}") for n in nodes), 90, "every low Job to run")
     before = {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
 
-    urgent = gated_job("urgent", 4, 4, duration="20s", annotations={MAX_PEER_DISTANCE: "rack"},
-                       priorityClassName=priorities["high"])
+    urgent = gated_job("urgent", 4, 4, duration="20s", annotations={MAX_PEER_DISTANCE: "rack"})
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = priorities["high"]
     batch.create_namespaced_job(namespace, urgent)
     placed = watch_all_or_nothing(core, namespace, "urgent", 4, timeout=180)
 

@@ -13,15 +13,20 @@ import pytest
 from kubernetes import client
 
 from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.testing.cluster import free_gpus, gated, pods_of, watch_all_or_nothing
-from netsched.testing.cluster import gated_job as job
 
 
 @pytest.fixture(scope="module")
 def batch(dev_cluster) -> client.BatchV1Api:
     return client.BatchV1Api(dev_cluster.api_client())
+
+
+def job(name: str, pods: int, gpus: int, duration: str = "600s", annotations: dict | None = None,
+        labels: dict | None = None) -> dict:
+    """An indexed Job of `pods` pods at once, gated and scheduled by netsched, as a user writes it."""
+    return gated_job(name, pods, gpus, duration, annotations, labels)
 
 
 @pytest.fixture

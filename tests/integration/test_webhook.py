@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 from netsched.devcluster.devcluster import OPERATOR, WEBHOOK_CONFIGURATION
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
@@ -25,6 +25,9 @@ from netsched.testing.cluster import scratch_namespace
 
 WEBHOOK = f"{HANDLER_ID}.netsched.io"
 TRAIN_EVENTS = "involvedObject.name=train"
+# More GPUs per pod than any dev-cluster node has: such a gang never fits, so the gang controller
+# keeps its gate and a test sees what the webhook did, not what the operator did next.
+NEVER_FITS = 64
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +48,10 @@ def namespace(core: client.CoreV1Api, opted_in: bool) -> Iterator[str]:
         yield name
 
 
-def job(name: str, parallelism: int, scheduler: str = SCHEDULER_NAME) -> dict:
+def job(name: str, parallelism: int, scheduler: str = SCHEDULER_NAME, gpus: int = 0) -> dict:
     """An indexed batch/v1 Job whose pods name `scheduler`."""
-    container = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
+    resources = {"requests": {"cpu": "100m"}, "limits": {GPU_RESOURCE: str(gpus)} if gpus else {}}
+    container = {"name": "main", "image": "busybox", "resources": resources}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
                      "backoffLimit": 0, "template": {"spec": {
@@ -95,7 +99,7 @@ def test_the_pods_of_a_job_in_an_opted_in_namespace_are_gated_at_creation(dev_cl
     batch = client.BatchV1Api(dev_cluster.api_client())
     gated_before = operator_metric(dev_cluster, "gated")
     with namespace(core, opted_in=True) as ns:
-        batch.create_namespaced_job(ns, job("train", 3))
+        batch.create_namespaced_job(ns, job("train", 3, gpus=NEVER_FITS))
         pods = poll(lambda: len(p := job_pods(core, ns, "train")) == 3 and p, 60, "the Job's 3 pods")
         assert [gates(p) for p in pods] == [[GANG_GATE]] * 3
         assert all(p.spec.node_name is None for p in pods)  # the gate holds them: none bound
@@ -133,7 +137,7 @@ def test_with_the_webhook_down_gang_pods_are_refused_and_come_back_gated(dev_clu
             # outside the webhook's match conditions nothing waits on it
             free = core.create_namespaced_pod(ns, gang_pod("free", scheduler="default-scheduler"))
             assert gates(free) == []
-            batch.create_namespaced_job(ns, job("train", 3))
+            batch.create_namespaced_job(ns, job("train", 3, gpus=NEVER_FITS))
             poll(lambda: any(e.reason == "FailedCreate" and WEBHOOK in (e.message or "")
                              for e in core.list_namespaced_event(ns, field_selector=TRAIN_EVENTS).items),
                  60, "the Job controller to be refused a pod")

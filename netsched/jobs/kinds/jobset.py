@@ -5,6 +5,7 @@ exclusive-topology annotation); the gang's name is that Job's (`<jobset>-<replic
 and its size is the Job's parallelism, on the Job only."""
 
 from netsched.jobs.kinds import GangLabels
+from netsched.jobs.kinds.batch_job import JOBS
 
 JOBSET = GangLabels("JobSet", ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
-                               "jobset.sigs.k8s.io/job-index"))
+                               "jobset.sigs.k8s.io/job-index"), sized_by=JOBS)

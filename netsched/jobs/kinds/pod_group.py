@@ -1,6 +1,19 @@
-"""scheduler-plugins PodGroups (scheduling.x-k8s.io): the pods of a group carry the PodGroup's name
-as a label; its minMember is on the PodGroup object only."""
+"""scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1): the pods of a group carry the
+PodGroup's name in the label `scheduling.x-k8s.io/pod-group`; the group's size, `spec.minMember`, is on
+the PodGroup object only (in the pods' namespace)."""
 
-from netsched.jobs.kinds import GangLabels
+from collections.abc import Mapping
+from typing import Any
 
-POD_GROUP = GangLabels("PodGroup", ("scheduling.x-k8s.io/pod-group",))
+from netsched.api.labels import whole_number
+from netsched.jobs.kinds import GangLabels, SizedBy
+
+
+def min_member(group: Mapping[str, Any]) -> int | None:
+    """spec.minMember, None when unset or not a positive whole number."""
+    return whole_number(str((group.get("spec") or {}).get("minMember", ""))) or None
+
+
+POD_GROUP = GangLabels("PodGroup", ("scheduling.x-k8s.io/pod-group",),
+                       sized_by=SizedBy("scheduling.x-k8s.io", (("PodGroup", "podgroups"),), min_member,
+                                        label_version="v1alpha1"))

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from netsched.api.labels import EXPECTED_SECONDS
 from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
-from netsched.testing.builders import CLUSTER, NOW, ago, job, make_gpujob, make_pod
+from netsched.jobs.live_gangs import live_gangs
+from netsched.testing.builders import (
+    CLUSTER,
+    NOW,
+    ago,
+    job,
+    make_batch_job,
+    make_gpujob,
+    make_job_pod,
+    make_pod,
+)
 
 
 def at(seconds: float):
@@ -117,3 +128,58 @@ def test_a_blocked_job_has_no_forecast_and_an_evicted_one_no_finish_from_its_cut
     assert "ml/blocked" not in out
     assert out["ml/evicted"].start is None and out["ml/evicted"].finish is None  # not its old start + 300 s
     assert cluster_forecast(NOW, NODES, [], [evicted], HISTORY)["ml/evicted"].finish == at(300)
+
+
+# ---- pod gangs (batch Jobs) in the same queue as GPUJobs ---------------------------------------------
+
+def job_pods(name: str, nodes: list[str | None], expected: int | None = None, **kwargs) -> list:
+    notes = {EXPECTED_SECONDS: str(expected)} if expected else {}
+    return [make_job_pod(name, i, node, gpus=8, annotations=notes, **kwargs) for i, node in enumerate(nodes)]
+
+
+def forecast_with_gangs(pods: list, gpujobs: list, batch_jobs: list, history=HISTORY) -> dict:
+    gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in batch_jobs})
+    return cluster_forecast(NOW, NODES, pods, gpujobs, history, gangs.values())
+
+
+def test_a_job_waiting_behind_a_running_gpujob_starts_when_that_job_is_predicted_to_end():
+    running = gpujob("big", 4, 8, "Running", start=ago(100))  # 500 s left
+    pods = pods_of("big", ["a1-0", "a1-1", "a2-0", "b1-0"], 8) + job_pods("train", [None, None], expected=900,
+                                                                          gated=True)
+    out = forecast_with_gangs(pods, [running], [make_batch_job("train", 2)])
+    assert out["Job ml/train"].start == at(500) and out["Job ml/train"].after == ("ml/big",)
+    assert out["Job ml/train"].finish == at(1400)
+    assert "netsched.io/expected-duration-seconds annotation" in out["Job ml/train"].estimate.basis
+
+
+def test_a_gpujob_waiting_behind_a_running_job_starts_when_the_job_is_predicted_to_end():
+    pods = job_pods("train", ["a1-0", "a1-1", "a2-0", "b1-0"], expected=400, started=ago(100)) + [
+        make_pod(f"next-{i}", gpus=8, job="next", schedulingGates=[{"name": "g"}]) for i in range(2)]
+    out = forecast_with_gangs(pods, [gpujob("next", 2, 8, "Pending")], [make_batch_job("train", 4)])
+    assert out["Job ml/train"] == Forecast(None, at(300), Estimate(
+        400, "the pods' netsched.io/expected-duration-seconds annotation (too few finished jobs to check it "
+             "against)"))
+    assert out["ml/next"].start == at(300) and out["ml/next"].after == ("Job ml/train",)
+
+
+def test_a_higher_priority_job_goes_before_a_waiting_gpujob_and_a_lower_one_after_it():
+    running = gpujob("big", 4, 8, "Running", start=ago(100))  # ends at 500
+    gpu_waiting = gpujob("mid", 4, 8, "Pending")  # runs 600 s once started
+    pods = (pods_of("big", ["a1-0", "a1-1", "a2-0", "b1-0"], 8)
+            + [make_pod(f"mid-{i}", gpus=8, job="mid", priority=50) for i in range(4)]
+            + job_pods("urgent", [None] * 4, expected=100, gated=True, priority=100)
+            + job_pods("later", [None] * 4, expected=100, gated=True, priority=0))
+    out = forecast_with_gangs(pods, [running, gpu_waiting], [make_batch_job("urgent", 4),
+                                                             make_batch_job("later", 4)])
+    assert out["Job ml/urgent"].start == at(500)
+    assert out["ml/mid"].start == at(600) and out["ml/mid"].after == ("Job ml/urgent",)
+    assert out["Job ml/later"].start == at(1200) and out["Job ml/later"].after == ("ml/mid",)
+
+
+def test_a_job_without_a_hint_or_history_gets_a_start_but_no_finish_and_one_of_unknown_size_no_forecast():
+    pods = job_pods("plain", [None, None], gated=True) + job_pods("orphan", [None], gated=True)
+    out = forecast_with_gangs(pods, [], [make_batch_job("plain", 2)], history=[])
+    assert out["Job ml/plain"].start == NOW and out["Job ml/plain"].finish is None
+    basis = out["Job ml/plain"].estimate.basis
+    assert "set the pods' netsched.io/expected-duration-seconds annotation" in basis
+    assert "Job ml/orphan" not in out  # its Job was not read: how many pods it runs is not known

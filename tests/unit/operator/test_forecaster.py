@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from netsched.api.events import rfc3339
+from netsched.api.labels import EXPECTED_SECONDS, PREDICTED_FINISH, PREDICTED_START
 from netsched.jobs.forecast import Estimate, Forecast
+from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
+from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
+from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
-from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
+from netsched.testing.builders import CLUSTER, NOW, ago, make_batch_job, make_gpujob, make_job_pod, make_pod
 from netsched.testing.kube import FakeKube
 
 
@@ -36,17 +40,20 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
         "predictedStartTime": None, "predictedAfter": None}
 
 
-def _forecaster(kube, tmp_path):
-    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics())
+def _forecaster(kube, tmp_path, gangs_live=lambda: True):
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), gangs_live=gangs_live)
 
 
-def test_with_no_unfinished_gpujob_the_forecaster_reads_no_node_and_no_pod(tmp_path):
+def test_with_no_unfinished_gpujob_and_no_live_pod_gang_the_forecaster_reads_no_node_and_no_pod(tmp_path):
     done = make_gpujob("old")
     done["status"] = {"phase": "Succeeded"}
     kube = FakeKube([*CLUSTER, make_pod("busy", "a1-0", gpus=8), done])
-    _forecaster(kube, tmp_path).run_once(NOW)
-    assert kube.made("list", "gpujobs")
-    assert not kube.made("list", "nodes") and not kube.made("list", "pods")
+    forecaster = _forecaster(kube, tmp_path, gangs_live=lambda: False)
+    forecaster.run_once(NOW)  # the first pass looks for predicted times left on Jobs and pods
+    calls = len(kube.calls)
+    forecaster.run_once(NOW)
+    assert [c.plural for c in kube.calls[calls:]] == ["gpujobs"]
+    assert not kube.made("list", "nodes")
 
 
 def test_a_waiting_gpujob_is_forecast_from_the_nodes_and_pods(tmp_path):
@@ -87,3 +94,67 @@ def test_a_blocked_job_loses_its_predicted_times_and_a_refused_write_stops_no_ot
     assert {"predictedStartTime", "predictedCompletionTime", "predictedAfter"}.isdisjoint(status)
     written = [n for n in "ab" if "predictionBasis" in (kube.get("gpujobs", "ml", n).get("status") or {})]
     assert len(written) == 1  # one write was refused, the other still made
+
+
+def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken_off_when_it_ends(tmp_path):
+    hint = {EXPECTED_SECONDS: "500"}
+    running = [make_job_pod("big", i, n["metadata"]["name"], gpus=8, annotations=hint, started=ago(100))
+               for i, n in enumerate(CLUSTER)]  # every GPU, until 400 s from now
+    waiting = [make_job_pod("train", i, gpus=8, annotations={EXPECTED_SECONDS: "900"}, gated=True)
+               for i in range(2)]
+    kube = FakeKube([*CLUSTER, *running, *waiting, make_batch_job("big", 4), make_batch_job("train", 2),
+                     make_batch_job("other", 1, annotations={"keep": "me"})])
+    forecaster = _forecaster(kube, tmp_path)
+    forecaster.run_once(NOW)
+    assert annotations(kube, "train") == {PREDICTED_START: rfc3339(at(400)),
+                                          PREDICTED_FINISH: rfc3339(at(1300))}
+    assert annotations(kube, "big") == {PREDICTED_FINISH: rfc3339(at(400))}  # running: no start
+    assert annotations(kube, "other") == {"keep": "me"}  # not a gang: untouched
+    assert len(kube.made("patch", "jobs")) == 2 and not kube.made("patch", "gpujobs")
+
+    forecaster.run_once(NOW + timedelta(seconds=20))  # the same forecast: nothing written
+    assert len(kube.made("patch", "jobs")) == 2
+
+    for pod in running:  # big ends early: train starts now
+        kube.add(pod | {"status": {"phase": "Succeeded"}})
+    forecaster.run_once(NOW + timedelta(seconds=60))
+    assert annotations(kube, "big") == {}
+    assert annotations(kube, "train") == {PREDICTED_START: rfc3339(at(60)),
+                                          PREDICTED_FINISH: rfc3339(at(960))}
+
+    for pod in waiting:  # train ends without ever being released here (its pods deleted)
+        kube.delete("pods", "ml", pod["metadata"]["name"])
+    quiet = _forecaster(kube, tmp_path, gangs_live=lambda: False)  # a restarted operator: nothing live
+    calls = len(kube.calls)
+    quiet.run_once(NOW + timedelta(seconds=90))
+    assert annotations(kube, "train") == {} and annotations(kube, "other") == {"keep": "me"}
+    listed = [c.plural for c in kube.calls[calls:] if c.verb == "list"]
+    assert listed == ["gpujobs", "jobs", "pods"]  # no node: nothing to forecast, only times to take off
+    calls = len(kube.calls)
+    quiet.run_once(NOW + timedelta(seconds=120))  # no Job carries a predicted time any more: not even listed
+    assert [c.plural for c in kube.calls[calls:]] == ["gpujobs"]
+
+
+def annotations(kube: FakeKube, job: str) -> dict:
+    return kube.get("jobs", "ml", job)["metadata"].get("annotations") or {}
+
+
+def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_and_an_lws_group_nowhere(
+        tmp_path):
+    group = {"labels": {KUEUE_POD_GROUP.name_labels[0]: "g"},
+             "annotations": {KUEUE_POD_GROUP.size_annotation: "2", EXPECTED_SECONDS: "300"}}
+    pods = [make_pod(f"g-{i}", gpus=8, schedulingGates=[{"name": GANG_GATE}], **group) for i in range(2)]
+    lws = {"labels": dict.fromkeys(LEADER_WORKER_SET.name_labels, "0"),
+           "annotations": {LEADER_WORKER_SET.size_annotation: "1", EXPECTED_SECONDS: "300"}}
+    kube = FakeKube([*CLUSTER, *pods, make_pod("w-0", gpus=8, owner="StatefulSet", **lws)])
+    forecaster = _forecaster(kube, tmp_path)
+    forecaster.run_once(NOW)
+    first = kube.get("pods", "ml", "g-0")["metadata"]["annotations"]
+    assert first[PREDICTED_START] == rfc3339(NOW) and first[PREDICTED_FINISH] == rfc3339(at(300))
+    assert PREDICTED_START not in kube.get("pods", "ml", "g-1")["metadata"]["annotations"]
+    assert PREDICTED_FINISH not in kube.get("pods", "ml", "w-0")["metadata"]["annotations"]
+
+    for i in range(2):  # released, ran and ended
+        kube.add(kube.get("pods", "ml", f"g-{i}") | {"status": {"phase": "Succeeded"}})
+    forecaster.run_once(NOW + timedelta(seconds=400))
+    assert PREDICTED_FINISH not in kube.get("pods", "ml", "g-0")["metadata"]["annotations"]

@@ -81,6 +81,48 @@ def test_the_index_keeps_live_members_and_forgets_a_gone_gang():
     assert index.pod_gangs() == {}
 
 
+def kueue_placed(i, gates=("kueue.x-k8s.io/topology", GANG_GATE), annotations=None):
+    pod = member(i, annotations=annotations, gpus=8)
+    pod["spec"]["schedulingGates"] = [{"name": g} for g in gates]
+    return pod
+
+
+@pytest.mark.parametrize("pods", [
+    pytest.param([kueue_placed(i) for i in range(2)], id="kueue-gate-still-on"),
+    pytest.param([kueue_placed(i, gates=[GANG_GATE],
+                               annotations={"kueue.x-k8s.io/podset-required-topology": "rack"})
+                  for i in range(2)], id="kueue-ungated-already"),
+])
+def test_a_gang_kueue_topology_places_is_released_at_once_unpinned(pods):
+    """One of three members, none fitting (8 GPUs each, the cluster full): released all the same,
+    netsched's gate only, Kueue's kept, no nodeSelector added."""
+    full = {f"n{i}": {"nvidia.com/gpu": 8} for i in range(4)}
+    d = decide(REF, 3, gang(pods), NODES, full, [])
+    assert (d.type, d.reason) == ("Normal", "PlacedByKueueTopology")
+    assert "Job ml/train: Kueue's topology-aware scheduling places its pods" in d.message
+    kept = [g for g in pods[0]["spec"]["schedulingGates"] if g["name"] != GANG_GATE]
+    ungate = {"op": "replace", "path": "/spec/schedulingGates", "value": kept} if kept else {
+        "op": "remove", "path": "/spec/schedulingGates"}
+    assert d.release == {"train-0": [ungate], "train-1": [ungate]}
+
+
+def test_a_netsched_peer_distance_on_a_gang_kueue_places_is_a_warning_naming_both_fixes():
+    pods = [kueue_placed(i, annotations={"netsched.io/max-peer-distance": "rack"}) for i in range(2)]
+    d = decide(REF, 2, gang(pods), NODES, {}, [])
+    assert (d.type, d.reason, set(d.release)) == ("Warning", "PlacedByKueueTopology", {"train-0", "train-1"})
+    assert "netsched.io/max-peer-distance: rack is ignored" in d.message
+    assert "kueue.x-k8s.io/podset-required-topology" in d.message and "spec.topologyName" in d.message
+    assert d.said_as == decide(REF, 2, gang(pods[:1]), NODES, {}, []).said_as  # said once, not per pod
+
+
+def test_what_is_said_of_a_kueue_placed_gang_does_not_change_when_kueue_lifts_its_gate():
+    asked = {"kueue.x-k8s.io/podset-required-topology": "rack", "netsched.io/max-peer-distance": "rack"}
+    before = decide(REF, 2, gang([kueue_placed(i, annotations=asked) for i in range(2)]), NODES, {}, [])
+    after = decide(REF, 2, gang([kueue_placed(i, gates=[GANG_GATE], annotations=asked) for i in range(2)]),
+                   NODES, {}, [])
+    assert before.type == "Warning" and before.said_as == after.said_as
+
+
 def test_a_gang_a_packing_plan_places_is_left_to_the_plan_even_when_it_fits():
     pods = [member(i) for i in range(2)]
     d = decide(REF, 2, gang(pods), NODES, {}, [], plan="pack-1")
