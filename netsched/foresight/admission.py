@@ -4,7 +4,8 @@ Its verdict is the server's own message, so whatif never answers for an object `
 The CRD keeps a GPUJob's pod template as written (the server checks it only when the operator creates
 the pods), so one of the pods the operator would make is checked the same way.
 
-The kinds whatif answers for are listed once, in ANSWERED.
+The kinds whatif answers for are listed once, in ANSWERED. A JobSet or LeaderWorkerSet whose CRD the
+server does not serve is not refused: `NotServed` says so, and netsched's own checks go on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubernetes import client
 from netsched.api.connect import ClusterUnreachable, api_message
 from netsched.api.gpujob import GROUP, KIND, PLURAL, VERSION
 from netsched.foresight.whatif import WhatIfError
+from netsched.foresight.workload_gangs import WORKLOADS
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import replica_pod
 
@@ -32,13 +34,20 @@ class Served:
     group: str
     version: str
     plural: str
+    ours: bool = True  # netsched's own CRD: a server that does not serve it is not set up for netsched
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
 
-ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL)}  # kind: where; whatif refuses every other kind
+# kind: where; whatif refuses every other kind
+ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL),
+            **{kind: Served(*where, ours=kind == "Job") for kind, where in WORKLOADS.items()}}
+
+
+class NotServed(WhatIfError):
+    """The API server does not serve the kind (its CRD is not installed): it could not check the object."""
 
 # the API server adds this to every schema refusal of a custom object; it says nothing the rest does not
 _NOT_CHECKED = (", <nil>: Invalid value: null: some validation rules were not checked because the object "
@@ -49,11 +58,11 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
     """`body` as the API server would store it if it were created now (with the CRD's defaults), in the
     manifest's namespace, else in `namespace` (as kubectl does); WhatIfError with the server's refusal."""
     kind, served = body.get("kind"), ANSWERED.get(str(body.get("kind")))
-    answered = " or ".join(f"{k} (apiVersion {s.api_version})" for k, s in ANSWERED.items())
+    answered = ", ".join(f"{k} ({s.api_version})" for k, s in ANSWERED.items())
     if not kind:
         raise WhatIfError(f"kind is not set; whatif answers for {answered}")
     if served is None:
-        raise WhatIfError(f"kind {kind}: whatif answers only for {answered}")
+        raise WhatIfError(f"kind {kind}: netsched does not gang its pods; whatif answers only for {answered}")
     if body.get("apiVersion") != served.api_version:
         said = f"apiVersion {body['apiVersion']!r}" if body.get("apiVersion") else "apiVersion is not set"
         raise WhatIfError(f"{said}: the API server serves {kind} as {served.api_version}; write "
@@ -65,7 +74,12 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
         path = f"/apis/{served.api_version}/namespaces/{quote(namespace)}/{served.plural}"
         stored = _dry_run_create(api, path, body)
     except client.ApiException as exc:
-        raise WhatIfError(_refusal(exc, kind, served, namespace)) from None
+        said = _refusal(exc, kind, served, namespace)
+        if exc.status == 404 and not served.ours and "namespaces" not in said:
+            raise NotServed(f"the API server does not serve {kind} ({served.api_version}): its CRD is not "
+                            "installed, so it did not check the manifest; netsched's own checks follow"
+                            ) from None
+        raise WhatIfError(said) from None
     stored["metadata"].pop("managedFields", None)
     return stored
 
@@ -108,8 +122,9 @@ def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> d
 def _refusal(exc: client.ApiException, kind: str, served: Served, namespace: str) -> str:
     said = " ".join(api_message(exc).replace(_NOT_CHECKED, "").split())
     if exc.status == 409:
+        target = "NAME" if kind == KIND else f"{kind.lower()}/NAME"
         return (f"{said}; whatif answers for a {kind} not yet submitted: give it another name, or see this "
-                "one with `netsched why NAME`")
+                f"one with `netsched why {target}`")
     if exc.status == 403:
         return (f"{said}; whatif asks the API server with a dry-run create, which needs permission to "
                 f"create {served.plural}.{served.group} in {namespace}")

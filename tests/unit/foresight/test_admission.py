@@ -93,9 +93,14 @@ def test_a_user_who_may_not_create_pods_still_gets_an_answer_but_a_refused_pod_i
                                   'Pod "j-0" is invalid: x')
 
 
+KINDS = ("GPUJob (netsched.io/v1alpha1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
+         "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)")
+
+
 @pytest.mark.parametrize(("change", "said"), [
-    ({"kind": "Pod"}, "kind Pod: whatif answers only for GPUJob (apiVersion netsched.io/v1alpha1)"),
-    ({"kind": None}, "kind is not set; whatif answers for GPUJob (apiVersion netsched.io/v1alpha1)"),
+    ({"kind": "Deployment"}, f"kind Deployment: netsched does not gang its pods; whatif answers only for "
+                             f"{KINDS}"),
+    ({"kind": None}, f"kind is not set; whatif answers for {KINDS}"),
     ({"apiVersion": "netsched.io/v1"}, "apiVersion 'netsched.io/v1': the API server serves GPUJob as "
                                        "netsched.io/v1alpha1; write apiVersion: netsched.io/v1alpha1"),
     ({"apiVersion": None},
