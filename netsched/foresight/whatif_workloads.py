@@ -119,7 +119,8 @@ def _relative(problem: str, template: str) -> str:
 
 
 def render_workload(answer: dict[str, Any]) -> str:
-    lines = [answer["workload"] + ":"]
+    alone = len(answer["gangs"]) == 1 and answer["gangs"][0]["gang"] == answer["workload"]  # a Job
+    lines = [] if alone else [answer["workload"] + ":"]
     lines += [f"Note: {n}" for n in answer["notes"]]
     for g in answer["gangs"]:
         gangs = "1 gang" if g["count"] == 1 else f"{g['count']} gangs"

@@ -92,7 +92,7 @@ def test_a_job_with_a_rack_limit_fits_in_one_rack_of_an_empty_cluster():
     assert g["schedulable"]["fits"] and g["fitNow"] == 1 and g["gated"] is True
     assert {p["rack"] for p in g["placement"]} == {"rack-a1"}
     text = render_workload(answer)
-    assert text.startswith("Job ml/train:\nJob ml/train: 1 gang of 4 pod(s) × 4 GPU(s), priority 0")
+    assert text.startswith("Job ml/train: 1 gang of 4 pod(s) × 4 GPU(s), priority 0 (spec.template)\n")
     assert "Fits now: yes (Fits)" in text and "Would run on: a1-0 ×2 (rack-a1, zone-a)" in text
 
 
