@@ -97,10 +97,11 @@ def gating(s: GangSet, namespace: str, opted_in: bool | None) -> tuple[bool | No
     if opted_in is None:
         return None, (f"gated only if namespace {namespace} has {label} (its labels could not be read); "
                       f"to be sure, add {{name: {GANG_GATE}}} to {s.template}.spec.schedulingGates")
+    # the chart's webhook.namespaces "all" needs no label: that scope is not visible to a user, so said
     return False, (f"not gated: namespace {namespace} is not opted in to netsched's admission webhook and "
                    f"the template has no {GANG_GATE} gate, so its pods would be scheduled pod by pod, not as "
-                   f"a gang; label the namespace {label}, or add {{name: {GANG_GATE}}} to "
-                   f"{s.template}.spec.schedulingGates")
+                   f"a gang (unless the webhook is set to every namespace); label the namespace {label}, or "
+                   f"add {{name: {GANG_GATE}}} to {s.template}.spec.schedulingGates")
 
 
 def _taking(used: dict[str, Resources], where: dict[str, int], request: Resources) -> dict[str, Resources]:
