@@ -152,3 +152,27 @@ def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == (f"netsched: error: why: Job {namespace}/nope not found "
                               f"(kubectl get jobs -n {namespace})\n")
+
+
+def test_why_finds_a_jobset_whose_crd_is_not_served_by_its_pods_labels(kubectl, core, batch, namespace):
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+              "jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/job-index": "0"}
+    made = job("llm-workers-0", 2, 1)  # the Job the JobSet controller would make, with its labels
+    made["spec"]["template"]["metadata"]["labels"] = labels
+    batch.create_namespaced_job(namespace, made)
+    poll(lambda: any(e.reason == "GangReleased" for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=llm-workers-0").items), 120,
+        "a GangReleased Event on Job llm-workers-0")
+
+    out = kubectl("netsched", "why", "jobset/llm", "-n", namespace)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == (f"JobSet {namespace}/llm: 2 pod(s), 0 gated (the object itself was not found: its "
+                        "pods were)")
+    assert lines[1] == f"Gang JobSet {namespace}/llm-workers-0 (size 2): 2 pod(s), 0 gated"
+    assert lines[2].startswith("  GangReleased (Normal, ")
+    missing = kubectl("netsched", "why", "lws/llm", "-n", namespace)
+    assert (missing.returncode, missing.stderr) == (1, (
+        f"netsched: error: why: LeaderWorkerSet {namespace}/llm not found, and no pod in {namespace} is "
+        "labelled leaderworkerset.sigs.k8s.io/name=llm "
+        f"(kubectl get leaderworkersets,pods -n {namespace})\n"))
