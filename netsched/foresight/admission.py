@@ -67,9 +67,7 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
         said = f"apiVersion {body['apiVersion']!r}" if body.get("apiVersion") else "apiVersion is not set"
         raise WhatIfError(f"{said}: the API server serves {kind} as {served.api_version}; write "
                           f"apiVersion: {served.api_version}")
-    meta = body.get("metadata")
-    own = meta.get("namespace") if isinstance(meta, dict) else None
-    namespace = own if isinstance(own, str) and own else namespace
+    namespace = _namespace(body, namespace)
     try:
         path = f"/apis/{served.api_version}/namespaces/{quote(namespace)}/{served.plural}"
         stored = _dry_run_create(api, path, body)
@@ -77,8 +75,8 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
         said = _refusal(exc, kind, served, namespace)
         if exc.status == 404 and not served.ours and "namespaces" not in said:
             raise NotServed(f"the API server does not serve {kind} ({served.api_version}): its CRD is not "
-                            "installed, so it did not check the manifest; netsched's own checks follow"
-                            ) from None
+                            "installed, so it checked only what its controller would make of it; netsched's "
+                            "own checks follow") from None
         raise WhatIfError(said) from None
     stored["metadata"].pop("managedFields", None)
     return stored
@@ -97,6 +95,50 @@ def pods_admitted(api: client.ApiClient, manifest: dict[str, Any]) -> None:
             return
         said = " ".join(api_message(exc).split())
         raise WhatIfError(f"the API server would refuse its pods (made from spec.template): {said}") from None
+
+
+def _namespace(body: dict[str, Any], namespace: str) -> str:
+    """The manifest's own namespace, else `namespace` (as kubectl does)."""
+    meta = body.get("metadata")
+    own = meta.get("namespace") if isinstance(meta, dict) else None
+    return own if isinstance(own, str) and own else namespace
+
+
+def templates_admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> None:
+    """For a JobSet or LeaderWorkerSet the API server does not serve (`NotServed`): WhatIfError if it
+    would refuse what its controller makes of it, a Job per replicated job or a pod per template, checked
+    by a dry-run create of each (named by generateName: only the template is in question)."""
+    spec, where = _map(body.get("spec")), quote(_namespace(body, namespace))
+    made: list[tuple[str, str, dict[str, Any]]] = []  # (the template's path, where to create, the object)
+    if body.get("kind") == "JobSet":
+        for i, rj in enumerate(spec.get("replicatedJobs") or ()):
+            template = _map(_map(rj).get("template"))
+            made.append((f"spec.replicatedJobs[{i}].template", f"/apis/batch/v1/namespaces/{where}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "whatif-"},
+                "spec": template.get("spec")}))
+    else:
+        group = _map(spec.get("leaderWorkerTemplate"))
+        for name in ("leaderTemplate", "workerTemplate"):
+            if name in group:
+                template = _map(group[name])
+                meta = _map(template.get("metadata"))
+                kept = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+                made.append((f"spec.leaderWorkerTemplate.{name}", f"/api/v1/namespaces/{where}/pods", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {**kept, "generateName": "whatif-"},
+                    "spec": template.get("spec")}))
+    for at, path, obj in made:
+        try:
+            _dry_run_create(api, path, obj)
+        except client.ApiException as exc:
+            if exc.status == 403:  # its controller makes them with its own permission, not the user's
+                continue
+            said = " ".join(api_message(exc).split())
+            raise WhatIfError(f"{at}: the API server would refuse the {obj['kind']} made from it: "
+                              f"{said}") from None
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> dict[str, Any]:

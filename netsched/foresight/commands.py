@@ -166,7 +166,7 @@ def _whatif_outcomes(documents: list[Document],
     serve goes on unchecked, said in its answer), the operator's own checks, then the answer from one
     read of the cluster."""
     from netsched.api.gpujob import KIND
-    from netsched.foresight.admission import NotServed, admitted, pods_admitted
+    from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
     from netsched.foresight.whatif import Cluster, WhatIfError, as_submitted, check, history, what_if
     from netsched.foresight.whatif_workloads import what_if_workload
 
@@ -181,6 +181,7 @@ def _whatif_outcomes(documents: list[Document],
             try:
                 stored, unchecked = admitted(api, doc.body, namespace), None
             except NotServed as exc:
+                templates_admitted(api, doc.body, namespace)
                 stored, unchecked = doc.body, str(exc)
             accepted.append((doc, as_submitted(stored, namespace), unchecked))
         except WhatIfError as exc:

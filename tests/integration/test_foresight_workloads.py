@@ -3,7 +3,7 @@ plugin run by the real kubectl as a subprocess, the Jobs made into pods by kube-
 controller and released (or held) by the operator's gang controller.
 
 The dev-cluster has 8 nodes of 8 GPUs in 4 racks of 2 nodes (16 GPUs a rack). JobSet's CRD is not
-installed here: whatif says so and answers with netsched's own checks."""
+installed here: whatif says so, checks the Jobs it would make, and answers with netsched's own checks."""
 
 from __future__ import annotations
 
@@ -110,6 +110,17 @@ def test_whatif_on_a_jobset_whose_crd_is_not_served_says_so_and_answers(kubectl,
                                  "(jobset.x-k8s.io/v1alpha2): its CRD is not installed")
     assert (f"JobSet {namespace}/llm-workers-0 (and 1 more like it): 2 gangs of 2 pod(s) × 8 GPU(s)"
             in out.stdout)
+
+    # what the JobSet controller would make of it is still checked: a Job the API server refuses
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(jobset))
+    bad = kubectl("netsched", "whatif", "-f", "jobset.yaml", "-n", namespace)
+    assert (bad.returncode, bad.stdout) == (2, ""), bad.stderr
+    assert bad.stderr.startswith("netsched: error: whatif: JobSet/llm (document 1 of jobset.yaml): "
+                                 "spec.replicatedJobs[0].template: the API server would refuse the Job made "
+                                 "from it: Job.batch \"whatif-") and bad.stderr.count("\n") == 1
+    said = 'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"\n'
+    assert bad.stderr.endswith(said), bad.stderr
 
 
 def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_one(
