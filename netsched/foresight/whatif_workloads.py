@@ -15,7 +15,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, SCHEDULER_NAME
+from netsched.api.labels import (
+    DATA_SOURCE,
+    GANG_OPT_IN_LABEL,
+    GANG_OPT_IN_VALUE,
+    MAX_DATA_DISTANCE,
+    MAX_DATA_RTT_MS,
+    MAX_PEER_DISTANCE,
+    MAX_PEER_RTT_MS,
+    MIN_DATA_BANDWIDTH_MBPS,
+    MIN_PEER_BANDWIDTH_MBPS,
+    SCHEDULER_NAME,
+)
 from netsched.api.resources import Resources
 from netsched.foresight.whatif import (
     Cluster,
@@ -31,8 +42,12 @@ from netsched.foresight.whatif import (
 from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
 from netsched.jobs.capacity import gang_fit, node_room, placement
 from netsched.jobs.forecast import bound_usage
+from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.jobs.validation import problems
+
+# the measured link limits the extender enforces pod by pod (the gang's fit does not count them)
+LINK_LIMITS = (MAX_PEER_RTT_MS, MIN_PEER_BANDWIDTH_MBPS, MAX_DATA_RTT_MS, MIN_DATA_BANDWIDTH_MBPS)
 
 
 def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str, opted_in: bool | None,
@@ -60,7 +75,7 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         entry: dict[str, Any] = {
             "gang": s.label, "template": s.template, "count": s.count, "size": gang.size,
             "gpusPerMember": gang.gpus_per_member, "priority": priority_of(gang, cluster.priority_classes),
-            "gated": gated, "gating": how, "fitNow": 0, "placement": []}
+            "gated": gated, "gating": how, "needs": needs(gang), "fitNow": 0, "placement": []}
         for i in range(s.count):
             fit = gang_fit(rooms, used, pending, gang)
             if i == 0:
@@ -78,6 +93,15 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
             entry["note"] = s.note
         answer["gangs"].append(entry)
     return answer
+
+
+def needs(gang: PodGang) -> dict[str, str]:
+    """The network needs its pods' `netsched.io/*` annotations give the gang, by annotation."""
+    data = gang.needs.data
+    found = {MAX_PEER_DISTANCE: gang.needs.max_peer_distance, MAX_DATA_DISTANCE: gang.needs.max_data_distance,
+             DATA_SOURCE: f"{data[0]}:{data[1]}" if data else None}
+    found |= {k: v for k, v in gang.annotations.items() if k in LINK_LIMITS}
+    return {k: v for k, v in found.items() if v}
 
 
 def gating(s: GangSet, namespace: str, opted_in: bool | None) -> tuple[bool | None, str]:
@@ -128,6 +152,8 @@ def render_workload(answer: dict[str, Any]) -> str:
         lines.append(f"{g['gang']}: {gangs} of {g['size']} pod(s) × {g['gpusPerMember']} GPU(s), "
                      f"priority {g['priority']} ({g['template']})")
         lines.append(f"  {g['gating'][0].upper()}{g['gating'][1:]}")
+        lines.append("  Network needs: " + (", ".join(f"{k}={v}" for k, v in g["needs"].items())
+                                            or "none (no netsched.io/* limits on its pods)"))
         if g.get("note"):
             lines.append(f"  Note: {g['note']}")
         s = g["schedulable"]

@@ -93,6 +93,7 @@ def test_a_job_with_a_rack_limit_fits_in_one_rack_of_an_empty_cluster():
     assert {p["rack"] for p in g["placement"]} == {"rack-a1"}
     text = render_workload(answer)
     assert text.startswith("Job ml/train: 1 gang of 4 pod(s) × 4 GPU(s), priority 0 (spec.template)\n")
+    assert "\n  Network needs: netsched.io/max-peer-distance=rack\n" in text
     assert "Fits now: yes (Fits)" in text and "Would run on: a1-0 ×2 (rack-a1, zone-a)" in text
 
 
@@ -130,6 +131,18 @@ def test_a_bad_annotation_is_refused_at_the_workloads_own_template():
 def test_it_says_whether_the_pods_would_be_gated(kwargs, opted_in, gated, said):
     [g] = what_if_workload(EMPTY, batch_job(2, 1, **kwargs), "ml", opted_in)["gangs"]
     assert g["gated"] is gated and g["gating"].startswith(said)
+
+
+def test_the_network_needs_are_read_from_the_pod_templates_annotations():
+    annotations = {"netsched.io/data-source": "zone:zone-b", "netsched.io/max-data-distance": "zone",
+                   "netsched.io/max-peer-rtt-ms": "0.5", "netsched.io/duration": "60s"}
+    [g] = what_if_workload(EMPTY, batch_job(2, 1, annotations=annotations), "ml", True)["gangs"]
+    assert g["needs"] == {"netsched.io/max-data-distance": "zone", "netsched.io/data-source": "zone:zone-b",
+                          "netsched.io/max-peer-rtt-ms": "0.5"}
+    assert {p["zone"] for p in g["placement"]} == {"zone-b"}  # near its data
+    [g] = what_if_workload(EMPTY, batch_job(2, 1), "ml", True)["gangs"]
+    assert "  Network needs: none (no netsched.io/* limits on its pods)" in render_workload(
+        {"workload": "x", "notes": [], "gangs": [g]})
 
 
 def test_a_manifest_the_api_server_did_not_check_says_so():
