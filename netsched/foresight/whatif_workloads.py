@@ -15,18 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from netsched.api.labels import (
-    DATA_SOURCE,
-    GANG_OPT_IN_LABEL,
-    GANG_OPT_IN_VALUE,
-    MAX_DATA_DISTANCE,
-    MAX_DATA_RTT_MS,
-    MAX_PEER_DISTANCE,
-    MAX_PEER_RTT_MS,
-    MIN_DATA_BANDWIDTH_MBPS,
-    MIN_PEER_BANDWIDTH_MBPS,
-    SCHEDULER_NAME,
-)
+from netsched.api.labels import DATA_SOURCE, GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, SCHEDULER_NAME
 from netsched.api.resources import Resources
 from netsched.foresight.whatif import (
     Cluster,
@@ -43,11 +32,8 @@ from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
 from netsched.jobs.capacity import gang_fit, node_room, placement
 from netsched.jobs.forecast import bound_usage
 from netsched.jobs.pod_gang import PodGang
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.replica_pods import GANG_GATE, NETWORK_ANNOTATIONS
 from netsched.jobs.validation import problems
-
-# the measured link limits the extender enforces pod by pod (the gang's fit does not count them)
-LINK_LIMITS = (MAX_PEER_RTT_MS, MIN_PEER_BANDWIDTH_MBPS, MAX_DATA_RTT_MS, MIN_DATA_BANDWIDTH_MBPS)
 
 
 def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str, opted_in: bool | None,
@@ -96,12 +82,10 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
 
 
 def needs(gang: PodGang) -> dict[str, str]:
-    """The network needs its pods' `netsched.io/*` annotations give the gang, by annotation."""
-    data = gang.needs.data
-    found = {MAX_PEER_DISTANCE: gang.needs.max_peer_distance, MAX_DATA_DISTANCE: gang.needs.max_data_distance,
-             DATA_SOURCE: f"{data[0]}:{data[1]}" if data else None}
-    found |= {k: v for k, v in gang.annotations.items() if k in LINK_LIMITS}
-    return {k: v for k, v in found.items() if v}
+    """The network needs its pods' `netsched.io/*` annotations give the gang, by annotation (those of a
+    GPUJob's spec.network, and where its data is)."""
+    read = (*NETWORK_ANNOTATIONS.values(), DATA_SOURCE)
+    return {k: gang.annotations[k] for k in read if gang.annotations.get(k)}
 
 
 def gating(s: GangSet, namespace: str, opted_in: bool | None) -> tuple[bool | None, str]:
