@@ -51,15 +51,18 @@ Subcommands:
                ranked per candidate set as the extender ranks them (CSV or JSON out)
   retrain      train a challenger on fresh data and promote it over the current
                model only if it is better on recent held-out jobs (for a CronJob)
-  whatif       what a GPUJob would do if submitted now: fits or not, where, predicted
-               start and finish, what the packer would evict; creates nothing
-  why          why a GPUJob waits, what would change it, and the room per rack or zone
+  whatif       what a GPUJob (or Job, JobSet, LeaderWorkerSet) would do if submitted now:
+               fits or not, where, predicted start and finish, what the packer would
+               evict; creates nothing
+  why          why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits, what would
+               change it, and the room per rack or zone
 
 The kubectl plugin `kubectl netsched` (docs/kubectl-plugin.md) offers whatif and why.
 """
 
 PLUGIN_DESCRIPTION = """\
-kubectl netsched: what a GPUJob would do if submitted now (whatif), and why one waits (why).
+kubectl netsched: what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now (whatif),
+and why one waits (why NAME, or why job/NAME, jobset/NAME, lws/NAME).
 
 Flags as kubectl's: -n/--namespace (default: the kubeconfig context's), --context,
 --kubeconfig, -o/--output text|json|yaml. Guide: docs/kubectl-plugin.md.
@@ -111,15 +114,18 @@ COMMANDS: tuple[Command | Group, ...] = (
             "Read a snapshot (JSON or YAML: nodes, pods, budgets; see netsched/packing/problem.py), find the "
             "placement that serves the highest priorities best with the fewest pods moved or evicted, and "
             "print it. Nothing is changed in any cluster."),
-    Command("whatif", "what a GPUJob would do if submitted now (creates nothing)",
+    Command("whatif", "what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now",
             foresight.WhatIfSettings, foresight.whatif_main,
             "Read the live cluster once and answer, with the operator's own rules: would the GPUJob fit now, "
             "where would it run, how long would it run and when would it start and finish, which jobs go "
             "before it, and what the packer would evict or move to make room. Nothing is created or "
             "changed."),
-    Command("why", "why a GPUJob waits and what would change it", foresight.WhySettings, foresight.why_main,
+    Command("why", "why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits and what would change it",
+            foresight.WhySettings, foresight.why_main,
             "The GPUJob's Schedulable reason and message (the smallest change that would let it run), its "
-            "predicted start and completion, and the room per node, rack or zone now."),
+            "predicted start and completion, and the room per node, rack or zone now. For job/NAME, "
+            "jobset/NAME or lws/NAME: its gangs' gated pods, the gang controller's last Event on each, where "
+            "its pods run and its predicted-start/finish annotations."),
     Command("demo", "run the demo GPU workload and print placements", demo.DemoSettings, demo.main,
             "Bring up the dev-cluster (unless one is running), run the demo workload and print where each "
             "pod went."),

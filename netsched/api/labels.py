@@ -8,6 +8,8 @@ netsched/extender/plugins/ (each plugin folder, with the parsing of its annotati
 PREFIX = "netsched.io/"
 SCHEDULER_NAME = "netsched"  # the scheduler profile GPUJob pods name (the chart's scheduler.name)
 GPU_RESOURCE = "nvidia.com/gpu"
+GANG_OPT_IN_LABEL = PREFIX + "gang-scheduling"  # a namespace whose pods the gang-gate webhook gates has it...
+GANG_OPT_IN_VALUE = "enabled"  # ...with this value (the chart's default scope)
 
 # Node labels netsched reads: the well-known topology labels, its own rack label, and the GPU
 # product label NVIDIA GPU feature discovery sets.

@@ -24,6 +24,7 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, PREDICTED_START, TERMINAL, VERSION, Phase
+from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE
 from netsched.demo import batch_jobs as batch_jobs_
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.kueue import KUEUE
@@ -31,7 +32,6 @@ from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.foresight.whatif import Cluster, as_submitted, history, render, what_if
 from netsched.foresight.why import render_why, why
-from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.records.reader import read_rows
 
 NAMESPACE = "netsched-demo"
@@ -194,7 +194,7 @@ def _fresh_namespace(core: client.CoreV1Api) -> None:
         if exc.status != 404:
             raise
     # opted in to netsched's admission webhook: the pods of a Job, JobSet, ... here are gated as made
-    core.create_namespace({"metadata": {"name": NAMESPACE, "labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
+    core.create_namespace({"metadata": {"name": NAMESPACE, "labels": {GANG_OPT_IN_LABEL: GANG_OPT_IN_VALUE}}})
     poll(lambda: core.read_namespaced_service_account("default", NAMESPACE), 60,
          f"the default ServiceAccount in {NAMESPACE}")
 

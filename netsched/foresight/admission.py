@@ -4,7 +4,8 @@ Its verdict is the server's own message, so whatif never answers for an object `
 The CRD keeps a GPUJob's pod template as written (the server checks it only when the operator creates
 the pods), so one of the pods the operator would make is checked the same way.
 
-The kinds whatif answers for are listed once, in ANSWERED.
+The kinds whatif answers for are listed once, in ANSWERED. A JobSet or LeaderWorkerSet whose CRD the
+server does not serve is not refused: `NotServed` says so, and netsched's own checks go on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubernetes import client
 from netsched.api.connect import ClusterUnreachable, api_message
 from netsched.api.gpujob import GROUP, KIND, PLURAL, VERSION
 from netsched.foresight.whatif import WhatIfError
+from netsched.foresight.workload_gangs import WORKLOADS
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import replica_pod
 
@@ -32,13 +34,20 @@ class Served:
     group: str
     version: str
     plural: str
+    ours: bool = True  # netsched's own CRD: a server that does not serve it is not set up for netsched
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
 
-ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL)}  # kind: where; whatif refuses every other kind
+# kind: where; whatif refuses every other kind
+ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL),
+            **{kind: Served(*where, ours=kind == "Job") for kind, where in WORKLOADS.items()}}
+
+
+class NotServed(WhatIfError):
+    """The API server does not serve the kind (its CRD is not installed): it could not check the object."""
 
 # the API server adds this to every schema refusal of a custom object; it says nothing the rest does not
 _NOT_CHECKED = (", <nil>: Invalid value: null: some validation rules were not checked because the object "
@@ -49,23 +58,26 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
     """`body` as the API server would store it if it were created now (with the CRD's defaults), in the
     manifest's namespace, else in `namespace` (as kubectl does); WhatIfError with the server's refusal."""
     kind, served = body.get("kind"), ANSWERED.get(str(body.get("kind")))
-    answered = " or ".join(f"{k} (apiVersion {s.api_version})" for k, s in ANSWERED.items())
+    answered = ", ".join(f"{k} ({s.api_version})" for k, s in ANSWERED.items())
     if not kind:
         raise WhatIfError(f"kind is not set; whatif answers for {answered}")
     if served is None:
-        raise WhatIfError(f"kind {kind}: whatif answers only for {answered}")
+        raise WhatIfError(f"kind {kind}: netsched does not gang its pods; whatif answers only for {answered}")
     if body.get("apiVersion") != served.api_version:
         said = f"apiVersion {body['apiVersion']!r}" if body.get("apiVersion") else "apiVersion is not set"
         raise WhatIfError(f"{said}: the API server serves {kind} as {served.api_version}; write "
                           f"apiVersion: {served.api_version}")
-    meta = body.get("metadata")
-    own = meta.get("namespace") if isinstance(meta, dict) else None
-    namespace = own if isinstance(own, str) and own else namespace
+    namespace = _namespace(body, namespace)
     try:
         path = f"/apis/{served.api_version}/namespaces/{quote(namespace)}/{served.plural}"
         stored = _dry_run_create(api, path, body)
     except client.ApiException as exc:
-        raise WhatIfError(_refusal(exc, kind, served, namespace)) from None
+        said = _refusal(exc, kind, served, namespace)
+        if exc.status == 404 and not served.ours and "namespaces" not in said:
+            raise NotServed(f"the API server does not serve {kind} ({served.api_version}): its CRD is not "
+                            "installed, so it checked only what its controller would make of it; netsched's "
+                            "own checks follow") from None
+        raise WhatIfError(said) from None
     stored["metadata"].pop("managedFields", None)
     return stored
 
@@ -83,6 +95,50 @@ def pods_admitted(api: client.ApiClient, manifest: dict[str, Any]) -> None:
             return
         said = " ".join(api_message(exc).split())
         raise WhatIfError(f"the API server would refuse its pods (made from spec.template): {said}") from None
+
+
+def _namespace(body: dict[str, Any], namespace: str) -> str:
+    """The manifest's own namespace, else `namespace` (as kubectl does)."""
+    meta = body.get("metadata")
+    own = meta.get("namespace") if isinstance(meta, dict) else None
+    return own if isinstance(own, str) and own else namespace
+
+
+def templates_admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> None:
+    """For a JobSet or LeaderWorkerSet the API server does not serve (`NotServed`): WhatIfError if it
+    would refuse what its controller makes of it, a Job per replicated job or a pod per template, checked
+    by a dry-run create of each (named by generateName: only the template is in question)."""
+    spec, where = _map(body.get("spec")), quote(_namespace(body, namespace))
+    made: list[tuple[str, str, dict[str, Any]]] = []  # (the template's path, where to create, the object)
+    if body.get("kind") == "JobSet":
+        for i, rj in enumerate(spec.get("replicatedJobs") or ()):
+            template = _map(_map(rj).get("template"))
+            made.append((f"spec.replicatedJobs[{i}].template", f"/apis/batch/v1/namespaces/{where}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "whatif-"},
+                "spec": template.get("spec")}))
+    else:
+        group = _map(spec.get("leaderWorkerTemplate"))
+        for name in ("leaderTemplate", "workerTemplate"):
+            if name in group:
+                template = _map(group[name])
+                meta = _map(template.get("metadata"))
+                kept = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+                made.append((f"spec.leaderWorkerTemplate.{name}", f"/api/v1/namespaces/{where}/pods", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {**kept, "generateName": "whatif-"},
+                    "spec": template.get("spec")}))
+    for at, path, obj in made:
+        try:
+            _dry_run_create(api, path, obj)
+        except client.ApiException as exc:
+            if exc.status == 403:  # its controller makes them with its own permission, not the user's
+                continue
+            said = " ".join(api_message(exc).split())
+            raise WhatIfError(f"{at}: the API server would refuse the {obj['kind']} made from it: "
+                              f"{said}") from None
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -108,8 +164,9 @@ def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> d
 def _refusal(exc: client.ApiException, kind: str, served: Served, namespace: str) -> str:
     said = " ".join(api_message(exc).replace(_NOT_CHECKED, "").split())
     if exc.status == 409:
+        target = "NAME" if kind == KIND else f"{kind.lower()}/NAME"
         return (f"{said}; whatif answers for a {kind} not yet submitted: give it another name, or see this "
-                "one with `netsched why NAME`")
+                f"one with `netsched why {target}`")
     if exc.status == 403:
         return (f"{said}; whatif asks the API server with a dry-run create, which needs permission to "
                 f"create {served.plural}.{served.group} in {namespace}")

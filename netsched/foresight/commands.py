@@ -1,5 +1,5 @@
 """`netsched pack`, `whatif` and `why`: the dry-run answers for people at a terminal, their settings and
-their exit codes (2: bad input; `why` 1: no such job)."""
+their exit codes (2: bad input, a kind netsched does not gang; `why` 1: no such object)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,8 @@ def _namespace_of(settings: WhatIfSettings | WhySettings) -> str:
 @dataclass(frozen=True, kw_only=True)
 class WhatIfSettings:
     filename: str = option(flag="--filename", short="-f", required=True,
-                           help="GPUJob manifests: a YAML or JSON file (several YAML documents: one answer "
+                           help="GPUJob, Job, JobSet or LeaderWorkerSet manifests: a YAML or JSON file "
+                           "(several YAML documents: one answer "
                            "each), a directory of .yaml/.yml/.json files, or - for stdin")
     records: str | None = option(flag="--records", metavar="FILE",
                                  help="the operator's job records, to learn run times from "
@@ -123,7 +124,8 @@ class WhatIfSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class WhySettings:
-    job: str = option(flag="job", required=True, help="the GPUJob's name")
+    job: str = option(flag="job", required=True,
+                      help="a GPUJob's name, or KIND/NAME for a job/NAME, jobset/NAME or lws/NAME")
     namespace: str | None = _namespace()
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
@@ -135,6 +137,7 @@ def whatif_main(settings: WhatIfSettings) -> int:
     one line on stderr (exit 2; the others are still answered)."""
     from netsched.foresight.manifests import ManifestError, read_documents
     from netsched.foresight.whatif import WhatIfError, render
+    from netsched.foresight.whatif_workloads import render_workload
 
     try:
         documents = read_documents(settings.filename)
@@ -150,7 +153,7 @@ def whatif_main(settings: WhatIfSettings) -> int:
             answers.append(outcome)
     if settings.output == "text":
         if answers:
-            print("\n\n".join(render(a) for a in answers))
+            print("\n\n".join(render_workload(a) if "workload" in a else render(a) for a in answers))
     elif answers or len(documents) > 1:  # one object in: its answer; several: a list of the answers
         print(_formatted(answers[0] if len(documents) == 1 else answers, settings.output))
     return 2 if refused else 0
@@ -159,10 +162,13 @@ def whatif_main(settings: WhatIfSettings) -> int:
 def _whatif_outcomes(documents: list[Document],
                      settings: WhatIfSettings) -> Iterator[tuple[Document, dict | WhatIfError]]:
     """Each document with its answer or why there is none: the API server's verdict on the object (and,
-    for a GPUJob, on the pods the operator would make from it), the operator's own checks, then the
-    answer from one read of the cluster."""
-    from netsched.foresight.admission import admitted, pods_admitted
+    for a GPUJob, on the pods the operator would make from it; a JobSet or LeaderWorkerSet it does not
+    serve goes on unchecked, said in its answer), the operator's own checks, then the answer from one
+    read of the cluster."""
+    from netsched.api.gpujob import KIND
+    from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
     from netsched.foresight.whatif import Cluster, WhatIfError, as_submitted, check, history, what_if
+    from netsched.foresight.whatif_workloads import what_if_workload
 
     api: client.ApiClient | None = None  # connected at the first object to ask about
     namespace = _namespace_of(settings)
@@ -172,16 +178,24 @@ def _whatif_outcomes(documents: list[Document],
             if doc.body is None:
                 raise WhatIfError(doc.error)
             api = api or _connect(settings.kubeconfig, settings.context)
-            stored = admitted(api, doc.body, namespace)
-            accepted.append((doc, as_submitted(stored, namespace)))
+            try:
+                stored, unchecked = admitted(api, doc.body, namespace), None
+            except NotServed as exc:
+                templates_admitted(api, doc.body, namespace)
+                stored, unchecked = doc.body, str(exc)
+            accepted.append((doc, as_submitted(stored, namespace), unchecked))
         except WhatIfError as exc:
             yield doc, exc
     if api is None or not accepted:
         return
     cluster = Cluster.read(api)
     past = history(cluster, Path(settings.records) if settings.records else None)
-    for doc, manifest in accepted:
+    for doc, manifest, unchecked in accepted:
         try:
+            if manifest["kind"] != KIND:
+                where = manifest["metadata"]["namespace"]
+                yield doc, what_if_workload(cluster, manifest, where, _opted_in(api, where), unchecked)
+                continue
             check(cluster, manifest)
             pods_admitted(api, manifest)
             yield doc, what_if(cluster, manifest, past, budget=settings.budget)
@@ -194,17 +208,47 @@ def _whatif_outcomes(documents: list[Document],
                                    "netsched's checks: please report it with this manifest)")
 
 
-def why_main(settings: WhySettings) -> int:
-    from netsched.foresight.whatif import Cluster, WhatIfError
-    from netsched.foresight.why import render_why, why
+def _opted_in(api: client.ApiClient, namespace: str) -> bool | None:
+    """Does `namespace` carry the label that opts it in to netsched's gang-gate webhook (None: its labels
+    cannot be read, e.g. no permission to get namespaces)?"""
+    from kubernetes import client as k8s
+
+    from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE
 
     try:
-        answer = why(Cluster.read(_connect(settings.kubeconfig, settings.context)), _namespace_of(settings),
-                     settings.job)
+        labels = k8s.CoreV1Api(api).read_namespace(namespace).metadata.labels or {}
+    except k8s.ApiException:
+        return None
+    return labels.get(GANG_OPT_IN_LABEL) == GANG_OPT_IN_VALUE
+
+
+def why_main(settings: WhySettings) -> int:
+    """Exit 2 for a kind `why` does not know, 1 for an object not found."""
+    from netsched.api.gpujob import KIND
+    from netsched.foresight.whatif import Cluster, WhatIfError
+    from netsched.foresight.why import render_why, why
+    from netsched.foresight.why_workloads import Live, UnknownKind, render_why_workload, target, why_workload
+
+    try:
+        kind, name = target(settings.job)
+    except UnknownKind as exc:
+        print(f"netsched: error: why: {exc}", file=sys.stderr)
+        return 2
+    try:
+        api = _connect(settings.kubeconfig, settings.context)
+        namespace = _namespace_of(settings)
+        if kind == KIND:
+            answer = why(Cluster.read(api), namespace, name)
+        else:
+            live = Live.read(api, kind, namespace, name)
+            answer = why_workload(Cluster.read(api), live, kind, namespace, name)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1
-    print(_formatted(answer, settings.output) if settings.output != "text" else render_why(answer))
+    if settings.output != "text":
+        print(_formatted(answer, settings.output))
+    else:
+        print(render_why(answer) if kind == KIND else render_why_workload(answer))
     return 0
 
 

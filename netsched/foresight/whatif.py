@@ -69,10 +69,11 @@ class Cluster:
 
 
 def as_submitted(body: dict, namespace: str) -> dict:
-    """A GPUJob manifest with what the API server would add on creation: a namespace (unless it has
+    """A manifest with what the API server would add on creation: a namespace (unless it has
     one), a uid no real object has, a generation and a creation time."""
-    meta = {"namespace": namespace, **body.get("metadata", {}), "uid": WHATIF_UID, "generation": 1,
-            "creationTimestamp": now_rfc3339()}
+    own = body.get("metadata")  # a map once the API server took it; an unchecked JobSet's may be anything
+    meta = {"namespace": namespace, **(own if isinstance(own, dict) else {}), "uid": WHATIF_UID,
+            "generation": 1, "creationTimestamp": now_rfc3339()}
     return {**body, "metadata": meta}
 
 
@@ -96,16 +97,16 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     now = now or datetime.now(UTC)
     job = GPUJob.of(manifest)
     rooms = [node_room(n) for n in cluster.nodes]
-    priority = _priority(job, cluster.priority_classes)
+    priority = priority_of(job, cluster.priority_classes)
     answer: dict[str, Any] = {
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
     used = bound_usage(cluster.pods)
-    fit = gang_fit(rooms, used, _pending(cluster.pods), job)
+    fit = gang_fit(rooms, used, pending_requests(cluster.pods), job)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
     where = placement(rooms, used, job)
-    answer["placement"] = _describe(where, rooms) if fit.fits and where else []
+    answer["placement"] = placement_rows(where, rooms) if fit.fits and where else []
     answer["domains"] = room_table(job, rooms, cluster.pods, job.needs.max_peer_distance or "rack")
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
     forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past)
@@ -125,7 +126,7 @@ def check(cluster: Cluster, manifest: dict) -> None:
     `as_submitted` makes it) before it makes any pod."""
     job = GPUJob.of(manifest)
     found = problems(job, pod_annotations(job), [node_room(n) for n in cluster.nodes])
-    found += _missing_priority_class(job, cluster.priority_classes)
+    found += missing_priority_class(job, cluster.priority_classes)
     if found:
         raise WhatIfError("; ".join(found))
 
@@ -158,7 +159,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
             "placements": doc["placements"], "policy": "priced" if policy.priced else "strict"}
 
 
-def _missing_priority_class(job: Workload, classes: list[dict]) -> list[str]:
+def missing_priority_class(job: Workload, classes: list[dict]) -> list[str]:
     """The API server refuses a pod naming a PriorityClass that does not exist (the operator would
     say PodsRefused): said here before anything else, as the operator's own checks are."""
     name = job.priority_class_name
@@ -169,7 +170,7 @@ def _missing_priority_class(job: Workload, classes: list[dict]) -> list[str]:
             f"pods; create it or name one that exists ({known})"]
 
 
-def _priority(job: Workload, classes: list[dict]) -> int:
+def priority_of(job: Workload, classes: list[dict]) -> int:
     name = job.priority_class_name
     for pc in classes:
         if (name and pc["metadata"]["name"] == name) or (not name and pc.get("globalDefault")):
@@ -185,14 +186,14 @@ def _pretend(pod: dict, priority: int) -> dict:
     return pod
 
 
-def _pending(pods: list[dict]) -> list[Resources]:
+def pending_requests(pods: list[dict]) -> list[Resources]:
     """Requests of released pods not bound yet: they take room first, as gang admission counts."""
     return [pod_requests(p["spec"]) for p in pods
             if not (p.get("spec") or {}).get("nodeName") and not p["spec"].get("schedulingGates")
             and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
 
 
-def _describe(where: dict[str, int], rooms: list[NodeRoom]) -> list[dict[str, Any]]:
+def placement_rows(where: dict[str, int], rooms: list[NodeRoom]) -> list[dict[str, Any]]:
     labels = {r.name: r.labels for r in rooms}
     return [{"node": n, "replicas": k, "rack": labels[n].get(RACK_LABEL, ""),
              "zone": labels[n].get(ZONE_LABEL, "")} for n, k in where.items()]
@@ -225,12 +226,8 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     s = answer["schedulable"]
     lines.append(f"Fits now: {'yes' if s['fits'] else 'no'} ({s['reason']}): {s['message']}")
     if answer["placement"]:
-        lines.append("Would run on: " + ", ".join(
-            f"{p['node']} ×{p['replicas']} ({p['rack'] or '-'}, {p['zone'] or '-'})"
-            for p in answer["placement"]))
-    if answer["domains"]:
-        lines.append(f"Room per {answer['domains'][0]['level']} (free GPUs, replicas of this job that fit):")
-        lines += [f"  {d['name']:<24} {d['freeGPUs']:>6g} {d['replicasFit']:>4}" for d in answer["domains"]]
+        lines.append("Would run on: " + placement_text(answer["placement"]))
+    lines += room_lines(answer["domains"], "replicas of this job")
     est = answer["estimate"]
     lines.append(f"Run time: {_duration(est['seconds'])} ({est['basis']})" if est["seconds"] is not None
                  else f"Run time: unknown ({est['basis']})")
@@ -256,6 +253,19 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     elif pk:
         lines.append(f"The packer would not make room now: {pk['why']}")
     return "\n".join(lines + ["Nothing was created."])
+
+
+def placement_text(rows: list[dict[str, Any]]) -> str:
+    """Where a gang would go (`placement_rows`), in one line."""
+    return ", ".join(f"{p['node']} ×{p['replicas']} ({p['rack'] or '-'}, {p['zone'] or '-'})" for p in rows)
+
+
+def room_lines(domains: list[dict[str, Any]], members: str, now: str = "") -> list[str]:
+    """The room table (`room_table`) as people read it; `members`: what the last column counts."""
+    if not domains:
+        return []
+    return [f"Room per {domains[0]['level']}{now} (free GPUs, {members} that fit):",
+            *(f"  {d['name']:<24} {d['freeGPUs']:>6g} {d['replicasFit']:>4}" for d in domains)]
 
 
 def _duration(seconds: float) -> str:

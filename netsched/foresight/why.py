@@ -12,7 +12,7 @@ from typing import Any
 
 from netsched.api import conditions as c
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, Phase
-from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, room_table
+from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, room_lines, room_table
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 
@@ -65,8 +65,4 @@ def render_why(answer: dict[str, Any]) -> str:
     if answer["predictedCompletionTime"]:
         lines.append(f"Predicted completion: {answer['predictedCompletionTime']} "
                      f"(run time from {answer['predictionBasis']})")
-    if answer["domains"]:
-        level = answer["domains"][0]["level"]
-        lines.append(f"Room per {level} now (free GPUs, replicas of this job that fit):")
-        lines += [f"  {d['name']:<24} {d['freeGPUs']:>6g} {d['replicasFit']:>4}" for d in answer["domains"]]
-    return "\n".join(lines)
+    return "\n".join(lines + room_lines(answer["domains"], "replicas of this job", now=" now"))

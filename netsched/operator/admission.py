@@ -19,14 +19,13 @@ from typing import Any
 import kopf
 
 from netsched.api.gpujob import GROUP, KIND
+from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 HANDLER_ID = "gang-gate"  # kopf serves the handler at this URL path: /gang-gate
-OPT_IN_LABEL = "netsched.io/gang-scheduling"  # a namespace whose pods the webhook gates carries it...
-OPT_IN_VALUE = "enabled"  # ...with this value (the chart's default scope)
 TIMEOUT_SECONDS = 5  # a pod create waits at most this long for the webhook
 
 
@@ -85,7 +84,7 @@ def webhook_configuration(name: str, client_config: Mapping[str, Any], scheduler
     namespaces: list[dict[str, Any]] = [
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(exclude_namespaces)}]
     if opt_in:
-        namespaces.append({"key": OPT_IN_LABEL, "operator": "In", "values": [OPT_IN_VALUE]})
+        namespaces.append({"key": GANG_OPT_IN_LABEL, "operator": "In", "values": [GANG_OPT_IN_VALUE]})
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",

@@ -12,12 +12,11 @@ import threading
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL
+from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, MAX_PEER_DISTANCE, RACK_LABEL
 from netsched.devcluster.devcluster import EXTENDER, OPERATOR
 from netsched.devcluster.pods import gpu_pod, indexed_job
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.testing.cluster import kill
 
 PODS, GPUS = 4, 8  # whole-node members: a rack holds the gang only where 4 of its nodes are free
@@ -35,7 +34,7 @@ def batch(fault_cluster) -> client.BatchV1Api:
 @pytest.fixture
 def opted_in(core, namespace) -> str:
     """The test's namespace, its pods gated by the webhook (the Job templates carry no gate)."""
-    core.patch_namespace(namespace, {"metadata": {"labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
+    core.patch_namespace(namespace, {"metadata": {"labels": {GANG_OPT_IN_LABEL: GANG_OPT_IN_VALUE}}})
     return namespace
 
 

@@ -5,7 +5,11 @@ like the agents. Needs root (ip netns, tc)."""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
+import urllib.parse
+import urllib.request
 
 import pytest
 from kubernetes import client
@@ -57,6 +61,16 @@ class Bed:
         site = {n: s for s, n in self.nodes.items()}
         return self.net.rate(site.get(node, "data"), site.get(other, "data"))
 
+    def measured_mbps(self, since: float, src: str | None, dst: str) -> list[float]:
+        """Every bandwidth Prometheus held for src -> dst (any src when None) since `since`, in Mbit/s."""
+        selector = f'dst="{dst}"' + (f',src="{src}"' if src else "")
+        query = {"query": f"netsched_link_bandwidth_bytes_per_second{{{selector}}}",
+                 "start": since, "end": time.time(), "step": 1}
+        with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(query)}",
+                                    timeout=10) as resp:
+            result = json.load(resp)["data"]["result"]
+        return [float(v) * 8 / 1e6 for series in result for _, v in series["values"]]
+
     def close(self) -> None:
         if self.prometheus:
             stop(self.prometheus)
@@ -92,6 +106,7 @@ def test_a_finished_jobs_record_holds_the_links_its_last_replica_had(dev_cluster
                       dataSources=[{"name": "shards", "kind": "endpoint", "endpoint": bed.data}])
     job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [hosts]}}}
+    since = time.time() - 300  # the links as they were measured before and while the job ran
     created = jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job)
     uid = created["metadata"]["uid"]
     record = poll(lambda: next((r for r in read_rows(dev_cluster.records_file) if r["uid"] == uid), None),
@@ -100,9 +115,15 @@ def test_a_finished_jobs_record_holds_the_links_its_last_replica_had(dev_cluster
     telemetry = record["telemetry"]
     assert telemetry, f"no telemetry in the record; the operator's log: {dev_cluster.log(OPERATOR)}"
     last, other = record["nodes"][-1], record["nodes"][0]
-    # the shaped rates, as the agents measured them and the operator read them from Prometheus
-    assert telemetry["peer_bw_mbps"] == pytest.approx(bed.rate(last, other), rel=0.25), telemetry
-    assert telemetry["data_bw_mbps"] == pytest.approx(bed.rate(last, bed.data), rel=0.25), telemetry
+    # The record holds what the agents measured on these very links and the operator read from
+    # Prometheus (a value of one of the link's series, not of another link). How close a measurement
+    # comes to the shaped rate depends on how busy the machine is, so only its ceiling is checked here.
+    peer = bed.measured_mbps(since, last, other) + bed.measured_mbps(since, other, last)
+    assert any(v == pytest.approx(telemetry["peer_bw_mbps"], rel=1e-6) for v in peer), (telemetry, peer)
+    data = bed.measured_mbps(since, None, bed.data)
+    assert any(v == pytest.approx(telemetry["data_bw_mbps"], rel=1e-6) for v in data), (telemetry, data)
+    assert 0 < telemetry["peer_bw_mbps"] <= 1.25 * bed.rate(last, other), telemetry
+    assert 0 < telemetry["data_bw_mbps"] <= 1.25 * bed.rate(last, bed.data), telemetry
     assert 0 < telemetry["peer_rtt_ms"] < 50 and 0 < telemetry["data_rtt_ms"] < 50
     assert 0 <= telemetry["nic_util"] <= 1
     row = record_row(record)  # and the model's training row reads them as its network features

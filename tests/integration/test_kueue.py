@@ -20,13 +20,19 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import GPU_RESOURCE, MAX_PEER_DISTANCE, RACK_LABEL, SCHEDULER_NAME
+from netsched.api.labels import (
+    GANG_OPT_IN_LABEL,
+    GANG_OPT_IN_VALUE,
+    GPU_RESOURCE,
+    MAX_PEER_DISTANCE,
+    RACK_LABEL,
+    SCHEDULER_NAME,
+)
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.kueue import KUEUE, KUEUE_GROUP, QUEUE_LABEL
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.admission import OPT_IN_LABEL, OPT_IN_VALUE
 from netsched.operator.handlers import COMPONENT
 from netsched.testing.cluster import free_gpus, running, scratch_namespace
 
@@ -91,7 +97,7 @@ def gang_namespace(kueue_cluster) -> Iterator[str]:
     api = kueue_cluster.api_client()
     core = client.CoreV1Api(api)
     with scratch_namespace(core, "kg") as ns:
-        core.patch_namespace(ns, {"metadata": {"labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
+        core.patch_namespace(ns, {"metadata": {"labels": {GANG_OPT_IN_LABEL: GANG_OPT_IN_VALUE}}})
         poll(lambda: all(v == GPUS_PER_POD for v in free_gpus(core).values()), 180, "every node empty")
         try:
             yield ns

@@ -55,8 +55,9 @@ def test_an_indexed_job_with_a_rack_limit_lands_whole_in_the_one_rack_with_room(
     assert {racks[n] for n in placed.values()} == {one_roomy_rack}, placed
     pods = pods_of(core, namespace, "train")
     assert all(p.spec.node_selector == {RACK_LABEL: one_roomy_rack} for p in pods)
-    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items
-    assert any(e.reason == "GangReleased" and one_roomy_rack in e.message for e in events)
+    poll(lambda: any(e.reason == "GangReleased" and one_roomy_rack in e.message
+                     for e in core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items),
+         60, "a GangReleased Event naming the rack")
 
 
 def test_two_jobs_that_each_need_most_of_the_cluster_run_one_after_the_other(core, batch, namespace):

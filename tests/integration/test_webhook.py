@@ -16,11 +16,11 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
+from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, GPU_RESOURCE, SCHEDULER_NAME
 from netsched.devcluster.devcluster import OPERATOR, WEBHOOK_CONFIGURATION
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.admission import HANDLER_ID, OPT_IN_LABEL, OPT_IN_VALUE
+from netsched.operator.admission import HANDLER_ID
 from netsched.testing.cluster import scratch_namespace
 
 WEBHOOK = f"{HANDLER_ID}.netsched.io"
@@ -44,7 +44,7 @@ def webhook(dev_cluster) -> None:
 def namespace(core: client.CoreV1Api, opted_in: bool) -> Iterator[str]:
     with scratch_namespace(core, "wh") as name:
         if opted_in:
-            core.patch_namespace(name, {"metadata": {"labels": {OPT_IN_LABEL: OPT_IN_VALUE}}})
+            core.patch_namespace(name, {"metadata": {"labels": {GANG_OPT_IN_LABEL: GANG_OPT_IN_VALUE}}})
         yield name
 
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes import client
 
-from netsched.foresight.admission import admitted, pods_admitted
+from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
 from netsched.foresight.whatif import WhatIfError, as_submitted
 from netsched.testing.builders import make_gpujob
 
@@ -93,9 +93,14 @@ def test_a_user_who_may_not_create_pods_still_gets_an_answer_but_a_refused_pod_i
                                   'Pod "j-0" is invalid: x')
 
 
+KINDS = ("GPUJob (netsched.io/v1alpha1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
+         "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)")
+
+
 @pytest.mark.parametrize(("change", "said"), [
-    ({"kind": "Pod"}, "kind Pod: whatif answers only for GPUJob (apiVersion netsched.io/v1alpha1)"),
-    ({"kind": None}, "kind is not set; whatif answers for GPUJob (apiVersion netsched.io/v1alpha1)"),
+    ({"kind": "Deployment"}, f"kind Deployment: netsched does not gang its pods; whatif answers only for "
+                             f"{KINDS}"),
+    ({"kind": None}, f"kind is not set; whatif answers for {KINDS}"),
     ({"apiVersion": "netsched.io/v1"}, "apiVersion 'netsched.io/v1': the API server serves GPUJob as "
                                        "netsched.io/v1alpha1; write apiVersion: netsched.io/v1alpha1"),
     ({"apiVersion": None},
@@ -107,3 +112,36 @@ def test_a_kind_whatif_does_not_answer_for_is_refused_before_asking(change, said
     with pytest.raises(WhatIfError) as refused:
         admitted(api, make_gpujob("j", manifest=True) | change, "default")
     assert str(refused.value) == said and api.requests == []
+
+
+JOBSET = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llm"},
+          "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"parallelism": 2}}}]}}
+
+
+def test_a_jobset_whose_crd_is_not_served_is_not_refused_but_said_so():
+    with pytest.raises(NotServed) as unserved:
+        admitted(ApiServer(404, {"message": "the server could not find the requested resource"}), JOBSET,
+                 "ml")
+    assert str(unserved.value).startswith("the API server does not serve JobSet (jobset.x-k8s.io/v1alpha2)")
+    with pytest.raises(WhatIfError) as missing:  # a namespace that does not exist is still a refusal
+        admitted(ApiServer(404, {"message": 'namespaces "ml" not found'}), JOBSET, "ml")
+    assert not isinstance(missing.value, NotServed)
+
+
+def test_what_an_unserved_kinds_controller_would_make_is_checked_as_jobs_and_pods():
+    api = ApiServer()
+    templates_admitted(api, JOBSET, "ml")
+    [(_, url, job)] = api.requests
+    assert urlsplit(url).path == "/apis/batch/v1/namespaces/ml/jobs"
+    assert job == {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "whatif-"},
+                   "spec": {"parallelism": 2}}
+    lws = {"kind": "LeaderWorkerSet", "metadata": {"namespace": "team"}, "spec": {"leaderWorkerTemplate": {
+        "workerTemplate": {"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"containers": []}}}}}
+    refused = ApiServer(422, {"message": 'Pod "whatif-x" is invalid: spec.containers: Required value'})
+    with pytest.raises(WhatIfError) as said:
+        templates_admitted(refused, lws, "ml")
+    [(_, url, pod)] = refused.requests
+    assert urlsplit(url).path == "/api/v1/namespaces/team/pods" and pod["metadata"] == {
+        "labels": {"a": "b"}, "generateName": "whatif-"}
+    assert str(said.value) == ("spec.leaderWorkerTemplate.workerTemplate: the API server would refuse the "
+                               'Pod made from it: Pod "whatif-x" is invalid: spec.containers: Required value')

@@ -1,0 +1,151 @@
+"""`netsched whatif` for a workload that is not a GPUJob: a batch Job, a JobSet or a LeaderWorkerSet.
+
+Its gangs (netsched.foresight.workload_gangs) are answered with the gang controller's own rules: the
+same validation of the `netsched.io/*` annotations (netsched.jobs.validation, as for pod gangs), the
+same fit (capacity.gang_fit, with NeverFits and its words), where it would go and the room per
+domain. Gangs of one workload are placed one after the other, each in the room the ones before it
+left, so "2 of 3 fit now" is what the controller would release now. Whether its pods would be gated at
+all is said too: a pod netsched does not gate is scheduled on its own, with no gang.
+
+Not yet: a predicted start and finish (the forecast reads GPUJobs), and the packer's dry run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from netsched.api.labels import DATA_SOURCE, GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, SCHEDULER_NAME
+from netsched.api.resources import Resources
+from netsched.foresight.whatif import (
+    Cluster,
+    WhatIfError,
+    missing_priority_class,
+    pending_requests,
+    placement_rows,
+    placement_text,
+    priority_of,
+    room_lines,
+    room_table,
+)
+from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
+from netsched.jobs.capacity import gang_fit, node_room, placement
+from netsched.jobs.forecast import bound_usage
+from netsched.jobs.pod_gang import PodGang
+from netsched.jobs.replica_pods import GANG_GATE, NETWORK_ANNOTATIONS
+from netsched.jobs.validation import problems
+
+
+def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str, opted_in: bool | None,
+                     unchecked: str | None = None) -> dict[str, Any]:
+    """The answer for the workload `manifest` in `namespace` (its namespace opted in to netsched's
+    webhook, or not, or None: unknown); `unchecked`: why the API server did not check it.
+    WhatIfError with the problems the gang controller would report."""
+    try:
+        sets = gang_sets(manifest, namespace)
+    except NotAGang as exc:
+        raise WhatIfError(str(exc)) from None
+    rooms = [node_room(n) for n in cluster.nodes]
+    found = [f"{_relative(p, s.template)}" for s in sets
+             for p in problems(s.gang, s.gang.annotations, rooms, spec_fields=False)
+             + missing_priority_class(s.gang, cluster.priority_classes)]
+    if found:
+        raise WhatIfError("; ".join(dict.fromkeys(found)))
+    used, pending = bound_usage(cluster.pods), pending_requests(cluster.pods)
+    answer: dict[str, Any] = {
+        "workload": f"{manifest['kind']} {namespace}/{manifest['metadata'].get('name')}",
+        "notes": [unchecked] if unchecked else [], "gangs": []}
+    for s in sets:
+        gang = s.gang
+        gated, how = gating(s, namespace, opted_in)
+        entry: dict[str, Any] = {
+            "gang": s.label, "template": s.template, "count": s.count, "size": gang.size,
+            "gpusPerMember": gang.gpus_per_member, "priority": priority_of(gang, cluster.priority_classes),
+            "gated": gated, "gating": how, "needs": needs(gang), "fitNow": 0, "placement": []}
+        for i in range(s.count):
+            fit = gang_fit(rooms, used, pending, gang)
+            if i == 0:
+                entry["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
+                level = gang.needs.max_peer_distance or "rack"
+                entry["domains"] = room_table(gang, rooms, cluster.pods, level)
+            where = placement(rooms, used, gang) if fit.fits else None
+            if not where:
+                break
+            entry["fitNow"] += 1
+            if i == 0:
+                entry["placement"] = placement_rows(where, rooms)
+            used = _taking(used, where, gang.member_request)
+        if s.note:
+            entry["note"] = s.note
+        answer["gangs"].append(entry)
+    return answer
+
+
+def needs(gang: PodGang) -> dict[str, str]:
+    """The network needs its pods' `netsched.io/*` annotations give the gang, by annotation (those of a
+    GPUJob's spec.network, and where its data is)."""
+    read = (*NETWORK_ANNOTATIONS.values(), DATA_SOURCE)
+    return {k: gang.annotations[k] for k in read if gang.annotations.get(k)}
+
+
+def gating(s: GangSet, namespace: str, opted_in: bool | None) -> tuple[bool | None, str]:
+    """Would the gang's pods be held by netsched's gate (None: cannot tell), and how, in words."""
+    spec = s.gang.member_spec
+    gates = {g.get("name") for g in spec.get("schedulingGates") or () if isinstance(g, dict)}
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    label = f"{GANG_OPT_IN_LABEL}={GANG_OPT_IN_VALUE}"
+    if GANG_GATE in gates:
+        return True, f"gated: its template has the {GANG_GATE} scheduling gate"
+    if scheduler != SCHEDULER_NAME:
+        return False, (f"not gated: its pods name scheduler {scheduler!r}, which netsched's webhook leaves "
+                       "alone, so they would be scheduled pod by pod, not as a gang; set "
+                       f"{s.template}.spec.schedulerName: {SCHEDULER_NAME}")
+    if opted_in:
+        return True, f"gated by netsched's admission webhook (namespace {namespace} has {label})"
+    if opted_in is None:
+        return None, (f"gated only if namespace {namespace} has {label} (its labels could not be read); "
+                      f"to be sure, add {{name: {GANG_GATE}}} to {s.template}.spec.schedulingGates")
+    # the chart's webhook.namespaces "all" needs no label: that scope is not visible to a user, so said
+    return False, (f"not gated: namespace {namespace} is not opted in to netsched's admission webhook and "
+                   f"the template has no {GANG_GATE} gate, so its pods would be scheduled pod by pod, not as "
+                   f"a gang (unless the webhook is set to every namespace); label the namespace {label}, or "
+                   f"add {{name: {GANG_GATE}}} to {s.template}.spec.schedulingGates")
+
+
+def _taking(used: dict[str, Resources], where: dict[str, int], request: Resources) -> dict[str, Resources]:
+    """`used` with `where`'s members (per node) of `request` added: the room the next gang finds."""
+    out: dict[str, Resources] = defaultdict(dict, {n: dict(r) for n, r in used.items()})
+    for node, k in where.items():
+        for name, amount in request.items():
+            out[node][name] = out[node].get(name, 0.0) + amount * k
+    return dict(out)
+
+
+def _relative(problem: str, template: str) -> str:
+    """A validation problem (which names a Job's `spec.template`) at the workload's own template."""
+    job_template = "spec.template."
+    return problem.replace(job_template, f"{template}.", 1) if problem.startswith(job_template) else problem
+
+
+def render_workload(answer: dict[str, Any]) -> str:
+    alone = len(answer["gangs"]) == 1 and answer["gangs"][0]["gang"] == answer["workload"]  # a Job
+    lines = [] if alone else [answer["workload"] + ":"]
+    lines += [f"Note: {n}" for n in answer["notes"]]
+    for g in answer["gangs"]:
+        gangs = "1 gang" if g["count"] == 1 else f"{g['count']} gangs"
+        lines.append(f"{g['gang']}: {gangs} of {g['size']} pod(s) × {g['gpusPerMember']} GPU(s), "
+                     f"priority {g['priority']} ({g['template']})")
+        lines.append(f"  {g['gating'][0].upper()}{g['gating'][1:]}")
+        lines.append("  Network needs: " + (", ".join(f"{k}={v}" for k, v in g["needs"].items())
+                                            or "none (no netsched.io/* limits on its pods)"))
+        if g.get("note"):
+            lines.append(f"  Note: {g['note']}")
+        s = g["schedulable"]
+        fits = "yes" if s["fits"] else "no"
+        if g["count"] > 1:
+            fits += f", {g['fitNow']} of {g['count']} gangs at once"
+        lines.append(f"  Fits now: {fits} ({s['reason']}): {s['message']}")
+        if g["placement"]:
+            lines.append("  Would run on: " + placement_text(g["placement"]))
+        lines += ["  " + line for line in room_lines(g["domains"], "members of this gang")]
+    return "\n".join(lines + ["Predicted start: not forecast yet for this kind", "Nothing was created."])

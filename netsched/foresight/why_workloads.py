@@ -1,0 +1,205 @@
+"""`netsched why KIND/NAME`: what the gangs of a batch Job, JobSet or LeaderWorkerSet wait for.
+
+Read from the live cluster: the workload and its pods (grouped by `gang_of`, as the gang controller
+groups them), the controller's last Event on each gang's workload (GangReleased, or why it waits:
+WaitingForPods, InsufficientResources, NoDomainLargeEnough, NeverFits, InvalidSpec, ...), where its
+pods run, the room per domain now, and its predicted start and finish from the workload's
+`netsched.io/predicted-start|finish` annotations. A JobSet or LeaderWorkerSet whose CRD is not served
+is found by the labels its controller puts on its pods. A bare NAME is a GPUJob (netsched.foresight.why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from netsched.api import conditions as c
+from netsched.api.connect import items
+from netsched.api.gpujob import KIND as GPUJOB
+from netsched.api.labels import PREDICTED_FINISH, PREDICTED_START
+from netsched.api.pods import DONE
+from netsched.foresight.whatif import (
+    Cluster,
+    WhatIfError,
+    placement_rows,
+    placement_text,
+    room_lines,
+    room_table,
+)
+from netsched.foresight.workload_gangs import JOBSET_LABELS, LWS_NAME, WORKLOADS
+from netsched.jobs.capacity import node_room
+from netsched.jobs.kinds.batch_job import BATCH_JOB, members
+from netsched.jobs.pod_gang import PodGang
+from netsched.jobs.pod_gangs import GangRef, controller, gang_of
+from netsched.jobs.replica_pods import GANG_GATE
+
+# what `why` takes before the slash, as kubectl spells kinds (case does not matter)
+KIND_NAMES = {
+    **dict.fromkeys(("gpujob", "gpujobs", "gpujob.netsched.io", "gpujobs.netsched.io"), GPUJOB),
+    **dict.fromkeys(("job", "jobs", "job.batch", "jobs.batch"), "Job"),
+    **dict.fromkeys(("jobset", "jobsets", "jobset.jobset.x-k8s.io", "jobsets.jobset.x-k8s.io"), "JobSet"),
+    **dict.fromkeys(("lws", "leaderworkerset", "leaderworkersets", "leaderworkerset.leaderworkerset.x-k8s.io",
+                     "leaderworkersets.leaderworkerset.x-k8s.io"), "LeaderWorkerSet"),
+}
+# a pod gang's own pods say which workload they belong to by this label (a Job's: its controller)
+POD_LABEL = {"JobSet": JOBSET_LABELS[0], "LeaderWorkerSet": LWS_NAME}
+# what the gang controller says on a gang's workload (netsched.operator.pod_gangs)
+GANG_REASONS = {c.GANG_RELEASED, c.WAITING_FOR_PODS, c.INVALID_SPEC, c.INSUFFICIENT_RESOURCES,
+                c.NO_DOMAIN_LARGE_ENOUGH, c.DATA_TOO_FAR, c.NEVER_FITS}
+NO_PREDICTION = "no prediction yet"
+
+
+class UnknownKind(WhatIfError):
+    """`why` was given a kind it does not know: bad input."""
+
+
+def target(text: str) -> tuple[str, str]:
+    """(kind, name) of `why`'s argument: NAME (a GPUJob) or KIND/NAME."""
+    kind, slash, name = text.rpartition("/")
+    if not slash:
+        return GPUJOB, text
+    known = KIND_NAMES.get(kind.lower())
+    if known is None or not name:
+        raise UnknownKind(f"{text!r}: {'no name after the kind' if known else f'unknown kind {kind!r}'}; "
+                          "write job/NAME, jobset/NAME, lws/NAME, or a GPUJob's NAME")
+    return known, name
+
+
+@dataclass(frozen=True)
+class Live:
+    """What `why` reads of a workload besides the cluster: the object (None: not found, or its kind not
+    served), the Jobs and the Events of its namespace."""
+    body: dict[str, Any] | None
+    jobs: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+    @classmethod
+    def read(cls, api: client.ApiClient, kind: str, namespace: str, name: str) -> Live:
+        group, version, plural = WORKLOADS[kind]
+        try:
+            if kind == "Job":
+                job = client.BatchV1Api(api).read_namespaced_job(name, namespace)
+                body = api.sanitize_for_serialization(job)
+            else:
+                body = client.CustomObjectsApi(api).get_namespaced_custom_object(group, version, namespace,
+                                                                                  plural, name)
+        except client.ApiException as exc:
+            if exc.status != 404:  # 404: no such object, or no such kind served
+                raise
+            body = None
+        return cls(body, items(client.BatchV1Api(api).list_namespaced_job, namespace),
+                   items(client.CoreV1Api(api).list_namespaced_event, namespace))
+
+
+def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    """The answer for the workload `kind` `namespace`/`name`; WhatIfError when neither it nor a pod of
+    it is found."""
+    pods = [p for p in cluster.pods if p["metadata"].get("namespace") == namespace and _of(p, kind, name)]
+    if live.body is None and not pods:
+        raise WhatIfError(_not_found(kind, namespace, name))
+    gangs: dict[GangRef, list[dict[str, Any]]] = {}
+    for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        ref = gang_of(p)
+        if ref is not None:
+            gangs.setdefault(ref, []).append(p)
+    jobs = {j["metadata"]["name"]: j for j in live.jobs}
+    rooms = [node_room(n) for n in cluster.nodes]
+    annotations = ((live.body or {}).get("metadata") or {}).get("annotations") or {}
+    answer: dict[str, Any] = {
+        "workload": f"{kind} {namespace}/{name}", "found": live.body is not None, "pods": len(pods),
+        "gangs": [], "predictedStartTime": annotations.get(PREDICTED_START),
+        "predictedCompletionTime": annotations.get(PREDICTED_FINISH), "domains": []}
+    for ref, members_ in gangs.items():
+        gated = [p for p in members_ if _gated(p)]
+        size = ref.size if ref.size is not None else _job_size(members_[0], jobs)
+        running = {p["spec"]["nodeName"]: 0 for p in members_ if _runs(p)}
+        for p in members_:
+            if _runs(p):
+                running[p["spec"]["nodeName"]] += 1
+        answer["gangs"].append({
+            "gang": f"{ref.kind} {ref.namespace}/{ref.name}", "size": size, "pods": len(members_),
+            "gated": len(gated), "runsOn": placement_rows(running, rooms),
+            "event": _last_word(live.events, members_)})
+        if gated and not answer["domains"]:
+            gang = PodGang(ref, size or len(members_), gated[0], len(gated))
+            answer["domains"] = room_table(gang, rooms, cluster.pods, gang.needs.max_peer_distance or "rack")
+    return answer
+
+
+def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
+    if kind == "Job":
+        owner = controller(pod) or {}
+        return (owner.get("apiVersion"), owner.get("kind")) == BATCH_JOB.owner and owner.get("name") == name
+    return ((pod["metadata"].get("labels") or {}).get(POD_LABEL[kind])) == name
+
+
+def _not_found(kind: str, namespace: str, name: str) -> str:
+    plural = WORKLOADS[kind][2]
+    if kind == "Job":
+        return f"Job {namespace}/{name} not found (kubectl get jobs -n {namespace})"
+    return (f"{kind} {namespace}/{name} not found, and no pod in {namespace} is labelled "
+            f"{POD_LABEL[kind]}={name} (kubectl get {plural},pods -n {namespace})")
+
+
+def _gated(pod: dict[str, Any]) -> bool:
+    return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def _runs(pod: dict[str, Any]) -> bool:
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    return bound and (pod.get("status") or {}).get("phase") not in DONE
+
+
+def _job_size(pod: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> int | None:
+    """The size of a gang only its Job knows (a batch Job's, a JobSet's)."""
+    owner = controller(pod) or {}
+    job = jobs.get(owner.get("name", "")) if owner.get("kind") == "Job" else None
+    return members(job) if job else None
+
+
+def _last_word(events: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The gang controller's last Event on the gang's workload (its pods' controller, else a pod)."""
+    targets = {(o.get("kind"), o.get("name")) for o in map(controller, pods) if o}
+    targets |= {("Pod", p["metadata"]["name"]) for p in pods}
+    said = [e for e in events if e.get("reason") in GANG_REASONS and _about(e) in targets]
+    if not said:
+        return None
+    last = max(said, key=_when)
+    return {"type": last.get("type"), "reason": last["reason"], "message": last.get("message"),
+            "time": _when(last)}
+
+
+def _about(e: dict[str, Any]) -> tuple[str | None, str | None]:
+    involved = e.get("involvedObject") or {}
+    return involved.get("kind"), involved.get("name")
+
+
+def _when(e: dict[str, Any]) -> str:
+    return str(e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
+
+
+def render_why_workload(answer: dict[str, Any]) -> str:
+    gated = sum(g["gated"] for g in answer["gangs"])
+    lines = [f"{answer['workload']}: {answer['pods']} pod(s), {gated} gated"
+             + ("" if answer["found"] else " (the object itself was not found: its pods were)")]
+    if not answer["pods"]:
+        lines.append("No pods yet: its controller has not made them, or they finished and are gone")
+    for g in answer["gangs"]:
+        size = g["size"] if g["size"] is not None else "unknown"
+        lines.append(f"Gang {g['gang']} (size {size}): {g['pods']} pod(s), {g['gated']} gated")
+        e = g["event"]
+        if e:
+            lines.append(f"  {e['reason']} ({e['type']}, {e['time']}): {e['message']}")
+        elif g["gated"]:
+            lines.append("  No word from netsched's gang controller yet: is the netsched operator running?")
+        else:
+            lines.append("  Not gated by netsched: its pods are scheduled one by one, not as a gang "
+                         "(docs/workloads.md: the gate)")
+        if g["runsOn"]:
+            lines.append("  Runs on: " + placement_text(g["runsOn"]))
+    start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
+    lines.append(f"Predicted start: {start or NO_PREDICTION}")
+    lines.append(f"Predicted completion: {finish or NO_PREDICTION}")
+    return "\n".join(lines + room_lines(answer["domains"], "members of its waiting gang", now=" now"))

@@ -1,0 +1,189 @@
+"""`kubectl netsched whatif` and `why` for workloads that are not GPUJobs, on the real control plane: the
+plugin run by the real kubectl as a subprocess, the Jobs made into pods by kube-controller-manager's Job
+controller and released (or held) by the operator's gang controller.
+
+The dev-cluster has 8 nodes of 8 GPUs in 4 racks of 2 nodes (16 GPUs a rack). JobSet's CRD is not
+installed here: whatif says so, checks the Jobs it would make, and answers with netsched's own checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+from kubernetes import client
+
+from netsched.api.labels import MAX_PEER_DISTANCE, PREDICTED_FINISH, PREDICTED_START, RACK_LABEL
+from netsched.devcluster.binaries import ensure_binaries
+from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.wait import poll
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing.plugin import install_plugin, path_with
+
+JOB_NAME = "batch.kubernetes.io/job-name"
+
+
+def job(name: str, pods: int, gpus: int, rack: bool = False, gate: bool = True) -> dict:
+    """An indexed Job of `pods` pods of `gpus` GPUs, scheduled by netsched, as a user writes it."""
+    pod = gpu_pod("x", gpus, duration="600s", annotations={MAX_PEER_DISTANCE: "rack"} if rack else None)
+    spec = {**pod["spec"], **({"schedulingGates": [{"name": GANG_GATE}]} if gate else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {"annotations": pod["metadata"]["annotations"]}, "spec": spec}}}
+
+
+@pytest.fixture(scope="module")
+def batch(dev_cluster) -> client.BatchV1Api:
+    return client.BatchV1Api(dev_cluster.api_client())
+
+
+@pytest.fixture
+def kubectl(dev_cluster, tmp_path):
+    """`kubectl ARGS` as a user runs it: kubectl and the plugin on PATH, the dev-cluster's kubeconfig."""
+    plugin = install_plugin(tmp_path / "bin")
+    env = {**os.environ, "KUBECONFIG": str(dev_cluster.kubeconfig), "HOME": str(tmp_path),
+           "PATH": path_with(plugin.parent, ensure_binaries(quiet=True))}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["kubectl", *args], env=env, cwd=tmp_path, text=True, capture_output=True,
+                              timeout=180)
+    return run
+
+
+def every_node_empty(core) -> None:
+    def empty():
+        return not [p for p in core.list_pod_for_all_namespaces().items
+                    if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed")]
+    poll(empty, 180, "every node empty")
+
+
+def test_whatif_on_job_manifests_answers_each_and_refuses_a_deployment_in_one_line(
+        kubectl, core, batch, namespace, tmp_path):
+    every_node_empty(core)
+    web = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": web}}
+    docs = [job("fits", 4, 4, rack=True), job("huge", 3, 8, rack=True), job("loose", 2, 1, gate=False),
+            deployment]
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump_all(docs))
+
+    out = kubectl("netsched", "whatif", "-f", "jobs.yaml", "-n", namespace, "-o", "json")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == ("netsched: error: whatif: Deployment/web (document 4 of jobs.yaml): kind "
+                          "Deployment: netsched does not gang its pods; whatif answers only for GPUJob "
+                          "(netsched.io/v1alpha1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
+                          "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)\n")
+    fits, huge, loose = json.loads(out.stdout)
+
+    [g] = fits["gangs"]
+    assert fits["workload"] == f"Job {namespace}/fits" and g["gated"] is True
+    assert g["schedulable"]["fits"] is True and sum(p["replicas"] for p in g["placement"]) == 4
+    racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    assert len({racks[p["node"]] for p in g["placement"]}) == 1 and {p["rack"] for p in g["placement"]} == {
+        racks[g["placement"][0]["node"]]}
+
+    [g] = huge["gangs"]
+    assert (g["schedulable"]["fits"], g["schedulable"]["reason"]) == (False, "NeverFits")
+    assert "never fits: needs 3 replica(s) of 8 GPUs" in g["schedulable"]["message"]
+    assert "within one rack, the largest rack holds 2" in g["schedulable"]["message"]
+
+    [g] = loose["gangs"]
+    assert g["gated"] is False and g["gating"].startswith(f"not gated: namespace {namespace} is not opted in")
+    assert not batch.list_namespaced_job(namespace).items  # nothing was created
+
+    text = kubectl("netsched", "whatif", "-f", "jobs.yaml", "-n", namespace)
+    assert text.returncode == 2 and text.stderr.count("\n") == 1
+    assert f"Job {namespace}/huge: 1 gang of 3 pod(s) × 8 GPU(s), priority 0 (spec.template)" in text.stdout
+    assert "  Fits now: no (NeverFits): never fits: needs 3 replica(s)" in text.stdout
+
+
+def test_whatif_on_a_jobset_whose_crd_is_not_served_says_so_and_answers(kubectl, namespace, tmp_path):
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llm"},
+              "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {
+                  "spec": {"parallelism": 2, "template": job("x", 2, 8)["spec"]["template"]}}}]}}
+    (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(jobset))
+    out = kubectl("netsched", "whatif", "-f", "jobset.yaml", "-n", namespace)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"JobSet {namespace}/llm:\nNote: the API server does not serve JobSet "
+                                 "(jobset.x-k8s.io/v1alpha2): its CRD is not installed")
+    assert (f"JobSet {namespace}/llm-workers-0 (and 1 more like it): 2 gangs of 2 pod(s) × 8 GPU(s)"
+            in out.stdout)
+
+    # what the JobSet controller would make of it is still checked: a Job the API server refuses
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(jobset))
+    bad = kubectl("netsched", "whatif", "-f", "jobset.yaml", "-n", namespace)
+    assert (bad.returncode, bad.stdout) == (2, ""), bad.stderr
+    assert bad.stderr.startswith("netsched: error: whatif: JobSet/llm (document 1 of jobset.yaml): "
+                                 "spec.replicatedJobs[0].template: the API server would refuse the Job made "
+                                 "from it: Job.batch \"whatif-") and bad.stderr.count("\n") == 1
+    said = 'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"\n'
+    assert bad.stderr.endswith(said), bad.stderr
+
+
+def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_one(
+        kubectl, core, batch, namespace):
+    batch.create_namespaced_job(namespace, job("huge", 3, 8, rack=True))
+    released = job("small", 2, 1)
+    released["metadata"]["annotations"] = {PREDICTED_START: "2030-01-01T00:00:00Z",
+                                           PREDICTED_FINISH: "2030-01-01T01:00:00Z"}
+    batch.create_namespaced_job(namespace, released)
+    for name, reason in (("huge", "NeverFits"), ("small", "GangReleased")):
+        poll(lambda n=name, r=reason: any(e.reason == r for e in core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={n}").items), 120,
+             f"a {reason} Event on Job {name}")
+    poll(lambda: all(p.spec.node_name for p in core.list_namespaced_pod(
+        namespace, label_selector=f"{JOB_NAME}=small").items), 120, "the pods of Job small to be bound")
+
+    held = kubectl("netsched", "why", "job/huge", "-n", namespace)
+    assert held.returncode == 0, held.stderr
+    lines = held.stdout.splitlines()
+    assert lines[:2] == [f"Job {namespace}/huge: 3 pod(s), 3 gated",
+                         f"Gang Job {namespace}/huge (size 3): 3 pod(s), 3 gated"]
+    assert lines[2].startswith("  NeverFits (Normal, ")
+    assert f"Job {namespace}/huge waits: never fits" in lines[2]
+    assert "Predicted start: no prediction yet" in lines and "Room per rack now" in held.stdout
+
+    ran = kubectl("netsched", "why", "jobs.batch/small", "-n", namespace, "-o", "json")
+    assert ran.returncode == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    [g] = answer["gangs"]
+    assert (g["size"], g["pods"], g["gated"], g["event"]["reason"]) == (2, 2, 0, "GangReleased")
+    assert sum(r["replicas"] for r in g["runsOn"]) == 2
+    assert (answer["predictedStartTime"], answer["predictedCompletionTime"]) == (
+        "2030-01-01T00:00:00Z", "2030-01-01T01:00:00Z")
+
+    typo = kubectl("netsched", "why", "jbo/small", "-n", namespace)
+    assert (typo.returncode, typo.stdout) == (2, "")
+    assert typo.stderr == ("netsched: error: why: 'jbo/small': unknown kind 'jbo'; write job/NAME, "
+                           "jobset/NAME, lws/NAME, or a GPUJob's NAME\n")
+    missing = kubectl("netsched", "why", "job/nope", "-n", namespace)
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (f"netsched: error: why: Job {namespace}/nope not found "
+                              f"(kubectl get jobs -n {namespace})\n")
+
+
+def test_why_finds_a_jobset_whose_crd_is_not_served_by_its_pods_labels(kubectl, core, batch, namespace):
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+              "jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/job-index": "0"}
+    made = job("llm-workers-0", 2, 1)  # the Job the JobSet controller would make, with its labels
+    made["spec"]["template"]["metadata"]["labels"] = labels
+    batch.create_namespaced_job(namespace, made)
+    poll(lambda: any(e.reason == "GangReleased" for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=llm-workers-0").items), 120,
+        "a GangReleased Event on Job llm-workers-0")
+
+    out = kubectl("netsched", "why", "jobset/llm", "-n", namespace)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == (f"JobSet {namespace}/llm: 2 pod(s), 0 gated (the object itself was not found: its "
+                        "pods were)")
+    assert lines[1] == f"Gang JobSet {namespace}/llm-workers-0 (size 2): 2 pod(s), 0 gated"
+    assert lines[2].startswith("  GangReleased (Normal, ")
+    missing = kubectl("netsched", "why", "lws/llm", "-n", namespace)
+    assert (missing.returncode, missing.stderr) == (1, (
+        f"netsched: error: why: LeaderWorkerSet {namespace}/llm not found, and no pod in {namespace} is "
+        "labelled leaderworkerset.sigs.k8s.io/name=llm "
+        f"(kubectl get leaderworkersets,pods -n {namespace})\n"))

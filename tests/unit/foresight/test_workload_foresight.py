@@ -1,0 +1,246 @@
+"""`whatif` and `why` for batch Jobs, JobSets and LeaderWorkerSets, over a cluster given as plain
+objects: their gangs read from the manifest, answered by the gang controller's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from netsched.api.labels import MAX_PEER_DISTANCE, PREDICTED_FINISH, PREDICTED_START
+from netsched.foresight.whatif import Cluster, WhatIfError
+from netsched.foresight.whatif_workloads import render_workload, what_if_workload
+from netsched.foresight.why_workloads import Live, UnknownKind, render_why_workload, target, why_workload
+from netsched.foresight.workload_gangs import NotAGang, gang_sets
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing.builders import CLUSTER, make_pod
+
+EMPTY = Cluster(CLUSTER, [], [], [], [])  # 4 nodes of 8 GPUs: a1-0, a1-1 in rack-a1, a2-0, b1-0
+
+
+def template(gpus: int, rack: bool = False, gate: bool = True, scheduler: str = "netsched",
+             annotations: dict | None = None) -> dict:
+    spec: dict = {"schedulerName": scheduler, "restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if gate:
+        spec["schedulingGates"] = [{"name": GANG_GATE}]
+    return {"metadata": {"annotations": ({MAX_PEER_DISTANCE: "rack"} if rack else {}) | (annotations or {})},
+            "spec": spec}
+
+
+def batch_job(pods: int, gpus: int, completions: int | None = None, **kwargs) -> dict:
+    spec = {"parallelism": pods, "template": template(gpus, **kwargs)}
+    if completions is not None:
+        spec["completions"] = completions
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+            "spec": spec}
+
+
+def jobset(replicas: int, pods: int, gpus: int, **kwargs) -> dict:
+    workers = {"name": "workers", "replicas": replicas,
+               "template": {"spec": {"parallelism": pods, "template": template(gpus, **kwargs)}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llm"},
+            "spec": {"replicatedJobs": [workers]}}
+
+
+def lws(groups: int, size: int, leader_gpus: int, worker_gpus: int) -> dict:
+    group = {"size": size, "leaderTemplate": template(leader_gpus), "workerTemplate": template(worker_gpus)}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve"}, "spec": {"replicas": groups, "leaderWorkerTemplate": group}}
+
+
+# ---- the gangs of a manifest ------------------------------------------------------------------
+
+def test_a_job_is_one_gang_of_its_parallelism_capped_by_its_completions():
+    [s] = gang_sets(batch_job(4, 2, completions=3), "ml")
+    assert (s.first.kind, s.first.namespace, s.first.name) == ("Job", "ml", "train")
+    assert (s.count, s.gang.size) == (1, 3)
+    assert s.gang.gpus_per_member == 2 and s.template == "spec.template"
+
+
+def test_each_job_of_a_replicated_job_is_one_gang_named_as_the_jobset_controller_names_it():
+    [s] = gang_sets(jobset(3, 2, 8), "ml")
+    assert (s.first.kind, s.first.name, s.count, s.gang.size) == ("JobSet", "llm-workers-0", 3, 2)
+    assert s.template == "spec.replicatedJobs[0].template.spec.template"
+
+
+def test_a_leaderworkerset_group_is_one_gang_counted_as_its_larger_template():
+    [s] = gang_sets(lws(2, 4, leader_gpus=1, worker_gpus=4), "ml")
+    assert (s.first.kind, s.first.name, s.count, s.gang.size) == ("LeaderWorkerSet", "serve-0", 2, 4)
+    assert s.gang.gpus_per_member == 4 and "counted as the larger, workerTemplate" in s.note
+    [leader] = gang_sets(lws(1, 2, leader_gpus=8, worker_gpus=1), "ml")
+    assert leader.gang.gpus_per_member == 8 and leader.template.endswith("leaderTemplate")
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ({"kind": "Deployment", "spec": {}}, "kind Deployment: netsched does not gang its pods"),
+    ({"kind": "JobSet", "metadata": {"name": "x"}, "spec": {"replicatedJobs": []}},
+     "spec.replicatedJobs is empty"),
+    ({"kind": "LeaderWorkerSet", "spec": {"leaderWorkerTemplate": {"size": "four"}}},
+     "spec.leaderWorkerTemplate.size: 'four' is not a whole number"),
+    (batch_job(0, 1), "spec.parallelism is 0"),
+], ids=["deployment", "empty-jobset", "lws-size", "no-pods"])
+def test_a_manifest_with_no_gang_is_refused_naming_the_field(body, said):
+    with pytest.raises(NotAGang) as refused:
+        gang_sets(body, "ml")
+    assert str(refused.value).startswith(said)
+
+
+# ---- whatif ---------------------------------------------------------------------------------------
+
+def test_a_job_with_a_rack_limit_fits_in_one_rack_of_an_empty_cluster():
+    answer = what_if_workload(EMPTY, batch_job(4, 4, rack=True), "ml", opted_in=False)
+    [g] = answer["gangs"]
+    assert g["schedulable"]["fits"] and g["fitNow"] == 1 and g["gated"] is True
+    assert {p["rack"] for p in g["placement"]} == {"rack-a1"}
+    text = render_workload(answer)
+    assert text.startswith("Job ml/train: 1 gang of 4 pod(s) × 4 GPU(s), priority 0 (spec.template)\n")
+    assert "\n  Network needs: netsched.io/max-peer-distance=rack\n" in text
+    assert "Fits now: yes (Fits)" in text and "Would run on: a1-0 ×2 (rack-a1, zone-a)" in text
+
+
+def test_a_job_larger_than_any_rack_gets_the_never_fits_words():
+    [g] = what_if_workload(EMPTY, batch_job(4, 8, rack=True), "ml", opted_in=True)["gangs"]
+    assert (g["schedulable"]["fits"], g["schedulable"]["reason"]) == (False, "NeverFits")
+    assert g["schedulable"]["message"].startswith("never fits: needs 4 replica(s) of 8 GPUs within one rack")
+    assert g["placement"] == [] and g["fitNow"] == 0
+
+
+def test_gangs_of_a_jobset_are_placed_one_after_the_other():
+    [g] = what_if_workload(EMPTY, jobset(3, 2, 8), "ml", opted_in=None)["gangs"]
+    assert g["schedulable"]["fits"] and (g["count"], g["fitNow"]) == (3, 2)
+    text = render_workload({"workload": "x", "notes": [], "gangs": [g]})
+    assert "Fits now: yes, 2 of 3 gangs at once" in text
+
+
+def test_a_bad_annotation_is_refused_at_the_workloads_own_template():
+    with pytest.raises(WhatIfError) as refused:
+        what_if_workload(EMPTY, jobset(1, 2, 1, annotations={MAX_PEER_DISTANCE: "galaxy"}), "ml", True)
+    assert str(refused.value) == ("spec.replicatedJobs[0].template.spec.template.metadata.annotations"
+                                  "[netsched.io/max-peer-distance]: 'galaxy' is not allowed; write one of "
+                                  "node, rack, zone")
+
+
+@pytest.mark.parametrize(("kwargs", "opted_in", "gated", "said"), [
+    ({}, False, True, "gated: its template has the netsched.io/gang scheduling gate"),
+    ({"gate": False}, True, True, "gated by netsched's admission webhook (namespace ml has "
+                                  "netsched.io/gang-scheduling=enabled)"),
+    ({"gate": False}, False, False, "not gated: namespace ml is not opted in"),
+    ({"gate": False}, None, None, "gated only if namespace ml has netsched.io/gang-scheduling=enabled"),
+    ({"gate": False, "scheduler": "default-scheduler"}, True, False,
+     "not gated: its pods name scheduler 'default-scheduler'"),
+], ids=["template-gate", "webhook", "not-opted-in", "unknown", "other-scheduler"])
+def test_it_says_whether_the_pods_would_be_gated(kwargs, opted_in, gated, said):
+    [g] = what_if_workload(EMPTY, batch_job(2, 1, **kwargs), "ml", opted_in)["gangs"]
+    assert g["gated"] is gated and g["gating"].startswith(said)
+
+
+def test_the_network_needs_are_read_from_the_pod_templates_annotations():
+    annotations = {"netsched.io/data-source": "zone:zone-b", "netsched.io/max-data-distance": "zone",
+                   "netsched.io/max-peer-rtt-ms": "0.5", "netsched.io/duration": "60s"}
+    [g] = what_if_workload(EMPTY, batch_job(2, 1, annotations=annotations), "ml", True)["gangs"]
+    assert g["needs"] == {"netsched.io/max-data-distance": "zone", "netsched.io/data-source": "zone:zone-b",
+                          "netsched.io/max-peer-rtt-ms": "0.5"}
+    assert {p["zone"] for p in g["placement"]} == {"zone-b"}  # near its data
+    [g] = what_if_workload(EMPTY, batch_job(2, 1), "ml", True)["gangs"]
+    assert "  Network needs: none (no netsched.io/* limits on its pods)" in render_workload(
+        {"workload": "x", "notes": [], "gangs": [g]})
+
+
+def test_a_manifest_the_api_server_did_not_check_says_so():
+    answer = what_if_workload(EMPTY, jobset(1, 1, 1), "ml", True, "the API server does not serve JobSet")
+    assert "\nNote: the API server does not serve JobSet\n" in render_workload(answer)
+
+
+# ---- why ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("train", ("GPUJob", "train")), ("job/train", ("Job", "train")), ("jobs.batch/train", ("Job", "train")),
+    ("JobSet/llm", ("JobSet", "llm")), ("lws/serve", ("LeaderWorkerSet", "serve")),
+    ("gpujob/train", ("GPUJob", "train")),
+])
+def test_why_takes_a_name_or_kind_slash_name(text, expected):
+    assert target(text) == expected
+
+
+WRITE = "write job/NAME, jobset/NAME, lws/NAME, or a GPUJob's NAME"
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("jbo/train", f"'jbo/train': unknown kind 'jbo'; {WRITE}"),
+    ("job/", f"'job/': no name after the kind; {WRITE}"),
+])
+def test_why_refuses_a_kind_it_does_not_know(text, said):
+    with pytest.raises(UnknownKind) as refused:
+        target(text)
+    assert str(refused.value) == said
+
+
+def job_pod(i: int, node: str | None = None, gated: bool = True, job: str = "train") -> dict:
+    pod = make_pod(f"{job}-{i}", node, gpus=4, labels={"batch.kubernetes.io/job-name": job},
+                   **({"schedulingGates": [{"name": GANG_GATE}]} if gated else {}))
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                           "controller": True}]
+    return pod
+
+
+def event(reason: str, message: str, when: str, name: str = "train") -> dict:
+    return {"metadata": {"name": f"{name}.{when}"}, "involvedObject": {"kind": "Job", "name": name},
+            "reason": reason, "type": "Normal", "message": message, "lastTimestamp": when}
+
+
+def test_why_a_gated_job_waits_says_the_controllers_last_word_and_no_prediction():
+    filler = make_pod("filler", "a1-0", gpus=8)
+    cluster = Cluster(CLUSTER, [filler, *(job_pod(i) for i in range(4))], [], [], [])
+    live = Live(batch_job(4, 4, rack=True), [batch_job(4, 4, rack=True)],
+                [event("WaitingForPods", "1 of 4", "2025-01-01T11:00:00Z"),
+                 event("NoDomainLargeEnough", "Job ml/train waits: needs 4", "2025-01-01T11:00:05Z"),
+                 event("Created", "not the gang controller's", "2025-01-01T11:00:09Z")])
+    answer = why_workload(cluster, live, "Job", "ml", "train")
+    [g] = answer["gangs"]
+    assert (g["size"], g["pods"], g["gated"], g["runsOn"]) == (4, 4, 4, [])
+    assert g["event"]["reason"] == "NoDomainLargeEnough" and answer["domains"][0]["level"] == "rack"
+    text = render_why_workload(answer)
+    assert text.startswith("Job ml/train: 4 pod(s), 4 gated\nGang Job ml/train (size 4): 4 pod(s), 4 gated\n"
+                           "  NoDomainLargeEnough (Normal, 2025-01-01T11:00:05Z): Job ml/train waits: "
+                           "needs 4")
+    assert "Predicted start: no prediction yet\nPredicted completion: no prediction yet" in text
+
+
+def test_why_a_released_job_says_where_it_runs_and_its_predicted_times():
+    body = batch_job(2, 4)
+    body["metadata"]["annotations"] = {PREDICTED_START: "2025-01-01T12:00:00Z",
+                                       PREDICTED_FINISH: "2025-01-01T13:00:00Z"}
+    cluster = Cluster(CLUSTER, [job_pod(0, "a1-0", gated=False), job_pod(1, "a1-0", gated=False)], [], [], [])
+    answer = why_workload(cluster, Live(body, [body], [event("GangReleased", "released 2 pods", "t")]),
+                          "Job", "ml", "train")
+    text = render_why_workload(answer)
+    assert "  GangReleased (Normal, t): released 2 pods\n  Runs on: a1-0 ×2 (rack-a1, zone-a)" in text
+    assert "Predicted start: 2025-01-01T12:00:00Z\nPredicted completion: 2025-01-01T13:00:00Z" in text
+    assert answer["domains"] == []
+
+
+def test_why_a_job_netsched_does_not_gate_says_it_is_scheduled_pod_by_pod():
+    cluster = Cluster(CLUSTER, [job_pod(0, "a1-0", gated=False)], [], [], [])
+    text = render_why_workload(why_workload(cluster, Live(batch_job(1, 4), [], []), "Job", "ml", "train"))
+    assert "  Not gated by netsched: its pods are scheduled one by one, not as a gang" in text
+
+
+def test_why_finds_a_jobset_by_its_pods_labels_when_its_kind_is_not_served():
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/replicatedjob-name": "w",
+              "jobset.sigs.k8s.io/job-index": "0"}
+    pod = job_pod(0, job="llm-w-0")
+    pod["metadata"]["labels"] |= labels
+    cluster = Cluster(CLUSTER, [pod], [], [], [])
+    answer = why_workload(cluster, Live(None, [batch_job(1, 4)], []), "JobSet", "ml", "llm")
+    assert [g["gang"] for g in answer["gangs"]] == ["JobSet ml/llm-w-0"] and not answer["found"]
+    assert "(the object itself was not found: its pods were)" in render_why_workload(answer)
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("Job", "Job ml/gone not found (kubectl get jobs -n ml)"),
+    ("LeaderWorkerSet", "LeaderWorkerSet ml/gone not found, and no pod in ml is labelled "
+                        "leaderworkerset.sigs.k8s.io/name=gone (kubectl get leaderworkersets,pods -n ml)"),
+])
+def test_why_a_missing_workload_names_it_and_how_to_look(kind, said):
+    with pytest.raises(WhatIfError) as missing:
+        why_workload(EMPTY, Live(None, [], []), kind, "ml", "gone")
+    assert str(missing.value) == said
