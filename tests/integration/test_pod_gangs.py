@@ -55,8 +55,8 @@ def test_an_indexed_job_with_a_rack_limit_lands_whole_in_the_one_rack_with_room(
     assert {racks[n] for n in placed.values()} == {one_roomy_rack}, placed
     pods = pods_of(core, namespace, "train")
     assert all(p.spec.node_selector == {RACK_LABEL: one_roomy_rack} for p in pods)
-    poll(lambda: any(e.reason == "GangReleased" and one_roomy_rack in e.message
-                     for e in core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items),
+    poll(lambda: any(e.reason == "GangReleased" and one_roomy_rack in e.message for e in
+                     core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items),
          60, "a GangReleased Event naming the rack")
 
 
