@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from netsched.api.labels import MAX_PEER_DISTANCE, PREDICTED_FINISH, PREDICTED_START, RACK_LABEL
+from netsched.api.labels import EXPECTED_SECONDS, MAX_PEER_DISTANCE, PREDICTED_FINISH, RACK_LABEL
 from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
@@ -127,8 +127,7 @@ def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_
         kubectl, core, batch, namespace):
     batch.create_namespaced_job(namespace, job("huge", 3, 8, rack=True))
     released = job("small", 2, 1)
-    released["metadata"]["annotations"] = {PREDICTED_START: "2030-01-01T00:00:00Z",
-                                           PREDICTED_FINISH: "2030-01-01T01:00:00Z"}
+    released["spec"]["template"]["metadata"]["annotations"][EXPECTED_SECONDS] = "600"  # so it gets a finish
     batch.create_namespaced_job(namespace, released)
     for name, reason in (("huge", "NeverFits"), ("small", "GangReleased")):
         poll(lambda n=name, r=reason: any(e.reason == r for e in core.list_namespaced_event(
@@ -152,8 +151,11 @@ def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_
     [g] = answer["gangs"]
     assert (g["size"], g["pods"], g["gated"], g["event"]["reason"]) == (2, 2, 0, "GangReleased")
     assert sum(r["replicas"] for r in g["runsOn"]) == 2
-    assert (answer["predictedStartTime"], answer["predictedCompletionTime"]) == (
-        "2030-01-01T00:00:00Z", "2030-01-01T01:00:00Z")
+    # the operator's forecaster writes a running Job's finish (no start) on it; why reads it back
+    finish = poll(lambda: (batch.read_namespaced_job("small", namespace).metadata.annotations or {}).get(
+        PREDICTED_FINISH), 120, "the forecaster to write Job small's predicted finish")
+    answer = json.loads(kubectl("netsched", "why", "jobs.batch/small", "-n", namespace, "-o", "json").stdout)
+    assert (answer["predictedStartTime"], answer["predictedCompletionTime"]) == (None, finish)
 
     typo = kubectl("netsched", "why", "jbo/small", "-n", namespace)
     assert (typo.returncode, typo.stdout) == (2, "")

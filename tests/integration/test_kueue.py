@@ -311,7 +311,9 @@ def test_kueue_preempts_a_job_netsched_holds_gated_and_it_runs_later_whole(kueue
     assert workload_conditions(custom, ns, "low").get("Preempted") == "True"
     poll(lambda: len(p := pods_of(core, ns, "high")) == 2 and all(x.status.phase == "Running" for x in p),
          120, "Job high released by netsched and running")
-    assert [e.reason for e in said(core, ns, "high")][-1] == "GangReleased"
+    # the Event follows the lifted gates once the operator's watch has seen them
+    poll(lambda: [e.reason for e in said(core, ns, "high")][-1:] == ["GangReleased"], 60,
+         "a GangReleased Event on Job high")
     assert not pods_of(core, ns, "low")  # while high holds the quota, low has no pod, gated or not
 
     for pod in pods_of(core, ns, "high"):  # high finishes; low gets the quota back
