@@ -10,15 +10,34 @@ import pytest
 from kubernetes import client
 
 from netsched.api.events import rfc3339
-from netsched.api.labels import EXPECTED_SECONDS
+from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE
 from netsched.foresight import whatif as whatif_module
 from netsched.foresight.whatif import NEVER_FITS, UNLISTED_JOBS, Cluster, render, what_if
 from netsched.foresight.whatif_workloads import render_workload, what_if_workload
+from netsched.jobs.replica_pods import GANG_GATE
 from netsched.testing.builders import CLUSTER, NOW, ago, make_batch_job, make_gpujob, make_job_pod
-from tests.unit.foresight.test_workload_foresight import batch_job, jobset
 
 HINT = {EXPECTED_SECONDS: "300"}
 FIRST_ENDS = NOW + timedelta(seconds=200)  # started 100 s ago, 300 s to run
+
+
+def template(gpus: int, annotations: dict | None) -> dict:
+    return {"metadata": {"annotations": annotations or {}}, "spec": {
+        "schedulerName": "netsched", "restartPolicy": "Never", "schedulingGates": [{"name": GANG_GATE}],
+        "containers": [{"name": "main", "image": "trainer:1",
+                        "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}]}}
+
+
+def batch_job(pods: int, gpus: int, annotations: dict | None = None) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"parallelism": pods, "template": template(gpus, annotations)}}
+
+
+def jobset(replicas: int, pods: int, gpus: int, annotations: dict | None = None) -> dict:
+    workers = {"name": "workers", "replicas": replicas,
+               "template": {"spec": {"parallelism": pods, "template": template(gpus, annotations)}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llm"},
+            "spec": {"replicatedJobs": [workers]}}
 
 
 def busy(batch_jobs: bool = True) -> Cluster:
