@@ -194,7 +194,7 @@ def _whatif_outcomes(documents: list[Document],
         try:
             if manifest["kind"] != KIND:
                 where = manifest["metadata"]["namespace"]
-                yield doc, what_if_workload(cluster, manifest, where, _opted_in(api, where), unchecked)
+                yield doc, what_if_workload(cluster, manifest, where, _opted_in(api, where), unchecked, past)
                 continue
             check(cluster, manifest)
             pods_admitted(api, manifest)

@@ -1,15 +1,16 @@
 """`netsched whatif -f job.yaml`: what would happen to a GPUJob if it were submitted now, creating nothing.
 
 For a GPUJob the API server accepted (netsched.foresight.admission asks it first), reads the live
-cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs) and answers with the
-operator's own rules, so the answer is what the operator would do:
+cluster once (nodes, pods, PodDisruptionBudgets, PriorityClasses, GPUJobs, batch Jobs) and answers
+with the operator's own rules, so the answer is what the operator would do:
 - no answer, but the problems the operator would report (netsched.jobs.validation) before any pod is
   made, as WhatIfError;
 - does the gang fit now (capacity.gang_fit: the Schedulable reason and message a waiting job shows,
   NeverFits with the operator's words when it could never fit the cluster as it is), where it would
   go (capacity.placement) and the room per rack or zone;
 - how long it runs and when it would start and finish (netsched.jobs.forecast, with this job
-  added to the queue at its priority), and which running jobs it waits for;
+  added to the queue at its priority, beside the cluster's pod gangs as the operator's forecast plays
+  them), and which running jobs it waits for;
 - what the packer would do now (Packer.decide on the cluster with this gang waiting): the pods it
   would evict or move, or why it would not.
 """
@@ -17,7 +18,7 @@ operator's own rules, so the answer is what the operator would do:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
 from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
@@ -42,8 +44,9 @@ from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
-# instead of a predicted start, for a job that never fits (whatif and why say the same)
-NEVER_STARTS = "Predicted start: none: it never fits the cluster as it is, so the operator holds it Blocked"
+# instead of a predicted start, for a gang that never fits (whatif and why say the same)
+NEVER_FITS = "Predicted start: none: it never fits the cluster as it is"
+NEVER_STARTS = f"{NEVER_FITS}, so the operator holds it Blocked"  # a GPUJob's
 
 
 class WhatIfError(ValueError):
@@ -59,13 +62,33 @@ class Cluster:
     pdbs: list[dict]
     jobs: list[dict]
     priority_classes: list[dict]
+    batch_jobs: list[dict] = field(default_factory=list)  # batch/v1 Jobs: the size of their pod gangs
+    notes: tuple[str, ...] = ()  # what this read could not see, in words
 
     @classmethod
     def read(cls, api: client.ApiClient) -> Cluster:
         nodes, pods, pdbs = cluster_state(api)
         jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         classes = items(client.SchedulingV1Api(api).list_priority_class)
-        return cls(nodes, pods, pdbs, jobs, classes)
+        notes: tuple[str, ...] = ()
+        try:
+            batch_jobs = items(client.BatchV1Api(api).list_job_for_all_namespaces)
+        except client.ApiException as exc:
+            if exc.status != 403:
+                raise
+            # the answer is still worth having: only the end of running Job gangs is unknown
+            batch_jobs, notes = [], (UNLISTED_JOBS,)
+        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes)
+
+    def pod_gangs(self) -> list[LiveGang]:
+        """The cluster's pod gangs as the operator's forecast plays them (netsched.jobs.live_gangs)."""
+        named = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.batch_jobs}
+        return list(live_gangs(self.pods, named).values())
+
+
+UNLISTED_JOBS = ("you may not list batch Jobs (jobs.batch, all namespaces), so the pods of Job gangs are "
+                 "taken to hold their room with no predicted end; ask for that permission for a forecast "
+                 "with them")
 
 
 def as_submitted(body: dict, namespace: str) -> dict:
@@ -109,15 +132,17 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["placement"] = placement_rows(where, rooms) if fit.fits and where else []
     answer["domains"] = room_table(job, rooms, cluster.pods, job.needs.max_peer_distance or "rack")
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
-    forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past)
+    forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past,
+                                 cluster.pod_gangs())
     forecast = forecasts[answer["job"]]
     answer["estimate"] = {"seconds": forecast.estimate.seconds, "basis": forecast.estimate.basis}
-    answer["predictedStartTime"] = _text(now if fit.fits else forecast.start)
-    answer["predictedCompletionTime"] = _text(forecast.finish)
+    answer["predictedStartTime"] = time_text(now if fit.fits else forecast.start)
+    answer["predictedCompletionTime"] = time_text(forecast.finish)
     answer["waitsFor"] = list(forecast.after) if not fit.fits else []
     answer["ahead"] = _ahead(cluster, priority)
     # no plan can place a gang that never fits: the packer's dry run would only take its budget
     answer["packer"] = {} if fit.fits or fit.why == c.NEVER_FITS else _packer(cluster, pods, budget)
+    answer["notes"] = list(cluster.notes)
     return answer
 
 
@@ -213,7 +238,7 @@ def _ahead(cluster: Cluster, priority: int) -> list[dict[str, Any]]:
             if v >= priority]
 
 
-def _text(when: datetime | None) -> str | None:
+def time_text(when: datetime | None) -> str | None:
     return rfc3339(when) if when else None
 
 
@@ -223,24 +248,13 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     gpus = answer["replicas"] * answer["gpusPerReplica"]
     lines = [f"GPUJob {answer['job']}: {answer['replicas']} replica(s) × {answer['gpusPerReplica']} GPU(s) "
              f"= {gpus} GPUs, priority {answer['priority']}"]
+    lines += [f"Note: {n}" for n in answer.get("notes", ())]
     s = answer["schedulable"]
     lines.append(f"Fits now: {'yes' if s['fits'] else 'no'} ({s['reason']}): {s['message']}")
     if answer["placement"]:
         lines.append("Would run on: " + placement_text(answer["placement"]))
     lines += room_lines(answer["domains"], "replicas of this job")
-    est = answer["estimate"]
-    lines.append(f"Run time: {_duration(est['seconds'])} ({est['basis']})" if est["seconds"] is not None
-                 else f"Run time: unknown ({est['basis']})")
-    start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
-    if start:
-        lines.append(f"Predicted start: {start} ({_from_now(start, now)})" + (
-            f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
-    elif s["reason"] == c.NEVER_FITS:
-        lines.append(NEVER_STARTS)
-    elif not s["fits"]:
-        lines.append("Predicted start: unknown (the room it needs is held by pods with no predicted end)")
-    if finish:
-        lines.append(f"Predicted completion: {finish} ({_from_now(finish, now)})")
+    lines += forecast_lines(answer, NEVER_STARTS, now)
     if answer["ahead"]:
         lines.append("Served before it: " + ", ".join(f"{a['job']} (priority {a['priority']})"
                                                        for a in answer["ahead"]))
@@ -253,6 +267,26 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     elif pk:
         lines.append(f"The packer would not make room now: {pk['why']}")
     return "\n".join(lines + ["Nothing was created."])
+
+
+def forecast_lines(answer: dict[str, Any], never: str, now: datetime) -> list[str]:
+    """How long it runs and when it starts and completes, from an answer's (or a gang's entry's)
+    `schedulable`, `estimate`, `predictedStartTime`, `predictedCompletionTime` and `waitsFor`; `never`:
+    the start line of one that never fits."""
+    s, est = answer["schedulable"], answer["estimate"]
+    lines = [f"Run time: {_duration(est['seconds'])} ({est['basis']})" if est["seconds"] is not None
+             else f"Run time: unknown ({est['basis']})"]
+    start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
+    if start:
+        lines.append(f"Predicted start: {start} ({from_now(start, now)})" + (
+            f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
+    elif s["reason"] == c.NEVER_FITS:
+        lines.append(never)
+    elif not s["fits"]:
+        lines.append("Predicted start: unknown (the room it needs is held by pods with no predicted end)")
+    if finish:
+        lines.append(f"Predicted completion: {finish} ({from_now(finish, now)})")
+    return lines
 
 
 def placement_text(rows: list[dict[str, Any]]) -> str:
@@ -273,7 +307,7 @@ def _duration(seconds: float) -> str:
         f"{seconds / 3600:.1f} h"
 
 
-def _from_now(text: str, now: datetime) -> str:
+def from_now(text: str, now: datetime) -> str:
     delta = (parse_rfc3339(text) - now).total_seconds()
     return "now" if abs(delta) < 1 else f"in {_duration(delta)}" if delta > 0 else f"{_duration(-delta)} ago"
 

@@ -7,19 +7,28 @@ domain. Gangs of one workload are placed one after the other, each in the room t
 left, so "2 of 3 fit now" is what the controller would release now. Whether its pods would be gated at
 all is said too: a pod netsched does not gate is scheduled on its own, with no gang.
 
-Not yet: a predicted start and finish (the forecast reads GPUJobs), and the packer's dry run.
+When each gang would start and finish: its gangs join the operator's forecast (netsched.jobs.forecast)
+as the waiting pod gangs they would be (netsched.jobs.live_gangs.LiveGang), beside the cluster's
+GPUJobs and pod gangs, in line after those of their priority already there; their run time from the
+template's `netsched.io/expected-duration-seconds`, else the finished jobs.
+
+Not yet: the packer's dry run.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from netsched.api.labels import DATA_SOURCE, GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, SCHEDULER_NAME
 from netsched.api.resources import Resources
 from netsched.foresight.whatif import (
+    NEVER_FITS,
     Cluster,
     WhatIfError,
+    forecast_lines,
+    from_now,
     missing_priority_class,
     pending_requests,
     placement_rows,
@@ -27,19 +36,23 @@ from netsched.foresight.whatif import (
     priority_of,
     room_lines,
     room_table,
+    time_text,
 )
 from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
 from netsched.jobs.capacity import gang_fit, node_room, placement
-from netsched.jobs.forecast import bound_usage
+from netsched.jobs.forecast import Forecast, bound_usage, cluster_forecast
+from netsched.jobs.live_gangs import LiveGang, gang_key
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.replica_pods import GANG_GATE, NETWORK_ANNOTATIONS
 from netsched.jobs.validation import problems
 
 
 def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str, opted_in: bool | None,
-                     unchecked: str | None = None) -> dict[str, Any]:
+                     unchecked: str | None = None, past: list[dict[str, Any]] | None = None,
+                     now: datetime | None = None) -> dict[str, Any]:
     """The answer for the workload `manifest` in `namespace` (its namespace opted in to netsched's
-    webhook, or not, or None: unknown); `unchecked`: why the API server did not check it.
+    webhook, or not, or None: unknown); `unchecked`: why the API server did not check it; `past`: the
+    finished jobs to learn run times from (netsched.foresight.whatif.history).
     WhatIfError with the problems the gang controller would report."""
     try:
         sets = gang_sets(manifest, namespace)
@@ -54,7 +67,7 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
     used, pending = bound_usage(cluster.pods), pending_requests(cluster.pods)
     answer: dict[str, Any] = {
         "workload": f"{manifest['kind']} {namespace}/{manifest['metadata'].get('name')}",
-        "notes": [unchecked] if unchecked else [], "gangs": []}
+        "notes": [*([unchecked] if unchecked else []), *cluster.notes], "gangs": []}
     for s in sets:
         gang = s.gang
         gated, how = gating(s, namespace, opted_in)
@@ -78,7 +91,45 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         if s.note:
             entry["note"] = s.note
         answer["gangs"].append(entry)
+    predicted(cluster, sets, answer["gangs"], past or [], now or datetime.now(UTC))
     return answer
+
+
+def predicted(cluster: Cluster, sets: list[GangSet], entries: list[dict[str, Any]],
+              past: list[dict[str, Any]], now: datetime) -> None:
+    """Each gang set's forecast into its entry: its run time, the predicted start of its first gang (now
+    for one that fits now) and the jobs it waits for, the predicted completion of its last one (none
+    while one has none), and with several gangs each one's times ("predictedPerGang")."""
+    keys: list[list[str]] = []
+    pretend: list[LiveGang] = []
+    for s, entry in zip(sets, entries, strict=True):
+        keys.append([])
+        for ref in s.refs():
+            keys[-1].append(gang_key(ref))
+            # created now, one after the other: in line after every gang of its priority already there
+            pretend.append(LiveGang(gang_key(ref), s.gang, True, now + timedelta(microseconds=len(pretend)),
+                                    None, entry["priority"], (s.gang.member,), frozenset()))
+    rooms = [node_room(n) for n in cluster.nodes]
+    forecasts = cluster_forecast(now, rooms, cluster.pods, cluster.jobs, past,
+                                 [*cluster.pod_gangs(), *pretend])
+    for entry, gang_keys in zip(entries, keys, strict=True):
+        entry |= _times(entry, [forecasts[k] for k in gang_keys], now)
+
+
+def _times(entry: dict[str, Any], forecasts: list[Forecast], now: datetime) -> dict[str, Any]:
+    starts = [now if i < entry["fitNow"] else f.start for i, f in enumerate(forecasts)]
+    finishes = [f.finish for f in forecasts]
+    first = forecasts[0]
+    times: dict[str, Any] = {
+        "estimate": {"seconds": first.estimate.seconds, "basis": first.estimate.basis},
+        "predictedStartTime": time_text(starts[0]),
+        "predictedCompletionTime": None if None in finishes else time_text(max(f for f in finishes if f)),
+        "waitsFor": list(first.after) if not entry["fitNow"] else []}
+    if len(forecasts) > 1:
+        times["predictedPerGang"] = [
+            {"predictedStartTime": time_text(start), "predictedCompletionTime": time_text(f.finish)}
+            for start, f in zip(starts, forecasts, strict=True)]
+    return times
 
 
 def needs(gang: PodGang) -> dict[str, str]:
@@ -127,7 +178,8 @@ def _relative(problem: str, template: str) -> str:
     return problem.replace(job_template, f"{template}.", 1) if problem.startswith(job_template) else problem
 
 
-def render_workload(answer: dict[str, Any]) -> str:
+def render_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
     alone = len(answer["gangs"]) == 1 and answer["gangs"][0]["gang"] == answer["workload"]  # a Job
     lines = [] if alone else [answer["workload"] + ":"]
     lines += [f"Note: {n}" for n in answer["notes"]]
@@ -148,4 +200,17 @@ def render_workload(answer: dict[str, Any]) -> str:
         if g["placement"]:
             lines.append("  Would run on: " + placement_text(g["placement"]))
         lines += ["  " + line for line in room_lines(g["domains"], "members of this gang")]
-    return "\n".join(lines + ["Predicted start: not forecast yet for this kind", "Nothing was created."])
+        if "estimate" in g:
+            lines += ["  " + line for line in forecast_lines(g, NEVER_FITS, now)]
+            lines += _last_start(g, now)
+    return "\n".join(lines + ["Nothing was created."])
+
+
+def _last_start(g: dict[str, Any], now: datetime) -> list[str]:
+    """When the last of several gangs starts, if not with the first."""
+    last = (g.get("predictedPerGang") or [{}])[-1].get("predictedStartTime", g["predictedStartTime"])
+    if not g["predictedStartTime"] or last == g["predictedStartTime"]:
+        return []
+    return [f"  The last of its {g['count']} gangs: predicted start " + (
+        f"{last} ({from_now(last, now)})" if last else "unknown (the room it needs is held by pods with no "
+                                                        "predicted end)")]

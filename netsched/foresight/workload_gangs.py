@@ -10,7 +10,7 @@ Identical gangs (the Jobs of one replicated job, the groups of a LeaderWorkerSet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from netsched.api.labels import GPU_RESOURCE
@@ -45,6 +45,12 @@ class GangSet:
     gang: PodGang
     template: str
     note: str = ""  # what the answer should also say of these gangs
+
+    def refs(self) -> list[GangRef]:
+        """Each of its gangs, named as gang_of will name them: by the index its last name label counts
+        (a JobSet's Job index, a LeaderWorkerSet's group index), from the first's 0."""
+        base = self.first.name.removesuffix("0")
+        return [self.first, *(replace(self.first, name=f"{base}{i}") for i in range(1, self.count))]
 
     @property
     def label(self) -> str:

@@ -10,16 +10,24 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import timedelta
 
 import pytest
 import yaml
 from kubernetes import client
 
-from netsched.api.labels import EXPECTED_SECONDS, MAX_PEER_DISTANCE, PREDICTED_FINISH, RACK_LABEL
+from netsched.api.events import parse_rfc3339
+from netsched.api.labels import (
+    EXPECTED_SECONDS,
+    MAX_PEER_DISTANCE,
+    PREDICTED_FINISH,
+    RACK_LABEL,
+)
 from netsched.devcluster.binaries import ensure_binaries
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.operator.forecaster import MIN_MOVE
 from netsched.testing.plugin import install_plugin, path_with
 
 JOB_NAME = "batch.kubernetes.io/job-name"
@@ -121,6 +129,36 @@ def test_whatif_on_a_jobset_whose_crd_is_not_served_says_so_and_answers(kubectl,
                                  "from it: Job.batch \"whatif-") and bad.stderr.count("\n") == 1
     said = 'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"\n'
     assert bad.stderr.endswith(said), bad.stderr
+
+
+def test_whatif_on_a_job_that_must_wait_predicts_its_start_after_the_running_job_gang_finishes(
+        kubectl, core, batch, namespace, tmp_path):
+    every_node_empty(core)
+    nodes = len(core.list_node().items)
+    # whole-node pods: `first` takes every node for 300 s, as its hint says
+    batch.create_namespaced_job(namespace, gated_job("first", nodes, 8, "300s", {EXPECTED_SECONDS: "300"}))
+    poll(lambda: len(pods := core.list_namespaced_pod(namespace).items) == nodes
+         and all(p.status.start_time for p in pods), 120, "Job first's pods to start")
+    finish = poll(lambda: (batch.read_namespaced_job("first", namespace).metadata.annotations or {}).get(
+        PREDICTED_FINISH), 60, "the operator's predicted finish on the running Job first")
+    (tmp_path / "second.yaml").write_text(yaml.safe_dump(
+        gated_job("second", nodes // 2, 8, "10s", {EXPECTED_SECONDS: "10"})))
+
+    out = kubectl("netsched", "whatif", "-f", "second.yaml", "-n", namespace, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    [g] = json.loads(out.stdout)["gangs"]
+    assert g["schedulable"]["fits"] is False and g["waitsFor"] == [f"Job {namespace}/first"]
+    start, done = parse_rfc3339(g["predictedStartTime"]), parse_rfc3339(g["predictedCompletionTime"])
+    # the operator rewrites first's finish only once it moves by MIN_MOVE
+    assert start >= parse_rfc3339(finish) - timedelta(seconds=MIN_MOVE + 1), (start, finish)
+    assert (done - start).total_seconds() == g["estimate"]["seconds"] > 0
+
+    text = kubectl("netsched", "whatif", "-f", "second.yaml", "-n", namespace)
+    assert text.returncode == 0, text.stderr
+    assert f"  Predicted start: {g['predictedStartTime']} (in " in text.stdout
+    assert f"), when Job {namespace}/first is predicted to finish\n" in text.stdout
+    assert f"  Predicted completion: {g['predictedCompletionTime']} (in " in text.stdout
+    assert [j.metadata.name for j in batch.list_namespaced_job(namespace).items] == ["first"]  # none made
 
 
 def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_one(
