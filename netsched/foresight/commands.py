@@ -35,7 +35,8 @@ class PackSettings:
                            help="wall-clock limit for the whole solve (default 1)")
     policy: str | None = option(
         flag="--policy", metavar="FILE",
-        help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: strict)")
+        help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: priced, "
+        "as the operator's)")
     json: bool = option(False, flag="--json", help="print the plan as JSON")
 
 

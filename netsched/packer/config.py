@@ -27,9 +27,10 @@ class PackerConfig:
     policy: Path | None = setting(
         flag="--pack-policy", metavar="FILE",
         fixed="the chart writes operator.packer.policy into a ConfigMap and passes its mounted path",
-        help="disruption policy, YAML or JSON: mode strict (the default: a pod is never disturbed for "
-        "work below its own priority) or priced (moves and evictions priced by the run time they throw "
-        "away), prices, minimum gain and rules per priority class (docs/packer.md)")
+        help="disruption policy, YAML or JSON: mode priced (the default: moves and evictions priced by "
+        "the run time they throw away; for lower-priority work only stateless replicas move) or strict "
+        "(a pod is never disturbed for work below its own priority), prices, minimum gain and rules per "
+        "priority class (docs/packer.md)")
     deadline: int = setting(
         120, flag="--plan-deadline", metavar="SECONDS", helm="operator.packer.planDeadlineSeconds",
         help="a PackingPlan not done by then is abandoned and its pins released (default 120)")

@@ -8,6 +8,11 @@ controller solve over.
 - A pod is movable only when a controller recreates it (ReplicaSet, Job, StatefulSet,
   GPUJob), it is not a DaemonSet's or in kube-system, and it is not annotated
   `netsched.io/protected: "true"`.
+- A pod is stateless (a restart loses no work, so the default policy may move it for lower-
+  priority work) when a ReplicaSet owns it and it keeps nothing on its node or in a volume of its
+  own (no hostPath, persistentVolumeClaim or ephemeral volume): the replicas of a Deployment are
+  interchangeable, and their controller replaces them at will on rollouts. A StatefulSet's pods
+  (identity and volumes), a Job's, a GPUJob's, a pod gang's (work in progress) and bare pods are not.
 - nodeSelector, required node affinity and tolerated taints (capacity.may_use, the same rule
   gang admission uses) decide the nodes a pod may use; PodDisruptionBudgets (label selectors)
   give each covered pod its budget, with status.disruptionsAllowed as the number that may go
@@ -48,6 +53,8 @@ from netsched.packing.problem import Budget, Node, Pod, Problem
 
 PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
+STATELESS_OWNER = "ReplicaSet"
+LOCAL_STATE = ("hostPath", "persistentVolumeClaim", "ephemeral")  # volumes whose data a move would strand
 
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
@@ -176,6 +183,8 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
                and (meta.get("annotations") or {}).get(PROTECTED) != "true")
     gpujob = "GPUJob" in owners and JOB_LABEL in labels
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if gpujob else member_of
+    stateless = (movable and owners == {STATELESS_OWNER} and gang is None
+                 and not any(k in v for v in spec.get("volumes") or () for k in LOCAL_STATE))
     annotations = meta.get("annotations") or {}
     allowed = allowed_nodes(spec, annotations)
     # the solver models one budget per pod: the tightest; the packer checks a plan against all of them
@@ -190,7 +199,7 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed,
                started=parse_rfc3339(started).timestamp() if started else None, domain=domain,
-               priority_class=spec.get("priorityClassName"))
+               priority_class=spec.get("priorityClassName"), stateless=stateless)
 
 
 def _near_its_data(node: NodeRoom, annotations: Mapping[str, str], nodes: list[NodeRoom]) -> bool:

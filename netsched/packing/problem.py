@@ -38,6 +38,7 @@ class Pod:
     started: float | None = None  # when it started running (Unix seconds); None = unknown or pending
     domain: str | None = None  # node label its whole gang must share (node, rack or zone); None = any
     priority_class: str | None = None  # its PriorityClass's name, for policies written by class
+    stateless: bool = False  # a replica its controller recreates with no work lost (a ReplicaSet's)
 
     @property
     def running(self) -> bool:
@@ -98,4 +99,4 @@ def _pod(p: dict[str, Any]) -> Pod:
                tuple(allowed) if allowed is not None else None,
                {k: int(v) for k, v in (p.get("preference") or {}).items()},
                float(p["started"]) if p.get("started") is not None else None, p.get("domain"),
-               p.get("priority_class"))
+               p.get("priority_class"), bool(p.get("stateless", False)))

@@ -1,17 +1,18 @@
 """The CP-SAT packer: room for higher-priority pods, with the fewest pods moved or evicted.
 
 Two disruption policies (`Policy`):
-- strict (the default): lexicographic, highest priority first: for each priority tier (the
+- strict: lexicographic, highest priority first: for each priority tier (the
   pods of that priority or higher) maximise pods placed and then minimise disruption (stay 0,
   evict 1, move 2), in one weighted stage, and freeze the result; finally, if pods carry node
   preferences (the extender's network score), maximise those. Each stage is one CP-SAT solve
   hinted with the previous stage's answer; a small tie-break over all pods keeps an answer cut
   short by the clock from evicting anything it does not need to. A pod is never disturbed for
   work below its own tier.
-- priced: one weighted objective, value of the pods placed (by priority) minus the price of
+- priced (the default): one weighted objective, value of the pods placed (by priority) minus the price of
   every move and eviction (a restart throws away the pod's run time so far), over candidate
   nodes restricted per pod and hinted with a greedy repair of the current placement; the
-  policy says which priority classes may be moved or evicted for lower-priority work.
+  policy says which pods may be moved or evicted for lower-priority work (by default only
+  stateless replicas move for it).
 
 Guarantees, both policies:
 - a hard wall-clock budget: every solve gets at most what is left of it, less a margin
@@ -97,10 +98,11 @@ def score(problem: Problem, placement: dict[str, str | None],
 
 
 def run_seconds(problem: Problem) -> dict[str, int]:
-    """How long each pod has run (0 when pending or its start is unknown): the work a restart throws away."""
+    """The work a restart throws away: how long each pod has run (0 when pending, its start is unknown,
+    or it is a stateless replica, which a restart costs no work)."""
     taken = problem.taken if problem.taken is not None else time.time()
-    return {p.name: int(max(0.0, taken - p.started)) if p.running and p.started is not None else 0
-            for p in problem.pods}
+    return {p.name: int(max(0.0, taken - p.started))
+            if p.running and p.started is not None and not p.stateless else 0 for p in problem.pods}
 
 
 def _cost(p: Pod, after: str | None) -> int:
@@ -165,11 +167,19 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
         proven = False
     if answer is not None:
         options.append((score(problem, answer, policy), "solver", answer))
+    options = [o for o in options if not splits_a_gang(problem, o[2])]
     now = options[0][0]
     if policy.priced:  # a plan must gain at least the minimum over the current placement
         options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + max(1, policy.min_gain)]
     best_score, source, best = max(options, key=lambda o: (o[0], o[1] == "current"))  # ties: change nothing
     return Plan(best, best_score, source, proven, time.monotonic() - started, stages)
+
+
+def splits_a_gang(problem: Problem, placement: dict[str, str | None]) -> bool:
+    """Does `placement` stop some running pods of a gang while others of it run? (The greedy repair
+    preempts pod by pod, as kube-scheduler does; such an answer is no plan.)"""
+    stopped = {p.gang for p in problem.pods if p.gang and p.running and placement.get(p.name) is None}
+    return any(p.gang in stopped and placement.get(p.name) is not None for p in problem.pods)
 
 
 def margin(budget: float) -> float:
@@ -375,7 +385,7 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
 
 def _may_move_for(q: Pod, pod: Pod, policy: Policy) -> bool:
     """A pod may always move for higher-priority work; for its own priority or below, as the policy says."""
-    return q.priority < pod.priority or policy.move_for_lower is None or q.priority in policy.move_for_lower
+    return q.priority < pod.priority or policy.may_move_for_lower(q)
 
 
 class Prices:
@@ -572,7 +582,7 @@ class _Model:
         for i, p in enumerate(pods):
             if p.node is None or (i, p.node) not in self.x:
                 continue
-            may_move = self.policy.move_for_lower is None or p.priority in self.policy.move_for_lower
+            may_move = self.policy.may_move_for_lower(p)
             if may_move and p.priority in self.policy.evict_for_lower:
                 continue
             if p.priority not in above:

@@ -29,7 +29,7 @@ from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
 from netsched.operator.admission import webhook_configuration
 from netsched.operator.metrics import OperatorMetrics
-from netsched.packing.policy import read_policy
+from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.telemetry.agent import AgentMetrics
 
 ROOT = Path(__file__).parents[2]
@@ -227,12 +227,13 @@ def test_gpu_capabilities_reach_the_extender_and_the_retrain_job_as_a_table_file
 def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):
     priced = {"mode": "priced", "minGain": 5,
               "classes": [{"priorityClassName": "prod", "moveForLower": False}]}
-    for values, mode in (({}, "strict"), ({"operator": {"packer": {"policy": priced}}}, "priced")):
-        docs = render(bin_dir, values)
-        written = tmp_path / f"{mode}.yaml"
+    # the chart's default is the operator's own without a policy file; strict is one value away
+    for values, expected in (({}, DisruptionPolicy()), ({"mode": "strict"}, DisruptionPolicy(mode="strict")),
+                             (priced, DisruptionPolicy.from_doc(priced))):
+        docs = render(bin_dir, {"operator": {"packer": {"policy": values}}} if values else {})
+        written = tmp_path / "policy.yaml"
         written.write_text(find(docs, "ConfigMap", "netsched-packer-policy")["data"]["policy.yaml"])
-        policy = read_policy(written)
-        assert policy.mode == mode and (mode == "strict" or policy.min_gain == 5)
+        assert read_policy(written) == expected
         volumes = find(docs, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
         assert {"name": "packer-policy", "configMap": {"name": "netsched-packer-policy"}} in volumes
     annotations = [find(render(bin_dir, v), "Deployment", "netsched-operator")["spec"]["template"]["metadata"]

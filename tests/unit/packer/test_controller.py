@@ -43,7 +43,7 @@ def test_a_waiting_pod_that_only_an_eviction_places_gets_a_plan_and_an_event():
     [event] = kube.list("events", "default")  # a cluster-scoped object's events live there
     assert event["reason"] == "Planned" and event["involvedObject"]["name"] == plan["metadata"]["name"]
     assert event["message"].startswith(
-        "1 pod(s) wait for room, 1 at priority 1000 (ml/urgent): evict 1, move 0, place 1 (solver, ")
+        "1 pod(s) wait for room, 1 at priority 1000 (ml/urgent): evict 1, move 0, place 1 (")
     assert solves(packer, "plan") == 1 and kube.get("pods", "ml", "low") is not None  # planned, not evicted
 
 
@@ -172,19 +172,23 @@ def test_a_pass_that_finds_nothing_waiting_stops_node_changes_from_asking(monkey
     assert asked == []
 
 
-def test_a_priced_policy_may_move_a_higher_pod_to_let_a_lower_one_in_strict_never_does():
-    def cluster() -> FakeKube:
+def test_the_default_policy_moves_a_higher_stateless_replica_for_a_lower_pod_never_a_job_strict_neither():
+    def cluster(owner: str) -> FakeKube:
         return FakeKube([make_node("n1"), make_node("n2"),
-                         make_pod("high-a", "n1", gpus=4, priority=100, owner="ReplicaSet"),
-                         make_pod("high-b", "n2", gpus=4, priority=100, owner="ReplicaSet"),
+                         make_pod("high-a", "n1", gpus=4, priority=100, owner=owner),
+                         make_pod("high-b", "n2", gpus=4, priority=100, owner=owner),
                          make_pod("low", gpus=8, priority=0, unschedulable=True)])
-    strict = cluster()
-    Packer(strict, PackerConfig(budget=2.0))._pack()
+    strict = cluster("ReplicaSet")
+    Packer(strict, PackerConfig(budget=2.0), disruption=DisruptionPolicy(mode="strict"))._pack()
     assert strict.list(plans.PLURAL) == []
 
-    priced = cluster()
-    Packer(priced, PackerConfig(budget=2.0), disruption=DisruptionPolicy(mode="priced"))._pack()
-    [plan] = priced.list(plans.PLURAL)
+    jobs = cluster("Job")  # a batch Job's pods: moving one throws its work away
+    Packer(jobs, PackerConfig(budget=2.0))._pack()
+    assert jobs.list(plans.PLURAL) == []
+
+    replicas = cluster("ReplicaSet")
+    Packer(replicas, PackerConfig(budget=2.0))._pack()
+    [plan] = replicas.list(plans.PLURAL)
     assert plan["spec"]["counts"] == {"evictions": 0, "moves": 1, "placements": 1}
     assert plan["spec"]["moves"][0]["pod"] in ("ml/high-a", "ml/high-b")
 

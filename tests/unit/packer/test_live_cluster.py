@@ -35,6 +35,32 @@ def test_pods_get_movability_allowed_nodes_and_pdbs():
     assert problem.budgets[0].allowed == 1
 
 
+@pytest.mark.parametrize("owner, extra, stateless", [
+    pytest.param("ReplicaSet", {}, True, id="a-deployment-replica"),
+    pytest.param("ReplicaSet", {"volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}},
+                                            {"name": "conf", "configMap": {"name": "c"}}]}, True,
+                 id="replica-with-scratch-and-config"),
+    pytest.param("ReplicaSet", {"volumes": [{"name": "d", "hostPath": {"path": "/data"}}]}, False,
+                 id="replica-keeping-data-on-its-node"),
+    pytest.param("ReplicaSet", {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]},
+                 False, id="replica-with-its-own-volume"),
+    pytest.param("StatefulSet", {}, False, id="statefulset"),
+    pytest.param("Job", {}, False, id="batch-job"),
+    pytest.param("GPUJob", {}, False, id="gpujob"),
+    pytest.param(None, {}, False, id="bare-pod"),
+])
+def test_only_a_replicaset_pod_with_no_state_of_its_own_is_stateless(owner, extra, stateless):
+    [pod] = problem_of([make_node("a1-0")], [raw_pod("p", "a1-0", owner=owner, **extra)], []).pods
+    assert pod.stateless is stateless
+
+
+def test_a_protected_replica_is_neither_movable_nor_stateless():
+    pod = raw_pod("p", "a1-0")
+    pod["metadata"]["annotations"] = {"netsched.io/protected": "true"}
+    [read] = problem_of([make_node("a1-0")], [pod], []).pods
+    assert not read.movable and not read.stateless
+
+
 def test_a_pod_under_overlapping_budgets_gets_the_tightest():
     pdbs = [{"metadata": {"name": name, "namespace": "ml"}, "spec": {"selector": {}},
              "status": {"disruptionsAllowed": allowed}} for name, allowed in (("loose", 2), ("strict", 0))]

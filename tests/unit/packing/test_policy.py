@@ -1,17 +1,21 @@
-"""The priced disruption policy: one weighted objective, moves and evictions priced by run time."""
+"""The priced disruption policy: one weighted objective, moves and evictions priced by run time; the
+default (priced, stateless replicas move, a job's work is lost only for higher-priority work)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
 from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import current, repair, score, solve
+from netsched.packing.solver import Prices, current, repair, run_seconds, score, solve, splits_a_gang
 from netsched.testing.packing_scenarios import failing, scenario
 
+CHART_VALUES = Path(__file__).parents[3] / "charts" / "netsched" / "values.yaml"
 GPU = "nvidia.com/gpu"
 NOW = 1_800_000_000.0
 HOUR = 3600.0
@@ -25,23 +29,29 @@ def pod(name: str, gpus: int, priority: int = 0, on: str | None = None, ran: flo
     return Pod(name, {GPU: gpus, "cpu": 1000}, priority, on, started=NOW - ran if on else None, **kw)
 
 
-def scattered() -> Problem:
+def scattered(stateless: bool = False) -> Problem:
     """Two high pods of 4 GPUs on two nodes leave no room for a low pod of 8: moving one makes room."""
     return Problem((node("n1"), node("n2")), (
-        pod("high-a", 4, 100, "n1"), pod("high-b", 4, 100, "n2"), pod("low", 8, 0)), taken=NOW)
+        pod("high-a", 4, 100, "n1", stateless=stateless), pod("high-b", 4, 100, "n2", stateless=stateless),
+        pod("low", 8, 0)), taken=NOW)
 
 
-def test_strict_never_moves_a_higher_pod_for_lower_work_priced_does():
-    problem = scattered()
-    assert solve(problem, budget=2.0, policy=STRICT).source == "current"
+def test_strict_never_moves_a_higher_pod_for_lower_work_the_default_moves_only_a_stateless_one():
+    for stateless in (False, True):
+        assert solve(scattered(stateless), budget=2.0, policy=STRICT).source == "current"
+    assert solve(scattered(), budget=2.0, policy=PRICED).source == "current"  # a job's work stays
+    problem = scattered(stateless=True)
     plan = solve(problem, budget=2.0, policy=PRICED)
     assert plan.source in ("solver", "repair") and plan.placement["low"] is not None
     assert len(plan.changes(problem)["moves"]) == 1 and plan.changes(problem)["evictions"] == []
 
 
 def test_the_classes_the_policy_protects_from_lower_work_stay_put():
-    plan = solve(scattered(), budget=2.0, policy=Policy(priced=True, move_for_lower=frozenset({0})))
+    plan = solve(scattered(stateless=True), budget=2.0,
+                 policy=Policy(priced=True, move_for_lower=None, stay_for_lower=frozenset({100})))
     assert plan.source == "current" and plan.placement["low"] is None
+    lets_jobs_move = Policy(priced=True, move_for_lower=frozenset({100}))
+    assert solve(scattered(), budget=2.0, policy=lets_jobs_move).placement["low"] is not None
 
 
 def test_a_job_near_its_end_is_not_evicted_while_a_just_started_one_of_its_priority_could_be():
@@ -118,27 +128,34 @@ def test_a_written_policy_resolves_class_names_to_the_priorities_their_pods_carr
             {"priorityClassName": "not-in-this-cluster", "moveForLower": False}]})
     policy = written.resolve(problem)
     assert policy.priced and policy.min_gain == 3 and policy.points_per_minute == 0.5
-    assert policy.move_for_lower == frozenset({0, 10}) and policy.evict_for_lower == frozenset({10})
+    assert policy.move_for_lower == frozenset() and policy.stay_for_lower == frozenset({100})
+    assert policy.evict_for_lower == frozenset({10})
     assert (policy.move_price_of(100), policy.evict_price_of(100)) == (1, 9)
     assert (policy.move_price_of(10), policy.evict_price_of(10)) == (1, 1)
     # room for low takes moving a prod pod onto the other, which the prod rule forbids for lower work
     assert solve(problem, budget=2.0, policy=policy).placement["low"] is None
+    # without a rule, a job's pods stay for lower work; moveForLower: true lets them move
     unruled = DisruptionPolicy.from_doc({"mode": "priced"}).resolve(problem)
-    plan = solve(problem, budget=2.0, policy=unruled)
+    assert solve(problem, budget=2.0, policy=unruled).placement["low"] is None
+    let = DisruptionPolicy.from_doc({"classes": [{"priorityClassName": "prod", "moveForLower": True}]})
+    plan = solve(problem, budget=2.0, policy=let.resolve(problem))
     assert plan.placement["low"] in ("n1", "n2") and plan.changes(problem)["evictions"] == []
     assert [m[0] for m in plan.changes(problem)["moves"]] in (["prod-a"], ["prod-b"])
 
 
-def test_the_default_and_strict_policies_resolve_to_strict():
+def test_no_policy_the_chart_default_and_an_empty_document_are_the_priced_default_strict_is_one_value_away(
+        ):
     problem = scattered()
-    assert DisruptionPolicy.from_doc(None).resolve(problem) is STRICT
+    chart = yaml.safe_load(CHART_VALUES.read_text())["operator"]["packer"]["policy"]
+    for default in (DisruptionPolicy(), DisruptionPolicy.from_doc(None), DisruptionPolicy.from_doc({}),
+                    DisruptionPolicy.from_doc(chart)):
+        assert default.resolve(problem) == PRICED
     assert DisruptionPolicy.from_doc({"mode": "strict"}).resolve(problem) is STRICT
-    assert DisruptionPolicy.from_doc({"mode": "priced"}).resolve(problem) == PRICED
 
 
 @pytest.mark.parametrize("doc, says", [
     pytest.param("priced", "expected a mapping with 'mode'", id="not-a-mapping"),
-    pytest.param({"mode": "lenient"}, "mode is 'lenient'; use 'strict'", id="unknown-mode"),
+    pytest.param({"mode": "lenient"}, "mode is 'lenient'; use 'priced'", id="unknown-mode"),
     pytest.param({"mode": "priced", "minGian": 3}, "unknown field(s) minGian", id="misspelt-field"),
     pytest.param({"minGain": -1}, "minGain must be a whole number of at least 0", id="negative-gain"),
     pytest.param({"movePrice": True}, "movePrice must be a whole number", id="bool-price"),
@@ -170,11 +187,89 @@ def test_a_policy_file_is_read_and_a_broken_one_named(tmp_path):
 
 
 def test_the_repair_makes_room_by_moves_only_where_the_policy_lets_pods_move():
-    problem = Problem((node("n1"), node("n2")), (pod("a", 4, 0, "n1"), pod("b", 4, 0, "n2"), pod("c", 8, 0)),
-                      taken=NOW)
-    # c's equals may move for it: one goes to the other
-    moved = repair(problem, current(problem), policy=PRICED)
+    def problem(stateless: bool) -> Problem:
+        return Problem((node("n1"), node("n2")), (
+            pod("a", 4, 0, "n1", stateless=stateless), pod("b", 4, 0, "n2", stateless=stateless),
+            pod("c", 8, 0)), taken=NOW)
+    # c's stateless equals may move for it: one goes to the other
+    moved = repair(problem(True), current(problem(True)), policy=PRICED)
     other = {"n1": "n2", "n2": "n1"}[moved["c"]]
     assert moved["a"] == moved["b"] == other
-    pinned = repair(problem, current(problem), policy=Policy(priced=True, move_for_lower=frozenset()))
-    assert pinned == current(problem)
+    jobs = problem(False)
+    assert repair(jobs, current(jobs), policy=PRICED) == current(jobs)
+    assert repair(jobs, current(jobs), policy=Policy(priced=True, move_for_lower=None))["c"] is not None
+
+
+# ---- the default: priced, stateless replicas move, a job's work is lost only for higher work ------------
+def job_or_replica(replica_stateless: bool = True) -> Problem:
+    """A low GPUJob pod (an hour in) on n1, a mid replica (ten hours up) on n2, n3 free but not for the
+    urgent pod (another GPU model): room for it on n1 or n2 means moving one of them to n3."""
+    return Problem((node("n1"), node("n2"), node("n3")), (
+        pod("train-0", 8, 10, "n1", ran=HOUR, gang="ml/train"),
+        pod("web-0", 8, 500, "n2", ran=10 * HOUR, stateless=replica_stateless),
+        pod("urgent-0", 8, 1000, gang="ml/urgent", allowed=("n1", "n2"))), taken=NOW)
+
+
+def test_the_default_moves_a_stateless_replica_rather_than_restart_a_job_strict_and_run_time_alone_do_not():
+    problem = job_or_replica()
+    plan = solve(problem, budget=2.0, policy=PRICED)
+    assert plan.changes(problem) == {"moves": [("web-0", "n2", "n3")], "evictions": [],
+                                     "placements": [("urgent-0", "n2")]}
+    restarts_the_job = {"moves": [("train-0", "n1", "n3")], "evictions": [],
+                        "placements": [("urgent-0", "n1")]}
+    # strict spares the higher tier first
+    assert solve(problem, budget=2.0, policy=STRICT).changes(problem) == restarts_the_job
+    # priced by run time alone (the replica as if its restart lost its ten hours), the job is cheaper
+    as_job = job_or_replica(replica_stateless=False)
+    assert solve(as_job, budget=2.0, policy=PRICED).changes(as_job) == restarts_the_job
+
+
+def test_a_stateless_replica_costs_its_move_price_however_long_it_ran_a_job_its_run_time_too():
+    problem = job_or_replica()
+    ran = run_seconds(problem)
+    assert ran["web-0"] == 0 and ran["train-0"] == HOUR
+    prices = Prices(problem, PRICED)
+    train, web = problem.pods[0], problem.pods[1]
+    assert (prices.move(web), prices.evict(web)) == (1, 1)
+    assert (prices.move(train), prices.evict(train)) == (61, 61)  # 1 point + 60 minutes of work lost
+
+
+def test_for_equal_or_lower_work_only_stateless_replicas_move_and_nothing_is_evicted():
+    def problem(stateless: bool) -> Problem:  # a peer of 8 waits; room only if a 4-GPU pod moves over
+        return Problem((node("n1"), node("n2")), (
+            pod("a", 4, 10, "n1", stateless=stateless), pod("b", 4, 10, "n2", stateless=stateless),
+            pod("peer", 8, 10)), taken=NOW)
+    assert PRICED.may_move_for_lower(problem(True).pods[0])
+    assert not PRICED.may_move_for_lower(problem(False).pods[0])
+    assert solve(problem(False), budget=2.0, policy=PRICED).source == "current"
+    replicas = problem(True)
+    changes = solve(replicas, budget=2.0, policy=PRICED).changes(replicas)
+    assert len(changes["moves"]) == 1 and changes["evictions"] == [] and changes["placements"][0][0] == "peer"
+
+
+def test_the_admin_says_per_class_which_pods_move_for_lower_work():
+    job, replica = pod("j", 4, 10, "n1"), pod("r", 4, 10, "n1", stateless=True)
+    assert Policy(priced=True, move_for_lower=frozenset({10})).may_move_for_lower(job)
+    assert not Policy(priced=True, stay_for_lower=frozenset({10})).may_move_for_lower(replica)
+    assert Policy(priced=True, move_for_lower=None).may_move_for_lower(job)
+
+
+def test_no_answer_stops_part_of_a_gang():
+    """The greedy repair preempts pod by pod: its answer would stop two of a four-pod job's pods."""
+    nodes = tuple(node(f"n{i}") for i in range(4))
+    gang = tuple(pod(f"big-{i}", 8, 0, f"n{i}", ran=100.0, gang="ml/big") for i in range(4))
+    urgent = (pod("next-0", 8, 1000, gang="ml/next"), pod("next-1", 8, 1000, gang="ml/next"))
+    problem = Problem(nodes, gang + urgent, taken=NOW)
+    half = current(problem) | {"big-0": None, "big-1": None, "next-0": "n0", "next-1": "n1"}
+    assert splits_a_gang(problem, half) and not splits_a_gang(problem, current(problem))
+    assert score(problem, half, PRICED) > score(problem, current(problem), PRICED)  # why it needs guarding
+    plan = solve(problem, budget=2.0, policy=PRICED)
+    assert sorted(e[0] for e in plan.changes(problem)["evictions"]) == [f"big-{i}" for i in range(4)]
+
+
+def test_snapshots_carry_which_pods_are_stateless():
+    problem = job_or_replica()
+    assert Problem.from_json(problem.to_json()) == problem
+    old = Problem.from_json({"nodes": [{"name": "n1", "capacity": {GPU: 8}}],
+                             "pods": [{"name": "p", "requests": {GPU: 1}, "node": "n1"}]})
+    assert old.pods[0].stateless is False  # a snapshot that does not say: a job's pod, the safe reading
