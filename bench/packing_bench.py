@@ -162,8 +162,8 @@ def report(args, results: dict) -> str:
         "default is kube-scheduler's, emulated: every pod created first, then queued by priority, with "
         "preemption (`preemptive_schedule`). Better / equal: pods placed per priority tier (highest first) "
         "against what that default left; \"better where exact is\": of the scenarios where the exact model "
-        "beat the default, how many the policy also did. Policies: strict per tier (the operator's default), "
-        "priced (one weighted objective, at most 6 candidate nodes a pod besides its own and the greedy "
+        "beat the default, how many the policy also did. Policies: strict per tier, priced (the operator's "
+        "default: one weighted objective, at most 6 candidate nodes a pod besides its own and the greedy "
         "repair's, repair hint), exact (the priced objective over every node, no repair hint: the "
         "placements-first reference; it is not held to the budget's margin).", "",
         head, "|" + "---|" * 18,
