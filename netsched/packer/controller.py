@@ -9,9 +9,11 @@ asks for a pass too. At most one solve runs at a time, at most one every `cooldo
 none while a plan is active, and none again for a cluster state that already gave nothing
 to gain.
 
-Only pods of lower priority than the most important waiting pod may be disrupted, and a
-plan is written only when the solver finds one that evicts or moves some of them to place
-more than free room allows; placements the scheduler can make by itself need no plan.
+The disruption policy says which pods may be disrupted (the default: a job's pods only for
+higher-priority waiting pods, stateless replicas for any; strict: only pods of lower priority
+than the most important waiting pod), and a plan is written only when the solver finds one
+that evicts or moves some of them to place more than free room allows; placements the
+scheduler can make by itself need no plan.
 """
 
 from __future__ import annotations

@@ -103,7 +103,9 @@ def test_a_high_priority_gang_gets_room_through_a_plan_and_lands_where_it_says(
     _urgent(custom, namespace, priorities)
     done = _check_plan_carried_out(custom, core, namespace, before)
 
-    assert done["spec"]["solver"]["source"] == "solver" and done["spec"]["counts"]["evictions"] == 2
+    # the priced default's greedy repair may find the same answer as the solver (a tie keeps the repair's)
+    assert done["spec"]["solver"]["source"] in ("solver", "repair")
+    assert done["spec"]["counts"]["evictions"] == 2
     assert done["status"]["arrived"] == sorted(p["pod"] for p in done["spec"]["placements"])
     events = core.list_namespaced_event("default",
                                         field_selector=f"involvedObject.name={done['metadata']['name']}")
