@@ -78,11 +78,10 @@ class ProductOffsets:
         out = np.zeros(len(X))
         if not len(self.products):
             return out
-        gpu = X[:, self.gpu_columns]
+        match = (X[:, None, self.gpu_columns] == self.products[None]).all(axis=2)  # rows x products
         kind = self._kind(X)
-        for p, numbers in enumerate(self.products):
-            rows = (gpu == numbers).all(axis=1) & (kind >= 0)
-            out[rows] = self.offsets[p, kind[rows]]
+        rows = match.any(axis=1) & (kind >= 0)
+        out[rows] = self.offsets[match[rows].argmax(axis=1), kind[rows]]
         return out
 
     def params(self) -> dict[str, Any]:
