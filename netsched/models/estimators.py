@@ -7,7 +7,8 @@ Every kind learns log(completion seconds) in two parts (JobPlusCandidate): a job
 mean over the job's candidate set, from the job features alone; and a candidate part, each
 row's offset from that mean, from all features. Only the candidate part ranks a job's nodes.
 LinearPlusTrees is one model over (job, candidate) rows: a linear model over the features and
-their physics estimates (netsched.models.physics), and trees learning its residual.
+their physics estimates (netsched.models.physics), the history's offset for each GPU product and
+workload kind it has seen enough of (netsched.models.products), and trees learning the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from netsched.models.physics import with_estimates
+from netsched.models.products import ProductOffsets
 
 
 class Regressor(Protocol):
@@ -45,18 +47,25 @@ class JobPlusCandidate:
 
 
 class LinearPlusTrees:
-    """log seconds = linear(features + estimates) + trees(features + estimates), where the estimates are
-    netsched.models.physics's for `features` (the columns of X, in order). The linear part carries what
-    extrapolates to GPUs and links outside the training range; the trees learn its residual."""
+    """log seconds = linear(features + estimates) + products(features) + trees(features + estimates),
+    where the estimates are netsched.models.physics's for `features` (the columns of X, in order). The
+    linear part carries what extrapolates to GPUs and links outside the training range; the product
+    offsets (None: none learned, as in artifacts written before they were) what the history knows
+    about the GPUs it has seen; the trees learn the residual."""
 
-    def __init__(self, features: tuple[str, ...], linear: Regressor, trees: Regressor):
+    def __init__(self, features: tuple[str, ...], linear: Regressor, trees: Regressor,
+                 products: ProductOffsets | None = None):
         self.features = tuple(features)
         self.linear = linear
         self.trees = trees
+        self.products = products
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         Z = with_estimates(X, self.features)
         log_seconds: np.ndarray = self.linear.predict(Z) + self.trees.predict(Z)
+        products = getattr(self, "products", None)  # a pickle from before product offsets has none
+        if products is not None:
+            log_seconds = log_seconds + products.predict(X)
         return log_seconds
 
     def predict_one_job(self, X: np.ndarray) -> np.ndarray:

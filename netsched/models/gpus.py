@@ -152,6 +152,11 @@ class GpuTable:
                         product, self.source, nearest, product, TABLE_ENV, ", ".join(OVERRIDE_LABELS))
         return nearest, self.entries[nearest]
 
+    def exact(self, product: str) -> GpuCapability | None:
+        """The product's own entry (case- and separator-insensitive), never a nearest one."""
+        name = self._by_key.get(_key(product))
+        return None if name is None else self.entries[name]
+
     def nearest(self, product: str) -> str:
         """The known product most like `product`: of its family if the table has one, by name similarity."""
         family = _family(product)

@@ -40,6 +40,7 @@ from netsched.models.compiled import OnnxTrees
 from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, Regressor
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
 from netsched.models.physics import estimate_names
+from netsched.models.products import ProductOffsets
 
 SCREEN_ROWS = 128  # rows `fastest` hands the chosen model after the linear screen
 VARIANTS = {"learned": ("features", "estimator", "screen", FEATURE_NAMES),
@@ -237,20 +238,23 @@ def _served(estimator: Regressor) -> Regressor:
     input at each of its four steps, 0.7 ms on 128 rows where the model's trees take 0.2."""
     if isinstance(estimator, LinearPlusTrees) and not isinstance(estimator.linear, LinearScreen):
         names = (*estimator.features, *estimate_names(estimator.features))
-        return LinearPlusTrees(estimator.features, LinearScreen(estimator.linear, names), estimator.trees)
+        return LinearPlusTrees(estimator.features, LinearScreen(estimator.linear, names), estimator.trees,
+                               getattr(estimator, "products", None))
     return estimator
 
 
 def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[str, bytes],
                        features: tuple[str, ...]) -> LinearPlusTrees:
     """A LinearPlusTrees from its serving spec, refused if it was trained on other physics estimates
-    than this netsched computes."""
+    than this netsched computes; without `products` (written before product offsets) it has none."""
     estimates = estimate_names(features)
     if tuple(spec["estimates"]) != estimates:
         raise ArtifactError(f"{directory / SERVING_SPEC}: trained on the estimates {spec['estimates']}, this "
                             f"netsched computes {list(estimates)}; retrain the model with `netsched train`")
     linear = LinearScreen.of_params(spec["linear"], (*features, *estimates))
-    return LinearPlusTrees(features, linear, OnnxTrees(files[spec["trees"]]))
+    products = spec.get("products")
+    return LinearPlusTrees(features, linear, OnnxTrees(files[spec["trees"]]),
+                           None if products is None else ProductOffsets.of_params(products, features))
 
 
 def _check(directory: Path, version: object, features: Iterable[str] | None,

@@ -73,7 +73,9 @@ class TrainSettings:
     data: tuple[Path, ...] = option(flag="data", required=True, help=TRAIN_DATA_HELP)
     out: str = option("models", flag="--out", help="directory to write the artifact under (default models)")
     name: str | None = option(
-        flag="--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>)")
+        flag="--name", help="artifact directory name (default jct-s<schema>-<last day>-<data sha256>); "
+        "train refuses a name whose directory exists under --out")
+    force: bool = option(False, flag="--force", help="replace the artifact directory if it exists already")
     seed: int = option(0, flag="--seed", help="seeds the regressors (default 0)")
     holdout: float = option(0.2, flag="--holdout", parse=share, metavar="SHARE",
                             help="most recent share of jobs the pick is scored on after cross-validation; "
@@ -91,7 +93,8 @@ def train_main(settings: TrainSettings) -> int:
     return kept_unless_enough(
         "train", lambda: train(list(settings.data), Path(settings.out), seed=settings.seed,
                                holdout=settings.holdout, name=settings.name,
-                               clusters_by_file=settings.clusters_by_file, progress=stderr_progress),
+                               clusters_by_file=settings.clusters_by_file, progress=stderr_progress,
+                               force=settings.force),
         "no model written")
 
 

@@ -8,6 +8,12 @@ job really got in the run that produced the row (the operator's records are sets
 such row). A cell left empty is NaN: unknown. The simulator, the testbed runner and the
 operator's records (converted by `netsched.training.record_rows`) all produce these rows;
 `read_dataset` also reads the operator's JSON Lines file directly.
+
+Instead of the four GPU capability columns a file may name each row's GPU in a `gpu_product`
+column (the node's `nvidia.com/gpu.product` label), as `netsched predict`'s candidates may: the
+GPU table (netsched.models.gpus) turns it into the numbers. A product the table does not hold is
+refused rather than given its nearest product's numbers, which predict and the extender do: a
+model must not learn a GPU's history under another GPU's numbers.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from netsched.models.features import COMM_LEVELS, FEATURE_NAMES, SCHEMA_VERSION, TARGET, SchemaError
-from netsched.models.gpus import GPU_FEATURES, gpu_features
+from netsched.models.gpus import GPU_FEATURES, TABLE_ENV, gpu_features, table
 from netsched.training.record_rows import rows_from_records
 
 META_COLUMNS = {
@@ -36,6 +42,7 @@ META_COLUMNS = {
     "chosen": "1 if the job really ran on this candidate, 0 for a counterfactual candidate",
 }
 TEXT_COLUMNS = ("candidate_set", "job_id", "node", "site", "source")
+GPU_PRODUCT = "gpu_product"  # optional: the node's GPU product, in place of the GPU_FEATURES columns
 COLUMNS: tuple[str, ...] = (*META_COLUMNS, *FEATURE_NAMES, TARGET)
 
 
@@ -176,6 +183,8 @@ def _parse(path: Path, header: list[str], reader) -> Dataset:
         raise SchemaError(f"{path}: the header has no rows under it")
     if version == str(V1):
         _upgrade_v1(columns)
+    if GPU_PRODUCT in columns:
+        _gpu_from_product(path, columns, lines)
     return _arrays(path, columns, lines)
 
 
@@ -207,17 +216,39 @@ def _upgrade_v1(columns: dict[str, list[str]]) -> None:
     columns["schema_version"] = [str(SCHEMA_VERSION)] * rows
 
 
+def _gpu_from_product(path: Path, columns: dict[str, list[str]], lines: list[int]) -> None:
+    """The GPU_FEATURES columns, in place, where a row leaves them empty (or the file has none), from
+    its gpu_product by the GPU table; an empty product is unknown (NaN)."""
+    products = columns.pop(GPU_PRODUCT)
+    gpu = table()
+    for name in GPU_FEATURES:
+        columns.setdefault(name, [""] * len(products))
+    for i, product in enumerate(products):
+        if not product.strip() or all(columns[name][i] for name in GPU_FEATURES):
+            continue
+        if gpu.exact(product) is None:
+            raise SchemaError(f"{path}: line {lines[i]}: gpu_product {product!r} is not in the GPU "
+                              f"capability table ({gpu.source}); add it to a table file given by --gpu-table "
+                              f"or {TABLE_ENV} (tflops16, tflopsFp32, memoryBandwidthGBps, memoryGiB), or "
+                              f"write the columns {', '.join(GPU_FEATURES)} instead")
+        for name, value in gpu_features(product).items():
+            if not columns[name][i]:
+                columns[name][i] = _text(value)
+
+
 def _text(value: float) -> str:
     return "" if math.isnan(value) else repr(value)
 
 
 def _check_header(path: Path, header: list[str]) -> None:
-    missing = [c for c in COLUMNS if c not in header]
-    extra = [c for c in header if c not in COLUMNS]
+    by_product = GPU_PRODUCT in header
+    missing = [c for c in COLUMNS if c not in header and not (by_product and c in GPU_FEATURES)]
+    extra = [c for c in header if c not in COLUMNS and c != GPU_PRODUCT]
     if missing or extra or len(set(header)) != len(header):
         raise SchemaError(f"{path}: header does not match schema v{SCHEMA_VERSION}: "
                           f"missing {missing or 'none'}, unexpected {extra or 'none'} "
-                          f"(columns: netsched.training.dataset.COLUMNS)")
+                          f"(columns: netsched.training.dataset.COLUMNS; {GPU_PRODUCT} may stand for "
+                          f"{', '.join(GPU_FEATURES)})")
 
 
 def _arrays(path: Path, columns: dict[str, list[str]], lines: list[int]) -> Dataset:

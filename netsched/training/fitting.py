@@ -56,6 +56,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, log1p_columns
 from netsched.models.features import FEATURES
 from netsched.models.physics import estimate_names, with_estimates
+from netsched.models.products import ProductOffsets
 
 MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
                "random_forest", "ridge", "knn")
@@ -115,9 +116,10 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
 
 
 def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-                          sets: np.ndarray, seed: int) -> LinearPlusTrees:
-    """Ridge on the features and their physics estimates, then monotone trees on its residual, each
-    row's residual less its candidate set's mean residual (a set of one keeps its own)."""
+                          sets: np.ndarray, seed: int, products: bool = True) -> LinearPlusTrees:
+    """Ridge on the features and their physics estimates; its residual, each row's less its candidate
+    set's mean residual (a set of one keeps its own), gives the offset per GPU product and workload
+    kind the rows have enough jobs of (`products`), and monotone trees learn what is left."""
     Z = _no_empty_columns(with_estimates(X, features))
     names = (*features, *estimate_names(features))
     linear = make_model("ridge", names, seed).fit(Z, log_seconds)
@@ -125,8 +127,11 @@ def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds:
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
     set_mean = (np.bincount(inverse, weights=residual) / counts)[inverse]
     residual = np.where(counts[inverse] > 1, residual - set_mean, residual)
+    offsets = ProductOffsets.fit(features, X, residual, sets) if products else None
+    if offsets is not None:
+        residual = residual - offsets.predict(X)
     trees = make_model(PHYSICS, names, seed).fit(Z, residual)
-    return LinearPlusTrees(features, linear, trees)
+    return LinearPlusTrees(features, linear, trees, offsets)
 
 
 def _no_empty_columns(X: np.ndarray) -> np.ndarray:

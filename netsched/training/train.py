@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -288,16 +289,26 @@ def validate(data: Dataset, holdout: float, seed: int, log=print,
     return Validation(results, pick, by, holdout, recent, model, scores)
 
 
+class ArtifactExists(FileExistsError):
+    """The artifact directory `train` would write exists already: it refuses rather than overwrite it."""
+
+
 def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, name: str | None = None,
           log=print, dataset: Dataset | None = None, validation: Validation | None = None,
-          clusters_by_file: bool = False, progress: Callable[[str], None] = no_progress) -> Path:
+          clusters_by_file: bool = False, progress: Callable[[str], None] = no_progress,
+          force: bool = False) -> Path:
     """Train on `paths` (`dataset`: their rows, when the caller has read them already; `validation`:
     `validate`'s answer on them, when the caller has it already; `clusters_by_file`: each file is one
     cluster's records), write the artifact under `out`, return its directory. The artifact is fitted
     on all rows, the held-out ones included. TooFewJobs, before any work, if `paths` hold fewer than
-    MIN_JOBS usable jobs."""
+    MIN_JOBS usable jobs. ArtifactExists, before any fitting, if the artifact's directory exists
+    already, unless `force`: then it is replaced as a whole."""
     started = time.perf_counter()
     data = dataset if dataset is not None else training_data(paths, clusters_by_file)
+    digest = data_sha256(paths)
+    directory = out / (name or _name(data, digest))
+    if directory.exists() and not force:
+        raise ArtifactExists(f"{directory} exists already; give another --name, or --force to replace it")
     checked = validation or validate(data, holdout, seed, log, progress)
     pick = checked.pick
     log(f"fitting {pick.kind} on all {len(data)} rows, {len(data.jobs())} jobs (the held-out ones included)")
@@ -312,10 +323,11 @@ def train(paths: list[Path], out: Path, seed: int = 0, holdout: float = 0.2, nam
         "network_blind_estimator": fit_model(pick.kind, NETWORK_BLIND, blind, log_y, sets, seed),
         "network_blind_screen": fit_screen(NETWORK_BLIND, blind, log_y),
     }
-    digest = data_sha256(paths)
     meta = _meta(bundle, checked, data, paths, digest, seed, time.perf_counter() - started)
     meta["serving_ms_5000"] = round(_serving_ms(bundle, data.X), 3)
-    directory = write_artifact(out / (name or _name(data, digest)), bundle, meta, serving_files(bundle, log))
+    if directory.exists():
+        shutil.rmtree(directory)  # --force: no file of the replaced model may outlive it
+    write_artifact(directory, bundle, meta, serving_files(bundle, log))
     log(f"wrote {directory}: {pick.kind} on all {len(data.jobs())} jobs (serving 5,000 candidates here: "
         f"{meta['serving_ms_5000']:.2f} ms median)")
     return directory
@@ -356,10 +368,12 @@ def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print
     except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
         log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
         return None
-    spec = {"linear_plus_trees": {"estimates": list(estimate_names(estimator.features)),
-                                  "linear": LinearScreen(estimator.linear, names).params(),
-                                  "trees": "trees.onnx"},
-            "screen": screen}
+    spec: dict = {"linear_plus_trees": {"estimates": list(estimate_names(estimator.features)),
+                                        "linear": LinearScreen(estimator.linear, names).params(),
+                                        "trees": "trees.onnx"},
+                  "screen": screen}
+    if estimator.products is not None:
+        spec["linear_plus_trees"]["products"] = estimator.products.params()
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), "trees.onnx": trees}
 
 

@@ -1,7 +1,8 @@
 """The extender serving a trained completion-time model to the real kube-scheduler.
 
 A dev-cluster of its own (its extender runs with --model), with a model trained by
-`netsched train` on simulated jobs. Zone-a has H100 nodes, zone-b A100 nodes.
+`netsched train` on simulated jobs, and again with the model the image ships (models/current.json).
+Zone-a has H100 nodes, zone-b A100 nodes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 import re
 import shutil
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from netsched.datagen.simulator import SimConfig, simulate
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.models.artifact import META_FILE, MODEL_FILE
+from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
 from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, kind_features
 from netsched.models.gpus import gpu_features
 from netsched.models.predictor import Predictor
@@ -35,9 +37,16 @@ HINTS = {"netsched.io/workload-kind": "training", "netsched.io/replicas": "1",
          "netsched.io/data-source": "zone:zone-b", "netsched.io/job-gpus": "2"}
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "current.json"
+
+
+@pytest.fixture(scope="module", params=["trained", "shipped"])
+def model(request, tmp_path_factory):
+    """A model `netsched train` wrote here, or a copy of the one the image ships (a copy: a test
+    corrupts it)."""
     root = tmp_path_factory.mktemp("model")
+    if request.param == "shipped":
+        return Path(shutil.copytree(artifact_dir(SHIPPED), root / "default"))
     write_dataset(root / "sim.csv", simulate(SimConfig(nodes=32, zones=2, racks_per_zone=2, jobs=600)))
     return train([root / "sim.csv"], root / "models", name="served", log=lambda *_: None)
 

@@ -140,7 +140,7 @@ def test_a_corrupt_serving_file_is_refused_naming_it(tmp_path):
 def test_the_shipped_model_serves_from_its_files_as_it_did_from_its_pickle(tmp_path, rows):
     shipped = Path(__file__).resolve().parents[3] / "models" / "current.json"
     lean = Predictor.load(shipped)
-    assert lean.meta["serving"].keys() == {"serving.json", "job.onnx", "candidate.onnx"}
+    assert "serving.json" in lean.meta["serving"] and any(f.endswith(".onnx") for f in lean.meta["serving"])
     directory = copy_of(lean.path, tmp_path)
     meta = json.loads((directory / "meta.json").read_text())
     del meta["serving"]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from netsched.models.features import FEATURE_NAMES, TARGET, SchemaError
+from netsched.models.gpus import GPU_FEATURES, gpu_features
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import COLUMNS, dataset_from_rows, read_dataset, write_dataset
 
@@ -130,3 +131,26 @@ def test_a_schema_1_file_is_read_as_schema_2_gpu_flags_as_capability_levels_as_g
     assert ds.X[:, INDEX["gpu_tflops16"]][:2].tolist() == [989.0, 125.0]  # H100, V100
     assert ds.X[:, INDEX["comm_gb_per_hour"]][:2].tolist() == [600.0, 10.0]
     assert np.isnan(ds.X[2, INDEX["gpu_tflops16"]]) and np.isnan(ds.X[2, INDEX["comm_gb_per_hour"]])
+
+
+def by_product(good: list[list[str]], products: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The rows with a gpu_product column in place of the four GPU capability columns."""
+    keep = [i for i, c in enumerate(COLUMNS) if c not in GPU_FEATURES]
+    header = [COLUMNS[i] for i in keep] + ["gpu_product"]
+    return header, [[r[i] for i in keep] + [p] for r, p in zip(good, products, strict=True)]
+
+
+def test_a_gpu_product_column_stands_for_the_capability_columns(tmp_path, good):
+    header, rows = by_product(good, ["NVIDIA-L40S", "", *["tesla-t4"] * (len(good) - 2)])
+    ds = read_dataset(write_csv(tmp_path / "d.csv", header, rows))
+    gpu = ds.X[:, [FEATURE_NAMES.index(f) for f in GPU_FEATURES]]
+    assert gpu[0].tolist() == list(gpu_features("NVIDIA-L40S").values())
+    assert np.isnan(gpu[1]).all()  # no product: unknown
+    assert gpu[2].tolist() == list(gpu_features("Tesla-T4").values())  # the table's case-insensitive match
+
+
+def test_a_gpu_product_the_table_does_not_know_is_refused_with_the_fix(tmp_path, good):
+    header, rows = by_product(good, ["NVIDIA-L40S", "NVIDIA-GH200-Superchip", *[""] * (len(good) - 2)])
+    with pytest.raises(SchemaError, match=r"d.csv: line 3: gpu_product 'NVIDIA-GH200-Superchip' is not in "
+                       r"the GPU capability table .*--gpu-table"):
+        read_dataset(write_csv(tmp_path / "d.csv", header, rows))

@@ -151,3 +151,21 @@ def test_with_the_minimum_it_trains_and_tells_cross_validation_progress_on_stder
 def snapshot(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes()
             for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_training_twice_into_one_name_is_refused_unless_forced(tmp_path):
+    data = records(tmp_path, MIN_JOBS)
+    models = tmp_path / "models"
+    first = netsched("train", data, "--out", models, "--name", "mine")
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = snapshot(models)
+    again = netsched("train", data, "--out", models, "--name", "mine")
+    assert (again.returncode, again.stdout) == (2, "")
+    assert again.stderr == (f"netsched: error: train: {models / 'mine'} exists already; give another --name, "
+                            "or --force to replace it\n")
+    assert snapshot(models) == before
+    (models / "mine" / "stale.onnx").write_bytes(b"from a model trained before")
+    forced = netsched("train", data, "--out", models, "--name", "mine", "--force", "--seed", "1")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert not (models / "mine" / "stale.onnx").exists()
+    assert json.loads((models / "mine" / "meta.json").read_text())["seed"] == 1
