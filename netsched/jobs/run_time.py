@@ -39,6 +39,7 @@ MIN_HISTORY = 3  # finished jobs an estimate is calibrated on; fewer say too lit
 MIN_SPREAD = 10  # finished jobs an interval is read from
 WINDOW = 2000  # the most recent finished jobs learned from: older ones cost time and say less
 LOW, HIGH = 0.1, 0.9  # the interval's quantiles
+FOLDS = 5  # an interval is read from each finished job's error when calibrated on the other folds
 
 
 @dataclass(frozen=True)
@@ -91,31 +92,18 @@ class RunTimes:
                 if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0][-WINDOW:]
         self.count = len(done)
         self.model = model
-        self.cases = [record_case(r) for r in done]
-        seconds = [float(r["duration_seconds"]) for r in done]
-        self.actual = np.log(seconds)  # log seconds: errors are ratios
         self._model_memo: dict[Case, float] = {}
-        model_past = self._model_seconds(self.cases) if model and done else []
-        self.model_ratio = _median_ratio(seconds, model_past) if len(model_past) else None
-        hinted = [i for i, c in enumerate(self.cases) if c.hint]
-        self.hint_count = len(hinted)
-        self.hint_ratio = _median_ratio([seconds[i] for i in hinted],
-                                        [self.cases[i].hint or 0.0 for i in hinted])
-        self.groups: dict[Any, list[float]] = defaultdict(list)
-        for case, run in zip(self.cases, seconds, strict=True):
-            for key in _group_keys(case):
-                self.groups[key].append(run)
-        self.medians = {key: statistics.median(v) for key, v in self.groups.items() if len(v) >= MIN_HISTORY}
-        # every source's log estimate for every finished job, and its mean squared log error
-        modelled: list[float | None] = [*model_past] or [None] * self.count
-        self.past = [{s: math.log(v) for s, v in self._sources(c, m)[0].items()}
-                     for c, m in zip(self.cases, modelled, strict=True)]
-        self.weights: dict[str, float] = {}
-        for source in ("model", "hint", "history"):
-            errors = [(logs[source] - a) ** 2 for logs, a in zip(self.past, self.actual, strict=True)
-                      if source in logs]
-            if len(errors) >= MIN_HISTORY:
-                self.weights[source] = 1.0 / max(statistics.fmean(errors), 1e-6)
+        cases = [record_case(r) for r in done]
+        modelled: list[float | None] = [*self._model_seconds(cases)] if model and done else [None] * len(done)
+        past = [Past(c, float(r["duration_seconds"]), m)
+                for c, r, m in zip(cases, done, modelled, strict=True)]
+        self.fit = Calibration(past)
+        # each finished job's sources as calibrated without it (FOLDS folds): what an interval is read
+        # from, since errors measured on the jobs a ratio or median was taken over would look too small
+        self.held_out: list[tuple[Past, Calibration, dict[str, float]]] = []
+        for k in range(FOLDS):
+            fold = Calibration([p for i, p in enumerate(past) if i % FOLDS != k])
+            self.held_out += [(p, fold, fold.logs(p.case, p.model)) for p in past[k::FOLDS]]
         self._spreads: dict[frozenset[str], tuple[float, float] | None] = {}
 
     def estimate(self, case: Case, hint_words: str = "the hint") -> Estimate:
@@ -129,50 +117,28 @@ class RunTimes:
                                                "few finished jobs to check it against)")
             return Estimate(None, f"only {self.count} finished job(s) to learn from; set {hint_words} to say "
                                   "how long it runs")
-        if case.hint and "hint" not in self.weights:  # the user's word, until it can be checked
+        fit = self.fit
+        if case.hint and "hint" not in fit.weights:  # the user's word, until it can be checked
             return Estimate(float(case.hint), f"{hint_words} (too few finished jobs to check it against)")
-        found, words = self._sources(case, model_seconds, hint_words)
-        used = {s: math.log(v) for s, v in found.items() if s in self.weights}
+        found, words = fit.sources(case, model_seconds, hint_words)
+        used = {s: math.log(v) for s, v in found.items() if s in fit.weights}
         if not used:
             return Estimate(None, f"nothing learned fits it; set {hint_words} to say how long it runs")
         if len(used) == 1:
             [source] = used
             seconds, basis = found[source], words[source]
         else:
-            seconds = math.exp(self._blend(used))
+            seconds = math.exp(fit.blend(used))
             basis = (f"{round(seconds)} s, blended from " + "; ".join(words[s] for s in used)
                      + ", each weighted by how close it came before")
         return Estimate(seconds, basis, self._spread(frozenset(used)))
 
-    def _sources(self, case: Case, model_seconds: float | None, hint_words: str = "the hint"
-                 ) -> tuple[dict[str, float], dict[str, str]]:
-        """Each calibrated source's seconds for `case`, and its words."""
-        found: dict[str, float] = {}
-        words: dict[str, str] = {}
-        if model_seconds is not None and self.model_ratio is not None:
-            found["model"] = model_seconds * self.model_ratio
-            words["model"] = (f"the completion-time model on {case.gpu or 'its node'} × "
-                              f"{self.model_ratio:.2f}, the median ratio of run to prediction")
-        if case.hint and self.hint_ratio is not None:
-            found["hint"] = case.hint * self.hint_ratio
-            words["hint"] = (f"{hint_words} {case.hint:g} × {self.hint_ratio:.2f}, the median "
-                             f"ratio of run to expectation over {self.hint_count} finished jobs")
-        for key, what in zip(_group_keys(case), _group_words(case), strict=True):
-            if key in self.medians:
-                found["history"] = self.medians[key]
-                words["history"] = f"the median run of {len(self.groups[key])} finished {what}"
-                break
-        return found, words
-
-    def _blend(self, logs: Mapping[str, float]) -> float:
-        total = sum(self.weights[s] for s in logs)
-        return sum(self.weights[s] * v for s, v in logs.items()) / total
-
     def _spread(self, sources: frozenset[str]) -> tuple[float, float] | None:
-        """P10 and P90 of run / the blend of `sources`, over the finished jobs all of them apply to."""
+        """P10 and P90 of run / the blend of `sources`, over the finished jobs all of them apply to,
+        each estimated without itself."""
         if sources not in self._spreads:
-            residuals = [a - self._blend({s: logs[s] for s in sources})
-                         for logs, a in zip(self.past, self.actual, strict=True) if sources <= logs.keys()]
+            residuals = [math.log(p.seconds) - fold.blend({s: logs[s] for s in sources})
+                         for p, fold, logs in self.held_out if sources <= logs.keys() & fold.weights.keys()]
             self._spreads[sources] = None if len(residuals) < MIN_SPREAD else (
                 math.exp(float(np.quantile(residuals, LOW))), math.exp(float(np.quantile(residuals, HIGH))))
         return self._spreads[sources]
@@ -191,6 +157,67 @@ class RunTimes:
             seconds = self.model.predict(feature_matrix(values, len(new), names))
             self._model_memo.update(zip(new, (float(s) for s in seconds), strict=True))
         return [self._model_memo[c] for c in cases]
+
+
+@dataclass(frozen=True)
+class Past:
+    """A finished job: what it was, how long it ran, and what the model says of it (None: no model)."""
+    case: Case
+    seconds: float
+    model: float | None
+
+
+class Calibration:
+    """What some finished jobs say of each source: its ratio to the runs (model, hint), the medians
+    (history), and its weight, 1 / its mean squared log error over them."""
+
+    def __init__(self, past: list[Past]):
+        modelled = [p for p in past if p.model is not None]
+        self.model_ratio = _median_ratio([p.seconds for p in modelled], [p.model or 0.0 for p in modelled])
+        hinted = [p for p in past if p.case.hint]
+        self.hint_count = len(hinted)
+        self.hint_ratio = _median_ratio([p.seconds for p in hinted], [p.case.hint or 0.0 for p in hinted])
+        self.groups: dict[Any, list[float]] = defaultdict(list)
+        for p in past:
+            for key in _group_keys(p.case):
+                self.groups[key].append(p.seconds)
+        self.medians = {key: statistics.median(v) for key, v in self.groups.items() if len(v) >= MIN_HISTORY}
+        self.weights: dict[str, float] = {}
+        errors: dict[str, list[float]] = defaultdict(list)
+        for p in past:
+            for source, value in self.logs(p.case, p.model).items():
+                errors[source].append((value - math.log(p.seconds)) ** 2)
+        for source, squares in errors.items():
+            if len(squares) >= MIN_HISTORY:
+                self.weights[source] = 1.0 / max(statistics.fmean(squares), 1e-6)
+
+    def logs(self, case: Case, model_seconds: float | None) -> dict[str, float]:
+        return {s: math.log(v) for s, v in self.sources(case, model_seconds)[0].items()}
+
+    def sources(self, case: Case, model_seconds: float | None, hint_words: str = "the hint"
+                ) -> tuple[dict[str, float], dict[str, str]]:
+        """Each calibrated source's seconds for `case`, and its words."""
+        found: dict[str, float] = {}
+        words: dict[str, str] = {}
+        if model_seconds is not None and self.model_ratio is not None:
+            found["model"] = model_seconds * self.model_ratio
+            words["model"] = (f"the completion-time model on {case.gpu or 'its node'} × "
+                              f"{self.model_ratio:.2f}, the median ratio of run to prediction")
+        if case.hint and self.hint_ratio is not None:
+            found["hint"] = case.hint * self.hint_ratio
+            words["hint"] = (f"{hint_words} {case.hint:g} × {self.hint_ratio:.2f}, the median "
+                             f"ratio of run to expectation over {self.hint_count} finished jobs")
+        for key, what in zip(_group_keys(case), _group_words(case), strict=True):
+            if key in self.medians:
+                found["history"] = self.medians[key]
+                words["history"] = f"the median run of {len(self.groups[key])} finished {what}"
+                break
+        return found, words
+
+    def blend(self, logs: Mapping[str, float]) -> float:
+        """The weighted mean of the sources' log seconds."""
+        total = sum(self.weights[s] for s in logs)
+        return sum(self.weights[s] * v for s, v in logs.items()) / total
 
 
 def _features(case: Case) -> dict[str, float]:

@@ -59,7 +59,7 @@ def test_the_interval_is_the_10th_to_90th_percentile_of_past_errors():
     estimate = times.estimate(Case("inference", 1, 1, 100))
     low, mid, high = estimate.quantiles()
     assert low < mid < high
-    # the blend's own errors over the same jobs: their 10th and 90th percentiles, no more, no less
+    # the errors of the same blend over the finished jobs, each estimated without itself (here: the same)
     residuals = [math.log(100 * r) - math.log(mid) for r in ratios]
     assert math.log(low / mid) == pytest.approx(np.quantile(residuals, 0.1))
     assert math.log(high / mid) == pytest.approx(np.quantile(residuals, 0.9))
