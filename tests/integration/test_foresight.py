@@ -12,15 +12,11 @@ import pytest
 from kubernetes import client
 
 from netsched.api.events import parse_rfc3339
-from netsched.api.gpujob import (
-    GROUP,
-    PLURAL,
-    PREDICTED_FINISH,
-    PREDICTED_FINISH_RANGE,
-    PREDICTED_START,
-    PREDICTED_START_RANGE,
-    VERSION,
-)
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import PREDICTED_FINISH as FINISH
+from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
+from netsched.api.gpujob import PREDICTED_START as START
+from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
 from netsched.cli import main
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
@@ -144,18 +140,18 @@ def test_with_finished_jobs_recorded_each_predicted_time_has_its_80_percent_inte
     _fill(jobs, core, namespace)
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
         "planned", replicas=2, gpus=8, duration="600s", manifest=True, workload=RUN))
-    fields = (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)
-    status = poll(lambda: (s := _status(jobs, namespace, "planned")).get(PREDICTED_START)
+    fields = (*START_RANGE, *FINISH_RANGE)
+    status = poll(lambda: (s := _status(jobs, namespace, "planned")).get(START)
                   and all(s.get(f) for f in fields) and s, 60, "the waiting job's times and intervals")
-    for low, mid, high in ((PREDICTED_START_RANGE[0], PREDICTED_START, PREDICTED_START_RANGE[1]),
-                           (PREDICTED_FINISH_RANGE[0], PREDICTED_FINISH, PREDICTED_FINISH_RANGE[1])):
+    for low, mid, high in ((START_RANGE[0], START, START_RANGE[1]),
+                           (FINISH_RANGE[0], FINISH, FINISH_RANGE[1])):
         times = [parse_rfc3339(status[f]) for f in (low, mid, high)]
         assert times[0] < times[1] < times[2], (low, mid, high, status)
     # it waits for a filler that runs 420-900 s like the recorded ones: its start is that uncertain
-    early, late = (parse_rfc3339(status[f]) for f in PREDICTED_START_RANGE)
+    early, late = (parse_rfc3339(status[f]) for f in START_RANGE)
     assert (late - early).total_seconds() > 60
     assert "blended from" in status["predictionBasis"]
     capsys.readouterr()
     assert main(["why", "planned", "-n", namespace, f"--kubeconfig={dev_cluster.kubeconfig}"]) == 0
     said = capsys.readouterr().out
-    assert f"Predicted completion: {status[PREDICTED_FINISH]} (80% between " in said
+    assert f"Predicted completion: {status[FINISH]} (80% between " in said
