@@ -8,7 +8,8 @@ The workload is the simulator's (netsched.datagen.simulator.runs, its default cl
 shapes (replicas × GPUs), arrival gaps, the user's duration hint (missing for 20% of jobs) and each
 job's true run time on each of its candidate nodes. A job runs on a GPU the dev-cluster has (H100 or
 A100-80GB, pinned by a nodeSelector on nvidia.com/gpu.product): the node it ran on in the simulation
-if that has one of them, else its first candidate that does (a job with neither is left out), and
+if that has one of them, else its first candidate that does (a job with neither, or bigger than the
+dev-cluster's nodes of that GPU, is left out), and
 its run is its true run time there, divided by --scale so that a run takes minutes. The spec carries
 the simulator's numbers unscaled (the hint in simulated seconds): only KWOK's run times are scaled,
 and every estimate is calibrated on the history, so the scale is learned like any other bias.
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +57,9 @@ from netsched.api.gpujob import (
     VERSION,
 )
 from netsched.api.labels import GPU_PRODUCT_LABEL
-from netsched.datagen.simulator import Cluster, SimConfig, runs
+from netsched.datagen.simulator import GPUS_PER_NODE, Cluster, SimConfig, runs
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.topology import GPU_MODELS
+from netsched.devcluster.topology import gpu_nodes
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import running
@@ -83,7 +85,9 @@ class SimJob:
     gpu: str  # the GPU product it runs on
 
 
-def workload(seed: int, count: int, scale: float) -> list[SimJob]:
+def workload(seed: int, count: int, scale: float, nodes: int) -> list[SimJob]:
+    """The simulated jobs, each on a GPU product the `nodes`-node dev-cluster has enough of to run it."""
+    room = Counter(n.gpu_model for n in gpu_nodes(nodes))
     config = SimConfig(seed=seed, jobs=count, candidates=4)
     cluster = Cluster(config, np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0]))  # as runs()
     gpu_of = dict(zip(cluster.names, cluster.gpu, strict=True))
@@ -91,7 +95,8 @@ def workload(seed: int, count: int, scale: float) -> list[SimJob]:
     first = None
     for job, rows in runs(config):
         first = job.start if first is None else first
-        usable = sorted((r for r in rows if gpu_of[r["node"]] in GPU_MODELS), key=lambda r: -r["chosen"])
+        usable = sorted((r for r in rows if room[gpu_of[r["node"]]] * GPUS_PER_NODE >= job.replicas
+                         * job.gpus_per_replica), key=lambda r: -r["chosen"])
         if not usable:
             continue
         ran = usable[0]
@@ -124,8 +129,8 @@ FIELDS = {"start": PREDICTED_START, "start_p10": PREDICTED_START_RANGE[0],
 
 
 def run(args: argparse.Namespace, seed: int) -> dict:
-    past = workload(seed + 1000, args.history, args.scale)
-    jobs = workload(seed, args.jobs, args.scale)
+    past = workload(seed + 1000, args.history, args.scale, args.nodes)
+    jobs = workload(seed, args.jobs, args.scale, args.nodes)
     mean_run = statistics.fmean(j.run for j in past)
     submitted: dict[str, float] = {}
     first_seen: dict[str, dict] = {}
