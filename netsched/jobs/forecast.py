@@ -220,9 +220,14 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
         holders.extend((gang.key, p["spec"]["nodeName"], pod_requests(p["spec"])) for p in held)
     ends = {key: [since + timedelta(seconds=s) for s in runs] for key, since in running_since.items()
             if (runs := estimates[key].quantiles()) is not None}
-    plays = [predict_starts(now, nodes, used, [Release(ends[owner][q], node, request, owner)
-                                               for owner, node, request in holders if owner in ends],
-                            queue, q) for q in range(3)]
+    def play(q: int) -> dict[str, Start]:
+        releases = [Release(ends[owner][q], node, request, owner) for owner, node, request in holders
+                    if owner in ends]
+        return predict_starts(now, nodes, used, releases, queue, q)
+    middle = play(1)
+    # the P10 and P90 plays change only waiting jobs' starts, and only if some run has a spread
+    placed = [*estimates.values(), *(s.estimate for s in middle.values() if s.estimate)]
+    plays = [play(0), middle, play(2)] if queue and any(e.spread for e in placed) else [middle] * 3
     for w in queue:  # placed by the play: its run there (Start.estimate); else on no node in particular
         estimates[w.key] = w.run("")
     out = dict(unreadable)

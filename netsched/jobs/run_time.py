@@ -37,7 +37,7 @@ from netsched.models.predictor import Predictor
 
 MIN_HISTORY = 3  # finished jobs an estimate is calibrated on; fewer say too little about the next one
 MIN_SPREAD = 10  # finished jobs an interval is read from
-WINDOW = 2000  # the most recent finished jobs learned from: older ones cost time and say less
+WINDOW = 1000  # the most recent finished jobs learned from: older ones cost time and say less
 LOW, HIGH = 0.1, 0.9  # the interval's quantiles
 FOLDS = 5  # an interval is read from each finished job's error when calibrated on the other folds
 
