@@ -7,7 +7,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from netsched.api.events import rfc3339
-from netsched.api.labels import EXPECTED_SECONDS, PREDICTED_FINISH, PREDICTED_START
+from netsched.api.labels import (
+    EXPECTED_SECONDS,
+    PREDICTED_FINISH,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START,
+    PREDICTED_START_RANGE,
+)
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
@@ -188,6 +194,26 @@ def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken
 
 def annotations(kube: FakeKube, job: str) -> dict:
     return kube.get("jobs", "ml", job)["metadata"].get("annotations") or {}
+
+
+def test_with_enough_finished_jobs_a_jobs_annotations_carry_the_interval_and_lose_it_when_it_ends(tmp_path):
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(
+        {"uid": f"u{i}", "outcome": "Succeeded", "duration_seconds": 900 * r, "workload_kind": "training",
+         "expected_duration_seconds": 900}) + "\n" for i, r in enumerate([0.8, 0.9, 1.0, 1.1, 1.2] * 2)))
+    hint = {EXPECTED_SECONDS: "900"}
+    running = [make_job_pod("big", i, n["metadata"]["name"], gpus=8, annotations=hint, started=ago(100))
+               for i, n in enumerate(CLUSTER)]
+    waiting = [make_job_pod("train", i, gpus=8, annotations=hint, gated=True) for i in range(2)]
+    kube = FakeKube([*CLUSTER, *running, *waiting, make_batch_job("big", 4), make_batch_job("train", 2)])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    train, big = annotations(kube, "train"), annotations(kube, "big")
+    assert set(train) == {PREDICTED_START, *PREDICTED_START_RANGE, PREDICTED_FINISH, *PREDICTED_FINISH_RANGE}
+    assert train[PREDICTED_START_RANGE[0]] < train[PREDICTED_START] < train[PREDICTED_START_RANGE[1]]
+    assert set(big) == {PREDICTED_FINISH, *PREDICTED_FINISH_RANGE}  # running: no start, nor its interval
+    for pod in running:
+        kube.add(pod | {"status": {"phase": "Succeeded"}})
+    _forecaster(kube, tmp_path).run_once(NOW + timedelta(seconds=60))
+    assert annotations(kube, "big") == {}
 
 
 def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_and_an_lws_group_nowhere(
