@@ -25,4 +25,7 @@ TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 # waits for) while waiting, completion until done
 PREDICTED_START, PREDICTED_AFTER = "predictedStartTime", "predictedAfter"
 PREDICTED_FINISH = "predictedCompletionTime"
+# the 80% interval around each predicted time: "<field>P10" and "<field>P90"
+PREDICTED_START_RANGE = (PREDICTED_START + "P10", PREDICTED_START + "P90")
+PREDICTED_FINISH_RANGE = (PREDICTED_FINISH + "P10", PREDICTED_FINISH + "P90")
 PREDICTED_SECONDS, PREDICTION_BASIS = "predictedDurationSeconds", "predictionBasis"

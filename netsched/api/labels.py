@@ -35,6 +35,9 @@ EVICTED_BY = PREFIX + "evicted-by"  # GPUJob annotation: the PackingPlan that la
 # GPUJob has status fields: when its gang is predicted to start and finish (RFC 3339, UTC).
 PREDICTED_START = PREFIX + "predicted-start"
 PREDICTED_FINISH = PREFIX + "predicted-finish"
+# the 80% interval around each: "<annotation>-p10" and "<annotation>-p90"
+PREDICTED_START_RANGE = (PREDICTED_START + "-p10", PREDICTED_START + "-p90")
+PREDICTED_FINISH_RANGE = (PREDICTED_FINISH + "-p10", PREDICTED_FINISH + "-p90")
 
 MAX_PEER_DISTANCE = PREFIX + "max-peer-distance"
 DATA_SOURCE = PREFIX + "data-source"

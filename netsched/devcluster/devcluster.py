@@ -74,6 +74,7 @@ class DevCluster:
     run_extender: bool = True
     extender_args: tuple[str, ...] = ()  # more `netsched extender` flags, e.g. ("--model=<path>",)
     run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
+    operator_args: tuple[str, ...] = ()  # more `netsched operator` flags, e.g. ("--model=<path>",)
     real_node: bool = False  # one real kubelet node besides the KWOK ones (netsched.devcluster.realnode)
     kueue: bool = False  # Kueue's manager, its CRDs and webhooks (netsched.devcluster.kueue)
     progress: Callable[[str], None] = functools.partial(print, flush=True)
@@ -305,6 +306,7 @@ class DevCluster:
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages, self.real_node)
         plan[EXTENDER] += self.extender_args
+        plan[OPERATOR] += self.operator_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
         for name in self.components():
             t0 = time.monotonic()

@@ -28,11 +28,10 @@ from netsched.extender.metrics import Metrics
 from netsched.extender.model_features import feature_values
 from netsched.extender.plugin import Request
 from netsched.extender.scorers import NodeScorer, Scored
-from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
+from netsched.models.artifact import Stamp, artifact_stamp
 from netsched.models.predictor import Predictor
 
 log = logging.getLogger(__name__)
-Stamp = tuple[tuple[str, int | None, int | None], ...]  # (file, mtime ns, size) of each file served
 SLOWDOWN_AT_ZERO = 0.5  # predicted 50% slower than the best candidate scores 0: a point per 5%
 
 
@@ -48,7 +47,7 @@ class ModelSource:
         self._stop = threading.Event()
 
     def poll(self) -> None:
-        stamp = _stamp(self.path)
+        stamp = artifact_stamp(self.path)
         if stamp == self._stamp:
             return
         self._stamp = stamp
@@ -80,25 +79,6 @@ class ModelSource:
     def _loop(self) -> None:
         while not self._stop.wait(self.reload_seconds):
             self.poll()
-
-
-def _stamp(path: Path) -> Stamp:
-    """What changes when the manifest is repointed or an artifact's files are rewritten."""
-    files = [path]
-    try:
-        directory = artifact_dir(path)
-        files += [directory / META_FILE, directory / MODEL_FILE]
-        files += sorted(f for f in directory.iterdir() if f not in files)  # the serving files
-    except Exception:  # noqa: BLE001 - an unreadable manifest is itself the state to record
-        pass
-    out: list[tuple[str, int | None, int | None]] = []
-    for f in files:
-        try:
-            st = f.stat()
-            out.append((str(f), st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append((str(f), None, None))
-    return tuple(out)
 
 
 class ModelScorer:

@@ -28,7 +28,15 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api.connect import items
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
-from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION
+from netsched.api.gpujob import (
+    GROUP,
+    KIND,
+    PLURAL,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START_RANGE,
+    TERMINAL,
+    VERSION,
+)
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
@@ -138,6 +146,7 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["estimate"] = {"seconds": forecast.estimate.seconds, "basis": forecast.estimate.basis}
     answer["predictedStartTime"] = time_text(now if fit.fits else forecast.start)
     answer["predictedCompletionTime"] = time_text(forecast.finish)
+    answer |= range_texts(None if fit.fits else forecast.start_range, forecast.finish_range)
     answer["waitsFor"] = list(forecast.after) if not fit.fits else []
     answer["ahead"] = _ahead(cluster, priority)
     # no plan can place a gang that never fits: the packer's dry run would only take its budget
@@ -242,6 +251,26 @@ def time_text(when: datetime | None) -> str | None:
     return rfc3339(when) if when else None
 
 
+def range_texts(start: tuple[datetime, datetime] | None, finish: tuple[datetime, datetime] | None
+                ) -> dict[str, str | None]:
+    """The P10 and P90 of a predicted start and completion, by their status fields' names."""
+    out: dict[str, str | None] = {}
+    for names, interval in ((PREDICTED_START_RANGE, start), (PREDICTED_FINISH_RANGE, finish)):
+        out.update(zip(names, (time_text(t) for t in interval or (None, None)), strict=True))
+    return out
+
+
+def between(times: dict[str, Any], names: tuple[str, str], now: datetime) -> str:
+    """" (80% between 14:20:07Z and 14:51:40Z)" from the P10 and P90 in `times` under `names` (the date
+    too where it is not `now`'s), or nothing without them."""
+    low, high = (times.get(n) for n in names)
+    if not low or not high:
+        return ""
+    today = now.date()
+    shown = [t if parse_rfc3339(t).date() != today else t.split("T", 1)[1] for t in (low, high)]
+    return f" (80% between {shown[0]} and {shown[1]})"
+
+
 def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     """The answer as people read it."""
     now = now or datetime.now(UTC)
@@ -278,14 +307,16 @@ def forecast_lines(answer: dict[str, Any], never: str, now: datetime) -> list[st
              else f"Run time: unknown ({est['basis']})"]
     start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
     if start:
-        lines.append(f"Predicted start: {start} ({from_now(start, now)})" + (
+        lines.append(f"Predicted start: {start} ({from_now(start, now)})"
+                     f"{between(answer, PREDICTED_START_RANGE, now)}" + (
             f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
     elif s["reason"] == c.NEVER_FITS:
         lines.append(never)
     elif not s["fits"]:
         lines.append("Predicted start: unknown (the room it needs is held by pods with no predicted end)")
     if finish:
-        lines.append(f"Predicted completion: {finish} ({from_now(finish, now)})")
+        lines.append(f"Predicted completion: {finish} ({from_now(finish, now)})"
+                     f"{between(answer, PREDICTED_FINISH_RANGE, now)}")
     return lines
 
 

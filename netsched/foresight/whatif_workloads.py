@@ -34,6 +34,7 @@ from netsched.foresight.whatif import (
     placement_rows,
     placement_text,
     priority_of,
+    range_texts,
     room_lines,
     room_table,
     time_text,
@@ -124,12 +125,22 @@ def _times(entry: dict[str, Any], forecasts: list[Forecast], now: datetime) -> d
         "estimate": {"seconds": first.estimate.seconds, "basis": first.estimate.basis},
         "predictedStartTime": time_text(starts[0]),
         "predictedCompletionTime": None if None in finishes else time_text(max(f for f in finishes if f)),
-        "waitsFor": list(first.after) if not entry["fitNow"] else []}
+        "waitsFor": list(first.after) if not entry["fitNow"] else [],
+        # the first gang's start, the last one's completion: each bound the latest of the gangs'
+        **range_texts(None if entry["fitNow"] else first.start_range, _latest(forecasts))}
     if len(forecasts) > 1:
         times["predictedPerGang"] = [
             {"predictedStartTime": time_text(start), "predictedCompletionTime": time_text(f.finish)}
             for start, f in zip(starts, forecasts, strict=True)]
     return times
+
+
+def _latest(forecasts: list[Forecast]) -> tuple[datetime, datetime] | None:
+    """The P10 and P90 of the last completion among `forecasts` (None: one has no interval)."""
+    ranges = [f.finish_range for f in forecasts]
+    if any(r is None for r in ranges):
+        return None
+    return max(r[0] for r in ranges if r), max(r[1] for r in ranges if r)
 
 
 def needs(gang: PodGang) -> dict[str, str]:

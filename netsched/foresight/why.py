@@ -8,11 +8,20 @@ now from the live cluster, the way gang admission counts room.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from netsched.api import conditions as c
-from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, Phase
-from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, room_lines, room_table
+from netsched.api.gpujob import (
+    PREDICTED_AFTER,
+    PREDICTED_FINISH,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START,
+    PREDICTED_START_RANGE,
+    PREDICTION_BASIS,
+    Phase,
+)
+from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, between, room_lines, room_table
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 
@@ -32,6 +41,7 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         "predictedStartTime": status.get(PREDICTED_START), "waitsFor": status.get(PREDICTED_AFTER) or [],
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
+        **{name: status.get(name) for name in (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)},
         "domains": room_table(job, [node_room(n) for n in cluster.nodes], cluster.pods, level, rows=10),
     }
 
@@ -51,7 +61,8 @@ def _said(status: dict[str, Any]) -> dict[str, Any]:
     return schedulable or {}
 
 
-def render_why(answer: dict[str, Any]) -> str:
+def render_why(answer: dict[str, Any], now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
     lines = [f"GPUJob {answer['job']}: {answer['phase']}"]
     if answer["reason"]:
         lines.append(f"{answer['condition']}: {answer['reason']}: {answer['message']}")
@@ -60,9 +71,12 @@ def render_why(answer: dict[str, Any]) -> str:
     if answer["reason"] == c.NEVER_FITS:
         lines.append(NEVER_STARTS)
     if answer["predictedStartTime"]:
-        lines.append(f"Predicted start: {answer['predictedStartTime']}" + (
+        lines.append(f"Predicted start: {answer['predictedStartTime']}"
+                     f"{between(answer, PREDICTED_START_RANGE, now)}" + (
             f", when {', '.join(answer['waitsFor'])} is predicted to finish" if answer["waitsFor"] else ""))
     if answer["predictedCompletionTime"]:
-        lines.append(f"Predicted completion: {answer['predictedCompletionTime']} "
+        lines.append(f"Predicted completion: {answer['predictedCompletionTime']}"
+                     f"{between(answer, PREDICTED_FINISH_RANGE, now)} "
                      f"(run time from {answer['predictionBasis']})")
     return "\n".join(lines + room_lines(answer["domains"], "replicas of this job", now=" now"))
+

@@ -11,6 +11,7 @@ is found by the labels its controller puts on its pods. A bare NAME is a GPUJob 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -18,11 +19,19 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api.connect import items
 from netsched.api.gpujob import KIND as GPUJOB
-from netsched.api.labels import PREDICTED_FINISH, PREDICTED_START
+from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
+from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
+from netsched.api.labels import (
+    PREDICTED_FINISH,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START,
+    PREDICTED_START_RANGE,
+)
 from netsched.api.pods import DONE
 from netsched.foresight.whatif import (
     Cluster,
     WhatIfError,
+    between,
     placement_rows,
     placement_text,
     room_lines,
@@ -110,7 +119,10 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
     answer: dict[str, Any] = {
         "workload": f"{kind} {namespace}/{name}", "found": live.body is not None, "pods": len(pods),
         "gangs": [], "predictedStartTime": annotations.get(PREDICTED_START),
-        "predictedCompletionTime": annotations.get(PREDICTED_FINISH), "domains": []}
+        "predictedCompletionTime": annotations.get(PREDICTED_FINISH), "domains": [],
+        # the intervals under the names a GPUJob's status gives them
+        **{field: annotations.get(note) for field, note in zip(
+            (*START_RANGE, *FINISH_RANGE), (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE), strict=True)}}
     for ref, members_ in gangs.items():
         gated = [p for p in members_ if _gated(p)]
         size = ref.size if ref.size is not None else _job_size(members_[0], jobs)
@@ -180,7 +192,8 @@ def _when(e: dict[str, Any]) -> str:
     return str(e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
 
 
-def render_why_workload(answer: dict[str, Any]) -> str:
+def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
     gated = sum(g["gated"] for g in answer["gangs"])
     lines = [f"{answer['workload']}: {answer['pods']} pod(s), {gated} gated"
              + ("" if answer["found"] else " (the object itself was not found: its pods were)")]
@@ -200,6 +213,6 @@ def render_why_workload(answer: dict[str, Any]) -> str:
         if g["runsOn"]:
             lines.append("  Runs on: " + placement_text(g["runsOn"]))
     start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
-    lines.append(f"Predicted start: {start or NO_PREDICTION}")
-    lines.append(f"Predicted completion: {finish or NO_PREDICTION}")
+    lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
+    lines.append(f"Predicted completion: {finish or NO_PREDICTION}{between(answer, FINISH_RANGE, now)}")
     return "\n".join(lines + room_lines(answer["domains"], "members of its waiting gang", now=" now"))

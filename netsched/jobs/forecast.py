@@ -1,11 +1,11 @@
 """When will a job start, and when will it finish? Pure: what the operator writes into each GPUJob's
 status (predictedStartTime, predictedCompletionTime) and what `netsched whatif` answers.
 
-- How long a job runs (`estimate_duration`): learned from finished jobs (the operator's records, or
-  finished GPUJobs still in the cluster), most specific first: the user's
-  `spec.workload.expectedDurationSeconds` scaled by how far such declarations were off before; the
-  median run of jobs of the same kind and shape; of the same kind; of any finished job. The basis is
-  always said, so a user can tell a guess from a measurement.
+- How long a job runs (`estimate_duration`, netsched.jobs.run_time): the completion-time model on
+  the GPU it runs (or is predicted to run) on where one is loaded, the user's duration hint and the
+  runs of finished jobs like it, each calibrated on the finished jobs and blended by how close each
+  came before; with a P10-P90 interval from how far such estimates were off. The basis is always
+  said, so a user can tell a guess from a measurement.
 - When a waiting job starts (`predict_starts`): the cluster is played forward. Room frees when a
   running job's predicted completion comes; waiting gangs take room in priority order (then by age)
   whenever they fit, the way gang admission releases them, and free it again after their own
@@ -20,9 +20,9 @@ status (predictedStartTime, predictedCompletionTime) and what `netsched whatif` 
 from __future__ import annotations
 
 import heapq
-import statistics
+import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,46 +36,10 @@ from netsched.jobs.capacity import NodeRoom, placement
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang
 from netsched.jobs.pod_gang import PodGang
+from netsched.jobs.run_time import Estimate, RunTimes, node_case
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
-
-MIN_HISTORY = 3  # finished jobs a median is taken over; fewer say too little about the next one
-
-
-@dataclass(frozen=True)
-class Estimate:
-    seconds: float | None  # None: nothing to go on
-    basis: str  # where the number comes from, in words
-
-
-def estimate_duration(job: Workload, history: Iterable[dict[str, Any]]) -> Estimate:
-    """The run time to expect of `job`, from `history` (rows of the records format,
-    netsched.records.format.ROW_FIELDS: only Succeeded rows with a duration count)."""
-    hint = (f"the pods' {EXPECTED_SECONDS} annotation" if isinstance(job, PodGang)
-            else "spec.workload.expectedDurationSeconds")
-    done = [r for r in history if r.get("outcome") == "Succeeded" and (r.get("duration_seconds") or 0) > 0]
-    kind = job.workload_kind
-    expected = job.expected_seconds
-    if expected:
-        ratios = [r["duration_seconds"] / r["expected_duration_seconds"] for r in done
-                  if r.get("expected_duration_seconds")]
-        if len(ratios) >= MIN_HISTORY:
-            ratio = statistics.median(ratios)
-            return Estimate(expected * ratio, f"{hint} {expected} × {ratio:.2f}, the median ratio of run "
-                                              f"to expectation over {len(ratios)} finished jobs")
-        return Estimate(float(expected), f"{hint} (too few finished jobs to check it against)")
-    same_kind = [r for r in done if r.get("workload_kind", "training") == kind]
-    shape = (job.size, job.gpus_per_member)
-    for rows, what in (
-            ([r for r in same_kind if (r.get("replicas"), r.get("gpus_per_replica")) == shape],
-             f"{kind} jobs of {shape[0]}×{shape[1]} GPUs"),
-            (same_kind, f"{kind} jobs"),
-            (done, "jobs")):
-        if len(rows) >= MIN_HISTORY:
-            seconds = statistics.median(r["duration_seconds"] for r in rows)
-            return Estimate(seconds, f"the median run of {len(rows)} finished {what}")
-    return Estimate(None, f"only {len(done)} finished job(s) to learn from; set {hint} to say how long "
-                          "it runs")
+from netsched.models.predictor import Predictor
 
 
 @dataclass(frozen=True)
@@ -85,7 +49,7 @@ class Waiting:
     priority: int
     created: datetime
     job: Workload
-    seconds: float | None  # its estimated run
+    run: Callable[[str], Estimate]  # its estimated run on a node (by name): the GPU there matters
 
 
 @dataclass(frozen=True)
@@ -100,12 +64,14 @@ class Release:
 class Start:
     at: datetime | None  # None: not while pods with no predicted end hold the room it needs
     after: tuple[str, ...] = ()  # the jobs whose predicted end lets it start (none: it fits now)
+    estimate: Estimate | None = None  # its run where the play placed it
 
 
 def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resources], releases: list[Release],
-                   queue: list[Waiting]) -> dict[str, Start]:
+                   queue: list[Waiting], quantile: int = 1) -> dict[str, Start]:
     """The predicted start of every waiting gang in `queue`. `used` is what bound pods take now;
-    `releases` when some of it frees."""
+    `releases` when some of it frees; a started gang runs its estimate's P10, P50 or P90 (`quantile`
+    0, 1 or 2: Estimate.quantiles)."""
     room: dict[str, Resources] = {n: dict(r) for n, r in used.items()}
     events = [(max(r.at, now), i, r.node, r.request, r.owner) for i, r in enumerate(releases)]
     heapq.heapify(events)
@@ -126,13 +92,15 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
             if where is None:
                 continue
             order.remove(w)
-            starts[w.key] = Start(t, tuple(sorted(freed)))
+            estimate = w.run(max(where, key=lambda n: (where[n], n)))  # where most of its members run
+            runs = estimate.quantiles()
+            starts[w.key] = Start(t, tuple(sorted(freed)), estimate)
             for node, count in where.items():
                 take = {k: v * count for k, v in w.job.member_request.items()}
                 _add(room, node, take, 1)
                 free_gpus -= take.get(GPU_RESOURCE, 0.0)
-                if w.seconds is not None:
-                    heapq.heappush(events, (t + timedelta(seconds=w.seconds), serial, node, take, w.key))
+                if runs is not None:
+                    heapq.heappush(events, (t + timedelta(seconds=runs[quantile]), serial, node, take, w.key))
                     serial += 1
         if not order or not events:
             break
@@ -173,6 +141,8 @@ class Forecast:
     estimate: Estimate
     after: tuple[str, ...] = ()  # while it waits: the jobs whose predicted end lets it start
     unreadable: bool = False  # its spec cannot be read: no times, and the basis says why
+    start_range: tuple[datetime, datetime] | None = None  # P10 and P90 of the start (None: no interval)
+    finish_range: tuple[datetime, datetime] | None = None  # P10 and P90 of the completion
 
 
 def _unreadable(body: dict[str, Any], exc: Exception) -> str:
@@ -186,17 +156,25 @@ def _unreadable(body: dict[str, Any], exc: Exception) -> str:
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
                      jobs: list[dict[str, Any]], history: list[dict[str, Any]],
-                     gangs: Iterable[LiveGang] = ()) -> dict[str, Forecast]:
+                     gangs: Iterable[LiveGang] = (), model: Predictor | None = None) -> dict[str, Forecast]:
     """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name) and every pod gang in
     `gangs` whose size is known (keyed LiveGang.key), played in one queue by the same rules, from the
-    cluster's nodes and pods (plain dicts) and the finished-job `history`. A Blocked job has none;
-    one whose spec cannot be read has no times, and its basis says what is wrong."""
+    cluster's nodes and pods (plain dicts), the finished-job `history` and the completion-time
+    `model` (None: none). A Blocked job has none; one whose spec cannot be read has no times, and its
+    basis says what is wrong.
+
+    The cluster is played three times: with every run at its P10, its estimate and its P90 (as if all
+    jobs ran fast, or slow, together: the start a waiting job gets then bounds its start's interval).
+    A waiting job's completion interval adds its start's and its own run's, taken as independent."""
+    run_times = RunTimes(history, model)
+    labels = {n.name: n.labels for n in nodes}
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
     unfinished: dict[str, GPUJob] = {}
     estimates: dict[str, Estimate] = {}
-    running_until: dict[str, datetime] = {}
+    running_since: dict[str, datetime] = {}  # started (or released) jobs: when
     created: dict[str, datetime] = {}
     unreadable: dict[str, Forecast] = {}
+    bound = _bound_nodes(pods)
     for key, body in specs.items():
         status = body.get("status") or {}
         phase = status.get("phase", Phase.PENDING)
@@ -205,45 +183,99 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
         try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
             job = GPUJob.of(body)
             job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
-            estimate = estimate_duration(job, history)
+            estimates[key] = estimate_duration(run_times, job, labels.get(bound.get(key, "")))
             created[key] = parse_rfc3339(job.created)
             started = status.get("startTime")
-            if started and estimate.seconds is not None and phase != Phase.PENDING:  # pending: evicted
-                running_until[key] = parse_rfc3339(started) + timedelta(seconds=estimate.seconds)
+            if started and phase != Phase.PENDING:  # pending: evicted
+                running_since[key] = parse_rfc3339(started)
         except Exception as exc:
             said = f"no forecast: {_unreadable(body, exc)}"
             unreadable[key] = Forecast(None, None, Estimate(None, said), unreadable=True)
             continue
-        unfinished[key], estimates[key] = job, estimate
-    releases: list[Release] = []
+        unfinished[key] = job
+    holders: list[tuple[str, str, Resources]] = []  # (job, node, request) of each bound pod of a started job
     priorities: dict[str, int] = defaultdict(int)
     for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         owner = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_LABEL)}"
         priorities[owner] = max(priorities[owner], spec.get("priority") or 0)
-        if owner in running_until and _holds_room(pod):
-            releases.append(Release(running_until[owner], spec["nodeName"], pod_requests(spec), owner))
+        if owner in running_since and _holds_room(pod):
+            holders.append((owner, spec["nodeName"], pod_requests(spec)))
     used = bound_usage(pods)
     queue = []
     for key, job in unfinished.items():
         if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
-            queue.append(Waiting(key, priorities[key], created[key], job, estimates[key].seconds))
+            queue.append(Waiting(key, priorities[key], created[key], job, _run_on(run_times, job, labels)))
     for gang in gangs:
         if gang.workload is None:
             continue
-        estimate = estimates[gang.key] = estimate_duration(gang.workload, history)
         if gang.waiting:
-            queue.append(Waiting(gang.key, gang.priority, gang.created, gang.workload, estimate.seconds))
-        elif estimate.seconds is not None:  # released: its members run, or are about to
-            until = running_until[gang.key] = (gang.started or now) + timedelta(seconds=estimate.seconds)
-            releases.extend(Release(until, p["spec"]["nodeName"], pod_requests(p["spec"]), gang.key)
-                            for p in gang.pods if _holds_room(p))
-    starts = predict_starts(now, nodes, used, releases, queue)
+            queue.append(Waiting(gang.key, gang.priority, gang.created, gang.workload,
+                                 _run_on(run_times, gang.workload, labels)))
+            continue
+        held = [p for p in gang.pods if _holds_room(p)]
+        where = labels.get(held[0]["spec"]["nodeName"]) if held else None
+        estimates[gang.key] = estimate_duration(run_times, gang.workload, where)
+        running_since[gang.key] = gang.started or now  # released: its members run, or are about to
+        holders.extend((gang.key, p["spec"]["nodeName"], pod_requests(p["spec"])) for p in held)
+    ends = {key: [since + timedelta(seconds=s) for s in runs] for key, since in running_since.items()
+            if (runs := estimates[key].quantiles()) is not None}
+    def play(q: int) -> dict[str, Start]:
+        releases = [Release(ends[owner][q], node, request, owner) for owner, node, request in holders
+                    if owner in ends]
+        return predict_starts(now, nodes, used, releases, queue, q)
+    middle = play(1)
+    # the P10 and P90 plays change only waiting jobs' starts, and only if some run has a spread
+    placed = [*estimates.values(), *(s.estimate for s in middle.values() if s.estimate)]
+    plays = [play(0), middle, play(2)] if queue and any(e.spread for e in placed) else [middle] * 3
+    for w in queue:  # placed by the play: its run there (Start.estimate); else on no node in particular
+        estimates[w.key] = w.run("")
     out = dict(unreadable)
     for key, estimate in estimates.items():
-        start = starts.get(key, Start(None))
-        finish = running_until.get(key)
-        if start.at is not None and estimate.seconds is not None:
-            finish = start.at + timedelta(seconds=estimate.seconds)
-        out[key] = Forecast(start.at, finish, estimate, start.after)
+        out[key] = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
+    return out
+
+
+def _forecast(estimate: Estimate, starts: list[Start], ends: list[datetime] | None) -> Forecast:
+    """A job's forecast from its start in each play (while it waits) or its ends (while it runs)."""
+    low, start, high = starts
+    if start.estimate is not None:  # it waits, and the play placed it: its run there
+        estimate = start.estimate
+    runs = estimate.quantiles()
+    if start.at is None or runs is None:  # running (its ends, if any), or no start in sight
+        finish = ends[1] if ends and start.at is None else None
+        finish_range = (ends[0], ends[2]) if ends and start.at is None and estimate.spread else None
+        return Forecast(start.at, finish, estimate, start.after, finish_range=finish_range)
+    finish = start.at + timedelta(seconds=runs[1])
+    if not estimate.spread or low.at is None or high.at is None:
+        return Forecast(start.at, finish, estimate, start.after)
+    early, late = sorted((low.at, start.at, high.at))[::2]
+    below = math.hypot((start.at - early).total_seconds(), runs[1] - runs[0])
+    above = math.hypot((late - start.at).total_seconds(), runs[2] - runs[1])
+    return Forecast(start.at, finish, estimate, start.after, start_range=(early, late),
+                    finish_range=(finish - timedelta(seconds=below), finish + timedelta(seconds=above)))
+
+
+def estimate_duration(run_times: RunTimes, job: Workload, node_labels: dict[str, str] | None = None
+                      ) -> Estimate:
+    """`job`'s estimated run on the node with `node_labels` (None: not placed, or no such node)."""
+    hint = (f"the pods' {EXPECTED_SECONDS} annotation" if isinstance(job, PodGang)
+            else "spec.workload.expectedDurationSeconds")
+    case = node_case(job.workload_kind, job.size, job.gpus_per_member, job.expected_seconds, node_labels)
+    return run_times.estimate(case, hint)
+
+
+def _run_on(run_times: RunTimes, job: Workload, labels: dict[str, dict[str, str]]
+            ) -> Callable[[str], Estimate]:
+    return lambda node: estimate_duration(run_times, job, labels.get(node))
+
+
+def _bound_nodes(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """The node of each GPUJob's first bound pod (by name): its GPU is the job's."""
+    out: dict[str, str] = {}
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        meta = pod["metadata"]
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if job and _holds_room(pod):
+            out.setdefault(f"{meta.get('namespace')}/{job}", pod["spec"]["nodeName"])
     return out

@@ -135,3 +135,24 @@ def append_log(log: Path, decision: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
 
+
+Stamp = tuple[tuple[str, int | None, int | None], ...]  # (file, mtime ns, size) of each file served
+
+
+def artifact_stamp(path: Path) -> Stamp:
+    """What changes when the manifest is repointed or an artifact's files are rewritten."""
+    files = [path]
+    try:
+        directory = artifact_dir(path)
+        files += [directory / META_FILE, directory / MODEL_FILE]
+        files += sorted(f for f in directory.iterdir() if f not in files)  # the serving files
+    except Exception:  # noqa: BLE001 - an unreadable manifest is itself the state to record
+        pass
+    out: list[tuple[str, int | None, int | None]] = []
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(f), None, None))
+    return tuple(out)

@@ -55,6 +55,11 @@ class OperatorConfig:
         flag="--prometheus-url", helm="extender.telemetry.prometheusUrl",
         help="Prometheus scraping the agents: each job's links at start go "
         "into its training record (default: none; records without links)")
+    model: Path | None = setting(
+        flag="--model", metavar="PATH", helm="extender.model.path",
+        help="predict each job's run time with this completion-time model (an artifact directory or a "
+        "current.json manifest, re-read when it changes) beside the user's hint and the records "
+        "(default: none; the chart passes the extender's)")
     telemetry_max_age: float = setting(
         120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is not recorded (default 120)")

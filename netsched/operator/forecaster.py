@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -30,13 +31,22 @@ from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.gpujob import PREDICTED_AFTER as AFTER
 from netsched.api.gpujob import PREDICTED_FINISH as FINISH
+from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
 from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
 from netsched.api.gpujob import PREDICTED_START as START
+from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
 from netsched.api.gpujob import PREDICTION_BASIS as BASIS
-from netsched.api.labels import PREDICTED_FINISH, PREDICTED_START
+from netsched.api.labels import (
+    PREDICTED_FINISH,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START,
+    PREDICTED_START_RANGE,
+)
 from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Forecast, cluster_forecast
 from netsched.jobs.live_gangs import LiveGang, live_gangs
+from netsched.models.artifact import Stamp, artifact_stamp
+from netsched.models.predictor import Predictor
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
 
@@ -47,9 +57,14 @@ MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 
 class Forecaster:
     def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
-                 interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True):
-        """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list)."""
+                 interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True,
+                 model: Path | None = None):
+        """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list);
+        `model` is the completion-time model's artifact (None: forecasts without one)."""
         self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
+        self.model_path = model
+        self.model: Predictor | None = None
+        self._model_stamp: Stamp | None = None
         self.gangs_live = gangs_live
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -97,7 +112,8 @@ class Forecaster:
         objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
         gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
                                   for j in objects["jobs"]})
-        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values())
+        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values(),
+                                     self._predictor())
         self._say_unreadable(forecasts)
         for body in jobs:
             meta, status = body["metadata"], body.get("status") or {}
@@ -110,6 +126,22 @@ class Forecaster:
                 self._write(meta, patch)
         self._publish(objects, gangs, forecasts, now)
         self._gauge({k: f for k, f in forecasts.items() if k not in gangs}, now)
+
+    def _predictor(self) -> Predictor | None:
+        """The model at `model_path`, loaded again when its files change; None while it cannot be
+        served (said once in the log): the forecast then goes by the hints and the records."""
+        if self.model_path is None:
+            return None
+        stamp = artifact_stamp(self.model_path)
+        if stamp != self._model_stamp:
+            self._model_stamp = stamp
+            try:
+                self.model = Predictor.load(self.model_path)
+            except Exception as exc:  # unpickling and a malformed bundle can raise almost anything
+                self.model = None
+                log.error("forecast: model %s not used, run times from hints and records alone until it "
+                          "is fixed: %s", self.model_path, exc)
+        return self.model
 
     def _write(self, meta: dict[str, Any], patch: dict[str, Any]) -> None:
         """One job's forecast; a write the API server refuses costs that job its forecast, not the others."""
@@ -139,8 +171,8 @@ class Forecaster:
                 meta = body["metadata"]
                 have = meta.get("annotations") or {}
                 forecast = forecasts.get(gang_on.get((plural, meta["namespace"], meta["name"]), ""))
-                wanted = {PREDICTED_START: forecast.start if forecast else None,
-                          PREDICTED_FINISH: forecast.finish if forecast else None}
+                wanted = _times(forecast, PREDICTED_START, PREDICTED_START_RANGE, PREDICTED_FINISH,
+                                PREDICTED_FINISH_RANGE)
                 patch = times_patch(have, wanted, now)
                 if patch:
                     self._annotate(plural, meta, patch)
@@ -185,7 +217,8 @@ class Forecaster:
 
 def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> dict[str, Any]:
     """The status fields to write (None deletes one), or {} when what is there is close enough."""
-    patch: dict[str, Any] = times_patch(status, {START: forecast.start, FINISH: forecast.finish}, now)
+    times = _times(forecast, START, START_RANGE, FINISH, FINISH_RANGE)
+    patch: dict[str, Any] = times_patch(status, times, now)
     seconds = None if forecast.estimate.seconds is None else round(forecast.estimate.seconds)
     if status.get(SECONDS) != seconds and (patch or status.get(SECONDS) is None or seconds is None
                                            or abs(seconds - status[SECONDS]) > MIN_MOVE):
@@ -213,8 +246,19 @@ def times_patch(have: Mapping[str, Any], wanted: Mapping[str, datetime | None], 
     return patch
 
 
+def _times(forecast: Forecast | None, start: str, start_range: tuple[str, str], finish: str,
+           finish_range: tuple[str, str]) -> dict[str, datetime | None]:
+    """The predicted times of `forecast` (None: none) by the names they are written under."""
+    times = {start: forecast.start if forecast else None, finish: forecast.finish if forecast else None}
+    for names, interval in ((start_range, forecast.start_range if forecast else None),
+                            (finish_range, forecast.finish_range if forecast else None)):
+        times.update(zip(names, interval or (None, None), strict=True))
+    return times
+
+
 def _no_times(status: dict[str, Any]) -> dict[str, Any]:
-    return {name: None for name in (START, AFTER, FINISH) if status.get(name) is not None}
+    return {name: None for name in (START, AFTER, FINISH, *START_RANGE, *FINISH_RANGE)
+            if status.get(name) is not None}
 
 
 def _moved(old: datetime, new: datetime, now: datetime) -> bool:

@@ -1,16 +1,22 @@
 """Foresight on the real dev-cluster: `netsched whatif` answers without creating anything, a waiting
 gang says why with the best domain's room, and its predicted start is set while it waits and cleared
-once it runs."""
+once it runs; with enough finished jobs recorded, each predicted time has its P10-P90 beside it."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 
+from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.gpujob import PREDICTED_FINISH as FINISH
+from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
+from netsched.api.gpujob import PREDICTED_START as START
+from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
 from netsched.cli import main
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
@@ -111,3 +117,41 @@ def test_a_waiting_gang_names_the_best_domain_and_has_a_predicted_start_until_it
     poll(lambda: not {"predictedStartTime", "predictedAfter"} & set(_status(jobs, namespace, "waiter")), 30,
          "the predicted start to be cleared")
     assert running["startTime"]
+
+
+@pytest.fixture
+def recorded(dev_cluster) -> Iterator[None]:
+    """12 finished 2 × 8-GPU training jobs in the operator's records, hinted at 600 s, that ran 420 to 900
+    s; taken out again afterwards (the operator may have added rows of its own meanwhile)."""
+    path = dev_cluster.records_file
+    runs = (420, 480, 540, 570, 600, 600, 630, 660, 700, 750, 820, 900)
+    with path.open("a") as f:
+        for i, seconds in enumerate(runs):
+            f.write(json.dumps({"schema_version": 1, "uid": f"interval-history-{i}", "outcome": "Succeeded",
+                                "duration_seconds": seconds, "workload_kind": "training", "replicas": 2,
+                                "gpus_per_replica": 8, "gpus": 16, "expected_duration_seconds": 600}) + "\n")
+    yield
+    kept = [line for line in path.read_text().splitlines(keepends=True) if "interval-history-" not in line]
+    path.write_text("".join(kept))
+
+
+def test_with_finished_jobs_recorded_each_predicted_time_has_its_80_percent_interval(
+        dev_cluster, core, jobs, namespace, recorded, capsys):
+    _fill(jobs, core, namespace)
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "planned", replicas=2, gpus=8, duration="600s", manifest=True, workload=RUN))
+    fields = (*START_RANGE, *FINISH_RANGE)
+    status = poll(lambda: (s := _status(jobs, namespace, "planned")).get(START)
+                  and all(s.get(f) for f in fields) and s, 60, "the waiting job's times and intervals")
+    for low, mid, high in ((START_RANGE[0], START, START_RANGE[1]),
+                           (FINISH_RANGE[0], FINISH, FINISH_RANGE[1])):
+        times = [parse_rfc3339(status[f]) for f in (low, mid, high)]
+        assert times[0] < times[1] < times[2], (low, mid, high, status)
+    # it waits for a filler that runs 420-900 s like the recorded ones: its start is that uncertain
+    early, late = (parse_rfc3339(status[f]) for f in START_RANGE)
+    assert (late - early).total_seconds() > 60
+    assert "blended from" in status["predictionBasis"]
+    capsys.readouterr()
+    assert main(["why", "planned", "-n", namespace, f"--kubeconfig={dev_cluster.kubeconfig}"]) == 0
+    said = capsys.readouterr().out
+    assert f"Predicted completion: {status[FINISH]} (80% between " in said

@@ -155,3 +155,16 @@ def test_the_gangs_of_a_jobset_start_one_after_the_other_as_room_frees(busy_firs
     assert g["predictedCompletionTime"] == rfc3339(begin + timedelta(seconds=120))
     last = rfc3339(begin + timedelta(seconds=60))
     assert f"\n  The last of its 3 gangs: predicted start {last} (" in render_workload(answer, NOW)
+
+
+def test_with_enough_history_the_completion_has_an_80_percent_interval_from_past_errors():
+    past = [{"outcome": "Succeeded", "duration_seconds": s, "workload_kind": "training"}
+            for s in (80, 90, 100, 100, 110, 120, 130, 100, 95, 105, 150, 70)]
+    answer = what_if_workload(Cluster(CLUSTER, [], [], [], []), batch_job(2, 4), "ml", True, past=past,
+                              now=NOW)
+    [g] = answer["gangs"]
+    low, mid, high = (g[k] for k in ("predictedCompletionTimeP10", "predictedCompletionTime",
+                                     "predictedCompletionTimeP90"))
+    assert low < mid < high and g["predictedStartTimeP10"] is None  # it fits now: it starts now
+    text = render_workload(answer, NOW)
+    assert f"(80% between {low.split('T')[1]} and {high.split('T')[1]})" in text

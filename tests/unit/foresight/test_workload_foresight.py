@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from netsched.api.labels import MAX_PEER_DISTANCE, PREDICTED_FINISH, PREDICTED_START
+from netsched.api.labels import MAX_PEER_DISTANCE, PREDICTED_FINISH, PREDICTED_FINISH_RANGE, PREDICTED_START
 from netsched.foresight.whatif import Cluster, WhatIfError
 from netsched.foresight.whatif_workloads import render_workload, what_if_workload
 from netsched.foresight.why_workloads import Live, UnknownKind, render_why_workload, target, why_workload
 from netsched.foresight.workload_gangs import NotAGang, gang_sets
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.testing.builders import CLUSTER, make_pod
+from netsched.testing.builders import CLUSTER, NOW, make_pod
 
 EMPTY = Cluster(CLUSTER, [], [], [], [])  # 4 nodes of 8 GPUs: a1-0, a1-1 in rack-a1, a2-0, b1-0
 
@@ -216,6 +216,11 @@ def test_why_a_released_job_says_where_it_runs_and_its_predicted_times():
     assert "  GangReleased (Normal, t): released 2 pods\n  Runs on: a1-0 ×2 (rack-a1, zone-a)" in text
     assert "Predicted start: 2025-01-01T12:00:00Z\nPredicted completion: 2025-01-01T13:00:00Z" in text
     assert answer["domains"] == []
+    body["metadata"]["annotations"] |= {PREDICTED_FINISH_RANGE[0]: "2025-01-01T12:50:00Z",
+                                        PREDICTED_FINISH_RANGE[1]: "2025-01-02T01:10:00Z"}
+    answer = why_workload(cluster, Live(body, [body], []), "Job", "ml", "train")
+    assert "Predicted completion: 2025-01-01T13:00:00Z (80% between 12:50:00Z and 2025-01-02T01:10:00Z)" in (
+        render_why_workload(answer, NOW))
 
 
 def test_why_a_job_netsched_does_not_gate_says_it_is_scheduled_pod_by_pod():

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from netsched.api.labels import EXPECTED_SECONDS
 from netsched.jobs.capacity import node_room
-from netsched.jobs.forecast import Estimate, Forecast, cluster_forecast, estimate_duration
+from netsched.jobs.forecast import Forecast, cluster_forecast, estimate_duration
 from netsched.jobs.live_gangs import live_gangs
+from netsched.jobs.run_time import Estimate, RunTimes
 from netsched.testing.builders import (
     CLUSTER,
     NOW,
@@ -34,24 +37,26 @@ def row(seconds: float, kind: str = "training", replicas: int = 2, gpus: int = 4
 
 
 def test_a_declared_duration_is_scaled_by_how_far_declarations_were_off_before():
-    history = [row(50, expected=100), row(60, expected=100), row(140, expected=200),
+    history = [row(50, expected=100), row(60, expected=120), row(70, expected=140),
                row(999, outcome="Failed")]
-    estimate = estimate_duration(job(workload={"expectedDurationSeconds": 1000}), history)
-    assert estimate.seconds == 600 and "× 0.60" in estimate.basis and "3 finished jobs" in estimate.basis
-    alone = estimate_duration(job(workload={"expectedDurationSeconds": 1000}), history[:2])
+    estimate = estimate_duration(RunTimes(history), job(workload={"expectedDurationSeconds": 1000}))
+    # every hint was off by exactly 0.5: the blend all but ignores the median run of such jobs (60 s)
+    assert estimate.seconds == pytest.approx(500, rel=1e-3)
+    assert "× 0.50" in estimate.basis and "3 finished jobs" in estimate.basis and "blended" in estimate.basis
+    alone = estimate_duration(RunTimes(history[:2]), job(workload={"expectedDurationSeconds": 1000}))
     assert alone.seconds == 1000 and "too few" in alone.basis
 
 
 def test_without_a_declaration_the_most_alike_finished_jobs_decide():
     history = [row(100), row(110), row(120), *(row(s, replicas=4) for s in (900, 950, 1000)),
                row(5, kind="etl"), row(7, kind="etl"), row(9, kind="etl")]
-    assert estimate_duration(job(replicas=2, gpus=4), history) == Estimate(
-        110, "the median run of 3 finished training jobs of 2×4 GPUs")
-    other_shape = estimate_duration(job(replicas=8, gpus=1), history)
+    assert estimate_duration(RunTimes(history), job(replicas=2, gpus=4)) == Estimate(
+        pytest.approx(110), "the median run of 3 finished training jobs of 2×4 GPUs")
+    other_shape = estimate_duration(RunTimes(history), job(replicas=8, gpus=1))
     assert other_shape.basis == "the median run of 6 finished training jobs"
-    inference = estimate_duration(job(workload={"kind": "inference"}), history)
-    assert inference == Estimate(110, "the median run of 9 finished jobs")
-    nothing = estimate_duration(job(), history[:2])
+    inference = estimate_duration(RunTimes(history), job(workload={"kind": "inference"}))
+    assert inference == Estimate(pytest.approx(110), "the median run of 9 finished jobs")
+    nothing = estimate_duration(RunTimes(history[:2]), job())
     assert nothing.seconds is None and "expectedDurationSeconds" in nothing.basis
 
 
@@ -77,7 +82,7 @@ def test_a_waiting_gang_starts_when_the_running_job_holding_its_room_is_predicte
         make_pod(f"next-{i}", gpus=8, job="next", schedulingGates=[{"name": "g"}]) for i in range(2)]
     out = cluster_forecast(NOW, NODES, pods, [running, waiting], HISTORY)
     assert out["ml/big"] == Forecast(None, at(500), estimate_duration(
-        job(replicas=4, gpus=8), HISTORY))
+        RunTimes(HISTORY), job(replicas=4, gpus=8)))
     assert out["ml/next"].start == at(500) and out["ml/next"].after == ("ml/big",)
     assert out["ml/next"].finish == at(800)
 

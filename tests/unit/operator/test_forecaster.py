@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 from netsched.api.events import rfc3339
-from netsched.api.labels import EXPECTED_SECONDS, PREDICTED_FINISH, PREDICTED_START
+from netsched.api.labels import (
+    EXPECTED_SECONDS,
+    PREDICTED_FINISH,
+    PREDICTED_FINISH_RANGE,
+    PREDICTED_START,
+    PREDICTED_START_RANGE,
+)
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
@@ -13,8 +21,19 @@ from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
-from netsched.testing.builders import CLUSTER, NOW, ago, make_batch_job, make_gpujob, make_job_pod, make_pod
+from netsched.testing.builders import (
+    CLUSTER,
+    H100,
+    NOW,
+    ago,
+    make_batch_job,
+    make_gpujob,
+    make_job_pod,
+    make_pod,
+)
 from netsched.testing.kube import FakeKube
+
+MODELS = Path(__file__).resolve().parents[3] / "models"  # the model the image ships
 
 
 def at(seconds: float):
@@ -40,8 +59,46 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
         "predictedStartTime": None, "predictedAfter": None}
 
 
-def _forecaster(kube, tmp_path, gangs_live=lambda: True):
-    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), gangs_live=gangs_live)
+def test_the_interval_is_written_beside_each_predicted_time_and_taken_off_with_it():
+    estimate = Estimate(600, "basis", (0.8, 1.3))
+    waiting = Forecast(at(100), at(700), estimate, start_range=(at(50), at(200)),
+                       finish_range=(at(600), at(900)))
+    first = status_patch({}, waiting, NOW)
+    assert {k: first[k] for k in first if k.endswith(("P10", "P90"))} == {
+        "predictedStartTimeP10": rfc3339(at(50)), "predictedStartTimeP90": rfc3339(at(200)),
+        "predictedCompletionTimeP10": rfc3339(at(600)), "predictedCompletionTimeP90": rfc3339(at(900))}
+    running = Forecast(None, at(700), estimate, finish_range=(at(600), at(900)))
+    assert status_patch(first, running, NOW) == {"predictedStartTime": None, "predictedStartTimeP10": None,
+                                                 "predictedStartTimeP90": None}
+
+
+def _forecaster(kube, tmp_path, gangs_live=lambda: True, model=None):
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), gangs_live=gangs_live,
+                      model=model)
+
+
+def test_the_shipped_model_prices_a_job_by_its_gpu_and_an_unusable_one_is_done_without(tmp_path, caplog):
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(
+        {"uid": f"u{i}", "outcome": "Succeeded", "duration_seconds": 300 + 10 * i, "replicas": 1,
+         "workload_kind": "training", "gpus_per_replica": 8, "expected_duration_seconds": 300,
+         "gpu_models": [H100]}) + "\n" for i in range(12)))
+    hint = {"expectedDurationSeconds": 300}
+    waiting = make_gpujob("wait", replicas=1, gpus=8, created=ago(60), workload=hint)
+    kube = FakeKube([*CLUSTER, waiting])
+    forecaster = Forecaster(kube, JobRecords(records), OperatorMetrics(), model=MODELS / "current.json")
+    forecaster.run_once(NOW)
+    status = kube.get("gpujobs", "ml", "wait")["status"]
+    assert f"the completion-time model on {H100}" in status["predictionBasis"]
+    assert status["predictedCompletionTimeP10"] < status["predictedCompletionTime"] < (
+        status["predictedCompletionTimeP90"])
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    kube = FakeKube([*CLUSTER, waiting])
+    Forecaster(kube, JobRecords(records), OperatorMetrics(), model=broken).run_once(NOW)
+    basis = kube.get("gpujobs", "ml", "wait")["status"]["predictionBasis"]
+    assert "model" not in basis and "spec.workload.expectedDurationSeconds" in basis
+    assert f"model {broken} not used" in caplog.text
 
 
 def test_with_no_unfinished_gpujob_and_no_live_pod_gang_the_forecaster_reads_no_node_and_no_pod(tmp_path):
@@ -137,6 +194,26 @@ def test_a_jobs_predicted_times_are_annotations_written_when_they_move_and_taken
 
 def annotations(kube: FakeKube, job: str) -> dict:
     return kube.get("jobs", "ml", job)["metadata"].get("annotations") or {}
+
+
+def test_with_enough_finished_jobs_a_jobs_annotations_carry_the_interval_and_lose_it_when_it_ends(tmp_path):
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(
+        {"uid": f"u{i}", "outcome": "Succeeded", "duration_seconds": 900 * r, "workload_kind": "training",
+         "expected_duration_seconds": 900}) + "\n" for i, r in enumerate([0.8, 0.9, 1.0, 1.1, 1.2] * 2)))
+    hint = {EXPECTED_SECONDS: "900"}
+    running = [make_job_pod("big", i, n["metadata"]["name"], gpus=8, annotations=hint, started=ago(100))
+               for i, n in enumerate(CLUSTER)]
+    waiting = [make_job_pod("train", i, gpus=8, annotations=hint, gated=True) for i in range(2)]
+    kube = FakeKube([*CLUSTER, *running, *waiting, make_batch_job("big", 4), make_batch_job("train", 2)])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    train, big = annotations(kube, "train"), annotations(kube, "big")
+    assert set(train) == {PREDICTED_START, *PREDICTED_START_RANGE, PREDICTED_FINISH, *PREDICTED_FINISH_RANGE}
+    assert train[PREDICTED_START_RANGE[0]] < train[PREDICTED_START] < train[PREDICTED_START_RANGE[1]]
+    assert set(big) == {PREDICTED_FINISH, *PREDICTED_FINISH_RANGE}  # running: no start, nor its interval
+    for pod in running:
+        kube.add(pod | {"status": {"phase": "Succeeded"}})
+    _forecaster(kube, tmp_path).run_once(NOW + timedelta(seconds=60))
+    assert annotations(kube, "big") == {}
 
 
 def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_and_an_lws_group_nowhere(
