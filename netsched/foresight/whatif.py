@@ -20,13 +20,14 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.connect import items
+from netsched.api.connect import listed
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
@@ -64,21 +65,33 @@ class Cluster:
     priority_classes: list[dict]
     batch_jobs: list[dict] = field(default_factory=list)  # batch/v1 Jobs: the size of their pod gangs
     notes: tuple[str, ...] = ()  # what this read could not see, in words
+    api: client.ApiClient | None = field(default=None, compare=False)  # read from: for a pod gang's size
 
     @classmethod
     def read(cls, api: client.ApiClient) -> Cluster:
         nodes, pods, pdbs = cluster_state(api)
-        jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        classes = items(client.SchedulingV1Api(api).list_priority_class)
+        jobs = listed(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}")
+        classes = listed(api, "/apis/scheduling.k8s.io/v1/priorityclasses")
         notes: tuple[str, ...] = ()
         try:
-            batch_jobs = items(client.BatchV1Api(api).list_job_for_all_namespaces)
+            batch_jobs = listed(api, "/apis/batch/v1/jobs")
         except client.ApiException as exc:
             if exc.status != 403:
                 raise
             # the answer is still worth having: only the end of running Job gangs is unknown
             batch_jobs, notes = [], (UNLISTED_JOBS,)
-        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes)
+        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api)
+
+    @cached_property
+    def rooms(self) -> list[NodeRoom]:
+        """Each node's room (capacity.node_room), worked out once per read: every part of an answer
+        needs it, and at 1,000 nodes each pass costs a tenth of a second."""
+        return [node_room(n) for n in self.nodes]
+
+    @cached_property
+    def used(self) -> dict[str, Resources]:
+        """What the bound, unfinished pods take on each node, worked out once per read."""
+        return bound_usage(self.pods)
 
     def pod_gangs(self) -> list[LiveGang]:
         """The cluster's pod gangs as the operator's forecast plays them (netsched.jobs.live_gangs)."""
@@ -119,18 +132,17 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     check(cluster, manifest)
     now = now or datetime.now(UTC)
     job = GPUJob.of(manifest)
-    rooms = [node_room(n) for n in cluster.nodes]
+    rooms, used = cluster.rooms, cluster.used
     priority = priority_of(job, cluster.priority_classes)
     answer: dict[str, Any] = {
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
-    used = bound_usage(cluster.pods)
     fit = gang_fit(rooms, used, pending_requests(cluster.pods), job)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
     where = placement(rooms, used, job)
     answer["placement"] = placement_rows(where, rooms) if fit.fits and where else []
-    answer["domains"] = room_table(job, rooms, cluster.pods, job.needs.max_peer_distance or "rack")
+    answer["domains"] = room_table(job, rooms, used, job.needs.max_peer_distance or "rack")
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
     forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past,
                                  cluster.pod_gangs())
@@ -150,16 +162,17 @@ def check(cluster: Cluster, manifest: dict) -> None:
     """WhatIfError with the problems the operator would report for the GPUJob `manifest` (as
     `as_submitted` makes it) before it makes any pod."""
     job = GPUJob.of(manifest)
-    found = problems(job, pod_annotations(job), [node_room(n) for n in cluster.nodes])
+    found = problems(job, pod_annotations(job), cluster.rooms)
     found += missing_priority_class(job, cluster.priority_classes)
     if found:
         raise WhatIfError("; ".join(found))
 
 
-def room_table(job: Workload, rooms: list[NodeRoom], pods: list[dict], level: str,
+def room_table(job: Workload, rooms: list[NodeRoom], used: dict[str, Resources], level: str,
                rows: int = 5) -> list[dict[str, Any]]:
-    """The `rows` roomiest nodes, racks or zones for `job` now: free GPUs and replicas that fit."""
-    table = domain_room(rooms, bound_usage(pods), job, level)
+    """The `rows` roomiest nodes, racks or zones for `job` now (`used`: what bound pods take on each
+    node): free GPUs and replicas that fit."""
+    table = domain_room(rooms, used, job, level)
     return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
             for name, gpus, fits in table[:rows]]
 
@@ -172,7 +185,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 
-    packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
+    packer = Packer(cluster.api or client.ApiClient(), PackerConfig(budget=budget))
     problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
     decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:

@@ -13,7 +13,6 @@ from typing import Any
 from netsched.api import conditions as c
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, PREDICTION_BASIS, Phase
 from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, room_lines, room_table
-from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 
 
@@ -32,7 +31,7 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         "predictedStartTime": status.get(PREDICTED_START), "waitsFor": status.get(PREDICTED_AFTER) or [],
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
-        "domains": room_table(job, [node_room(n) for n in cluster.nodes], cluster.pods, level, rows=10),
+        "domains": room_table(job, cluster.rooms, cluster.used, level, rows=10),
     }
 
 
