@@ -8,6 +8,7 @@ import copy
 import json
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,13 @@ def listed(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
     """The objects of the list at `path` (e.g. /api/v1/pods: every namespace's), read with `call`."""
     found: list[dict[str, Any]] = call(api, "GET", path)["items"]
     return found
+
+
+def listed_together(api: client.ApiClient, paths: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """`listed` for each of `paths`, asked at once: the API server encodes the lists side by side, and
+    the wait for the largest (1,000 nodes, their pods: megabytes each) is most of the read."""
+    with ThreadPoolExecutor(len(paths)) as pool:
+        return list(pool.map(lambda path: listed(api, path), paths))
 
 
 def items(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:

@@ -17,7 +17,10 @@ with the operator's own rules, so the answer is what the operator would do:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -27,7 +30,7 @@ from typing import Any
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.connect import listed
+from netsched.api.connect import listed, listed_together
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import GROUP, KIND, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
@@ -40,7 +43,7 @@ from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
-from netsched.packer.live_cluster import cluster_state
+from netsched.packer.live_cluster import STATE
 from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
@@ -69,9 +72,8 @@ class Cluster:
 
     @classmethod
     def read(cls, api: client.ApiClient) -> Cluster:
-        nodes, pods, pdbs = cluster_state(api)
-        jobs = listed(api, f"/apis/{GROUP}/{VERSION}/{PLURAL}")
-        classes = listed(api, "/apis/scheduling.k8s.io/v1/priorityclasses")
+        nodes, pods, pdbs, jobs, classes = listed_together(
+            api, [*STATE, f"/apis/{GROUP}/{VERSION}/{PLURAL}", "/apis/scheduling.k8s.io/v1/priorityclasses"])
         notes: tuple[str, ...] = ()
         try:
             batch_jobs = listed(api, "/apis/batch/v1/jobs")
@@ -177,10 +179,22 @@ def room_table(job: Workload, rooms: list[NodeRoom], used: dict[str, Resources],
             for name, gpus, fits in table[:rows]]
 
 
+def start_loading_packer() -> None:
+    """Import the packer's dry run on a thread of its own, to overlap the waits for the API server that
+    come before it (its CP-SAT solver imports pandas: half a second, seconds on a busy machine). Whether
+    a job needs the dry run is known only once the cluster is read; one that fits now costs the import's
+    CPU time, which mostly runs while the process waits for the cluster's lists."""
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the dry run's own import says what is wrong
+            importlib.import_module("netsched.packer.controller")
+
+    threading.Thread(target=load, name="load-packer", daemon=True).start()
+
+
 def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]:
     """What a packing pass would do now with this gang waiting, writing nothing."""
-    # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
-    # now does not need it
+    # imported here (and ahead, by start_loading_packer): the CP-SAT solver takes seconds to import on a
+    # busy machine, and a job that fits now does not need it
     from netsched.packer.config import PackerConfig
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json

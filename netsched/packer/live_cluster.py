@@ -33,7 +33,7 @@ from typing import Any
 
 from kubernetes import client
 
-from netsched.api.connect import listed
+from netsched.api.connect import listed_together
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
@@ -48,6 +48,7 @@ from netsched.packing.problem import Budget, Node, Pod, Problem
 
 PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
+STATE = ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets")  # what a pass lists
 
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
@@ -57,8 +58,8 @@ def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME)
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
     """Nodes, pods and PodDisruptionBudgets as plain dicts: one list each."""
-    return (listed(api, "/api/v1/nodes"), listed(api, "/api/v1/pods"),
-            listed(api, "/apis/policy/v1/poddisruptionbudgets"))
+    nodes, pods, pdbs = listed_together(api, STATE)
+    return nodes, pods, pdbs
 
 
 def problem_of(raw_nodes: list[KubeObject], raw_pods: list[KubeObject], pdbs: list[KubeObject],
