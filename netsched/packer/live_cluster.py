@@ -33,7 +33,7 @@ from typing import Any
 
 from kubernetes import client
 
-from netsched.api.connect import listed_together
+from netsched.api.connect import listed
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
@@ -57,8 +57,9 @@ def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME)
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
-    """Nodes, pods and PodDisruptionBudgets as plain dicts: one list each."""
-    nodes, pods, pdbs = listed_together(api, STATE)
+    """Nodes, pods and PodDisruptionBudgets as plain dicts: one list each, one at a time (a packing pass
+    shares the operator's connections)."""
+    nodes, pods, pdbs = (listed(api, path) for path in STATE)
     return nodes, pods, pdbs
 
 
