@@ -7,13 +7,16 @@ expected to run an hour, fill --fill of the nodes; then `netsched whatif` runs -
 own process (`python -m netsched whatif -f job.yaml`) for two jobs: one that fits in the free room
 and one that does not (the forecast plays the cluster forward and the packer solves a dry run, its
 budget 1 s). Prints wall time per run (process start to exit, imports included) and, from one run
-in this process, how it splits between reading the cluster and answering.
+in this process, how it splits between reading the cluster and answering. --baseline DIR: a checkout
+of other code (e.g. main) whose runs alternate with this code's on the same cluster, for a before and
+after from the same machine state.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,6 +38,7 @@ from gang_locality import code  # noqa: E402
 from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## whatif latency"
+ROOT = Path(__file__).resolve().parents[1]  # this checkout: the code measured
 NS = "whatif-bench"
 HOUR = {"expectedDurationSeconds": 3600}
 
@@ -44,6 +48,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--fill", type=float, default=0.99, help="share of the nodes the running jobs hold")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", metavar="DIR", help="a checkout whose whatif runs alternate with these")
     parser.add_argument("--no-publish", action="store_true")
     args = parser.parse_args()
     exit_on_sigterm()
@@ -75,25 +80,32 @@ def measure(cluster: DevCluster, d: Path, args: argparse.Namespace) -> dict:
     for name, body in cases.items():
         path = d / f"{name}.json"
         path.write_text(json.dumps(body))
-        walls = []
+        walls: dict[Path, list[float]] = {ROOT: [], **({Path(args.baseline): []} if args.baseline else {})}
         for _ in range(args.runs):
-            t = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "netsched", "whatif", "-f", str(path), "-n", NS,
-                                   "-o", "json", f"--kubeconfig={cluster.kubeconfig}"],
-                                  capture_output=True, text=True, check=True)
-            walls.append(time.perf_counter() - t)
-        answer = json.loads(done.stdout)
+            for checkout, times in walls.items():
+                t = time.perf_counter()
+                done = subprocess.run([sys.executable, "-m", "netsched", "whatif", "-f", str(path), "-n", NS,
+                                       "-o", "json", f"--kubeconfig={cluster.kubeconfig}"],
+                                      capture_output=True, text=True, check=True, cwd=checkout,
+                                      env={**os.environ, "PYTHONPATH": str(checkout)})
+                times.append(time.perf_counter() - t)
+                if checkout == ROOT:
+                    answer = json.loads(done.stdout)
         t = time.perf_counter()
         state = Cluster.read(api)
         read = time.perf_counter() - t
         t = time.perf_counter()
         what_if(state, as_submitted(body, NS), history(state, None))
         answered = time.perf_counter() - t
-        out[name] = {"walls": walls, "read": read, "answer": answered, "fits": answer["schedulable"]["fits"],
+        out[name] = {"walls": walls.pop(ROOT), "baseline": next(iter(walls.values()), None),
+                     "read": read, "answer": answered, "fits": answer["schedulable"]["fits"],
                      "plan": (answer.get("packer") or {}).get("wouldPlan"),
                      "start": answer.get("predictedStartTime") is not None}
-        print(f"{name}: wall {statistics.median(walls):.2f} s median, max {max(walls):.2f} s; "
-              f"read {read:.2f} s, answer {answered:.2f} s", file=sys.stderr)
+        c = out[name]
+        print(f"{name}: wall {statistics.median(c['walls']):.2f} s median, max {max(c['walls']):.2f} s; "
+              f"read {read:.2f} s, answer {answered:.2f} s" + (
+                  f"; baseline {statistics.median(c['baseline']):.2f} s median" if c["baseline"] else ""),
+              file=sys.stderr)
     return out
 
 
@@ -104,19 +116,22 @@ def _running(custom: client.CustomObjectsApi) -> int:
 
 def section(r: dict, args: argparse.Namespace) -> str:
     lines = [SECTION, "",
-             f"`python bench/whatif_latency.py --nodes {args.nodes} --fill {args.fill} --runs {args.runs}` "
+             f"`python bench/whatif_latency.py --nodes {args.nodes} --fill {args.fill} --runs {args.runs}"
+             f"{' --baseline ' + args.baseline if args.baseline else ''}` "
              f"(code {r['code']}): {r['nodes']} KWOK nodes heartbeating, {r['jobs']} running GPUJobs "
              f"({r['pods']} pods) with their operator, extender and scheduler; `netsched whatif` as its own "
              "process, wall time from start to exit (imports included), and one in-process run split into "
              "reading the cluster and answering.", "",
-             "| job | fits now | packer dry run | wall median / max (s) | read (s) | answer (s) |",
-             "|---|---|---|---|---|---|"]
+             "| job | fits now | packer dry run | wall median / max (s) | read (s) | answer (s) |"
+             + (" baseline wall median / max (s) |" if args.baseline else ""),
+             "|---|---|---|---|---|---|" + ("---|" if args.baseline else "")]
     for name in ("fits", "waits"):
         c = r[name]
         lines.append(f"| {name} | {'yes' if c['fits'] else 'no'} | "
                      f"{'plan' if c['plan'] else 'no plan' if c['plan'] is False else '-'} | "
                      f"{statistics.median(c['walls']):.2f} / {max(c['walls']):.2f} | {c['read']:.2f} | "
-                     f"{c['answer']:.2f} |")
+                     f"{c['answer']:.2f} |" + (f" {statistics.median(c['baseline']):.2f} / "
+                                               f"{max(c['baseline']):.2f} |" if c["baseline"] else ""))
     return "\n".join(lines + [""])
 
 

@@ -10,7 +10,6 @@ server does not serve is not refused: `NotServed` says so, and netsched's own ch
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +17,7 @@ from urllib.parse import quote
 import urllib3
 from kubernetes import client
 
-from netsched.api.connect import ClusterUnreachable, api_message
+from netsched.api.connect import ClusterUnreachable, api_message, call
 from netsched.api.gpujob import GROUP, KIND, PLURAL, VERSION
 from netsched.foresight.whatif import WhatIfError
 from netsched.foresight.workload_gangs import WORKLOADS
@@ -145,20 +144,10 @@ def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> d
     """The object the API server would store for a create of `body` at `path`, unknown and duplicate
     fields refused; nothing is written. `body` goes as it is: the client's typed calls would refuse a
     malformed pod themselves, with a message of their own instead of the server's."""
-    request = api.param_serialize(
-        "POST", path, query_params=[("dryRun", "All"), ("fieldValidation", "Strict")],
-        header_params={"Accept": "application/json", "Content-Type": "application/json"}, body=body,
-        auth_settings=["BearerToken"])
     try:
-        response = api.call_api(*request, _request_timeout=TIMEOUT)
-        response.read()
+        return call(api, "POST", path, [("dryRun", "All"), ("fieldValidation", "Strict")], body, TIMEOUT)
     except urllib3.exceptions.TimeoutError:
         raise ClusterUnreachable(f"the API server gave no verdict in {TIMEOUT} s") from None
-    if not 200 <= response.status <= 299:
-        raise client.ApiException.from_response(
-            http_resp=response, body=response.data.decode(errors="replace"), data=None)
-    stored: dict[str, Any] = json.loads(response.data)
-    return stored
 
 
 def _refusal(exc: client.ApiException, kind: str, served: Served, namespace: str) -> str:

@@ -168,9 +168,19 @@ def _whatif_outcomes(documents: list[Document],
     read of the cluster."""
     from netsched.api.gpujob import KIND
     from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
-    from netsched.foresight.whatif import Cluster, WhatIfError, as_submitted, check, history, what_if
+    from netsched.foresight.whatif import (
+        Cluster,
+        WhatIfError,
+        as_submitted,
+        check,
+        history,
+        start_loading_packer,
+        what_if,
+    )
     from netsched.foresight.whatif_workloads import what_if_workload
 
+    if any(doc.body is not None and doc.body.get("kind") == KIND for doc in documents):
+        start_loading_packer()  # a GPUJob that does not fit now gets the packer's dry run
     api: client.ApiClient | None = None  # connected at the first object to ask about
     namespace = _namespace_of(settings)
     accepted = []

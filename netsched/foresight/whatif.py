@@ -17,16 +17,20 @@ with the operator's own rules, so the answer is what the operator would do:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.connect import items
+from netsched.api.connect import listed, listed_together
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import (
     GROUP,
@@ -47,7 +51,7 @@ from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
-from netsched.packer.live_cluster import cluster_state
+from netsched.packer.live_cluster import STATE
 from netsched.records.reader import read_records
 from netsched.records.writer import job_record
 
@@ -72,21 +76,32 @@ class Cluster:
     priority_classes: list[dict]
     batch_jobs: list[dict] = field(default_factory=list)  # batch/v1 Jobs: the size of their pod gangs
     notes: tuple[str, ...] = ()  # what this read could not see, in words
+    api: client.ApiClient | None = field(default=None, compare=False)  # read from: for a pod gang's size
 
     @classmethod
     def read(cls, api: client.ApiClient) -> Cluster:
-        nodes, pods, pdbs = cluster_state(api)
-        jobs = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        classes = items(client.SchedulingV1Api(api).list_priority_class)
+        nodes, pods, pdbs, jobs, classes = listed_together(
+            api, [*STATE, f"/apis/{GROUP}/{VERSION}/{PLURAL}", "/apis/scheduling.k8s.io/v1/priorityclasses"])
         notes: tuple[str, ...] = ()
         try:
-            batch_jobs = items(client.BatchV1Api(api).list_job_for_all_namespaces)
+            batch_jobs = listed(api, "/apis/batch/v1/jobs")
         except client.ApiException as exc:
             if exc.status != 403:
                 raise
             # the answer is still worth having: only the end of running Job gangs is unknown
             batch_jobs, notes = [], (UNLISTED_JOBS,)
-        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes)
+        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api)
+
+    @cached_property
+    def rooms(self) -> list[NodeRoom]:
+        """Each node's room (capacity.node_room), worked out once per read: every part of an answer
+        needs it, and at 1,000 nodes each pass costs a tenth of a second."""
+        return [node_room(n) for n in self.nodes]
+
+    @cached_property
+    def used(self) -> dict[str, Resources]:
+        """What the bound, unfinished pods take on each node, worked out once per read."""
+        return bound_usage(self.pods)
 
     def pod_gangs(self) -> list[LiveGang]:
         """The cluster's pod gangs as the operator's forecast plays them (netsched.jobs.live_gangs)."""
@@ -127,18 +142,17 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     check(cluster, manifest)
     now = now or datetime.now(UTC)
     job = GPUJob.of(manifest)
-    rooms = [node_room(n) for n in cluster.nodes]
+    rooms, used = cluster.rooms, cluster.used
     priority = priority_of(job, cluster.priority_classes)
     answer: dict[str, Any] = {
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
-    used = bound_usage(cluster.pods)
     fit = gang_fit(rooms, used, pending_requests(cluster.pods), job)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
     where = placement(rooms, used, job)
     answer["placement"] = placement_rows(where, rooms) if fit.fits and where else []
-    answer["domains"] = room_table(job, rooms, cluster.pods, job.needs.max_peer_distance or "rack")
+    answer["domains"] = room_table(job, rooms, used, job.needs.max_peer_distance or "rack")
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
     forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past,
                                  cluster.pod_gangs())
@@ -159,29 +173,42 @@ def check(cluster: Cluster, manifest: dict) -> None:
     """WhatIfError with the problems the operator would report for the GPUJob `manifest` (as
     `as_submitted` makes it) before it makes any pod."""
     job = GPUJob.of(manifest)
-    found = problems(job, pod_annotations(job), [node_room(n) for n in cluster.nodes])
+    found = problems(job, pod_annotations(job), cluster.rooms)
     found += missing_priority_class(job, cluster.priority_classes)
     if found:
         raise WhatIfError("; ".join(found))
 
 
-def room_table(job: Workload, rooms: list[NodeRoom], pods: list[dict], level: str,
+def room_table(job: Workload, rooms: list[NodeRoom], used: dict[str, Resources], level: str,
                rows: int = 5) -> list[dict[str, Any]]:
-    """The `rows` roomiest nodes, racks or zones for `job` now: free GPUs and replicas that fit."""
-    table = domain_room(rooms, bound_usage(pods), job, level)
+    """The `rows` roomiest nodes, racks or zones for `job` now (`used`: what bound pods take on each
+    node): free GPUs and replicas that fit."""
+    table = domain_room(rooms, used, job, level)
     return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
             for name, gpus, fits in table[:rows]]
 
 
+def start_loading_packer() -> None:
+    """Import the packer's dry run on a thread of its own, to overlap the waits for the API server that
+    come before it (its CP-SAT solver imports pandas: half a second, seconds on a busy machine). Whether
+    a job needs the dry run is known only once the cluster is read; one that fits now costs the import's
+    CPU time, which mostly runs while the process waits for the cluster's lists."""
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the dry run's own import says what is wrong
+            importlib.import_module("netsched.packer.controller")
+
+    threading.Thread(target=load, name="load-packer", daemon=True).start()
+
+
 def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]:
     """What a packing pass would do now with this gang waiting, writing nothing."""
-    # imported here: the CP-SAT solver takes seconds to import on a busy machine, and a job that fits
-    # now does not need it
+    # imported here (and ahead, by start_loading_packer): the CP-SAT solver takes seconds to import on a
+    # busy machine, and a job that fits now does not need it
     from netsched.packer.config import PackerConfig
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 
-    packer = Packer(client.ApiClient(), PackerConfig(budget=budget))
+    packer = Packer(cluster.api or client.ApiClient(), PackerConfig(budget=budget))
     problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
     decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:

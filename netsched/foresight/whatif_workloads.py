@@ -40,8 +40,8 @@ from netsched.foresight.whatif import (
     time_text,
 )
 from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
-from netsched.jobs.capacity import gang_fit, node_room, placement
-from netsched.jobs.forecast import Forecast, bound_usage, cluster_forecast
+from netsched.jobs.capacity import gang_fit, placement
+from netsched.jobs.forecast import Forecast, cluster_forecast
 from netsched.jobs.live_gangs import LiveGang, gang_key
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.replica_pods import GANG_GATE, NETWORK_ANNOTATIONS
@@ -59,13 +59,13 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         sets = gang_sets(manifest, namespace)
     except NotAGang as exc:
         raise WhatIfError(str(exc)) from None
-    rooms = [node_room(n) for n in cluster.nodes]
+    rooms = cluster.rooms
     found = [f"{_relative(p, s.template)}" for s in sets
              for p in problems(s.gang, s.gang.annotations, rooms, spec_fields=False)
              + missing_priority_class(s.gang, cluster.priority_classes)]
     if found:
         raise WhatIfError("; ".join(dict.fromkeys(found)))
-    used, pending = bound_usage(cluster.pods), pending_requests(cluster.pods)
+    used, pending = cluster.used, pending_requests(cluster.pods)
     answer: dict[str, Any] = {
         "workload": f"{manifest['kind']} {namespace}/{manifest['metadata'].get('name')}",
         "notes": [*([unchecked] if unchecked else []), *cluster.notes], "gangs": []}
@@ -81,7 +81,7 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
             if i == 0:
                 entry["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
                 level = gang.needs.max_peer_distance or "rack"
-                entry["domains"] = room_table(gang, rooms, cluster.pods, level)
+                entry["domains"] = room_table(gang, rooms, cluster.used, level)
             where = placement(rooms, used, gang) if fit.fits else None
             if not where:
                 break
@@ -110,8 +110,7 @@ def predicted(cluster: Cluster, sets: list[GangSet], entries: list[dict[str, Any
             # created now, one after the other: in line after every gang of its priority already there
             pretend.append(LiveGang(gang_key(ref), s.gang, True, now + timedelta(microseconds=len(pretend)),
                                     None, entry["priority"], (s.gang.member,), frozenset()))
-    rooms = [node_room(n) for n in cluster.nodes]
-    forecasts = cluster_forecast(now, rooms, cluster.pods, cluster.jobs, past,
+    forecasts = cluster_forecast(now, cluster.rooms, cluster.pods, cluster.jobs, past,
                                  [*cluster.pod_gangs(), *pretend])
     for entry, gang_keys in zip(entries, keys, strict=True):
         entry |= _times(entry, [forecasts[k] for k in gang_keys], now)

@@ -22,7 +22,6 @@ from netsched.api.gpujob import (
     Phase,
 )
 from netsched.foresight.whatif import NEVER_STARTS, Cluster, WhatIfError, between, room_lines, room_table
-from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 
 
@@ -42,7 +41,7 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
         **{name: status.get(name) for name in (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)},
-        "domains": room_table(job, [node_room(n) for n in cluster.nodes], cluster.pods, level, rows=10),
+        "domains": room_table(job, cluster.rooms, cluster.used, level, rows=10),
     }
 
 

@@ -38,7 +38,6 @@ from netsched.foresight.whatif import (
     room_table,
 )
 from netsched.foresight.workload_gangs import JOBSET_LABELS, LWS_NAME, WORKLOADS
-from netsched.jobs.capacity import node_room
 from netsched.jobs.kinds.batch_job import BATCH_JOB, members
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
@@ -114,7 +113,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
         if ref is not None:
             gangs.setdefault(ref, []).append(p)
     jobs = {j["metadata"]["name"]: j for j in live.jobs}
-    rooms = [node_room(n) for n in cluster.nodes]
+    rooms = cluster.rooms
     annotations = ((live.body or {}).get("metadata") or {}).get("annotations") or {}
     answer: dict[str, Any] = {
         "workload": f"{kind} {namespace}/{name}", "found": live.body is not None, "pods": len(pods),
@@ -136,7 +135,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
             "event": _last_word(live.events, members_)})
         if gated and not answer["domains"]:
             gang = PodGang(ref, size or len(members_), gated[0], len(gated))
-            answer["domains"] = room_table(gang, rooms, cluster.pods, gang.needs.max_peer_distance or "rack")
+            answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance or "rack")
     return answer
 
 

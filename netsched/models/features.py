@@ -24,6 +24,7 @@ from typing import Any, overload
 import numpy as np
 
 from netsched.api.distance import DISTANCES as DISTANCE_LEVELS
+from netsched.models.errors import SchemaError as SchemaError  # where every user of the features finds it
 from netsched.models.gpus import GPU_FEATURES
 
 SCHEMA_VERSION = 2  # 2: GPU capability numbers for the GPU-family flags, exchange in GB/h for 3 levels
@@ -75,10 +76,6 @@ FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 NETWORK_BLIND: tuple[str, ...] = tuple(f.name for f in FEATURES if f.group != "network")
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 TARGET = "duration_seconds"  # what the model learns from a row: the job's run time there, in seconds
-
-
-class SchemaError(ValueError):
-    """Data or an artifact does not match this schema; the message names what and how to fix it."""
 
 
 def feature_matrix(values: Mapping[str, float | np.ndarray], rows: int,

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from kubernetes import client
@@ -86,10 +87,19 @@ class Packer:
     _waited: float | None = None  # when a pod was last seen waiting; None: the last pass found none waiting
     blocked: dict[str, str] = field(default_factory=dict)  # waiting GPUJob (ns/name) -> budgets blocking it
 
-    def __post_init__(self) -> None:
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.policy = client.PolicyV1Api(self.api)
+    # made at first use: importing an API class of the client costs up to seconds, and a dry run (whatif)
+    # that only solves needs none of them
+    @cached_property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @cached_property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    @cached_property
+    def policy(self) -> client.PolicyV1Api:
+        return client.PolicyV1Api(self.api)
 
     # ---- planning ------------------------------------------------------------------
     def request(self, delay: float | None = None) -> None:
@@ -169,7 +179,7 @@ class Packer:
     def problem(self, raw_nodes: list[KubeObject], raw_pods: list[KubeObject],
                 pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
-        sizes = gang_sizes(self.custom, raw_pods, self.scheduler)
+        sizes = gang_sizes(self.api, raw_pods, self.scheduler)
         problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler, sizes)
         policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below

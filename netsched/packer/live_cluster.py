@@ -38,7 +38,7 @@ from typing import Any
 
 from kubernetes import client
 
-from netsched.api.connect import items
+from netsched.api.connect import listed
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
@@ -55,18 +55,19 @@ PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 STATELESS_OWNER = "ReplicaSet"
 LOCAL_STATE = ("hostPath", "persistentVolumeClaim", "ephemeral")  # volumes whose data a move would strand
+STATE = ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets")  # what a pass lists
 
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
     nodes, pods, pdbs = cluster_state(api)
-    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(client.CustomObjectsApi(api), pods, scheduler))
+    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(api, pods, scheduler))
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
-    """Nodes, pods and PodDisruptionBudgets as plain dicts."""
-    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
-    return (items(core.list_node), items(core.list_pod_for_all_namespaces),
-            items(policy.list_pod_disruption_budget_for_all_namespaces))
+    """Nodes, pods and PodDisruptionBudgets as plain dicts: one list each, one at a time (a packing pass
+    shares the operator's connections)."""
+    nodes, pods, pdbs = (listed(api, path) for path in STATE)
+    return nodes, pods, pdbs
 
 
 def problem_of(raw_nodes: list[KubeObject], raw_pods: list[KubeObject], pdbs: list[KubeObject],
@@ -94,15 +95,17 @@ def pod_gang(pod: KubeObject, scheduler: str = SCHEDULER_NAME) -> str | None:
     return f"{ref.namespace}/{ref.kind}/{ref.name}" if ref else None
 
 
-def gang_sizes(objects: client.CustomObjectsApi, raw_pods: list[KubeObject], scheduler: str = SCHEDULER_NAME,
+def gang_sizes(api: client.ApiClient, raw_pods: list[KubeObject], scheduler: str = SCHEDULER_NAME,
                ) -> dict[str, int]:
     """The members of each pod gang that has a pod gated for room: one read of its Job (PodGroup, ...)
     per such gang whose pods do not say their size."""
     sizes: dict[str, int] = {}
+    objects = None  # made at the first gang to read: importing the API class costs about a second
     for pod in raw_pods:
         key, ref = pod_gang(pod, scheduler), gang_of(pod)
         if key is None or ref is None or key in sizes or not gang_gated(pod):
             continue
+        objects = objects or client.CustomObjectsApi(api)
         size = gang_size(objects, ref, pod)
         if size is not None:
             sizes[key] = size

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from netsched.models.features import SchemaError
+from netsched.models.errors import SchemaError
 from netsched.records.format import SCHEMA_VERSION
 
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kubernetes import client
 
 from netsched.api.events import rfc3339
 from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE
-from netsched.foresight import whatif as whatif_module
 from netsched.foresight.whatif import NEVER_FITS, UNLISTED_JOBS, Cluster, render, what_if
 from netsched.foresight.whatif_workloads import render_workload, what_if_workload
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.testing.builders import CLUSTER, NOW, ago, make_batch_job, make_gpujob, make_job_pod
+from netsched.testing.kube import FakeKube
 
 HINT = {EXPECTED_SECONDS: "300"}
 FIRST_ENDS = NOW + timedelta(seconds=200)  # started 100 s ago, 300 s to run
@@ -73,26 +72,12 @@ def test_without_the_batch_jobs_the_gang_holds_its_room_with_no_end_and_the_answ
     assert "Predicted start: unknown (the room it needs is held by pods with no predicted end)" in text
 
 
-class Forbidden:
-    """The batch API of a user who may not list Jobs."""
-
-    def __init__(self, api):
-        pass
-
-    def list_job_for_all_namespaces(self, **kwargs):
-        raise client.ApiException(status=403, reason="Forbidden")
-
-
-def test_reading_the_cluster_goes_on_without_batch_jobs_the_user_may_not_list(monkeypatch):
-    monkeypatch.setattr(whatif_module, "cluster_state", lambda api: (CLUSTER, [], []))
-    monkeypatch.setattr(whatif_module, "items", lambda call: call())
-    monkeypatch.setattr(whatif_module.client, "CustomObjectsApi", lambda api: type(
-        "Custom", (), {"list_cluster_custom_object": lambda self, *a: {"items": []}})())
-    monkeypatch.setattr(whatif_module.client, "SchedulingV1Api", lambda api: type(
-        "Scheduling", (), {"list_priority_class": lambda self: []})())
-    monkeypatch.setattr(whatif_module.client, "BatchV1Api", Forbidden)
-    cluster = Cluster.read(None)
+def test_reading_the_cluster_goes_on_without_batch_jobs_the_user_may_not_list():
+    kube = FakeKube(CLUSTER)
+    kube.fail("list", "jobs", 403, "jobs.batch is forbidden")
+    cluster = Cluster.read(kube)
     assert (cluster.batch_jobs, cluster.notes) == ([], (UNLISTED_JOBS,))
+    assert [n["metadata"]["name"] for n in cluster.nodes] == [n["metadata"]["name"] for n in CLUSTER]
 
 
 def test_a_job_that_fits_now_starts_now_and_completes_after_its_hint():
