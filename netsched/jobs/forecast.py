@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import TERMINAL, Phase
@@ -39,7 +39,9 @@ from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.run_time import Estimate, RunTimes, node_case
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
-from netsched.models.predictor import Predictor
+
+if TYPE_CHECKING:  # the model (and numpy) load only where one is given
+    from netsched.models.predictor import Predictor
 
 
 @dataclass(frozen=True)

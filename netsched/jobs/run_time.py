@@ -26,14 +26,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from netsched.api.labels import GPU_PRODUCT_LABEL
-from netsched.models.features import feature_matrix, kind_features
 from netsched.models.gpus import gpu_features
-from netsched.models.predictor import Predictor
+
+if TYPE_CHECKING:  # numpy and the model load only where a model is (whatif's forecast often has none)
+    from netsched.models.predictor import Predictor
 
 MIN_HISTORY = 3  # finished jobs an estimate is calibrated on; fewer say too little about the next one
 MIN_SPREAD = 10  # finished jobs an interval is read from
@@ -139,13 +138,15 @@ class RunTimes:
         if sources not in self._spreads:
             residuals = [math.log(p.seconds) - fold.blend({s: logs[s] for s in sources})
                          for p, fold, logs in self.held_out if sources <= logs.keys() & fold.weights.keys()]
-            self._spreads[sources] = None if len(residuals) < MIN_SPREAD else (
-                math.exp(float(np.quantile(residuals, LOW))), math.exp(float(np.quantile(residuals, HIGH))))
+            self._spreads[sources] = None if len(residuals) < MIN_SPREAD else _quantiles(residuals)
         return self._spreads[sources]
 
     def _model_seconds(self, cases: list[Case]) -> list[float]:
         """The model's seconds for each case (remembered: the forecast asks again for every pass's play)."""
         assert self.model is not None
+        import numpy as np
+
+        from netsched.models.features import feature_matrix
         new = [c for c in dict.fromkeys(cases) if c not in self._model_memo]
         if new:
             names = self.model.features
@@ -220,8 +221,15 @@ class Calibration:
         return sum(self.weights[s] * v for s, v in logs.items()) / total
 
 
+def _quantiles(values: list[float]) -> tuple[float, float]:
+    """exp of the LOW and HIGH quantiles of log ratios (linear interpolation, as numpy's default)."""
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return math.exp(cuts[round(LOW * 100) - 1]), math.exp(cuts[round(HIGH * 100) - 1])
+
+
 def _features(case: Case) -> dict[str, float]:
     """The model's features a Case knows; the others stay unknown (NaN), as the schema allows."""
+    from netsched.models.features import kind_features
     replicas = float(case.replicas) if case.replicas else math.nan
     gpus = float(case.gpus_per_replica) if case.gpus_per_replica else math.nan
     return {"job_gpus": replicas * gpus, "replicas": replicas, "gpus_per_replica": gpus,
