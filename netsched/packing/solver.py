@@ -117,7 +117,7 @@ def greedy(problem: Problem, stop_at: float = float("inf")) -> dict[str, str | N
     """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves.
     Stops placing at `stop_at` (monotonic): what it placed by then is still a valid answer."""
     placement = current(problem)
-    free = free_room(problem.nodes, problem.pods)
+    room = Room(problem, free_room(problem.nodes, problem.pods))
     groups: dict[str, list[Pod]] = defaultdict(list)
     for p in problem.pods:
         if not p.running:
@@ -127,13 +127,78 @@ def greedy(problem: Problem, stop_at: float = float("inf")) -> dict[str, str | N
             break
         # a lone pod either fits (and takes its room) or changes nothing; only a gang may need undoing
         for nodes in domains(problem, members):
-            trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
-            got = schedule(nodes, trial, members)
+            trial = room if len(members) == 1 else room.copy()
+            got = trial.schedule(nodes, members)
             if all(got.values()):
-                free = trial
+                room = trial
                 placement.update(got)
                 break
     return placement
+
+
+class Room:
+    """Free room per node, as `free_room` gives it, with the same numbers in a matrix (nodes x
+    resources) so that the nodes a pod fits on are found without a Python loop over every node:
+    at a thousand nodes the greedy fill and the repair look for room once per pending pod."""
+
+    def __init__(self, problem: Problem, free: dict[str, dict[str, int]]) -> None:
+        self.problem, self.free = problem, free
+        self.names = [n.name for n in problem.nodes]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.kinds = sorted({r for n in problem.nodes for r in n.capacity}
+                            | {r for p in problem.pods for r in p.requests})
+        self.capacity = np.array([[n.capacity.get(r, 0) for r in self.kinds] for n in problem.nodes],
+                                 dtype=np.int64).reshape(len(self.names), len(self.kinds))
+        self.matrix = self.capacity.copy()
+        self.sync()
+
+    def copy(self) -> Room:
+        other = object.__new__(Room)
+        other.__dict__.update(self.__dict__)
+        other.free = {k: dict(v) for k, v in self.free.items()}
+        other.matrix = self.matrix.copy()
+        return other
+
+    def sync(self, names: list[str] | None = None) -> None:
+        """Copy `free` into the matrix: the given nodes' rows, or all."""
+        for n in self.names if names is None else names:
+            row = self.free[n]
+            self.matrix[self.index[n]] = [row.get(r, 0) for r in self.kinds]
+
+    def set(self, rows: dict[int, np.ndarray]) -> None:
+        """New free room of some nodes (by row), in both forms."""
+        for i, row in rows.items():
+            self.matrix[i] = row
+            self.free[self.names[i]] = {r: int(v) for r, v in zip(self.kinds, row, strict=True)}
+
+    def need(self, pod: Pod) -> np.ndarray:
+        return np.array([pod.requests.get(r, 0) for r in self.kinds], dtype=np.int64)
+
+    def usable(self, nodes: tuple[Node, ...], pod: Pod) -> np.ndarray:
+        """Per node (row): one of `nodes` that `pod` may use."""
+        if nodes is self.problem.nodes:
+            mask = np.ones(len(self.names), dtype=bool)
+        else:
+            mask = np.zeros(len(self.names), dtype=bool)
+            mask[[self.index[n.name] for n in nodes]] = True
+        if pod.allowed is not None:
+            mask &= np.isin(self.names, pod.allowed)
+        return mask
+
+    def schedule(self, nodes: tuple[Node, ...], pods: list[Pod]) -> dict[str, str | None]:
+        """`default_scheduler.schedule` into this room (the same choices), considering only the
+        nodes each pod fits on."""
+        out: dict[str, str | None] = {}
+        for pod in pods:
+            want = self.need(pod)
+            asked = want > 0
+            fit = self.usable(nodes, pod) & (self.matrix[:, asked] >= want[asked]).all(axis=1)
+            fitting = tuple(self.problem.nodes[i] for i in np.flatnonzero(fit))
+            node = schedule(fitting, self.free, [pod])[pod.name] if fitting else None
+            out[pod.name] = node
+            if node is not None:
+                self.sync([node])
+        return out
 
 
 def domains(problem: Problem, members: list[Pod]) -> list[tuple[Node, ...]]:
@@ -154,7 +219,8 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     firsts = [("current", current(problem)), ("greedy", greedy(problem, started + 0.3 * budget))]
     if policy.priced and policy.repair:
         firsts.append(("repair", repair(problem, firsts[1][1], started + 0.4 * budget, policy)))
-    options = [(score(problem, p, policy), name, p) for name, p in firsts]
+    rate = Prices(problem, policy).score if policy.priced else lambda p: score(problem, p, policy)
+    options = [(rate(p), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
     hint = max(options, key=lambda o: o[0])[2]
     # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
@@ -164,7 +230,7 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
         stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
         proven = False
     if answer is not None:
-        options.append((score(problem, answer, policy), "solver", answer))
+        options.append((rate(answer), "solver", answer))
     now = options[0][0]
     if policy.priced:  # a plan must gain at least the minimum over the current placement
         options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + max(1, policy.min_gain)]
@@ -255,17 +321,21 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
     at_home: dict[str, list[Pod]] = defaultdict(list)  # movable pods still where they run, by node
     for p in movable.pods:
         at_home[p.node or ""].append(p)
-    free = free_room(problem.nodes, problem.pods, placement)  # kept up to date with `placement`
+    free = Room(problem, free_room(problem.nodes, problem.pods, placement))  # kept up to date
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
-        best: tuple[int, dict[str, str | None], Counter[str], dict[str, dict[str, int]]] | None = None
-        for nodes in domains(problem, members):  # the domain freed with the fewest pods disturbed
-            trial, used = dict(placement), Counter(spent)
-            room = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
+        best: tuple[int, dict[str, str | None], Counter[str], Room] | None = None
+        options = domains(problem, members)
+        for nodes in options:  # the domain freed with the fewest pods disturbed
+            lone = len(members) == 1
+            trial = placement if lone else dict(placement)
+            used = spent if lone else Counter(spent)
+            room = free if lone else free.copy()
             if all(_repair_one(problem, nodes, movable, trial, used, pod, policy, at_home, room)
                    for pod in members):
-                disturbed = sum(trial[p.name] != p.node for p in problem.pods if p.running)
+                disturbed = 0 if len(options) == 1 else sum(
+                    trial[p.name] != p.node for p in problem.pods if p.running)
                 if best is None or disturbed < best[0]:
                     best = (disturbed, trial, used, room)
         if best is not None:
@@ -275,17 +345,18 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
 
 def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
                 placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                at_home: dict[str, list[Pod]], free: dict[str, dict[str, int]]) -> bool:
+                at_home: dict[str, list[Pod]], free: Room) -> bool:
     """Place `pod` on one of `nodes`, by moves or preempting there if it must; others may go anywhere.
-    `free` (the room `placement` leaves) is updated with it."""
-    node = schedule(nodes, free, [pod])[pod.name]
+    `free` (the room `placement` leaves) is updated with it. A lone pod that cannot be placed
+    changes nothing."""
+    node = free.schedule(nodes, [pod])[pod.name]
     if node is not None:
         placement[pod.name] = node
         return True
     if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free):
         return True
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
-    found = preemption(replace(movable, nodes=nodes), placement, free, allowed, pod)
+    found = preemption(replace(movable, nodes=nodes), placement, free.free, allowed, pod)
     if found is None:
         return False
     hits = Counter(v.pdb for v in found[1] if v.pdb in allowed)
@@ -297,10 +368,11 @@ def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
         if v.pdb:
             spent[v.pdb] += 1
     placement[pod.name] = node
-    free.clear()
-    free.update(free_room(problem.nodes, problem.pods, placement))
+    free.free.clear()
+    free.free.update(free_room(problem.nodes, problem.pods, placement))
+    free.sync()
     for v in victims:
-        placement[v.name] = schedule(problem.nodes, free, [v])[v.name]
+        placement[v.name] = free.schedule(problem.nodes, [v])[v.name]
     return True
 
 
@@ -309,26 +381,16 @@ MOVE_TRIES = 4  # nodes per pending pod on which the repair tries to make room b
 
 def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict[str, list[Pod]],
                         placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                        free: dict[str, dict[str, int]]) -> bool:
+                        free: Room) -> bool:
     """Defragment: on the few nodes closest to fitting `pod`, move running pods (largest first,
     each still where it started) into free room on other nodes (the tightest fit) until `pod`
     fits; only when every one of them finds a place, so nothing stops running. Vectorised over
     nodes: at a thousand nodes this runs once per pending pod."""
-    kinds = sorted({r for n in problem.nodes for r in n.capacity} | set(pod.requests))
-    names = [n.name for n in problem.nodes]
-    room = np.array([[free[n].get(r, 0) for r in kinds] for n in names], dtype=np.int64)
-    capacity = np.array([[n.capacity.get(r, 0) for r in kinds] for n in problem.nodes], dtype=np.int64)
-    index = {n: i for i, n in enumerate(names)}
+    names, index, room, capacity = free.names, free.index, free.matrix, free.capacity
     scale = 1.0 / np.maximum(capacity, 1)
-
-    def need(q: Pod) -> np.ndarray:
-        return np.array([q.requests.get(r, 0) for r in kinds], dtype=np.int64)
-
+    need = free.need
     want = need(pod)
-    usable = np.zeros(len(names), dtype=bool)
-    for n in nodes:
-        usable[index[n.name]] = pod.allowed is None or n.name in pod.allowed
-    usable &= (capacity >= want).all(axis=1)
+    usable = free.usable(nodes, pod) & (capacity >= want).all(axis=1)
     missing = np.maximum(0, want - room).sum(axis=1).astype(float)
     missing[~usable] = np.inf
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
@@ -366,8 +428,7 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
         trial[t] -= want
         placement.update(moved)
         placement[pod.name] = target
-        for i in {t, *(index[n] for n in moved.values())}:
-            free[names[i]] = {r: int(v) for r, v in zip(kinds, trial[i], strict=True)}
+        free.set({i: trial[i] for i in {t, *(index[n] for n in moved.values())}})
         spent.update(hits)
         return True
     return False
