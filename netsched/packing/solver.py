@@ -157,7 +157,42 @@ class Room:
         other.__dict__.update(self.__dict__)
         other.free = {k: dict(v) for k, v in self.free.items()}
         other.matrix = self.matrix.copy()
+        if self.held is not None:
+            other.held = self.held.copy()
         return other
+
+    held: np.ndarray | None = None  # priority x node x resource, see `track`
+
+    def track(self, pods: tuple[Pod, ...], placement: dict[str, str | None]) -> None:
+        """Also keep what `pods` (the movable running ones) hold on each node, per priority: the
+        room a preemption could free (`could_preempt`). Recomputed in full: after a preemption."""
+        self.priorities = sorted({p.priority for p in pods})
+        rank = {q: k for k, q in enumerate(self.priorities)}
+        self.held = np.zeros((len(self.priorities), *self.matrix.shape), dtype=np.int64)
+        on = [(rank[p.priority], self.index[n], p) for p in pods if (n := placement[p.name]) is not None]
+        if on:
+            needs = np.array([[p.requests.get(r, 0) for r in self.kinds] for _, _, p in on], dtype=np.int64)
+            np.add.at(self.held, ([k for k, _, _ in on], [i for _, i, _ in on]), needs)
+
+    def shift(self, pod: Pod, source: str, target: str) -> None:
+        """A tracked pod moved."""
+        if self.held is not None:
+            k = self.priorities.index(pod.priority)
+            self.held[k, self.index[source]] -= self.need(pod)
+            self.held[k, self.index[target]] += self.need(pod)
+
+    def could_preempt(self, nodes: tuple[Node, ...], pod: Pod) -> bool:
+        """Whether `pod` would fit on one of `nodes` with every tracked lower-priority pod gone:
+        without that no preemption can place it."""
+        if self.held is None:
+            return True
+        lower = [k for k, q in enumerate(self.priorities) if q < pod.priority]
+        if not lower:
+            return False
+        want = self.need(pod)
+        asked = want > 0
+        room = self.matrix + self.held[lower].sum(axis=0)
+        return bool((self.usable(nodes, pod) & (room[:, asked] >= want[asked]).all(axis=1)).any())
 
     def sync(self, names: list[str] | None = None) -> None:
         """Copy `free` into the matrix: the given nodes' rows, or all."""
@@ -216,15 +251,18 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
           max_vars: int = MAX_VARS, policy: Policy = STRICT) -> Plan:
     started = time.monotonic()
     deadline = started + budget - margin(budget)
+    # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
+    whole = model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget)
     firsts = [("current", current(problem)), ("greedy", greedy(problem, started + 0.3 * budget))]
     if policy.priced and policy.repair:
-        firsts.append(("repair", repair(problem, firsts[1][1], started + 0.4 * budget, policy)))
+        # too large for one model, the repair is what places most pods: it may take most of the budget
+        share = 0.4 if whole else 0.7
+        firsts.append(("repair", repair(problem, firsts[1][1], started + share * budget, policy)))
     rate = Prices(problem, policy).score if policy.priced else lambda p: score(problem, p, policy)
     options = [(rate(p), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
     hint = max(options, key=lambda o: o[0])[2]
-    # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
-    if model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget):
+    if whole:
         stages, answer, proven = _Model(problem, hint, policy).run(deadline, workers)
     else:
         stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
@@ -322,6 +360,7 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
     for p in movable.pods:
         at_home[p.node or ""].append(p)
     free = Room(problem, free_room(problem.nodes, problem.pods, placement))  # kept up to date
+    free.track(movable.pods, placement)
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
@@ -355,6 +394,8 @@ def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
         return True
     if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free):
         return True
+    if not free.could_preempt(nodes, pod):
+        return False
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
     found = preemption(replace(movable, nodes=nodes), placement, free.free, allowed, pod)
     if found is None:
@@ -373,6 +414,7 @@ def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
     free.sync()
     for v in victims:
         placement[v.name] = free.schedule(problem.nodes, [v])[v.name]
+    free.track(movable.pods, placement)
     return True
 
 
@@ -402,7 +444,7 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
                          if placement[q.name] == target and _may_move_for(q, pod, policy)),
                         key=lambda q: -sum(q.requests.values()))
         trial = room.copy()
-        moved: dict[str, str] = {}
+        moved: list[tuple[Pod, str]] = []
         hits: Counter[str] = Counter()
         for q in riders:
             if (trial[t] >= want).all():
@@ -420,15 +462,17 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
             to = int(np.argmin(leftover))
             trial[to] -= size
             trial[t] += size
-            moved[q.name] = names[to]
+            moved.append((q, names[to]))
             if q.pdb in allowed:
                 hits[q.pdb] += 1
         if not (trial[t] >= want).all():
             continue
         trial[t] -= want
-        placement.update(moved)
+        for q, there in moved:
+            placement[q.name] = there
+            free.shift(q, target, there)
         placement[pod.name] = target
-        free.set({i: trial[i] for i in {t, *(index[n] for n in moved.values())}})
+        free.set({i: trial[i] for i in {t, *(index[n] for _, n in moved)}})
         spent.update(hits)
         return True
     return False
