@@ -46,6 +46,7 @@ class Policy:
     min_gain: int = 0
     candidates: int | None = 6  # nodes a pod may go to besides its own and the repair's; None: all
     repair: bool = True  # hint the solver with a greedy repair of the current placement
+    identical: bool = True  # over identical nodes, solve the placements first without node symmetry
 
     def move_price_of(self, priority: int) -> int:
         return next((m for p, m, _ in self.prices if p == priority), self.move_price)
