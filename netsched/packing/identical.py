@@ -47,7 +47,7 @@ def place(problem: Problem, policy: Policy, hint: dict[str, str | None], stay: C
     """The most pods placed, by priority class highest first (lexicographically), with the
     policy's eviction rules; laid onto the nodes so that the pods that stay are worth the most
     (`stay(pod)`: what moving it would cost). Also whether the placement counts are proven optimal.
-    None when no answer was found by the deadline."""
+    None when no answer was found by the deadline (building the model counts)."""
     cap = problem.nodes[0].capacity
     pods = sorted(problem.pods, key=lambda p: (
         -p.priority, -sum(v / cap[r] for r, v in p.requests.items() if cap.get(r)), p.name))
@@ -56,6 +56,8 @@ def place(problem: Problem, policy: Policy, hint: dict[str, str | None], stay: C
     x: dict[tuple[int, int], cp_model.IntVar] = {}
     placed = []
     for i, p in enumerate(pods):
+        if i % 64 == 0 and time.monotonic() > deadline:  # building is slow on a busy machine
+            return None, False
         if any(v > cap.get(r, 0) for r, v in p.requests.items()):
             placed.append(m.new_constant(0))
             continue
@@ -75,6 +77,8 @@ def place(problem: Problem, policy: Policy, hint: dict[str, str | None], stay: C
         for i in idx[1:]:
             m.add(placed[i] == placed[idx[0]])
     _evictions(m, pods, placed, policy)
+    if time.monotonic() > deadline:
+        return None, False
     weight, total = {}, 1
     for t in sorted({p.priority for p in pods}):
         weight[t] = total

@@ -265,16 +265,22 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     options = [(rate(p), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
     hint = max(options, key=lambda o: o[0])[2]
+    # the same rule with what the greedy fill and the repair left (less than planned on a busy machine)
+    whole = whole and model_size(problem, policy) <= VARS_PER_SECOND * (deadline - time.monotonic())
     if whole:
         stages = []
+        left = deadline - time.monotonic()
         if (identical.applies(problem, policy) and any(hint[p.name] is None for p in problem.pods)
-                and identical.size(problem) <= IDENTICAL_SHARE * VARS_PER_SECOND * budget):
+                and identical.size(problem) <= IDENTICAL_SHARE * VARS_PER_SECOND * left):
             stage, found = _placements_first(problem, policy, hint, deadline, workers)
             stages.append(stage)
             if found is not None:
                 options.append((rate(found), "solver", found))
                 hint = max(options, key=lambda o: o[0])[2]
-        more, answer, proven = _Model(problem, hint, policy).run(deadline, workers)
+        try:
+            more, answer, proven = _Model(problem, hint, policy, deadline).run(deadline, workers)
+        except OutOfTime:
+            more, answer, proven = [{"stage": "the model", "status": "skipped: budget spent"}], None, False
         stages += more
     else:
         stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
@@ -570,9 +576,12 @@ def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline:
         members = [replace(p, node=working[p.name]) for p in problem.pods if working[p.name] in names]
         members += seeds
         piece = Problem(tuple(nodes), tuple(members), problem.budgets, problem.taken)
-        model = _Model(piece, current(piece), policy)
-        build = time.monotonic() - t0
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
+        try:
+            model = _Model(piece, current(piece), policy, piece_deadline)
+        except OutOfTime:
+            break
+        build = time.monotonic() - t0
         _, answer, _ = model.run(piece_deadline, workers)
         better = answer is not None and score(piece, answer, policy) > score(piece, current(piece), policy)
         if better and answer is not None:
@@ -580,6 +589,8 @@ def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline:
         stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
                        "status": "improved" if better else "unchanged" if answer else "no solution in time",
                        "seconds": round(time.monotonic() - t0, 3)})
+    if not stages and deadline - time.monotonic() <= 0.05:
+        stages.append({"stage": "pieces", "status": "skipped: budget spent"})
     return stages, working
 
 
@@ -618,8 +629,19 @@ def _roomiest(problem: Problem, working: dict[str, str | None], seeds: list[Pod]
     return chosen
 
 
+class OutOfTime(Exception):
+    """The budget ran out while a model was being built: on a busy machine building is slower."""
+
+
+def _check(stop_at: float) -> None:
+    if time.monotonic() > stop_at:
+        raise OutOfTime
+
+
 class _Model:
-    def __init__(self, problem: Problem, hint: dict[str, str | None], policy: Policy = STRICT) -> None:
+    def __init__(self, problem: Problem, hint: dict[str, str | None], policy: Policy = STRICT,
+                 stop_at: float = float("inf")) -> None:
+        """Raises OutOfTime when the clock passes `stop_at` before the model is built."""
         self.problem, self.policy = problem, policy
         m = self.m = cp_model.CpModel()
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
@@ -628,6 +650,8 @@ class _Model:
         where, self.restricted = candidates(problem, policy, hint)
         self._where = [where[p.name] for p in problem.pods]
         for i, p in enumerate(problem.pods):
+            if i % 64 == 0:
+                _check(stop_at)
             here = []
             for n in where[p.name]:
                 self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
@@ -638,7 +662,9 @@ class _Model:
             if p.node is not None and not p.movable:  # running where it must stay
                 m.add(self.x[i, p.node] == 1)
             self.cost.append(self._cost_expr(i, p, placed))
+        _check(stop_at)
         self._capacity()
+        _check(stop_at)
         self._gangs()
         self._budgets()
         if policy.priced:
