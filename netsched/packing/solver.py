@@ -144,6 +144,8 @@ class Room:
     resources) so that the nodes a pod fits on are found without a Python loop over every node:
     at a thousand nodes the greedy fill and the repair look for room once per pending pod."""
 
+    held: np.ndarray | None = None  # priority x node x resource, see `track`
+
     def __init__(self, problem: Problem, free: dict[str, dict[str, int]]) -> None:
         self.problem, self.free = problem, free
         self.names = [n.name for n in problem.nodes]
@@ -163,8 +165,6 @@ class Room:
         if self.held is not None:
             other.held = self.held.copy()
         return other
-
-    held: np.ndarray | None = None  # priority x node x resource, see `track`
 
     def track(self, pods: tuple[Pod, ...], placement: dict[str, str | None]) -> None:
         """Also keep what `pods` (the movable running ones) hold on each node, per priority: the
