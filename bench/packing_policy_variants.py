@@ -1,12 +1,13 @@
 """bench/packing_bench.py's grid with another policy or pod kind as its "priced" column: the default's choice.
 
-    python bench/packing_policy_variants.py default|everything-moves|replicas [packing_bench options]
+    python bench/packing_policy_variants.py default|everything-moves|jobs [packing_bench options]
 
 default: the grid as bench/packing_bench.py runs it (the shipped default, priced, in the "priced"
-column; the scenarios' pods are a job's pods, which it disturbs only for higher-priority work).
-everything-moves: the priced policy that lets every class be moved for lower- or equal-priority
-work, restarting jobs. replicas: the shipped default over the same scenarios with every pod a
-stateless replica (a ReplicaSet's, whose restart loses nothing). Prints the section; writes nothing.
+column, over the scenarios' ReplicaSet pods: stateless replicas, which it may move for any work).
+everything-moves: every pod a job's pod, and the priced policy that lets every class be moved for
+lower- or equal-priority work, restarting jobs. jobs: the shipped default over the same scenarios
+with every pod a job's pod (disturbed only for higher-priority work). Prints the section; writes
+nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import packing_bench as bench  # noqa: E402
 
 from netsched.packing.policy import Policy  # noqa: E402
 
-VARIANTS = ("default", "everything-moves", "replicas")
+VARIANTS = ("default", "everything-moves", "jobs")
 
 
 def main() -> int:
@@ -32,10 +33,10 @@ def main() -> int:
     bench.publish = print  # docs/benchmarks.md is packing_bench.py's to write
     if variant == "everything-moves":
         bench.POLICIES["priced"] = Policy(priced=True, move_for_lower=None)
-    if variant == "replicas":
+    if variant in ("everything-moves", "jobs"):
         seeds = bench.failing_seeds
         bench.failing_seeds = lambda *a: [
-            replace(p, pods=tuple(replace(q, stateless=True) for q in p.pods)) for p in seeds(*a)]
+            replace(p, pods=tuple(replace(q, stateless=False) for q in p.pods)) for p in seeds(*a)]
     sys.argv = ["packing_bench.py", *sys.argv[2:]]
     return bench.main()
 

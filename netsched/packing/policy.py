@@ -55,6 +55,7 @@ class Policy:
     min_gain: int = 0
     candidates: int | None = 6  # nodes a pod may go to besides its own and the repair's; None: all
     repair: bool = True  # hint the solver with a greedy repair of the current placement
+    identical: bool = True  # over identical nodes, solve the placements first without node symmetry
 
     def may_move_for_lower(self, p: Pod) -> bool:
         """May `p` be moved for work of its own priority or below? A stateless replica may (its restart

@@ -12,7 +12,8 @@ Two disruption policies (`Policy`):
   every move and eviction (a restart throws away the pod's run time so far), over candidate
   nodes restricted per pod and hinted with a greedy repair of the current placement; the
   policy says which pods may be moved or evicted for lower-priority work (by default only
-  stateless replicas move for it).
+  stateless replicas move for it). Over identical nodes the placements are solved first without
+  the nodes' symmetry (`identical`).
 
 Guarantees, both policies:
 - a hard wall-clock budget: every solve gets at most what is left of it, less a margin
@@ -35,6 +36,7 @@ from typing import Any, TypedDict
 import numpy as np
 from ortools.sat.python import cp_model
 
+from netsched.packing import identical
 from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
 from netsched.packing.policy import PRICED, STRICT, Policy
 from netsched.packing.problem import Node, Pod, Problem
@@ -42,6 +44,7 @@ from netsched.packing.problem import Node, Pod, Problem
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 VARS_PER_SECOND = 10000
+IDENTICAL_SHARE = 0.5  # of what is left, for the placements over identical nodes (the rest prices them)
 MAX_VARS = 20000  # placement variables one model may have; larger problems are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
 
@@ -119,7 +122,7 @@ def greedy(problem: Problem, stop_at: float = float("inf")) -> dict[str, str | N
     """Pending pods into free room, highest priority first, gangs all or nothing; nothing moves.
     Stops placing at `stop_at` (monotonic): what it placed by then is still a valid answer."""
     placement = current(problem)
-    free = free_room(problem.nodes, problem.pods)
+    room = Room(problem, free_room(problem.nodes, problem.pods))
     groups: dict[str, list[Pod]] = defaultdict(list)
     for p in problem.pods:
         if not p.running:
@@ -129,13 +132,113 @@ def greedy(problem: Problem, stop_at: float = float("inf")) -> dict[str, str | N
             break
         # a lone pod either fits (and takes its room) or changes nothing; only a gang may need undoing
         for nodes in domains(problem, members):
-            trial = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
-            got = schedule(nodes, trial, members)
+            trial = room if len(members) == 1 else room.copy()
+            got = trial.schedule(nodes, members)
             if all(got.values()):
-                free = trial
+                room = trial
                 placement.update(got)
                 break
     return placement
+
+
+class Room:
+    """Free room per node, as `free_room` gives it, with the same numbers in a matrix (nodes x
+    resources) so that the nodes a pod fits on are found without a Python loop over every node:
+    at a thousand nodes the greedy fill and the repair look for room once per pending pod."""
+
+    held: np.ndarray | None = None  # priority x node x resource, see `track`
+
+    def __init__(self, problem: Problem, free: dict[str, dict[str, int]]) -> None:
+        self.problem, self.free = problem, free
+        self.names = [n.name for n in problem.nodes]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.kinds = sorted({r for n in problem.nodes for r in n.capacity}
+                            | {r for p in problem.pods for r in p.requests})
+        self.capacity = np.array([[n.capacity.get(r, 0) for r in self.kinds] for n in problem.nodes],
+                                 dtype=np.int64).reshape(len(self.names), len(self.kinds))
+        self.matrix = self.capacity.copy()
+        self.sync()
+
+    def copy(self) -> Room:
+        other = object.__new__(Room)
+        other.__dict__.update(self.__dict__)
+        other.free = {k: dict(v) for k, v in self.free.items()}
+        other.matrix = self.matrix.copy()
+        if self.held is not None:
+            other.held = self.held.copy()
+        return other
+
+    def track(self, pods: tuple[Pod, ...], placement: dict[str, str | None]) -> None:
+        """Also keep what `pods` (the movable running ones) hold on each node, per priority: the
+        room a preemption could free (`could_preempt`). Recomputed in full: after a preemption."""
+        self.priorities = sorted({p.priority for p in pods})
+        rank = {q: k for k, q in enumerate(self.priorities)}
+        self.held = np.zeros((len(self.priorities), *self.matrix.shape), dtype=np.int64)
+        on = [(rank[p.priority], self.index[n], p) for p in pods if (n := placement[p.name]) is not None]
+        if on:
+            needs = np.array([[p.requests.get(r, 0) for r in self.kinds] for _, _, p in on], dtype=np.int64)
+            np.add.at(self.held, ([k for k, _, _ in on], [i for _, i, _ in on]), needs)
+
+    def shift(self, pod: Pod, source: str, target: str) -> None:
+        """A tracked pod moved."""
+        if self.held is not None:
+            k = self.priorities.index(pod.priority)
+            self.held[k, self.index[source]] -= self.need(pod)
+            self.held[k, self.index[target]] += self.need(pod)
+
+    def could_preempt(self, nodes: tuple[Node, ...], pod: Pod) -> bool:
+        """Whether `pod` would fit on one of `nodes` with every tracked lower-priority pod gone:
+        without that no preemption can place it."""
+        if self.held is None:
+            return True
+        lower = [k for k, q in enumerate(self.priorities) if q < pod.priority]
+        if not lower:
+            return False
+        want = self.need(pod)
+        asked = want > 0
+        room = self.matrix + self.held[lower].sum(axis=0)
+        return bool((self.usable(nodes, pod) & (room[:, asked] >= want[asked]).all(axis=1)).any())
+
+    def sync(self, names: list[str] | None = None) -> None:
+        """Copy `free` into the matrix: the given nodes' rows, or all."""
+        for n in self.names if names is None else names:
+            row = self.free[n]
+            self.matrix[self.index[n]] = [row.get(r, 0) for r in self.kinds]
+
+    def set(self, rows: dict[int, np.ndarray]) -> None:
+        """New free room of some nodes (by row), in both forms."""
+        for i, row in rows.items():
+            self.matrix[i] = row
+            self.free[self.names[i]] = {r: int(v) for r, v in zip(self.kinds, row, strict=True)}
+
+    def need(self, pod: Pod) -> np.ndarray:
+        return np.array([pod.requests.get(r, 0) for r in self.kinds], dtype=np.int64)
+
+    def usable(self, nodes: tuple[Node, ...], pod: Pod) -> np.ndarray:
+        """Per node (row): one of `nodes` that `pod` may use."""
+        if nodes is self.problem.nodes:
+            mask = np.ones(len(self.names), dtype=bool)
+        else:
+            mask = np.zeros(len(self.names), dtype=bool)
+            mask[[self.index[n.name] for n in nodes]] = True
+        if pod.allowed is not None:
+            mask &= np.isin(self.names, pod.allowed)
+        return mask
+
+    def schedule(self, nodes: tuple[Node, ...], pods: list[Pod]) -> dict[str, str | None]:
+        """`default_scheduler.schedule` into this room (the same choices), considering only the
+        nodes each pod fits on."""
+        out: dict[str, str | None] = {}
+        for pod in pods:
+            want = self.need(pod)
+            asked = want > 0
+            fit = self.usable(nodes, pod) & (self.matrix[:, asked] >= want[asked]).all(axis=1)
+            fitting = tuple(self.problem.nodes[i] for i in np.flatnonzero(fit))
+            node = schedule(fitting, self.free, [pod])[pod.name] if fitting else None
+            out[pod.name] = node
+            if node is not None:
+                self.sync([node])
+        return out
 
 
 def domains(problem: Problem, members: list[Pod]) -> list[tuple[Node, ...]]:
@@ -153,20 +256,39 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
           max_vars: int = MAX_VARS, policy: Policy = STRICT) -> Plan:
     started = time.monotonic()
     deadline = started + budget - margin(budget)
+    # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
+    whole = model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget)
     firsts = [("current", current(problem)), ("greedy", greedy(problem, started + 0.3 * budget))]
     if policy.priced and policy.repair:
-        firsts.append(("repair", repair(problem, firsts[1][1], started + 0.4 * budget, policy)))
-    options = [(score(problem, p, policy), name, p) for name, p in firsts]
+        # too large for one model, the repair is what places most pods: it may take most of the budget
+        share = 0.4 if whole else 0.7
+        firsts.append(("repair", repair(problem, firsts[1][1], started + share * budget, policy)))
+    rate = Prices(problem, policy).score if policy.priced else lambda p: score(problem, p, policy)
+    options = [(rate(p), name, p) for name, p in firsts]
     workers = workers or os.cpu_count() or 1
     hint = max(options, key=lambda o: o[0])[2]
-    # one whole model only when it builds in a small share of the budget (~10,000 variables a second)
-    if model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget):
-        stages, answer, proven = _Model(problem, hint, policy).run(deadline, workers)
+    # the same rule with what the greedy fill and the repair left (less than planned on a busy machine)
+    whole = whole and model_size(problem, policy) <= VARS_PER_SECOND * (deadline - time.monotonic())
+    if whole:
+        stages = []
+        left = deadline - time.monotonic()
+        if (identical.applies(problem, policy) and any(hint[p.name] is None for p in problem.pods)
+                and identical.size(problem) <= IDENTICAL_SHARE * VARS_PER_SECOND * left):
+            stage, found = _placements_first(problem, policy, hint, deadline, workers)
+            stages.append(stage)
+            if found is not None:
+                options.append((rate(found), "solver", found))
+                hint = max(options, key=lambda o: o[0])[2]
+        try:
+            more, answer, proven = _Model(problem, hint, policy, deadline).run(deadline, workers)
+        except OutOfTime:
+            more, answer, proven = [{"stage": "the model", "status": "skipped: budget spent"}], None, False
+        stages += more
     else:
         stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
         proven = False
     if answer is not None:
-        options.append((score(problem, answer, policy), "solver", answer))
+        options.append((rate(answer), "solver", answer))
     options = [o for o in options if not splits_a_gang(problem, o[2])]
     now = options[0][0]
     if policy.priced:  # a plan must gain at least the minimum over the current placement
@@ -182,11 +304,26 @@ def splits_a_gang(problem: Problem, placement: dict[str, str | None]) -> bool:
     return any(p.gang in stopped and placement.get(p.name) is not None for p in problem.pods)
 
 
+def _placements_first(problem: Problem, policy: Policy, hint: dict[str, str | None], deadline: float,
+                      workers: int) -> tuple[dict[str, Any], dict[str, str | None] | None]:
+    """The placements over interchangeable nodes (`identical`), in a share of what is left: the model
+    then prices the moves, hinted with them."""
+    t0 = time.monotonic()
+    prices = Prices(problem, policy)
+    pods = {p.name: p for p in problem.pods}
+    found, counted = identical.place(problem, policy, hint, lambda pod: prices.move(pods[pod]),
+                                     t0 + IDENTICAL_SHARE * (deadline - t0), workers)
+    return {"stage": "placements over identical nodes",
+            "status": "OPTIMAL" if counted else "FEASIBLE" if found else "no solution in time",
+            "seconds": round(time.monotonic() - t0, 3)}, found
+
+
 def margin(budget: float) -> float:
     """What the solver stages leave of the budget for building models, stopping CP-SAT's workers and
-    choosing the answer. A fixed 0.05 s was overrun by up to 0.08 s on 2 busy cores; it grows with
-    the budget because a larger budget means larger models and longer stops."""
-    return min(0.5 * budget, 0.05 + 0.05 * budget)
+    choosing the answer. A fixed 0.05 s was overrun by up to 0.08 s on 2 busy cores, and 0.05 s plus
+    5% of the budget by up to 0.02 s at load 12 on 2 cores; it grows with the budget because a larger
+    budget means larger models and longer stops."""
+    return min(0.5 * budget, 0.05 + 0.1 * budget)
 
 
 def model_size(problem: Problem, policy: Policy = STRICT) -> int:
@@ -265,17 +402,22 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
     at_home: dict[str, list[Pod]] = defaultdict(list)  # movable pods still where they run, by node
     for p in movable.pods:
         at_home[p.node or ""].append(p)
-    free = free_room(problem.nodes, problem.pods, placement)  # kept up to date with `placement`
+    free = Room(problem, free_room(problem.nodes, problem.pods, placement))  # kept up to date
+    free.track(movable.pods, placement)
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
-        best: tuple[int, dict[str, str | None], Counter[str], dict[str, dict[str, int]]] | None = None
-        for nodes in domains(problem, members):  # the domain freed with the fewest pods disturbed
-            trial, used = dict(placement), Counter(spent)
-            room = free if len(members) == 1 else {k: dict(v) for k, v in free.items()}
+        best: tuple[int, dict[str, str | None], Counter[str], Room] | None = None
+        options = domains(problem, members)
+        for nodes in options:  # the domain freed with the fewest pods disturbed
+            lone = len(members) == 1
+            trial = placement if lone else dict(placement)
+            used = spent if lone else Counter(spent)
+            room = free if lone else free.copy()
             if all(_repair_one(problem, nodes, movable, trial, used, pod, policy, at_home, room)
                    for pod in members):
-                disturbed = sum(trial[p.name] != p.node for p in problem.pods if p.running)
+                disturbed = 0 if len(options) == 1 else sum(
+                    trial[p.name] != p.node for p in problem.pods if p.running)
                 if best is None or disturbed < best[0]:
                     best = (disturbed, trial, used, room)
         if best is not None:
@@ -285,17 +427,20 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
 
 def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
                 placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                at_home: dict[str, list[Pod]], free: dict[str, dict[str, int]]) -> bool:
+                at_home: dict[str, list[Pod]], free: Room) -> bool:
     """Place `pod` on one of `nodes`, by moves or preempting there if it must; others may go anywhere.
-    `free` (the room `placement` leaves) is updated with it."""
-    node = schedule(nodes, free, [pod])[pod.name]
+    `free` (the room `placement` leaves) is updated with it. A lone pod that cannot be placed
+    changes nothing."""
+    node = free.schedule(nodes, [pod])[pod.name]
     if node is not None:
         placement[pod.name] = node
         return True
     if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free):
         return True
+    if not free.could_preempt(nodes, pod):
+        return False
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
-    found = preemption(replace(movable, nodes=nodes), placement, free, allowed, pod)
+    found = preemption(replace(movable, nodes=nodes), placement, free.free, allowed, pod)
     if found is None:
         return False
     hits = Counter(v.pdb for v in found[1] if v.pdb in allowed)
@@ -307,10 +452,12 @@ def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
         if v.pdb:
             spent[v.pdb] += 1
     placement[pod.name] = node
-    free.clear()
-    free.update(free_room(problem.nodes, problem.pods, placement))
+    free.free.clear()
+    free.free.update(free_room(problem.nodes, problem.pods, placement))
+    free.sync()
     for v in victims:
-        placement[v.name] = schedule(problem.nodes, free, [v])[v.name]
+        placement[v.name] = free.schedule(problem.nodes, [v])[v.name]
+    free.track(movable.pods, placement)
     return True
 
 
@@ -319,26 +466,16 @@ MOVE_TRIES = 4  # nodes per pending pod on which the repair tries to make room b
 
 def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict[str, list[Pod]],
                         placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                        free: dict[str, dict[str, int]]) -> bool:
+                        free: Room) -> bool:
     """Defragment: on the few nodes closest to fitting `pod`, move running pods (largest first,
     each still where it started) into free room on other nodes (the tightest fit) until `pod`
     fits; only when every one of them finds a place, so nothing stops running. Vectorised over
     nodes: at a thousand nodes this runs once per pending pod."""
-    kinds = sorted({r for n in problem.nodes for r in n.capacity} | set(pod.requests))
-    names = [n.name for n in problem.nodes]
-    room = np.array([[free[n].get(r, 0) for r in kinds] for n in names], dtype=np.int64)
-    capacity = np.array([[n.capacity.get(r, 0) for r in kinds] for n in problem.nodes], dtype=np.int64)
-    index = {n: i for i, n in enumerate(names)}
+    names, index, room, capacity = free.names, free.index, free.matrix, free.capacity
     scale = 1.0 / np.maximum(capacity, 1)
-
-    def need(q: Pod) -> np.ndarray:
-        return np.array([q.requests.get(r, 0) for r in kinds], dtype=np.int64)
-
+    need = free.need
     want = need(pod)
-    usable = np.zeros(len(names), dtype=bool)
-    for n in nodes:
-        usable[index[n.name]] = pod.allowed is None or n.name in pod.allowed
-    usable &= (capacity >= want).all(axis=1)
+    usable = free.usable(nodes, pod) & (capacity >= want).all(axis=1)
     missing = np.maximum(0, want - room).sum(axis=1).astype(float)
     missing[~usable] = np.inf
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
@@ -350,7 +487,7 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
                          if placement[q.name] == target and _may_move_for(q, pod, policy)),
                         key=lambda q: -sum(q.requests.values()))
         trial = room.copy()
-        moved: dict[str, str] = {}
+        moved: list[tuple[Pod, str]] = []
         hits: Counter[str] = Counter()
         for q in riders:
             if (trial[t] >= want).all():
@@ -368,16 +505,17 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
             to = int(np.argmin(leftover))
             trial[to] -= size
             trial[t] += size
-            moved[q.name] = names[to]
+            moved.append((q, names[to]))
             if q.pdb in allowed:
                 hits[q.pdb] += 1
         if not (trial[t] >= want).all():
             continue
         trial[t] -= want
-        placement.update(moved)
+        for q, there in moved:
+            placement[q.name] = there
+            free.shift(q, target, there)
         placement[pod.name] = target
-        for i in {t, *(index[n] for n in moved.values())}:
-            free[names[i]] = {r: int(v) for r, v in zip(kinds, trial[i], strict=True)}
+        free.set({i: trial[i] for i in {t, *(index[n] for _, n in moved)}})
         spent.update(hits)
         return True
     return False
@@ -448,9 +586,12 @@ def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline:
         members = [replace(p, node=working[p.name]) for p in problem.pods if working[p.name] in names]
         members += seeds
         piece = Problem(tuple(nodes), tuple(members), problem.budgets, problem.taken)
-        model = _Model(piece, current(piece), policy)
-        build = time.monotonic() - t0
         piece_deadline = min(deadline, t0 + max(0.1, (deadline - t0) / 2))
+        try:
+            model = _Model(piece, current(piece), policy, piece_deadline)
+        except OutOfTime:
+            break
+        build = time.monotonic() - t0
         _, answer, _ = model.run(piece_deadline, workers)
         better = answer is not None and score(piece, answer, policy) > score(piece, current(piece), policy)
         if better and answer is not None:
@@ -458,6 +599,8 @@ def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline:
         stages.append({"stage": f"piece: {len(seeds)} pending, {len(nodes)} nodes, {len(members)} pods",
                        "status": "improved" if better else "unchanged" if answer else "no solution in time",
                        "seconds": round(time.monotonic() - t0, 3)})
+    if not stages and deadline - time.monotonic() <= 0.05:
+        stages.append({"stage": "pieces", "status": "skipped: budget spent"})
     return stages, working
 
 
@@ -496,8 +639,19 @@ def _roomiest(problem: Problem, working: dict[str, str | None], seeds: list[Pod]
     return chosen
 
 
+class OutOfTime(Exception):
+    """The budget ran out while a model was being built: on a busy machine building is slower."""
+
+
+def _check(stop_at: float) -> None:
+    if time.monotonic() > stop_at:
+        raise OutOfTime
+
+
 class _Model:
-    def __init__(self, problem: Problem, hint: dict[str, str | None], policy: Policy = STRICT) -> None:
+    def __init__(self, problem: Problem, hint: dict[str, str | None], policy: Policy = STRICT,
+                 stop_at: float = float("inf")) -> None:
+        """Raises OutOfTime when the clock passes `stop_at` before the model is built."""
         self.problem, self.policy = problem, policy
         m = self.m = cp_model.CpModel()
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
@@ -506,6 +660,8 @@ class _Model:
         where, self.restricted = candidates(problem, policy, hint)
         self._where = [where[p.name] for p in problem.pods]
         for i, p in enumerate(problem.pods):
+            if i % 64 == 0:
+                _check(stop_at)
             here = []
             for n in where[p.name]:
                 self.x[i, n] = m.new_bool_var(f"x{i}_{n}")
@@ -516,7 +672,9 @@ class _Model:
             if p.node is not None and not p.movable:  # running where it must stay
                 m.add(self.x[i, p.node] == 1)
             self.cost.append(self._cost_expr(i, p, placed))
+        _check(stop_at)
         self._capacity()
+        _check(stop_at)
         self._gangs()
         self._budgets()
         if policy.priced:

@@ -42,8 +42,10 @@ def scenario(nodes: int, pods_per_node: int, classes: int, utilisation: float, s
     placed = preemptive_schedule(Problem(node_list, tuple(order)))
     clock = random.Random(-seed - 1)  # its own stream: run times do not change the pods drawn above
     started = {p.name: TAKEN - clock.uniform(0, 36000) for p in pods}
+    # ReplicaSets' pods: stateless replicas, which the default policy may move for any work
     return Problem(node_list, tuple(Pod(p.name, p.requests, p.priority, placed[p.name],
-                                        started=started[p.name] if placed[p.name] else None) for p in pods),
+                                        started=started[p.name] if placed[p.name] else None, stateless=True)
+                                    for p in pods),
                    taken=TAKEN)
 
 
