@@ -292,7 +292,8 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     options = [o for o in options if not splits_a_gang(problem, o[2])]
     now = options[0][0]
     if policy.priced:  # a plan must gain at least the minimum over the current placement
-        options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + max(1, policy.min_gain)]
+        gain = max(1, policy.min_gain * PRICE_UNIT)
+        options = [o for o in options if o[1] == "current" or o[0][0] >= now[0] + gain]
     best_score, source, best = max(options, key=lambda o: (o[0], o[1] == "current"))  # ties: change nothing
     return Plan(best, best_score, source, proven, time.monotonic() - started, stages)
 
@@ -350,6 +351,8 @@ def candidates(problem: Problem, policy: Policy,
     limit = policy.candidates if policy.priced else None
     free = free_room(problem.nodes, problem.pods) if limit is not None else {}
     reclaim: dict[int, dict[str, dict[str, int]]] = {}
+    lost: dict[int, dict[str, int]] = {}  # per priority, per node: run time lost making room there
+    ran = run_seconds(problem) if limit is not None else {}
     for p in problem.pods:
         if p.node is not None and not p.movable:
             out[p.name] = [p.node]
@@ -358,15 +361,26 @@ def candidates(problem: Problem, policy: Policy,
         if limit is not None and len(ranked) > limit:
             cut = True
             if p.running:
-                room = free
+                room, cost = free, {}
             else:
                 if p.priority not in reclaim:
                     reclaim[p.priority] = _reclaimable(problem, free, p.priority)
-                room = reclaim[p.priority]
-            ranked = sorted(ranked, key=lambda n: -_fit_count(room[n], p))[:limit]
+                    lost[p.priority] = _run_time_held(problem, ran, p.priority)
+                room, cost = reclaim[p.priority], lost[p.priority]
+            # most room first; among equals, where making room throws away the least work
+            ranked = sorted(ranked, key=lambda n: (-_fit_count(room[n], p), cost.get(n, 0)))[:limit]
         keep = set(ranked) | {n for n in (p.node, hint.get(p.name)) if n is not None}
         out[p.name] = [n for n in nodes if n in keep]
     return out, cut
+
+
+def _run_time_held(problem: Problem, ran: dict[str, int], priority: int) -> dict[str, int]:
+    """Per node, the run time of the movable pods below `priority` on it: what clearing it would lose."""
+    out: dict[str, int] = defaultdict(int)
+    for p in problem.pods:
+        if p.node is not None and p.movable and p.priority < priority:
+            out[p.node] += ran[p.name]
+    return out
 
 
 def _reclaimable(problem: Problem, free: dict[str, dict[str, int]],
@@ -526,17 +540,22 @@ def _may_move_for(q: Pod, pod: Pod, policy: Policy) -> bool:
     return q.priority < pod.priority or policy.may_move_for_lower(q)
 
 
+PRICE_UNIT = 60  # the solver's integer points are 1/60 of the policy's: a restart is priced to the second
+
+
 class Prices:
-    """The priced policy's points: value of the pods running, price of moves and evictions."""
+    """The priced policy's points, in PRICE_UNITs: value of the pods running, price of moves and evictions."""
 
     def __init__(self, problem: Problem, policy: Policy) -> None:
         self.problem, self.policy = problem, policy
-        self.restart = {name: round(policy.points_per_minute * seconds / 60)
+        # per second, not per whole minute: rounded to minutes, a job 25 s old and one 5 s old cost the
+        # same, and the plan restarts either
+        self.restart = {name: round(policy.points_per_minute * seconds * PRICE_UNIT / 60)
                         for name, seconds in run_seconds(problem).items()}
         given = dict(policy.values or ())
         self.value: dict[int, int] = {}
         if policy.values is not None:
-            self.value = {t: given.get(t, 0) for t in tiers(problem)}
+            self.value = {t: given.get(t, 0) * PRICE_UNIT for t in tiers(problem)}
         else:  # each class above every lower class and every price together
             total = 1 + sum(max(self.move(p), self.evict(p))
                             for p in problem.pods if p.running)
@@ -545,10 +564,10 @@ class Prices:
                 total += total * sum(p.priority == t for p in problem.pods)
 
     def move(self, p: Pod) -> int:
-        return self.policy.move_price_of(p.priority) + self.restart[p.name]
+        return self.policy.move_price_of(p.priority) * PRICE_UNIT + self.restart[p.name]
 
     def evict(self, p: Pod) -> int:
-        return self.policy.evict_price_of(p.priority) + self.restart[p.name]
+        return self.policy.evict_price_of(p.priority) * PRICE_UNIT + self.restart[p.name]
 
     def score(self, placement: dict[str, str | None]) -> tuple[int, int]:
         points = 0

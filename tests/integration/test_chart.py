@@ -112,7 +112,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
                                 "--forecast-interval=15", "--never-fits-timeout=0", "--telemetry-max-age=120",
-                                "--scheduler-name=netsched", "--pack-budget=1", "--pack-after=5",
+                                "--scheduler-name=netsched", "--model=/opt/netsched/models/current.json",
+                                "--pack-budget=1", "--pack-after=5",
                                 "--pack-cooldown=10", "--plan-deadline=120",
                                 "--pack-policy=/etc/netsched/packer/policy.yaml", "--webhook-port=9443",
                                 "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
@@ -177,8 +178,10 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-6:] == [
-        "--scheduler-name=netsched-chart-test", "--no-packer", "--webhook-port=9443",
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-7:] == [
+        "--scheduler-name=netsched-chart-test", "--model=/var/lib/netsched-models/current.json",
+        "--no-packer",
+        "--webhook-port=9443",
         "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
         "--webhook-key-file=/etc/netsched/webhook/tls.key", "--peering=netsched"]
     assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"

@@ -12,7 +12,7 @@ import yaml
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
 from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import Prices, current, repair, run_seconds, score, solve, splits_a_gang
+from netsched.packing.solver import PRICE_UNIT, Prices, current, repair, run_seconds, score, solve, splits_a_gang
 from netsched.testing.packing_scenarios import failing, scenario
 
 CHART_VALUES = Path(__file__).parents[3] / "charts" / "netsched" / "values.yaml"
@@ -230,8 +230,17 @@ def test_a_stateless_replica_costs_its_move_price_however_long_it_ran_a_job_its_
     assert ran["web-0"] == 0 and ran["train-0"] == HOUR
     prices = Prices(problem, PRICED)
     train, web = problem.pods[0], problem.pods[1]
-    assert (prices.move(web), prices.evict(web)) == (1, 1)
-    assert (prices.move(train), prices.evict(train)) == (61, 61)  # 1 point + 60 minutes of work lost
+    assert (prices.move(web), prices.evict(web)) == (PRICE_UNIT, PRICE_UNIT)
+    assert (prices.move(train), prices.evict(train)) == (61 * PRICE_UNIT,) * 2  # 1 point + 60 minutes lost
+
+
+def test_a_restart_is_priced_to_the_second_so_the_younger_of_two_jobs_under_a_minute_old_is_chosen():
+    # both jobs have run under a minute: priced by whole minutes they would cost the same
+    problem = Problem((node("n1"), node("n2")),
+                      (pod("old", 8, 0, "n1", ran=25), pod("young", 8, 0, "n2", ran=5), pod("urgent", 8, 100)),
+                      taken=NOW)
+    changes = solve(problem, budget=2.0, policy=PRICED).changes(problem)
+    assert changes["evictions"] == [("young", "n2")] and changes["placements"] == [("urgent", "n2")]
 
 
 def test_for_equal_or_lower_work_only_stateless_replicas_move_and_nothing_is_evicted():
@@ -273,3 +282,14 @@ def test_snapshots_carry_which_pods_are_stateless():
     old = Problem.from_json({"nodes": [{"name": "n1", "capacity": {GPU: 8}}],
                              "pods": [{"name": "p", "requests": {GPU: 1}, "node": "n1"}]})
     assert old.pods[0].stateless is False  # a snapshot that does not say: a job's pod, the safe reading
+
+
+def test_among_nodes_with_equal_room_the_candidates_are_those_whose_pods_lost_least_work():
+    # ten full nodes, the one job that just started on the last: the priced policy's candidate
+    # nodes (six of ten) must include it, or the plan restarts an older job
+    names = [f"n{i}" for i in range(10)]
+    pods = [pod(f"old-{i}", 8, 0, n, ran=600) for i, n in enumerate(names[:-1])]
+    problem = Problem(tuple(node(n) for n in names),
+                      (*pods, pod("young", 8, 0, names[-1], ran=5), pod("urgent", 8, 100)), taken=NOW)
+    changes = solve(problem, budget=2.0, policy=PRICED).changes(problem)
+    assert changes["evictions"] == [("young", "n9")] and changes["placements"] == [("urgent", "n9")]
