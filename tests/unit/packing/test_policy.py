@@ -12,7 +12,16 @@ import yaml
 from netsched.packing.default_scheduler import free_room
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
 from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import PRICE_UNIT, Prices, current, repair, run_seconds, score, solve, splits_a_gang
+from netsched.packing.solver import (
+    PRICE_UNIT,
+    Prices,
+    current,
+    repair,
+    run_seconds,
+    score,
+    solve,
+    splits_a_gang,
+)
 from netsched.testing.packing_scenarios import failing, scenario
 
 CHART_VALUES = Path(__file__).parents[3] / "charts" / "netsched" / "values.yaml"
