@@ -246,7 +246,8 @@ def test_a_stateless_replica_costs_its_move_price_however_long_it_ran_a_job_its_
 def test_a_restart_is_priced_to_the_second_so_the_younger_of_two_jobs_under_a_minute_old_is_chosen():
     # both jobs have run under a minute: priced by whole minutes they would cost the same
     problem = Problem((node("n1"), node("n2")),
-                      (pod("old", 8, 0, "n1", ran=25), pod("young", 8, 0, "n2", ran=5), pod("urgent", 8, 100)),
+                      (pod("old", 8, 0, "n1", ran=25), pod("young", 8, 0, "n2", ran=5),
+                       pod("urgent", 8, 100)),
                       taken=NOW)
     changes = solve(problem, budget=2.0, policy=PRICED).changes(problem)
     assert changes["evictions"] == [("young", "n2")] and changes["placements"] == [("urgent", "n2")]
