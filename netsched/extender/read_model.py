@@ -49,6 +49,7 @@ from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests, quantities
+from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.pins import Pins
 from netsched.extender.plugins.job_room.annotation import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
@@ -63,8 +64,10 @@ PUBLISH_AFTER = 0.2  # seconds the publisher waits after a node change for more 
 
 class ReadModel:
     def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS):
+                 clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS,
+                 topology: Topology = DEFAULT):
         self.max_age = max_age
+        self.topology = topology
         self.clock = clock
         self.reservations = Reservations(clock, assume_ttl, hold_ttl)
         self._lock = threading.Lock()
@@ -102,7 +105,7 @@ class ReadModel:
         """A fresh LIST of nodes or pods: replaces everything known of that kind."""
         with self._lock:
             if kind == "nodes":
-                self._nodes = {o["metadata"]["name"]: _node_facts(o) for o in objects}
+                self._nodes = {o["metadata"]["name"]: _node_facts(o, self.topology) for o in objects}
                 self._node_changed()
             elif kind == "packingplans":
                 self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
@@ -152,7 +155,7 @@ class ReadModel:
             self._nodes.pop(name, None)
             self._node_changed()
             return
-        facts = _node_facts(obj)
+        facts = _node_facts(obj, self.topology)
         if self._nodes.get(name) != facts:
             self._nodes[name] = facts
             self._node_changed()
@@ -183,7 +186,7 @@ class ReadModel:
                     return
                 self._outdated = False
                 nodes = dict(self._nodes)
-            table = NodeTable.build(nodes)
+            table = NodeTable.build(nodes, self.topology)
             table.gpu_capability, table.priority_heads  # noqa: B018 - derived now, not by the first request
             with self._lock:
                 self._install(table)
@@ -362,7 +365,7 @@ def essentials(kind: str, obj: KubeObject) -> KubeObject:
     return obj  # PackingPlans: few, seldom changed, read whole
 
 
-def _node_facts(obj: KubeObject) -> NodeFacts:
+def _node_facts(obj: KubeObject, topology: Topology) -> NodeFacts:
     labels = obj["metadata"].get("labels") or {}
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     try:
@@ -373,6 +376,7 @@ def _node_facts(obj: KubeObject) -> NodeFacts:
     return {
         "zone": labels.get(ZONE_LABEL),
         "rack": labels.get(RACK_LABEL),
+        "levels": topology.path(labels),
         "gpus": gpus,
         "gpu_product": labels.get(GPU_PRODUCT_LABEL),
         "gpu_labels": {k: v for k, v in labels.items() if k in GPU_LABELS},

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from netsched.api.labels import RACK_LABEL, ZONE_LABEL
+from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import priority_heads
 from netsched.models.gpus import gpu_features
@@ -27,7 +29,8 @@ from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # id of a missing zone or rack label
 POSITIONS_KEPT = 16  # candidate lists whose table positions a table remembers
-NodeFacts = dict[str, Any]  # zone, rack, gpus, gpu_product, gpu_labels, cpu, memory (read_model._node_facts)
+# zone, rack, levels (Topology.path), gpus, gpu_product, gpu_labels, cpu, memory (read_model._node_facts)
+NodeFacts = dict[str, Any]
 # table indices of candidate names, positions of the known names, positions of the unknown ones
 Positions = tuple[np.ndarray, Sequence[int], list[int]]
 
@@ -47,11 +50,17 @@ class NodeTable:
     gpu_labels: list[dict[str, str]]  # the node's GPU capability labels (labels.GPU_LABELS), the same
     cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
     memory: np.ndarray
+    topology: Topology = DEFAULT
+    # (depth, nodes) domain ids per level, widest first: equal ids, same domain. A node alone at a level
+    # (its label missing) has an id no other node has there.
+    domains: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
+    domain_names: tuple[list[str | None], ...] = ()  # per level, by id: the label value (None: alone)
     _positions: OrderedDict[str, Positions] = field(default_factory=OrderedDict, repr=False, compare=False)
 
     @classmethod
-    def build(cls, nodes: dict[str, NodeFacts]) -> NodeTable:
+    def build(cls, nodes: dict[str, NodeFacts], topology: Topology = DEFAULT) -> NodeTable:
         names = sorted(nodes)
+        domains, domain_names = _domains(names, nodes, topology)
         zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
         rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
         zid = {z: i for i, z in enumerate(zone_names)}
@@ -68,6 +77,9 @@ class NodeTable:
             gpu_labels=[nodes[n].get("gpu_labels") or {} for n in names],
             cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
             memory=np.array([nodes[n]["memory"] for n in names], dtype=np.float64),
+            topology=topology,
+            domains=domains,
+            domain_names=domain_names,
         )
 
     def zone_of(self, i: int) -> str | None:
@@ -108,6 +120,35 @@ class NodeTable:
         names = tuple(gpu_features(None))
         rows = [gpu_features(p, labels) for p, labels in zip(self.gpu_product, self.gpu_labels, strict=True)]
         return names, np.array([[r[n] for n in names] for r in rows]).reshape(-1, len(names))
+
+
+def _domains(names: list[str], nodes: dict[str, NodeFacts],
+             topology: Topology) -> tuple[np.ndarray, tuple[list[str | None], ...]]:
+    """Domain ids per level (NodeTable.domains) and each id's name."""
+    paths = [nodes[n].get("levels") or topology.path(_default_labels(nodes[n])) for n in names]
+    domains = np.empty((topology.depth, len(names)), dtype=np.int32)
+    all_names: list[list[str | None]] = []
+    for k in range(topology.depth):
+        ids: dict[tuple[str, ...], int] = {}
+        level_names: list[str | None] = []
+        for i, path in enumerate(paths):
+            key = path[k]
+            if key is None:  # alone at this level: an id of its own
+                domains[k, i] = len(level_names)
+                level_names.append(None)
+                continue
+            found = ids.get(key)
+            if found is None:
+                found = ids[key] = len(level_names)
+                level_names.append(key[-1])
+            domains[k, i] = found
+        all_names.append(level_names)
+    return domains, tuple(all_names)
+
+
+def _default_labels(facts: NodeFacts) -> dict[str, str]:
+    """The labels of facts written without levels (by hand, in tests): their zone and rack."""
+    return {k: v for k, v in ((ZONE_LABEL, facts.get("zone")), (RACK_LABEL, facts.get("rack"))) if v}
 
 
 @dataclass(frozen=True)

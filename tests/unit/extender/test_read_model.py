@@ -99,10 +99,10 @@ def test_with_the_publisher_a_node_change_reaches_requests_in_a_table_built_off_
     table = cache.snapshot().table
     builders, release, build = [], threading.Event(), NodeTable.build
 
-    def held_build(cls, nodes):
+    def held_build(cls, nodes, topology):
         builders.append(threading.current_thread().name)
         release.wait(30)
-        return build(nodes)
+        return build(nodes, topology)
 
     monkeypatch.setattr(NodeTable, "build", classmethod(held_build))
     cache.start_publisher()
