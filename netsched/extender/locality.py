@@ -37,13 +37,14 @@ class Place:
 
 def distance_levels(table: NodeTable, idx: np.ndarray, place: Place) -> np.ndarray:
     """Each candidate's distance from the place: the narrowest level they share."""
-    depth = table.topology.depth
-    shared = np.zeros((depth + 1, len(idx)), dtype=bool)  # rows: the levels widest first, then the node
-    for k, ids in enumerate(place.within):
-        shared[k] = np.isin(table.domains[k, idx], ids)
-    shared[depth] = idx == place.node
-    narrowest = np.argmax(shared[::-1], axis=0)  # rows counted from the node's: the distance
-    levels: np.ndarray = np.where(shared.any(axis=0), narrowest, table.topology.far).astype(np.int8)
+    topology = table.topology
+    levels = np.full(len(idx), topology.far, dtype=np.int8)
+    for k, ids in enumerate(place.within):  # widest first: a narrower level shared overwrites a wider
+        if len(ids):
+            at = table.domains[k, idx]
+            levels[at == ids[0] if len(ids) == 1 else np.isin(at, ids)] = topology.depth - k
+    if place.node != UNKNOWN:
+        levels[idx == place.node] = 0
     return levels
 
 

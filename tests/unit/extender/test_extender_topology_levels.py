@@ -137,3 +137,5 @@ def test_the_model_reads_distances_on_its_fixed_scale_whatever_the_depth():
     assert features["peer_frac_node"][at["h1a"]] == 1.0 and features["peer_frac_rack"][at["h1b"]] == 1.0
     assert features["peer_frac_zone"][at["s2"]] == 1.0
     assert features["rack_free_gpus"][at["h1a"]] == 16 - 2  # host h1's GPUs, less the peer's
+    assert req.snapshot.domain_free(idx, "block")[at["h1a"]] == 5 * 8 - 2  # block b1's five nodes
+    assert req.snapshot.domain_free(idx, "host")[at["nohost"]] == 8  # alone at the level: its own
