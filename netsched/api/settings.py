@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from netsched.api.topology import DEFAULT, DEFAULT_PRESET, PRESETS, BadTopology, Topology
+
 _KEY = "netsched.flag"
 
 NOT_IN_CHART = "a command people or tests run: the chart never runs it"
@@ -54,6 +56,21 @@ def option(default: Any = None, **flag: Any) -> Any:
     return setting(default, fixed=NOT_IN_CHART, **flag)
 
 
+def topology_setting() -> Any:
+    """`--topology`, the network levels nodes are placed by: every component that reads them declares this
+    one setting, from the chart's top-level `topology` value (the `netsched.topology` template helper)."""
+    return setting(DEFAULT, flag="--topology", parse=_topology, metavar="LEVELS", helm="topology",
+                   help=f"topology levels, widest first: a preset ({', '.join(PRESETS)}) or NAME=LABEL,... "
+                   f"e.g. block=example.com/block,rack=example.com/rack (default {DEFAULT_PRESET})")
+
+
+def _topology(text: str) -> Topology:
+    try:
+        return Topology.parse(text)
+    except BadTopology as exc:  # argparse then says it in one line and exits 2
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def flag_of(field: dataclasses.Field[Any]) -> Flag | None:
     return field.metadata.get(_KEY)
 
@@ -66,11 +83,16 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
         kind = hints[f.name]
         if isinstance(kind, types.UnionType):  # `X | None`
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if _nested(f, kind):
             out += settings_fields(kind, f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, f, kind))
     return out
+
+
+def _nested(f: dataclasses.Field[Any], kind: Any) -> bool:
+    """Whether a field is a settings class of its own (a value with a flag, like a Topology, is not)."""
+    return flag_of(f) is None and isinstance(kind, type) and dataclasses.is_dataclass(kind)
 
 
 def _item(kind: Any) -> Any:
@@ -115,7 +137,7 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
     values, hints = {}, typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if _nested(f, kind):
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
             value = getattr(args, prefix + f.name)
@@ -129,7 +151,7 @@ def summary(settings: Any) -> str:
         out = []
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(value):
+            if flag_of(f) is None and dataclasses.is_dataclass(value):
                 out += flat(value, f"{prefix}{f.name}.")
             else:
                 out.append(f"{prefix}{f.name}={value}")
