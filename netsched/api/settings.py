@@ -20,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from netsched.api.topology import DEFAULT as DEFAULT_TOPOLOGY
+from netsched.api.topology import PRESETS, BadTopology, Topology
+
 _KEY = "netsched.flag"
 
 NOT_IN_CHART = "a command people or tests run: the chart never runs it"
@@ -66,11 +69,33 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
         kind = hints[f.name]
         if isinstance(kind, types.UnionType):  # `X | None`
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if _group(kind):
             out += settings_fields(kind, f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, f, kind))
     return out
+
+
+def _group(kind: Any) -> bool:
+    """Is `kind` a nested settings class (its fields are flags), not a value that is a dataclass?"""
+    return (isinstance(kind, type) and dataclasses.is_dataclass(kind)
+            and any(flag_of(f) for f in dataclasses.fields(kind)))
+
+
+def topology_setting(fixed: str) -> Any:
+    """`--topology` of the commands that read where nodes sit in the network."""
+    return setting(DEFAULT_TOPOLOGY, flag="--topology", parse=_topology, metavar="LEVELS", fixed=fixed,
+                   help="the node labels that say where nodes sit, widest level first: a preset "
+                   f"({', '.join(PRESETS)}) or NAME=LABEL,..., e.g. block=example.com/block,"
+                   "rack=example.com/rack (default netsched: zone=topology.kubernetes.io/zone,"
+                   "rack=netsched.io/rack)")
+
+
+def _topology(text: str) -> Topology:
+    try:
+        return Topology.parse(text)
+    except BadTopology as e:  # argparse says only "invalid value" of a ValueError
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _item(kind: Any) -> Any:
@@ -115,7 +140,7 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
     values, hints = {}, typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if _group(kind):
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
             value = getattr(args, prefix + f.name)
@@ -129,7 +154,7 @@ def summary(settings: Any) -> str:
         out = []
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(value):
+            if _group(type(value)):
                 out += flat(value, f"{prefix}{f.name}.")
             else:
                 out.append(f"{prefix}{f.name}={value}")
