@@ -84,14 +84,15 @@ def _group(kind: Any) -> bool:
 
 def topology_setting(fixed: str) -> Any:
     """`--topology` of the commands that read where nodes sit in the network."""
-    return setting(DEFAULT_TOPOLOGY, flag="--topology", parse=_topology, metavar="LEVELS", fixed=fixed,
+    return setting(DEFAULT_TOPOLOGY, flag="--topology", parse=parse_topology, metavar="LEVELS", fixed=fixed,
                    help="the node labels that say where nodes sit, widest level first: a preset "
                    f"({', '.join(PRESETS)}) or NAME=LABEL,..., e.g. block=example.com/block,"
                    "rack=example.com/rack (default netsched: zone=topology.kubernetes.io/zone,"
                    "rack=netsched.io/rack)")
 
 
-def _topology(text: str) -> Topology:
+def parse_topology(text: str) -> Topology:
+    """A --topology flag's value; argparse's one-line error naming the fix if it is none."""
     try:
         return Topology.parse(text)
     except BadTopology as e:  # argparse says only "invalid value" of a ValueError

@@ -71,7 +71,8 @@ def run_operator(settings: OperatorConfig) -> None:
         def serve_admission(**kwargs: Any) -> None:  # every replica serves it, leader or not
             kwargs["settings"].admission.server = webhook
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval,
-                            gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model)
+                            gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,
+                            topology=settings.topology)
     pod_gangs = PodGangController(operator, cluster, settings.interval)
 
     @kopf.on.startup(registry=registry)
