@@ -133,7 +133,7 @@ def history(cluster: Cluster, records: Path | None) -> list[dict]:
     for body in cluster.jobs:
         status = body.get("status") or {}
         if status.get("phase") in TERMINAL and body["metadata"]["uid"] not in rows:
-            rows[body["metadata"]["uid"]] = job_record(GPUJob.of(body), status, labels)
+            rows[body["metadata"]["uid"]] = job_record(GPUJob.of(body), status, labels, cluster.topology)
     return list(rows.values())
 
 

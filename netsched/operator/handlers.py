@@ -228,7 +228,7 @@ class Operator:
     def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         status = actions.status
         conds = status.setdefault("conditions", [])
-        row = job_record(job, status, labels)
+        row = job_record(job, status, labels, self.topology)
         try:
             written = self.records.append(row)
         except RecordsUnavailable as exc:  # the job's status goes on; the row waits for the next tick
