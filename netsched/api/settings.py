@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netsched.api.topology import DEFAULT as DEFAULT_TOPOLOGY
-from netsched.api.topology import PRESETS, BadTopology, Topology
+from netsched.api.topology import DEFAULT, DEFAULT_PRESET, PRESETS, BadTopology, Topology
 
 _KEY = "netsched.flag"
 
@@ -57,6 +56,22 @@ def option(default: Any = None, **flag: Any) -> Any:
     return setting(default, fixed=NOT_IN_CHART, **flag)
 
 
+def topology_setting() -> Any:
+    """`--topology`, the network levels nodes are placed by: every component that reads them declares this
+    one setting, from the chart's top-level `topology` value (the `netsched.topology` template helper)."""
+    return setting(DEFAULT, flag="--topology", parse=parse_topology, metavar="LEVELS", helm="topology",
+                   help=f"topology levels, widest first: a preset ({', '.join(PRESETS)}) or NAME=LABEL,... "
+                   f"e.g. block=example.com/block,rack=example.com/rack (default {DEFAULT_PRESET})")
+
+
+def parse_topology(text: str) -> Topology:
+    """A --topology value; argparse's one-line error naming the fix if it is none."""
+    try:
+        return Topology.parse(text)
+    except BadTopology as exc:  # argparse then says it in one line and exits 2
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def flag_of(field: dataclasses.Field[Any]) -> Flag | None:
     return field.metadata.get(_KEY)
 
@@ -69,34 +84,16 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
         kind = hints[f.name]
         if isinstance(kind, types.UnionType):  # `X | None`
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
-        if _group(kind):
+        if _nested(f, kind):
             out += settings_fields(kind, f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, f, kind))
     return out
 
 
-def _group(kind: Any) -> bool:
-    """Is `kind` a nested settings class (its fields are flags), not a value that is a dataclass?"""
-    return (isinstance(kind, type) and dataclasses.is_dataclass(kind)
-            and any(flag_of(f) for f in dataclasses.fields(kind)))
-
-
-def topology_setting(fixed: str) -> Any:
-    """`--topology` of the commands that read where nodes sit in the network."""
-    return setting(DEFAULT_TOPOLOGY, flag="--topology", parse=parse_topology, metavar="LEVELS", fixed=fixed,
-                   help="the node labels that say where nodes sit, widest level first: a preset "
-                   f"({', '.join(PRESETS)}) or NAME=LABEL,..., e.g. block=example.com/block,"
-                   "rack=example.com/rack (default netsched: zone=topology.kubernetes.io/zone,"
-                   "rack=netsched.io/rack)")
-
-
-def parse_topology(text: str) -> Topology:
-    """A --topology flag's value; argparse's one-line error naming the fix if it is none."""
-    try:
-        return Topology.parse(text)
-    except BadTopology as e:  # argparse says only "invalid value" of a ValueError
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _nested(f: dataclasses.Field[Any], kind: Any) -> bool:
+    """Whether a field is a settings class of its own (a value with a flag, like a Topology, is not)."""
+    return flag_of(f) is None and isinstance(kind, type) and dataclasses.is_dataclass(kind)
 
 
 def _item(kind: Any) -> Any:
@@ -141,7 +138,7 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
     values, hints = {}, typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
-        if _group(kind):
+        if _nested(f, kind):
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
             value = getattr(args, prefix + f.name)
@@ -155,7 +152,7 @@ def summary(settings: Any) -> str:
         out = []
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if _group(type(value)):
+            if flag_of(f) is None and dataclasses.is_dataclass(value):
                 out += flat(value, f"{prefix}{f.name}.")
             else:
                 out.append(f"{prefix}{f.name}={value}")

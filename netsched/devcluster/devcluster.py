@@ -25,7 +25,7 @@ import yaml
 from kubernetes import client
 
 from netsched.api.connect import api_client
-from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.labels import RACK_LABEL, SCHEDULER_NAME, ZONE_LABEL
 from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
 from netsched.devcluster import processes
@@ -68,6 +68,9 @@ class DevCluster:
     nodes: int = 8
     zones: int = 2
     racks_per_zone: int = 2
+    # the label keys of each node's zone and rack: another scheme's keys make a cluster netsched must
+    # be told the topology of (`--topology` in extender_args)
+    topology_labels: tuple[str, str] = (ZONE_LABEL, RACK_LABEL)
     # None: run netsched's own extender and point the netsched profile at it;
     # settings with a urlPrefix: use that extender instead; run_extender=False and None: no extender.
     extender: ExtenderSettings | None = None
@@ -348,7 +351,7 @@ class DevCluster:
         poll(lambda: core.read_namespaced_service_account("default", "default"),
              timeout=60, what="the default ServiceAccount (kube-controller-manager)")
         for node in gpu_nodes(self.nodes, self.zones, self.racks_per_zone):
-            core.create_node(node.manifest())
+            core.create_node(node.manifest(*self.topology_labels))
         poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=60 + self.nodes / 10,
              what=f"{self.nodes} GPU nodes to become Ready and schedulable (kwok)")
 

@@ -28,14 +28,16 @@ class GPUNode:
     cpu: str = "96"
     memory: str = "1024Gi"
 
-    def manifest(self) -> dict:
+    def manifest(self, zone_label: str = ZONE_LABEL, rack_label: str = RACK_LABEL) -> dict:
+        """The Node, its zone and rack under the given label keys (a cluster labelled by a scheme of its
+        own, e.g. example.com/block and example.com/rack)."""
         labels = {
             "kubernetes.io/hostname": self.name,
             "kubernetes.io/os": "linux",
             "type": "kwok",
             REGION_LABEL: "dev",
-            ZONE_LABEL: self.zone,
-            RACK_LABEL: self.rack,
+            zone_label: self.zone,
+            rack_label: self.rack,
             GPU_PRODUCT_LABEL: self.gpu_model,
             "nvidia.com/gpu.count": str(self.gpus),
         }

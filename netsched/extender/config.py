@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsched.api.settings import setting
+from netsched.api.settings import setting, topology_setting
+from netsched.api.topology import Topology
 
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
 CHART_PORT = "the chart's Service and probes are bound to it"
@@ -59,6 +60,7 @@ class ExtenderConfig:
         help="GPU capability table (JSON or YAML: product -> tflops16, tflopsFp32, memoryBandwidthGBps, "
         "memoryGiB) extending netsched's built-in one for the completion-time model's GPU features "
         "(netsched/models/gpus.py)")
+    topology: Topology = topology_setting()
     explain_events: bool = setting(
         True, flag="--no-explain-events", helm="extender.explainEvents",
         help="do not write a NetworkPlacement event on each placed pod")

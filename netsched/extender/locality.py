@@ -1,7 +1,8 @@
-"""How far candidate nodes are from a place: a peer's node, a data source's rack or zone.
+"""How far candidate nodes are from a place: a peer's node, or a data source's domain at a topology level.
 
-Distance levels (netsched.api.distance): 0 same node, 1 same rack, 2 same zone, 3 farther.
-Computed for all candidates at once from the node table's arrays.
+Distances are the configured topology's (netsched.api.topology): 0 the same node, k when the narrowest
+level shared is the k-th narrowest, `far` when none is. Computed for all candidates at once from the
+node table's domain ids.
 """
 
 from __future__ import annotations
@@ -11,62 +12,70 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES, FAR, LIMITS
+from netsched.api.topology import NODE, Topology
 from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.snapshot import UNKNOWN, NodeTable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Place:
-    node: int = UNKNOWN  # table index
-    rack: int = UNKNOWN
-    zone: int = UNKNOWN
-    label: str = ""  # for messages: "node gpu-a1-0", "rack rack-a1", "zone zone-b"
+    within: tuple[np.ndarray, ...]  # per level, widest first: ids of the place's domains (empty: none)
+    node: int = UNKNOWN  # table index, when the place is a node
+    label: str = ""  # for messages: "node gpu-a1-0", "rack rack-a1"
 
     @classmethod
     def of_node(cls, table: NodeTable, i: int) -> Place:
-        return cls(i, int(table.rack[i]), int(table.zone[i]), f"node {table.names[i]}")
+        return cls(tuple(table.domains[:, i:i + 1]), i, f"node {table.names[i]}")
 
-    @property
-    def finest(self) -> int:
+    def finest(self, topology: Topology) -> int:
         """The shortest distance a node can be from this place."""
-        for level, known in (("node", self.node), ("rack", self.rack), ("zone", self.zone)):
-            if known != UNKNOWN:
-                return DISTANCES[level]
-        return FAR
+        if self.node != UNKNOWN:
+            return 0
+        inside = [k for k, ids in enumerate(self.within) if len(ids)]
+        return topology.depth - inside[-1] if inside else topology.far
 
 
 def distance_levels(table: NodeTable, idx: np.ndarray, place: Place) -> np.ndarray:
-    levels = np.full(len(idx), FAR, dtype=np.int8)
-    if place.zone != UNKNOWN:
-        levels[table.zone[idx] == place.zone] = DISTANCES["zone"]
-    if place.rack != UNKNOWN:
-        levels[table.rack[idx] == place.rack] = DISTANCES["rack"]
-    if place.node != UNKNOWN:
-        levels[idx == place.node] = DISTANCES["node"]
+    """Each candidate's distance from the place: the narrowest level they share."""
+    depth = table.topology.depth
+    shared = np.zeros((depth + 1, len(idx)), dtype=bool)  # rows: the levels widest first, then the node
+    for k, ids in enumerate(place.within):
+        shared[k] = np.isin(table.domains[k, idx], ids)
+    shared[depth] = idx == place.node
+    narrowest = np.argmax(shared[::-1], axis=0)  # rows counted from the node's: the distance
+    levels: np.ndarray = np.where(shared.any(axis=0), narrowest, table.topology.far).astype(np.int8)
     return levels
 
 
+def model_distances(topology: Topology, distances: np.ndarray) -> np.ndarray:
+    """Distances on the completion-time model's fixed scale (Topology.model_scale), whatever the depth."""
+    scale = np.array([topology.model_scale(d) for d in range(topology.far + 1)])
+    on_scale: np.ndarray = scale[np.asarray(distances, dtype=np.int64)]
+    return on_scale
+
+
 def place_of(table: NodeTable, kind: str, name: str) -> Place | None:
-    """A data source's place by node, rack or zone name; None when the cluster has no such thing."""
-    if kind == "node":
+    """A data source's place by node or by a level's domain name; None when the cluster has no such
+    thing. A domain name that wider domains share (rack r1 of two blocks) is each of them."""
+    if kind == NODE:
         i = table.index.get(name)
         return None if i is None else Place.of_node(table, i)
-    if kind == "rack":
-        if name not in table.rack_names:
-            return None
-        rack = table.rack_names.index(name)
-        zones = table.zone[table.rack == rack]
-        return Place(rack=rack, zone=int(zones[0]) if len(zones) else UNKNOWN, label=f"rack {name}")
-    if kind == "zone":
-        return None if name not in table.zone_names else Place(
-            zone=table.zone_names.index(name), label=f"zone {name}")
-    return None
+    topology = table.topology
+    if kind not in topology.names:
+        return None
+    k = topology.names.index(kind)
+    ids = table.domain_ids(kind, name)
+    if not len(ids):
+        return None
+    members = np.isin(table.domains[k], ids)
+    within = tuple(np.unique(table.domains[j, members]) if j < k else ids if j == k else ids[:0]
+                   for j in range(topology.depth))
+    return Place(within, label=f"{kind} {name}")
 
 
-def distance_annotation(annotations: Mapping[str, str], key: str) -> str | None:
-    """A node, rack or zone distance annotation (max-peer-distance, max-data-distance), None if unset."""
+def distance_annotation(annotations: Mapping[str, str], key: str, topology: Topology) -> str | None:
+    """A distance annotation naming node or a level (max-peer-distance, max-data-distance), None if unset."""
     value = annotations.get(key)
-    if value is not None and value not in LIMITS:
-        raise InvalidNeeds(f"annotation {key}={value!r} must be one of {', '.join(LIMITS)}")
+    if value is not None and value not in topology.limits:
+        raise InvalidNeeds(f"{key}={value}: {topology.unknown(value)}")
     return value

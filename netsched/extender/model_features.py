@@ -4,7 +4,9 @@ Built from what the extender already holds: the pod's annotations (job size and 
 operator's workload hints), the node table and free GPUs, where the job's other pods sit,
 and fresh link measurements from the telemetry store. What the extender does not track
 stays NaN (unknown), as the schema allows: CPU and memory load of a node and NIC
-utilisation. Distance levels follow netsched.api.distance: 0 same node, 1 same rack, 2 same zone, 3 farther.
+utilisation. Distances are read on the model's fixed scale whatever levels the cluster has
+(Topology.model_scale): 0 same node, 1 the narrowest level, 2 the widest, 3 farther, levels between
+in between; the free GPUs "in the rack" are those of the node's narrowest-level domain.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from netsched.api.labels import (
     REPLICAS,
     WORKLOAD_KIND,
 )
-from netsched.extender.locality import Place, distance_levels
+from netsched.api.topology import NODE, Topology
+from netsched.extender.locality import Place, distance_levels, model_distances
 from netsched.extender.plugin import Request
-from netsched.extender.plugins.data.annotation import DataSource, data_source
+from netsched.extender.plugins.data.annotation import ENDPOINT, DataSource, data_source
 from netsched.extender.plugins.job_room.annotation import job_gpus
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
-from netsched.models.features import DATA_SCOPES, comm_gb_per_hour, kind_features, peer_features, weakest_link
+from netsched.models.features import comm_gb_per_hour, data_scope, kind_features, peer_features, weakest_link
 
 NAN = math.nan
 
@@ -36,11 +39,13 @@ def feature_values(req: Request, idx: np.ndarray) -> dict[str, float | np.ndarra
     """Feature name -> a scalar (job features) or an array over idx (node and network features)."""
     snap = req.snapshot
     source = req.need(data_source)
-    return {**_job(req.pod, req.need(job_gpus), source), **_node(snap, idx), **_data(source, snap, idx),
+    topology = snap.table.topology
+    return {**_job(req.pod, req.need(job_gpus), source, topology), **_node(snap, idx),
+            **_data(source, snap, idx),
             **_peers(snap, idx), "nic_util": snap.nic(idx)}
 
 
-def _job(pod: PodRef, gpus: int | None, source: DataSource | None) -> dict[str, float]:
+def _job(pod: PodRef, gpus: int | None, source: DataSource | None, topology: Topology) -> dict[str, float]:
     notes = pod.annotations
     replicas = _number(notes.get(REPLICAS))
     return {
@@ -50,8 +55,14 @@ def _job(pod: PodRef, gpus: int | None, source: DataSource | None) -> dict[str, 
         "comm_gb_per_hour": comm_gb_per_hour(notes.get(COMMUNICATION_GB_PER_HOUR), notes.get(COMMUNICATION)),
         **kind_features(notes.get(WORKLOAD_KIND)),
         "expected_seconds": _number(notes.get(EXPECTED_SECONDS)),
-        "data_scope": DATA_SCOPES.get(source.kind if source else "", NAN),
+        "data_scope": _scope(source, topology),
     }
+
+
+def _scope(source: DataSource | None, topology: Topology) -> float:
+    """How widely the data is placed, on the model's scale: a node 0, a level's domain by its distance,
+    an endpoint outside the cluster."""
+    return data_scope(source.kind if source else None, topology)
 
 
 def _number(value: str | None) -> float:
@@ -70,7 +81,7 @@ def _node(snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     return {
         **{name: capability[idx, j] for j, name in enumerate(names)},
         "node_gpus": table.allocatable[idx].astype(float), "node_free_gpus": snap.free[idx].astype(float),
-        "rack_free_gpus": snap.rack_free(idx),
+        "rack_free_gpus": snap.domain_free(idx),
         "node_cpu_load": _load(snap, 0, table.cpu, idx), "node_mem_load": _load(snap, 1, table.memory, idx),
     }
 
@@ -87,9 +98,10 @@ def _load(snap: Snapshot, row: int, allocatable: np.ndarray, idx: np.ndarray) ->
 def _data(source: DataSource | None, snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:
     unknown = np.full(len(idx), NAN)
     place = None if source is None else source.place(snap.table)
-    distance = unknown if place is None else distance_levels(snap.table, idx, place).astype(float)
+    distance = unknown if place is None else model_distances(snap.table.topology,
+                                                             distance_levels(snap.table, idx, place))
     bw, rtt = unknown, unknown
-    if source is not None and source.kind in ("node", "endpoint"):  # an agent's node, or an endpoint
+    if source is not None and source.kind in (NODE, ENDPOINT):  # an agent's node, or an endpoint
         links = snap.measured(idx, source.name)
         if links is not None:
             bw, rtt = links
@@ -113,4 +125,5 @@ def _peers(snap: Snapshot, idx: np.ndarray) -> dict[str, float | np.ndarray]:
             bandwidths.append(np.where(remote, links[0], NAN))
             rtts.append(np.where(remote, links[1], NAN))
     bw, rtt = weakest_link(bandwidths, rtts) if bandwidths else (unknown, unknown)
-    return {**peer_features(np.array(distances)), "peer_bw_mbps": bw, "peer_rtt_ms": rtt}
+    on_scale = model_distances(table.topology, np.array(distances, dtype=np.int64))
+    return {**peer_features(on_scale), "peer_bw_mbps": bw, "peer_rtt_ms": rtt}

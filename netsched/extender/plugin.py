@@ -10,7 +10,8 @@ one value per position (a scorer).
 A plugin lists the annotation parsers it `reads`; a request runs every registered parser in
 registry order before any filter (netsched.extender.engine.check_needs), so an annotation
 netsched cannot use fails the pod with the first one's message, and a plugin reads the parsed
-value with `req.need(parse)`.
+value with `req.need(parse)`. A parser is given the cluster's topology too: level names in
+annotations are the configured ones.
 
 Filters run for filter and preempt alike, in registry order; the first reason a candidate
 gets is the one reported. Preempt asks a filter too (`preempting=True`): a filter whose
@@ -25,11 +26,12 @@ from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
+from netsched.api.topology import Topology
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
 
 T = TypeVar("T")
-Parse = Callable[[Mapping[str, str]], Any]  # a pod's annotations -> what a plugin reads of them
+Parse = Callable[[Mapping[str, str], Topology], Any]  # a pod's annotations -> what a plugin reads of them
 
 
 class InvalidNeeds(ValueError):
@@ -47,10 +49,11 @@ class Request:
     annotations: Mapping[str, str] | None = None
     _needs: dict[Parse, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def need(self, parse: Callable[[Mapping[str, str]], T]) -> T:
+    def need(self, parse: Callable[[Mapping[str, str], Topology], T]) -> T:
         """What `parse` reads of the pod's annotations, parsed once per request."""
         if parse not in self._needs:
-            self._needs[parse] = parse(self.pod.annotations if self.annotations is None else self.annotations)
+            annotations = self.pod.annotations if self.annotations is None else self.annotations
+            self._needs[parse] = parse(annotations, self.snapshot.table.topology)
         return cast(T, self._needs[parse])
 
 

@@ -42,8 +42,6 @@ from netsched.api.labels import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     JOB_LABEL,
-    RACK_LABEL,
-    ZONE_LABEL,
 )
 from netsched.api.objects import KubeObject
 from netsched.api.plans import is_active
@@ -374,8 +372,6 @@ def _node_facts(obj: KubeObject, topology: Topology) -> NodeFacts:
         gpus = 0  # a malformed quantity: treat the node as having no GPUs
     cpu, memory = _allocatable(allocatable)
     return {
-        "zone": labels.get(ZONE_LABEL),
-        "rack": labels.get(RACK_LABEL),
         "levels": topology.path(labels),
         "gpus": gpus,
         "gpu_product": labels.get(GPU_PRODUCT_LABEL),

@@ -238,7 +238,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     gpus = gpu_table()
     log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
     check_tls(settings)
-    metrics, cache, decisions = Metrics(), ReadModel(max_age=settings.max_cache_age), DecisionLog()
+    metrics, decisions = Metrics(), DecisionLog()
+    cache = ReadModel(max_age=settings.max_cache_age, topology=settings.topology)
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc(),
                          on_written=metrics.event_lag.observe) if settings.explain_events else None

@@ -5,7 +5,7 @@ free GPUs and requested CPU/memory per node, where the asked-for job's pods sit,
 active PackingPlans' pins, and the telemetry store as it was at that instant. Nothing
 in it changes while the request runs, so the filters and scorers of one request agree.
 
-Node facts that rarely change (zone, rack, GPU model, allocatable GPUs) live in a
+Node facts that rarely change (topology domains, GPU model, allocatable GPUs) live in a
 `NodeTable` of numpy arrays, so scoring 5,000 candidates is vector arithmetic; what is
 derived from the table alone (GPU capability features) is computed once per table.
 """
@@ -20,19 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import priority_heads
 from netsched.models.gpus import gpu_features
 from netsched.telemetry.store import TelemetrySnapshot
 
-UNKNOWN = -1  # id of a missing zone or rack label
+UNKNOWN = -1  # a table index no node has
 POSITIONS_KEPT = 16  # candidate lists whose table positions a table remembers
-# zone, rack, levels (Topology.path), gpus, gpu_product, gpu_labels, cpu, memory (read_model._node_facts)
+# levels (Topology.path), gpus, gpu_product, gpu_labels, cpu, memory (read_model._node_facts)
 NodeFacts = dict[str, Any]
 # table indices of candidate names, positions of the known names, positions of the unknown ones
 Positions = tuple[np.ndarray, Sequence[int], list[int]]
+_NONE = np.zeros(0, dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,7 @@ class NodeTable:
 
     names: list[str]
     index: dict[str, int]
-    zone: np.ndarray  # int ids into zone_names, UNKNOWN when unlabelled
-    rack: np.ndarray
     allocatable: np.ndarray
-    zone_names: list[str]
-    rack_names: list[str]
     gpu_product: list[str | None]  # the nvidia.com/gpu.product label, for the completion-time model
     gpu_labels: list[dict[str, str]]  # the node's GPU capability labels (labels.GPU_LABELS), the same
     cpu: np.ndarray  # allocatable cores and memory bytes: the model's node load is requests over these
@@ -61,18 +57,10 @@ class NodeTable:
     def build(cls, nodes: dict[str, NodeFacts], topology: Topology = DEFAULT) -> NodeTable:
         names = sorted(nodes)
         domains, domain_names = _domains(names, nodes, topology)
-        zone_names = sorted({n["zone"] for n in nodes.values() if n["zone"]})
-        rack_names = sorted({n["rack"] for n in nodes.values() if n["rack"]})
-        zid = {z: i for i, z in enumerate(zone_names)}
-        rid = {r: i for i, r in enumerate(rack_names)}
         return cls(
             names=names,
             index={n: i for i, n in enumerate(names)},
-            zone=np.array([zid.get(nodes[n]["zone"], UNKNOWN) for n in names], dtype=np.int32),
-            rack=np.array([rid.get(nodes[n]["rack"], UNKNOWN) for n in names], dtype=np.int32),
             allocatable=np.array([nodes[n]["gpus"] for n in names], dtype=np.int32),
-            zone_names=zone_names,
-            rack_names=rack_names,
             gpu_product=[nodes[n]["gpu_product"] for n in names],
             gpu_labels=[nodes[n].get("gpu_labels") or {} for n in names],
             cpu=np.array([nodes[n]["cpu"] for n in names], dtype=np.float64),
@@ -82,11 +70,24 @@ class NodeTable:
             domain_names=domain_names,
         )
 
-    def zone_of(self, i: int) -> str | None:
-        return self.zone_names[self.zone[i]] if self.zone[i] != UNKNOWN else None
+    def domain_of(self, i: int, level: str) -> str | None:
+        """The name (label value) of node i's domain at a level; None where the node is alone there."""
+        k = self.topology.names.index(level)
+        return self.domain_names[k][int(self.domains[k, i])]
 
-    def rack_of(self, i: int) -> str | None:
-        return self.rack_names[self.rack[i]] if self.rack[i] != UNKNOWN else None
+    def domain_ids(self, level: str, name: str) -> np.ndarray:
+        """The ids of the domains at a level with this name: several where wider domains reuse it (rack r1
+        of two blocks), none where no node has it."""
+        return self._ids_by_name[self.topology.names.index(level)].get(name, _NONE)
+
+    @cached_property
+    def _ids_by_name(self) -> list[dict[str, np.ndarray]]:
+        found: list[dict[str, list[int]]] = [{} for _ in self.domain_names]
+        for by_name, names in zip(found, self.domain_names, strict=True):
+            for i, name in enumerate(names):
+                if name is not None:
+                    by_name.setdefault(name, []).append(i)
+        return [{name: np.array(ids, dtype=np.int32) for name, ids in by_name.items()} for by_name in found]
 
     def positions(self, names: list[str]) -> Positions:
         """Table indices of the names in this table, with the positions in `names` of those it has and
@@ -125,7 +126,7 @@ class NodeTable:
 def _domains(names: list[str], nodes: dict[str, NodeFacts],
              topology: Topology) -> tuple[np.ndarray, tuple[list[str | None], ...]]:
     """Domain ids per level (NodeTable.domains) and each id's name."""
-    paths = [nodes[n].get("levels") or topology.path(_default_labels(nodes[n])) for n in names]
+    paths = [nodes[n]["levels"] for n in names]
     domains = np.empty((topology.depth, len(names)), dtype=np.int32)
     all_names: list[list[str | None]] = []
     for k in range(topology.depth):
@@ -144,11 +145,6 @@ def _domains(names: list[str], nodes: dict[str, NodeFacts],
             domains[k, i] = found
         all_names.append(level_names)
     return domains, tuple(all_names)
-
-
-def _default_labels(facts: NodeFacts) -> dict[str, str]:
-    """The labels of facts written without levels (by hand, in tests): their zone and rack."""
-    return {k: v for k, v in ((ZONE_LABEL, facts.get("zone")), (RACK_LABEL, facts.get("rack"))) if v}
 
 
 @dataclass(frozen=True)
@@ -199,11 +195,10 @@ class Snapshot:
         nic: np.ndarray = self.telemetry.nic_aligned(self.table.index, len(self.table.names))[idx]
         return nic
 
-    def rack_free(self, idx: np.ndarray) -> np.ndarray:
-        """Free GPUs in each candidate's rack (the node's own when it has no rack label), less those
-        held for other jobs."""
-        table = self.table
-        alone = len(table.rack_names) + np.arange(len(table.rack))  # an unlabelled node is its own rack
-        racks = np.where(table.rack != UNKNOWN, table.rack, alone)
-        free: np.ndarray = np.bincount(racks, weights=self.unheld_free)[racks[idx]]
+    def domain_free(self, idx: np.ndarray, level: str | None = None) -> np.ndarray:
+        """Free GPUs in each candidate's domain at a level (the narrowest unless named; the node's own
+        where it is alone there), less those held for other jobs."""
+        topology = self.table.topology
+        domains = self.table.domains[topology.names.index(level) if level else topology.depth - 1]
+        free: np.ndarray = np.bincount(domains, weights=self.unheld_free)[domains[idx]]
         return free

@@ -12,12 +12,26 @@ from typing import cast
 
 import numpy as np
 
+from netsched.api.topology import DEFAULT, Topology
+
 # By distance level: same node, rack, zone, farther. kube-scheduler adds an extender's 0..10 times
 # its weight (5) times 10 to its own plugins' 0..100 each, so one extender point is worth 50; the
 # gaps here (5.4, 2.25 and 1.35 points of a score at the peers' weight alone, 0.7) keep a job on one
 # node against NodeResourcesFit plus BalancedAllocation (at most 200 between two nodes) and a step of
 # rack or zone against their usual spread of a few dozen points.
 CLOSENESS = np.array([1.0, 0.4, 0.15, 0.0])
+
+
+def closeness(distances: np.ndarray, topology: Topology = DEFAULT) -> np.ndarray:
+    """CLOSENESS at each distance of the topology's scale. Read on the model's fixed scale
+    (Topology.model_scale): the narrowest level is a rack's step and the widest a zone's whatever the
+    depth, and levels between fall between them; with the default levels it is CLOSENESS itself."""
+    scale = [topology.model_scale(d) for d in range(topology.far + 1)]
+    by_distance = np.interp(scale, np.arange(len(CLOSENESS)), CLOSENESS)
+    found: np.ndarray = by_distance[distances]
+    return found
+
+
 MEASURED_WEIGHT = 0.5  # of a closeness: taken from the measured link when there is one
 RTT_FLOOR_MS = 0.5  # added to RTTs so sub-millisecond jitter between near nodes counts for nothing
 

@@ -15,9 +15,6 @@ CHART_PORTS = "the chart's probes and Service are bound to it"
 CHART_WEBHOOK = ("the chart passes all three with operator.webhook.enabled: port 9443, behind the Service "
                  "its MutatingWebhookConfiguration names, and the certificate Secret it mounts")
 
-CHART_TOPOLOGY = ("the chart passes its top-level `topology` value (a preset or levels), shared by every "
-                  "component, through the netsched.topology helper")
-
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -79,5 +76,5 @@ class OperatorConfig:
     webhook_key_file: Path | None = setting(
         flag="--webhook-key-file", metavar="PEM", fixed=CHART_WEBHOOK,
         help="the private key of --webhook-cert-file")
-    topology: Topology = topology_setting(CHART_TOPOLOGY)
+    topology: Topology = topology_setting()
     packer: PackerConfig = field(default_factory=PackerConfig)

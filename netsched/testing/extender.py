@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import ExtenderArgs, parse_args
 from netsched.extender.read_model import ReadModel
@@ -49,11 +50,12 @@ def assume(cluster: ReadModel, uid: str, placement: Placement) -> None:
 
 def plugin_request(annotations: dict | None = None, pods: Sequence[dict] = (), job: str | None = "train",
                    gpus: int = 2, nodes: list[dict] = CLUSTER, plans: Sequence[dict] = (),
-                   telemetry: TelemetryStore | None = None,
-                   preempting: bool = False) -> tuple[Request, np.ndarray, list[str]]:
+                   telemetry: TelemetryStore | None = None, preempting: bool = False,
+                   topology: Topology = DEFAULT) -> tuple[Request, np.ndarray, list[str]]:
     """What one plugin reads for pod ml/p (of `job`, with `annotations`) among every node of `nodes`
-    with `pods` bound: the request, the candidates' table indices and their names."""
-    snap = cache_of(nodes, pods, plans=plans).snapshot("ml", job, telemetry=telemetry or TelemetryStore())
+    with `pods` bound, placed by `topology`: the request, the candidates' table indices and their names."""
+    cache = cache_of(nodes, pods, plans=plans, topology=topology)
+    snap = cache.snapshot("ml", job, telemetry=telemetry or TelemetryStore())
     names = [n["metadata"]["name"] for n in nodes]
     ref = args(pod("p", job=job, gpus=gpus, annotations=annotations), names).pod
     return Request(ref, snap, preempting), snap.table.positions(names)[0], names

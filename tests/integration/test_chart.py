@@ -18,6 +18,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from netsched.api.topology import Topology
 from netsched.cli import build_parser
 from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, read_versions
@@ -132,8 +133,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert extender["spec"]["replicas"] == 2
     ext = container(docs, "Deployment", "netsched-extender")
     assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30",
-                           "--telemetry-max-age=120", "--model=/opt/netsched/models/current.json",
-                           "--model-reload-seconds=30"]
+                           "--telemetry-max-age=120", "--topology=netsched",
+                           "--model=/opt/netsched/models/current.json", "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
     # Ready about a second after it serves, and never killed for starting slowly (2 minutes)
@@ -191,9 +192,9 @@ def test_custom_values_reach_the_components(bin_dir):
 
     assert find(docs, "Deployment", "netsched-extender")["spec"]["replicas"] == 3
     ext = container(docs, "Deployment", "netsched-extender")
-    assert ext["args"][-6:] == [
+    assert ext["args"][-7:] == [
         "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090",
-        "--telemetry-max-age=120", "--model=/var/lib/netsched-models/current.json",
+        "--telemetry-max-age=120", "--topology=netsched", "--model=/var/lib/netsched-models/current.json",
         "--model-reload-seconds=30"]
     mount = {"name": "models", "mountPath": "/var/lib/netsched-models", "readOnly": True}
     assert mount in ext["volumeMounts"]
@@ -225,6 +226,19 @@ def test_gpu_capabilities_reach_the_extender_and_the_retrain_job_as_a_table_file
     failed = subprocess.run([bin_dir / "helm", "template", "x", CHART, "-f", "-"], input=yaml.safe_dump(bad),
                             capture_output=True, text=True)
     assert failed.returncode != 0 and "tflops" in failed.stderr
+
+
+@pytest.mark.parametrize("topology, expected", [
+    ({}, "netsched"),
+    ({"preset": "gke"}, "gke"),
+    ({"preset": "gke", "levels": [{"name": "block", "label": "example.com/block"},
+                                  {"name": "rack", "label": "example.com/rack"}]},
+     "block=example.com/block,rack=example.com/rack"),
+], ids=["default", "preset", "levels-override-the-preset"])
+def test_the_topology_reaches_the_extender_as_levels_it_parses(bin_dir, topology, expected):
+    args = container(render(bin_dir, {"topology": topology}), "Deployment", "netsched-extender")["args"]
+    assert f"--topology={expected}" in args
+    assert build_parser().parse_args(args).topology == Topology.parse(expected)
 
 
 def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):
@@ -535,6 +549,26 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
     pytest.param({"extender": {"model": {"source": "s3"}}},
                  "at '/extender/model/source': value must be one of 'image', 'pvc', 'none'",
                  id="unknown-model-source"),
+    pytest.param({"topology": {"preset": "aws"}},
+                 "at '/topology/preset': value must be one of 'netsched', 'gke', 'eks', 'nvidia'",
+                 id="unknown-topology-preset"),
+    pytest.param({"topology": {"levels": [{"name": "Rack", "label": "example.com/rack"}]}},
+                 "at '/topology/levels/0/name': 'Rack' does not match pattern", id="topology-level-name"),
+    pytest.param({"topology": {"levels": [{"name": "rack", "label": "example.com/my rack"}]}},
+                 "at '/topology/levels/0/label': 'example.com/my rack' does not match pattern",
+                 id="topology-level-label"),
+    pytest.param({"topology": {"levels": [{"name": "rack"}]}},
+                 "at '/topology/levels/0': missing property 'label'", id="topology-level-without-label"),
+    pytest.param({"topology": {"levels": [{"name": f"l{i}", "label": f"example.com/l{i}"}
+                                          for i in range(7)]}},
+                 "at '/topology/levels': maxItems: got 7, want 6", id="topology-too-deep"),
+    pytest.param({"topology": {"levels": [{"name": "node", "label": "example.com/host"}]}},
+                 'topology.levels[0].name is "node"; it must not be node, far or endpoint',
+                 id="topology-level-named-node"),
+    pytest.param({"topology": {"levels": [{"name": "a", "label": "example.com/x"},
+                                          {"name": "b", "label": "example.com/x"}]}},
+                 'topology.levels[1].label is "example.com/x", as is topology.levels[0].label; '
+                 "each level needs its own", id="topology-label-twice"),
 ])
 def test_bad_values_are_refused_with_a_message_naming_the_value(bin_dir, values, message):
     done = run([bin_dir / "helm", "template", "netsched", CHART, "-f", "-"], stdin=yaml.safe_dump(values))

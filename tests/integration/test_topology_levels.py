@@ -1,97 +1,90 @@
-"""Topology levels from configuration, against the real dev-cluster: the operator runs with two levels
-read from labels netsched does not define (`--topology block=example.com/block,rack=example.com/rack`);
-a GPUJob asking its peers within one `rack` lands inside one example.com/rack, and one naming a level
-the cluster lacks (`zone`) waits with InvalidSpec naming the levels it has.
-
-The example.com racks are finer than the dev-cluster's own netsched.io/rack (two nodes each, four in a
-netsched rack), so the extender, reading netsched's labels, would let the gang spread over its rack:
-only the operator's pin, by the configured label, keeps it in one example.com/rack."""
+"""Topology levels from labels of the cluster's own, with the real kube-scheduler and extender: KWOK
+nodes labelled only example.com/block and example.com/rack (no zone or netsched.io/rack label), the
+extender told `--topology block=example.com/block,rack=example.com/rack`."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 
-from netsched.api import conditions as c
-from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import JOB_LABEL, RACK_LABEL
+from netsched.api.labels import JOB_LABEL, MAX_PEER_DISTANCE, RACK_LABEL, REPLICAS, ZONE_LABEL
 from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import running
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
-TOPOLOGY = f"block={BLOCK},rack={RACK}"
+PODS, GPUS = 4, 4  # a gang of 16 GPUs: a whole rack of two 8-GPU nodes
 
 
 @pytest.fixture(scope="module")
-def dev_cluster(tmp_path_factory) -> Iterator[DevCluster]:
+def cluster(tmp_path_factory) -> Iterator[DevCluster]:
     cluster = DevCluster(directory=tmp_path_factory.mktemp("levels-cluster"), nodes=8, zones=2,
-                         racks_per_zone=1, operator_args=(f"--topology={TOPOLOGY}",))
+                         racks_per_zone=2, run_operator=False, topology_labels=(BLOCK, RACK),
+                         extender_args=(f"--topology=block={BLOCK},rack={RACK}",), progress=lambda *_: None)
     with running(cluster):
-        label_nodes(client.CoreV1Api(cluster.api_client()))
         yield cluster
 
 
-def label_nodes(core: client.CoreV1Api) -> dict[str, str]:
-    """Each netsched rack of four nodes is one example.com/block of two example.com/racks of two nodes."""
-    racks: dict[str, str] = {}
-    for rack in sorted({n.metadata.labels[RACK_LABEL] for n in core.list_node().items}):
-        members = sorted(n.metadata.name for n in core.list_node(label_selector=f"{RACK_LABEL}={rack}").items)
-        for i, name in enumerate(members):
-            racks[name] = f"{rack}-half{i // 2}"
-            core.patch_node(name, {"metadata": {"labels": {BLOCK: f"block-{rack}", RACK: racks[name]}}})
-    return racks
-
-
 @pytest.fixture(scope="module")
-def core(dev_cluster) -> client.CoreV1Api:
-    return client.CoreV1Api(dev_cluster.api_client())
+def core(cluster) -> client.CoreV1Api:
+    api = client.CoreV1Api(cluster.api_client())
+    # a node can still carry the not-ready taint for a moment after Ready; the tests want all 8
+    poll(lambda: not any(n.spec.taints for n in api.list_node().items), 30,
+         "the nodes' start-up taints to go")
+    return api
 
 
-@pytest.fixture(scope="module")
-def jobs(dev_cluster) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(dev_cluster.api_client())
+def _racks(core: client.CoreV1Api) -> dict[str, str]:
+    return {n.metadata.name: n.metadata.labels.get(RACK) for n in core.list_node().items}
 
 
-def _job(jobs: client.CustomObjectsApi, namespace: str, name: str) -> dict:
-    return jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+def _failed_scheduling(core: client.CoreV1Api, namespace: str, pod: str) -> str:
+    event = poll(lambda: next(iter(core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={pod},reason=FailedScheduling").items), None),
+        60, f"a FailedScheduling event for {pod}")
+    return str(event.message)
 
 
-def test_a_gang_within_a_configured_level_lands_inside_one_domain_of_its_label(core, jobs, namespace):
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "near", replicas=2, gpus=8, duration="600s", manifest=True, network={"maxPeerDistance": "rack"}))
+def test_a_gang_stays_in_one_domain_of_a_configured_level(core, namespace):
+    racks = _racks(core)
+    assert set(racks.values()) == {"rack-a1", "rack-a2", "rack-b1", "rack-b2"}
+    assert not any({ZONE_LABEL, RACK_LABEL} & set(n.metadata.labels) for n in core.list_node().items)
+    # one rack left with room for the whole gang, every other with one full node (8 GPUs free in each)
+    target = random.Random().choice(sorted(set(racks.values())))
+    for rack in sorted(set(racks.values()) - {target}):
+        full = min(n for n, r in racks.items() if r == rack)
+        filler = gpu_pod(f"filler-{rack}", 8, duration="600s")
+        filler["spec"]["nodeName"] = full
+        core.create_namespaced_pod(namespace, filler)
 
-    def bound():
-        pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=near").items
-        return len(pods) == 2 and all(p.spec.node_name for p in pods) and pods
-    pods = poll(bound, 90, "the 2 pods of near to be bound")
-    nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
-    racks = {nodes[p.spec.node_name][RACK] for p in pods}
-    assert len(racks) == 1 and len({p.spec.node_name for p in pods}) == 2, racks
-    [rack] = racks
-    assert all(p.spec.node_selector == {RACK: rack} for p in pods), [p.spec.node_selector for p in pods]
-    placements = poll(lambda: (s := _job(jobs, namespace, "near").get("status") or {}).get("placements")
-                      and len(s["placements"]) == 2 and s["placements"], 60, "near's placements")
-    assert {p["domains"]["rack"] for p in placements} == {rack}
-    assert {p["domains"]["block"] for p in placements} == {nodes[pods[0].spec.node_name][BLOCK]}
+    gang = {MAX_PEER_DISTANCE: "rack", REPLICAS: str(PODS)}
+    for i in range(PODS):
+        core.create_namespaced_pod(namespace, gpu_pod(f"gang-{i}", GPUS, labels={JOB_LABEL: "gang"},
+                                                      annotations=gang))
+
+    def placed() -> dict[str, str] | None:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=gang").items
+        nodes = {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+        return nodes if len(nodes) == PODS else None
+
+    nodes = poll(placed, 90, f"the {PODS} pods of the gang to be bound")
+    assert {racks[n] for n in nodes.values()} == {target}, nodes
+
+    # the gang's rack is full: one more pod of the job fits elsewhere, but not in the same rack
+    core.create_namespaced_pod(namespace, gpu_pod("one-more", GPUS, labels={JOB_LABEL: "gang"},
+                                                  annotations=gang))
+    message = _failed_scheduling(core, namespace, "one-more")
+    assert f"is not in the same rack as job gang's pods ({target}; {MAX_PEER_DISTANCE}=rack)" in message
+    assert core.read_namespaced_pod("one-more", namespace).spec.node_name is None
 
 
-def test_a_level_the_cluster_lacks_is_invalid_spec_naming_the_levels_it_has(core, jobs, namespace):
-    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
-        "far", replicas=2, gpus=1, manifest=True, network={"maxPeerDistance": "zone"}))
-    said = ("spec.network.maxPeerDistance: 'zone' is not a topology level of this cluster: write one of "
-            "node, rack, block")
-
-    def invalid():
-        status = _job(jobs, namespace, "far").get("status") or {}
-        found = c.find(status.get("conditions") or [], c.PODS_READY)
-        return found and found["reason"] == c.INVALID_SPEC and found
-    condition = poll(invalid, 60, "far's InvalidSpec condition")
-    assert condition["message"] == said
-    warnings = poll(lambda: core.list_namespaced_event(namespace, field_selector="reason=InvalidSpec").items,
-                    60, "the InvalidSpec Warning")
-    assert [(e.type, e.message) for e in warnings] == [("Warning", said)]
-    assert not core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=far").items
+def test_a_level_the_cluster_is_not_configured_with_is_refused_naming_the_levels_it_has(core, namespace):
+    core.create_namespaced_pod(namespace, gpu_pod("zoned", 1, annotations={MAX_PEER_DISTANCE: "zone"}))
+    message = _failed_scheduling(core, namespace, "zoned")
+    assert (f"{MAX_PEER_DISTANCE}=zone: 'zone' is not a topology level of this cluster: "
+            "write one of node, rack, block") in message, message
+    assert core.read_namespaced_pod("zoned", namespace).spec.node_name is None

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from netsched.api.settings import flag_of, from_args, settings_fields
+from netsched.api.topology import Topology
 from netsched.cli import COMMANDS, Group, build_parser
 from netsched.devcluster import devcluster
 from netsched.extender.config import ExtenderConfig
@@ -26,7 +27,12 @@ ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "netsched"
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 SCHEMA = yaml.safe_load((CHART / "values.schema.json").read_text())
-JSON_TYPES = {bool: {"boolean"}, int: {"integer"}, float: {"number"}, str: {"string"}, Path: {"string"}}
+JSON_TYPES = {bool: {"boolean"}, int: {"integer"}, float: {"number"}, str: {"string"}, Path: {"string"},
+              Topology: {"object"}}
+# the helpers a template's flag may take its value from: name -> the Helm values the helper reads
+DEFINE = re.compile(r'define "([\w.]+)"(.*?)\{\{-? end -?\}\}\s*(?=\{\{/\*|\{\{-? define|\Z)', re.DOTALL)
+HELPERS = {name: {ref.removeprefix(".Values.") for ref in re.findall(r"\.Values(?:\.\w+)+", body)}
+           for name, body in DEFINE.findall((CHART / "templates" / "_helpers.tpl").read_text())}
 
 COMPONENTS = pytest.mark.parametrize(("command", "cls"), [("extender", ExtenderConfig),
                                                           ("operator", OperatorConfig)])
@@ -107,7 +113,7 @@ def test_every_helm_value_exists_and_has_a_schema_entry_of_the_settings_type(com
         assert schema is not None, f"{path} ({flag}) has no entry in values.schema.json"
         assert types_of(schema) & JSON_TYPES[kind], (
             f"{path} is {types_of(schema)} in the schema, {flag} takes {kind.__name__}")
-        accepted = {float: (int, float), Path: (str,)}.get(kind, (kind,))
+        accepted = {float: (int, float), Path: (str,), Topology: (dict,)}.get(kind, (kind,))
         assert type(value) in accepted, f"{path}: {value!r} in values.yaml is not a {kind.__name__} ({flag})"
 
 
@@ -170,7 +176,8 @@ def template_flags(template: str) -> tuple[dict[str, set[str]], set[str]]:
         item = re.match(r"\s*- (--[\w-]+)", line)
         if item:
             inside = re.findall(r"{{(.*?)}}", line)
-            flags[item.group(1)] |= set().union(*(s for _, s in scopes), *(refs(t) for t in inside))
+            helpers = (HELPERS[name] for t in inside for name in re.findall(r'include "([\w.]+)"', t))
+            flags[item.group(1)] |= set().union(*(s for _, s in scopes), *(refs(t) for t in inside), *helpers)
             if len(scopes) == 1:
                 always.add(item.group(1))
     assert len(scopes) == 1, "unbalanced {{ with/if }} ... {{ end }} in the args"
@@ -188,7 +195,8 @@ def test_the_template_passes_every_helm_value_to_its_flag_and_only_real_flags(co
     assert set(flags) <= known, f"the {command} template passes flags the CLI does not have"
     for flag, path, _ in helm_fields(cls):
         assert flag in flags, f"the {command} template never passes {flag} (from {path})"
-        assert path in flags[flag], f"the {command} template passes {flag} but not from {path}: {flags[flag]}"
+        from_path = {ref for ref in flags[flag] if ref == path or ref.startswith(path + ".")}
+        assert from_path, f"the {command} template passes {flag} but not from {path}: {flags[flag]}"
 
 
 @COMPONENTS
@@ -204,6 +212,9 @@ def test_the_rendered_manifests_run_with_the_values_defaults(command, cls):
         path = flag_of(f).helm
         if path and kind is not Path:  # a path flag is built from more than its value (a mount point)
             expected = (value_at(path) or None) if kind is str else value_at(path)
+            if kind is Topology:
+                expected = Topology.parse(",".join(f"{lv['name']}={lv['label']}" for lv in expected["levels"])
+                                          or expected["preset"])
             assert getattr(parsed, dest) == expected, (
                 f"manifests/netsched/{command}-deployment.yaml: {flag_of(f).name} is "
                 f"{getattr(parsed, dest)!r}, values.yaml {path} is {value_at(path)!r}")

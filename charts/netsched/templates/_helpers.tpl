@@ -46,6 +46,17 @@ labels:
 {{- printf "%s-train" (include "netsched.image" .) -}}
 {{- end -}}
 
+{{/* The --topology setting of every component: the levels as name=label,... when given, else the preset. */}}
+{{- define "netsched.topology" -}}
+{{- with .Values.topology.levels -}}
+{{- $levels := list -}}
+{{- range . }}{{ $levels = append $levels (printf "%s=%s" .name .label) }}{{ end -}}
+{{- join "," $levels -}}
+{{- else -}}
+{{- .Values.topology.preset -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The extender Service's in-cluster URL, the scheduler's urlPrefix. */}}
 {{- define "netsched.extenderURL" -}}
 {{- $scheme := ternary "https" "http" .Values.extender.tls.enabled -}}
@@ -233,6 +244,19 @@ not see; the schema lets a numeric string through (definitions/decimal).
 {{- end }}
 {{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" (toString $v.scheduler.extender.httpTimeout)) }}
 {{- fail (printf "scheduler.extender.httpTimeout is %q; it must be a Go duration such as 2s, 500ms or 1m30s: the longest wait for one extender call" (toString $v.scheduler.extender.httpTimeout)) }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $level := $v.topology.levels }}
+{{- if has $level.name (list "node" "far" "endpoint") }}
+{{- fail (printf "topology.levels[%d].name is %q; it must not be node, far or endpoint: those mean something else in maxPeerDistance and data sources" $i $level.name) }}
+{{- end }}
+{{- range $key := list "name" "label" }}
+{{- $seenAs := printf "%s=%s" $key (get $level $key) }}
+{{- if hasKey $seen $seenAs }}
+{{- fail (printf "topology.levels[%d].%s is %q, as is topology.levels[%s].%s; each level needs its own" $i $key (get $level $key) (get $seen $seenAs) $key) }}
+{{- end }}
+{{- $_ := set $seen $seenAs (toString $i) }}
+{{- end }}
 {{- end }}
 {{- range $name, $tag := dict "image.tag" $v.image.tag "scheduler.image.tag" $v.scheduler.image.tag }}
 {{- if not (regexMatch "^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$" (toString $tag)) }}

@@ -52,7 +52,8 @@ def test_an_invalid_annotation_fails_every_node_with_the_fix():
     ext = Extender(cache_of(CLUSTER))
     out = ext.filter(args(pod("r", annotations={"netsched.io/max-peer-distance": "near"}), NAMES))
     assert out.passed == [] and set(out.unresolvable) == set(NAMES)
-    want = "pod ml/r: annotation netsched.io/max-peer-distance='near' must be one of"
+    want = ("pod ml/r: netsched.io/max-peer-distance=near: 'near' is not a topology level of this cluster: "
+            "write one of")
     assert want in out.unresolvable["a1-0"]
 
 

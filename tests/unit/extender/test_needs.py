@@ -12,9 +12,11 @@ from netsched.testing.extender import CLUSTER, cache_of, node, pod
 
 
 @pytest.mark.parametrize("annotations, message", [
-    ({"netsched.io/max-peer-distance": "galaxy"}, "max-peer-distance='galaxy' must be one of node, rack"),
+    ({"netsched.io/max-peer-distance": "galaxy"},
+     "max-peer-distance=galaxy: 'galaxy' is not a topology level of this cluster: write one of node, rack"),
     ({"netsched.io/data-source": "s3://bucket"}, "must be <kind>:<name>"),
-    ({"netsched.io/max-data-distance": "rack"}, "needs netsched.io/data-source to name a node, rack or zone"),
+    ({"netsched.io/max-data-distance": "rack"},
+     "needs netsched.io/data-source to name a node or a domain of rack, zone"),
     ({"netsched.io/max-peer-rtt-ms": "fast"}, "max-peer-rtt-ms='fast' must be a positive number"),
     ({"netsched.io/min-peer-bandwidth-mbps": "-5"}, "must be a positive number"),
     ({"netsched.io/max-data-rtt-ms": "2"}, "need annotation netsched.io/data-source"),

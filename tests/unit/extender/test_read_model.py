@@ -72,7 +72,7 @@ def test_node_changes_rebuild_the_table_and_keep_gpu_accounting():
     cache.apply("nodes", "MODIFIED", node("a1-0", rack="rack-a9"))
     view = cache.snapshot()
     i = view.table.index["a1-0"]
-    assert view.table.rack_of(i) == "rack-a9" and view.free[i] == 5
+    assert view.table.domain_of(i, "rack") == "rack-a9" and view.free[i] == 5
     assert view.free[view.table.index["c1-0"]] == 4
     cache.apply("nodes", "DELETED", node("c1-0"))
     assert "c1-0" not in cache.snapshot().table.index

@@ -1,5 +1,3 @@
-import numpy as np
-
 from netsched.api.topology import Topology
 from netsched.extender.snapshot import NodeTable
 
@@ -8,7 +6,7 @@ LEVELS = Topology.parse("block=example.com/block,rack=example.com/rack")
 
 def facts(**labels):
     labels = {f"example.com/{k}": v for k, v in labels.items()}
-    return {"zone": None, "rack": None, "gpus": 8, "gpu_product": None, "cpu": 1.0, "memory": 1.0,
+    return {"gpus": 8, "gpu_product": None, "cpu": 1.0, "memory": 1.0,
             "levels": LEVELS.path(labels)}
 
 
@@ -22,8 +20,3 @@ def test_domains_follow_the_configured_levels():
     assert rack[3] != rack[4] and len(set(rack)) == 4  # unlabelled: each alone
     assert table.domain_names[1][rack[0]] == "r1" and table.domain_names[1][rack[3]] is None
 
-
-def test_facts_without_levels_read_their_zone_and_rack():
-    base = {"gpus": 8, "gpu_product": None, "cpu": 1.0, "memory": 1.0}
-    table = NodeTable.build({name: {**base, "zone": "z", "rack": "r"} for name in "ab"})
-    assert np.array_equal(table.domains[:, 0], table.domains[:, 1])

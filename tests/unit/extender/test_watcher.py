@@ -92,7 +92,7 @@ def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_obje
         a, b = whole.snapshot(ns, job), relayed.snapshot(ns, job)
         assert a.table.names == b.table.names and a.peers == b.peers
         assert (a.free == b.free).all() and (a.requested == b.requested).all()
-        assert (a.table.rack == b.table.rack).all() and a.table.gpu_labels == b.table.gpu_labels
+        assert (a.table.domains == b.table.domains).all() and a.table.gpu_labels == b.table.gpu_labels
         assert (a.held is None) == (b.held is None)
 
 

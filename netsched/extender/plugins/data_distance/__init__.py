@@ -1,4 +1,4 @@
-"""Filter: the node within `netsched.io/max-data-distance` (node, rack or zone) of the job's data
+"""Filter: the node within `netsched.io/max-data-distance` (node or a topology level) of the job's data
 source (`netsched.io/data-source`). A data source the cluster does not have refuses the pod
 everywhere: no node can be checked against it."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES
 from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE
 from netsched.extender.locality import distance_levels
 from netsched.extender.plugin import Refused, Request
@@ -31,7 +30,7 @@ class DataDistance:
         if place is None:
             raise Refused(f"netsched: data source {source.kind} {source.name!r} ({DATA_SOURCE}) "
                           "is not in this cluster's topology; fix the annotation")
-        far = distance_levels(snap.table, idx, place) > DISTANCES[distance]
+        far = distance_levels(snap.table, idx, place) > snap.table.topology.distance_of(distance)
         return {int(pos): (f"netsched: {snap.table.names[idx[pos]]} is not within the "
                            f"{distance} of the input data ({place.label}; "
                            f"{MAX_DATA_DISTANCE}={distance})")

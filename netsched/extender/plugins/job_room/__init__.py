@@ -1,6 +1,7 @@
 """Scorer for a job's first pod (no peers placed yet): room for the whole job on the candidate
-node, then in its rack (netsched.models.heuristic.job_room: 1 where the whole job fits on the
-node, 0.4 where it fits only in the rack). The job's GPUs come from `netsched.io/job-gpus`, else
+node, then in its domain at the narrowest topology level, a rack by default
+(netsched.models.heuristic.job_room: 1 where the whole job fits on the node, 0.4 where it fits only
+in that domain). The job's GPUs come from `netsched.io/job-gpus`, else
 `netsched.io/replicas` times the pod's GPUs; a labelled pod of unknown size counts as a job that
 fills a node. GPUs held for other jobs' replicas are not room."""
 
@@ -27,4 +28,4 @@ class JobRoom:
         whole: int | np.ndarray = pod.gpus if size is None else size
         if size is None and pod.job:
             whole = np.maximum(snap.table.allocatable[idx], pod.gpus)
-        return job_room(snap.unheld(idx), snap.rack_free(idx), whole)
+        return job_room(snap.unheld(idx), snap.domain_free(idx), whole)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from netsched.api.labels import JOB_GPUS, REPLICAS, whole_number
+from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.plugin import InvalidNeeds
 
 
-def job_gpus(annotations: Mapping[str, str]) -> int | None:
+def job_gpus(annotations: Mapping[str, str], topology: Topology = DEFAULT) -> int | None:
     value = annotations.get(JOB_GPUS)
     if value is None:
         return None

@@ -16,6 +16,7 @@ from netsched.api.labels import (
     MIN_DATA_BANDWIDTH_MBPS,
     MIN_PEER_BANDWIDTH_MBPS,
 )
+from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.plugin import InvalidNeeds
 
 LIMITS = {  # annotation -> (towards, measure, bound)
@@ -36,7 +37,7 @@ class Limit:
     value: float
 
 
-def limits(annotations: Mapping[str, str]) -> tuple[Limit, ...]:
+def limits(annotations: Mapping[str, str], topology: Topology = DEFAULT) -> tuple[Limit, ...]:
     found = tuple(_limit(annotations, key) for key in LIMITS if key in annotations)
     if any(lim.towards == "data" for lim in found) and DATA_SOURCE not in annotations:
         raise InvalidNeeds(f"data RTT and bandwidth limits need annotation {DATA_SOURCE}")

@@ -1,12 +1,12 @@
-"""Filter: every pod of a job within `netsched.io/max-peer-distance` (node, rack or zone) of the
+"""Filter: every pod of a job within `netsched.io/max-peer-distance` (node or a topology level) of the
 job's pods already placed. Before the first pod is placed, anywhere goes."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES
 from netsched.api.labels import MAX_PEER_DISTANCE
+from netsched.api.topology import NODE
 from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
 from netsched.extender.plugins.peer_distance.annotation import max_peer_distance
@@ -24,7 +24,8 @@ class PeerDistance:
         distance, snap = req.need(max_peer_distance), req.snapshot
         if not distance or not snap.peers:
             return {}
-        table, limit = snap.table, DISTANCES[distance]
+        table = snap.table
+        limit = table.topology.distance_of(distance)
         ok = np.ones(len(idx), dtype=bool)
         for peer in sorted(set(snap.peers)):
             if peer in table.index:
@@ -37,7 +38,7 @@ class PeerDistance:
 
 def _where(snap: Snapshot, node: str, distance: str) -> str:
     i = snap.table.index.get(node)
-    if distance == "node" or i is None:
+    if distance == NODE or i is None:
         return node
-    found = snap.table.rack_of(i) if distance == "rack" else snap.table.zone_of(i)
+    found = snap.table.domain_of(i, distance)
     return found or f"{node} (no {distance} label)"

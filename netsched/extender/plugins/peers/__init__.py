@@ -1,5 +1,6 @@
-"""Scorer: closeness to each node already holding a pod of the job (same node 1.0, same rack 0.4,
-same zone 0.15, elsewhere 0), averaged over the pods. Where telemetry has a fresh measurement of
+"""Scorer: closeness to each node already holding a pod of the job (same node 1.0, same narrowest level
+0.4, same widest level 0.15, levels between in between, elsewhere 0; netsched.models.heuristic.closeness),
+averaged over the pods. Where telemetry has a fresh measurement of
 the link, half of that pair's value comes from the measurement instead: bandwidth relative to the
 best candidate's and RTT relative to the lowest (netsched.models.heuristic)."""
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from netsched.extender.locality import Place, distance_levels
 from netsched.extender.plugin import Request
-from netsched.models.heuristic import CLOSENESS, blend, link_quality
+from netsched.models.heuristic import blend, closeness, link_quality
 
 WEIGHT = 0.7  # of the network value: closeness to the job's peers (the data's part is the rest)
 
@@ -27,7 +28,7 @@ class PeerCloseness:
         known = [p for p in snap.peers if p in snap.table.index]
         for peer in sorted(set(known)):
             place = Place.of_node(snap.table, snap.table.index[peer])
-            value = CLOSENESS[distance_levels(snap.table, idx, place)]
+            value = closeness(distance_levels(snap.table, idx, place), snap.table.topology)
             total += known.count(peer) * blend(value, measured_quality(req, idx, peer))
         return total / max(len(known), 1)
 

@@ -32,7 +32,7 @@ def test_data_distance(annotations, rejected):
     pytest.param({"netsched.io/max-data-distance": "rack"}, "needs netsched.io/data-source to name",
                  id="without-a-source"),
     pytest.param(need("endpoint:10.0.0.5:9000", "rack"), "for an endpoint use", id="towards-an-endpoint"),
-    pytest.param(need("zone:zone-a", "far"), "must be one of node, rack, zone", id="not-a-distance"),
+    pytest.param(need("zone:zone-a", "far"), "write one of node, rack, zone", id="not-a-distance"),
     pytest.param(need("s3://bucket", "zone"), "must be <kind>:<name>", id="a-source-of-no-kind"),
 ])
 def test_max_data_distance_annotation_errors(annotations, message):

@@ -35,5 +35,6 @@ def test_max_peer_distance_annotation(annotations, parsed):
 
 
 def test_a_max_peer_distance_that_is_no_distance_names_the_choices():
-    with pytest.raises(InvalidNeeds, match="'galaxy' must be one of node, rack, zone"):
+    with pytest.raises(InvalidNeeds, match="'galaxy' is not a topology level of this cluster: "
+                                           "write one of node, rack, zone"):
         max_peer_distance({"netsched.io/max-peer-distance": "galaxy"})
