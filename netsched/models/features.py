@@ -42,7 +42,9 @@ def data_scope(kind: str | None, topology: Topology = DEFAULT) -> float:
     return topology.model_scale(topology.distances[kind]) if kind in topology.limits else math.nan
 
 
-DATA_SCOPES = {kind: data_scope(kind) for kind in (*DEFAULT.limits, "endpoint")}  # netsched's own levels
+# netsched's own levels (node, rack, zone, far) on the model's scale: the simulated worlds of datagen
+DATA_SCOPES = {kind: data_scope(kind) for kind in (*DEFAULT.limits, "endpoint")}
+DISTANCES = {name: DEFAULT.model_scale(d) for name, d in DEFAULT.distances.items()}
 
 
 @dataclass(frozen=True)
