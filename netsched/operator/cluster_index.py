@@ -234,7 +234,10 @@ def _member(pod: KubeObject, topology: Topology) -> tuple[GangKey, GangMember] |
     if gang_gated(pod):
         return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod)
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    pinned = next(((label, selector[label]) for label in topology.labels if label in selector), None)
+    # nearest first, as before a user's own wider selector (a zone) could be taken for the pin (a rack);
+    # the packer pins a gang within one node to its node
+    labels = [topology.label_of(name) for name in topology.limits]
+    pinned = next(((label, selector[label]) for label in labels if label in selector), None)
     return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned)
 
 
