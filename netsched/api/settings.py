@@ -59,12 +59,13 @@ def option(default: Any = None, **flag: Any) -> Any:
 def topology_setting() -> Any:
     """`--topology`, the network levels nodes are placed by: every component that reads them declares this
     one setting, from the chart's top-level `topology` value (the `netsched.topology` template helper)."""
-    return setting(DEFAULT, flag="--topology", parse=_topology, metavar="LEVELS", helm="topology",
+    return setting(DEFAULT, flag="--topology", parse=parse_topology, metavar="LEVELS", helm="topology",
                    help=f"topology levels, widest first: a preset ({', '.join(PRESETS)}) or NAME=LABEL,... "
                    f"e.g. block=example.com/block,rack=example.com/rack (default {DEFAULT_PRESET})")
 
 
-def _topology(text: str) -> Topology:
+def parse_topology(text: str) -> Topology:
+    """A --topology value; argparse's one-line error naming the fix if it is none."""
     try:
         return Topology.parse(text)
     except BadTopology as exc:  # argparse then says it in one line and exits 2

@@ -30,7 +30,7 @@ from netsched.extender.plugins.data.annotation import ENDPOINT, DataSource, data
 from netsched.extender.plugins.job_room.annotation import job_gpus
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
-from netsched.models.features import DATA_SCOPES, comm_gb_per_hour, kind_features, peer_features, weakest_link
+from netsched.models.features import comm_gb_per_hour, data_scope, kind_features, peer_features, weakest_link
 
 NAN = math.nan
 
@@ -62,11 +62,7 @@ def _job(pod: PodRef, gpus: int | None, source: DataSource | None, topology: Top
 def _scope(source: DataSource | None, topology: Topology) -> float:
     """How widely the data is placed, on the model's scale: a node 0, a level's domain by its distance,
     an endpoint outside the cluster."""
-    if source is None:
-        return NAN
-    if source.kind in (NODE, ENDPOINT):
-        return DATA_SCOPES[source.kind]
-    return topology.model_scale(topology.distance_of(source.kind))
+    return data_scope(source.kind if source else None, topology)
 
 
 def _number(value: str | None) -> float:

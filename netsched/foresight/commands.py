@@ -4,13 +4,15 @@ their exit codes (2: bad input, a kind netsched does not gang; `why` 1: no such 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netsched.api.settings import option
+from netsched.api.settings import option, parse_topology
+from netsched.api.topology import DEFAULT_PRESET, PRESETS, BadTopology, Topology
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from netsched.foresight.manifests import Document
     from netsched.foresight.whatif import WhatIfError
 
+TOPOLOGY_ENV = "NETSCHED_TOPOLOGY"  # what whatif and why take the cluster's topology from by default
 KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
 
@@ -93,6 +96,25 @@ def _context() -> str | None:
     return option(flag="--context", help="the kubeconfig context to use (default: its current one)")
 
 
+def _topology() -> Topology | None:
+    return option(flag="--topology", parse=parse_topology, metavar="LEVELS",
+                  help="the cluster's topology levels, as the operator's --topology (a preset: "
+                  f"{', '.join(PRESETS)}, or NAME=LABEL,... widest first); default ${TOPOLOGY_ENV} if set, "
+                  "else netsched")
+
+
+def _topology_of(settings: WhatIfSettings | WhySettings, command: str) -> Topology | None:
+    """The --topology given, else ${TOPOLOGY_ENV}'s, else netsched's; None (said on stderr) when the
+    variable holds no topology."""
+    if settings.topology is not None:
+        return settings.topology
+    try:
+        return Topology.parse(os.environ.get(TOPOLOGY_ENV) or DEFAULT_PRESET)
+    except BadTopology as exc:
+        print(f"netsched: error: {command}: ${TOPOLOGY_ENV}: {exc}", file=sys.stderr)
+        return None
+
+
 def _connect(kubeconfig: str | None, context: str | None) -> Any:
     """The API client of the kubeconfig and context, once its server answered."""
     from netsched.api.connect import api_client, reachable
@@ -121,6 +143,7 @@ class WhatIfSettings:
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
+    topology: Topology | None = _topology()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +154,7 @@ class WhySettings:
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
+    topology: Topology | None = _topology()
 
 
 def whatif_main(settings: WhatIfSettings) -> int:
@@ -140,13 +164,16 @@ def whatif_main(settings: WhatIfSettings) -> int:
     from netsched.foresight.whatif import WhatIfError, render
     from netsched.foresight.whatif_workloads import render_workload
 
+    topology = _topology_of(settings, "whatif")
+    if topology is None:
+        return 2
     try:
         documents = read_documents(settings.filename)
     except ManifestError as exc:
         print(f"netsched: error: whatif: {exc}", file=sys.stderr)
         return 2
     answers, refused = [], 0
-    for doc, outcome in _whatif_outcomes(documents, settings):
+    for doc, outcome in _whatif_outcomes(documents, settings, topology):
         if isinstance(outcome, WhatIfError):
             print(f"netsched: error: whatif: {doc.label}: {outcome}", file=sys.stderr)
             refused += 1
@@ -160,8 +187,8 @@ def whatif_main(settings: WhatIfSettings) -> int:
     return 2 if refused else 0
 
 
-def _whatif_outcomes(documents: list[Document],
-                     settings: WhatIfSettings) -> Iterator[tuple[Document, dict | WhatIfError]]:
+def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings,
+                     topology: Topology) -> Iterator[tuple[Document, dict | WhatIfError]]:
     """Each document with its answer or why there is none: the API server's verdict on the object (and,
     for a GPUJob, on the pods the operator would make from it; a JobSet or LeaderWorkerSet it does not
     serve goes on unchecked, said in its answer), the operator's own checks, then the answer from one
@@ -199,7 +226,7 @@ def _whatif_outcomes(documents: list[Document],
             yield doc, exc
     if api is None or not accepted:
         return
-    cluster = Cluster.read(api)
+    cluster = Cluster.read(api, topology)
     past = history(cluster, Path(settings.records) if settings.records else None)
     for doc, manifest, unchecked in accepted:
         try:
@@ -240,6 +267,9 @@ def why_main(settings: WhySettings) -> int:
     from netsched.foresight.why import render_why, why
     from netsched.foresight.why_workloads import Live, UnknownKind, render_why_workload, target, why_workload
 
+    topology = _topology_of(settings, "why")
+    if topology is None:
+        return 2
     try:
         kind, name = target(settings.job)
     except UnknownKind as exc:
@@ -249,10 +279,10 @@ def why_main(settings: WhySettings) -> int:
         api = _connect(settings.kubeconfig, settings.context)
         namespace = _namespace_of(settings)
         if kind == KIND:
-            answer = why(Cluster.read(api), namespace, name)
+            answer = why(Cluster.read(api, topology), namespace, name)
         else:
             live = Live.read(api, kind, namespace, name)
-            answer = why_workload(Cluster.read(api), live, kind, namespace, name)
+            answer = why_workload(Cluster.read(api, topology), live, kind, namespace, name)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1

@@ -44,6 +44,7 @@ from netsched.api.gpujob import (
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
 from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.gpujob import GPUJob
@@ -77,9 +78,10 @@ class Cluster:
     batch_jobs: list[dict] = field(default_factory=list)  # batch/v1 Jobs: the size of their pod gangs
     notes: tuple[str, ...] = ()  # what this read could not see, in words
     api: client.ApiClient | None = field(default=None, compare=False)  # read from: for a pod gang's size
+    topology: Topology = DEFAULT  # the levels jobs name, as the operator is configured
 
     @classmethod
-    def read(cls, api: client.ApiClient) -> Cluster:
+    def read(cls, api: client.ApiClient, topology: Topology = DEFAULT) -> Cluster:
         nodes, pods, pdbs, jobs, classes = listed_together(
             api, [*STATE, f"/apis/{GROUP}/{VERSION}/{PLURAL}", "/apis/scheduling.k8s.io/v1/priorityclasses"])
         notes: tuple[str, ...] = ()
@@ -90,7 +92,7 @@ class Cluster:
                 raise
             # the answer is still worth having: only the end of running Job gangs is unknown
             batch_jobs, notes = [], (UNLISTED_JOBS,)
-        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api)
+        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api, topology)
 
     @cached_property
     def rooms(self) -> list[NodeRoom]:
@@ -131,7 +133,7 @@ def history(cluster: Cluster, records: Path | None) -> list[dict]:
     for body in cluster.jobs:
         status = body.get("status") or {}
         if status.get("phase") in TERMINAL and body["metadata"]["uid"] not in rows:
-            rows[body["metadata"]["uid"]] = job_record(GPUJob.of(body), status, labels)
+            rows[body["metadata"]["uid"]] = job_record(GPUJob.of(body), status, labels, cluster.topology)
     return list(rows.values())
 
 
@@ -148,14 +150,15 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
         "job": f"{job.namespace}/{job.name}", "replicas": job.replicas,
         "gpusPerReplica": job.gpus_per_replica, "priority": priority}
     pods = [_pretend(p, priority) for p in (replica_pod(job, i, 0, gated=True) for i in range(job.replicas))]
-    fit = gang_fit(rooms, used, pending_requests(cluster.pods), job)
+    levels = cluster.topology
+    fit = gang_fit(rooms, used, pending_requests(cluster.pods), job, levels)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
-    where = placement(rooms, used, job)
-    answer["placement"] = placement_rows(where, rooms) if fit.fits and where else []
-    answer["domains"] = room_table(job, rooms, used, job.needs.max_peer_distance or "rack")
+    where = placement(rooms, used, job, levels)
+    answer["placement"] = placement_rows(where, rooms, levels) if fit.fits and where else []
+    answer["domains"] = room_table(job, rooms, used, job.needs.max_peer_distance, levels)
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
     forecasts = cluster_forecast(now, rooms, [*cluster.pods, *pods], [*cluster.jobs, body], past,
-                                 cluster.pod_gangs())
+                                 cluster.pod_gangs(), topology=levels)
     forecast = forecasts[answer["job"]]
     answer["estimate"] = {"seconds": forecast.estimate.seconds, "basis": forecast.estimate.basis}
     answer["predictedStartTime"] = time_text(now if fit.fits else forecast.start)
@@ -173,17 +176,18 @@ def check(cluster: Cluster, manifest: dict) -> None:
     """WhatIfError with the problems the operator would report for the GPUJob `manifest` (as
     `as_submitted` makes it) before it makes any pod."""
     job = GPUJob.of(manifest)
-    found = problems(job, pod_annotations(job), cluster.rooms)
+    found = problems(job, pod_annotations(job), cluster.rooms, topology=cluster.topology)
     found += missing_priority_class(job, cluster.priority_classes)
     if found:
         raise WhatIfError("; ".join(found))
 
 
-def room_table(job: Workload, rooms: list[NodeRoom], used: dict[str, Resources], level: str,
-               rows: int = 5) -> list[dict[str, Any]]:
-    """The `rows` roomiest nodes, racks or zones for `job` now (`used`: what bound pods take on each
-    node): free GPUs and replicas that fit."""
-    table = domain_room(rooms, used, job, level)
+def room_table(job: Workload, rooms: list[NodeRoom], used: dict[str, Resources], level: str | None,
+               topology: Topology = DEFAULT, rows: int = 5) -> list[dict[str, Any]]:
+    """The `rows` roomiest domains of `level` (node or a level of `topology`; None, or one it lacks: its
+    narrowest) for `job` now (`used`: what bound pods take on each node): free GPUs and replicas that fit."""
+    level = level if level in topology.limits else topology.names[-1]
+    table = domain_room(rooms, used, job, level, topology)
     return [{"level": level, "name": name, "freeGPUs": gpus, "replicasFit": fits}
             for name, gpus, fits in table[:rows]]
 
@@ -208,7 +212,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     from netsched.packer.controller import Packer, blocked_message
     from netsched.packing.report import plan_json
 
-    packer = Packer(cluster.api or client.ApiClient(), PackerConfig(budget=budget))
+    packer = Packer(cluster.api or client.ApiClient(), PackerConfig(budget=budget), topology=cluster.topology)
     problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
     decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:
@@ -254,10 +258,15 @@ def pending_requests(pods: list[dict]) -> list[Resources]:
             and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
 
 
-def placement_rows(where: dict[str, int], rooms: list[NodeRoom]) -> list[dict[str, Any]]:
+def placement_rows(where: dict[str, int], rooms: list[NodeRoom], topology: Topology = DEFAULT
+                   ) -> list[dict[str, Any]]:
+    """Members per node, with the node's domain at each level of `topology` (level -> label value, ""
+    where it has none). rack and zone: netsched's own labels, as before levels were configurable."""
     labels = {r.name: r.labels for r in rooms}
     return [{"node": n, "replicas": k, "rack": labels[n].get(RACK_LABEL, ""),
-             "zone": labels[n].get(ZONE_LABEL, "")} for n, k in where.items()]
+             "zone": labels[n].get(ZONE_LABEL, ""),
+             "domains": {lv.name: labels[n].get(lv.label, "") for lv in topology.levels}}
+            for n, k in where.items()]
 
 
 def _ahead(cluster: Cluster, priority: int) -> list[dict[str, Any]]:
@@ -349,7 +358,14 @@ def forecast_lines(answer: dict[str, Any], never: str, now: datetime) -> list[st
 
 def placement_text(rows: list[dict[str, Any]]) -> str:
     """Where a gang would go (`placement_rows`), in one line."""
-    return ", ".join(f"{p['node']} ×{p['replicas']} ({p['rack'] or '-'}, {p['zone'] or '-'})" for p in rows)
+    return ", ".join(f"{p['node']} ×{p['replicas']} ({', '.join(_narrowest_first(p))})" for p in rows)
+
+
+def _narrowest_first(row: dict[str, Any]) -> list[str]:
+    """A placement row's domains, narrowest level first, "-" where the node has none (rows made before
+    `domains` have rack and zone)."""
+    domains = row.get("domains") or {"zone": row.get("zone"), "rack": row.get("rack")}
+    return [value or "-" for value in reversed(domains.values())]
 
 
 def room_lines(domains: list[dict[str, Any]], members: str, now: str = "") -> list[str]:

@@ -61,7 +61,8 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         raise WhatIfError(str(exc)) from None
     rooms = cluster.rooms
     found = [f"{_relative(p, s.template)}" for s in sets
-             for p in problems(s.gang, s.gang.annotations, rooms, spec_fields=False)
+             for p in problems(s.gang, s.gang.annotations, rooms, spec_fields=False,
+                               topology=cluster.topology)
              + missing_priority_class(s.gang, cluster.priority_classes)]
     if found:
         raise WhatIfError("; ".join(dict.fromkeys(found)))
@@ -77,17 +78,17 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
             "gpusPerMember": gang.gpus_per_member, "priority": priority_of(gang, cluster.priority_classes),
             "gated": gated, "gating": how, "needs": needs(gang), "fitNow": 0, "placement": []}
         for i in range(s.count):
-            fit = gang_fit(rooms, used, pending, gang)
+            fit = gang_fit(rooms, used, pending, gang, cluster.topology)
             if i == 0:
                 entry["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
-                level = gang.needs.max_peer_distance or "rack"
-                entry["domains"] = room_table(gang, rooms, cluster.used, level)
-            where = placement(rooms, used, gang) if fit.fits else None
+                entry["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
+                                              cluster.topology)
+            where = placement(rooms, used, gang, cluster.topology) if fit.fits else None
             if not where:
                 break
             entry["fitNow"] += 1
             if i == 0:
-                entry["placement"] = placement_rows(where, rooms)
+                entry["placement"] = placement_rows(where, rooms, cluster.topology)
             used = _taking(used, where, gang.member_request)
         if s.note:
             entry["note"] = s.note
@@ -111,7 +112,7 @@ def predicted(cluster: Cluster, sets: list[GangSet], entries: list[dict[str, Any
             pretend.append(LiveGang(gang_key(ref), s.gang, True, now + timedelta(microseconds=len(pretend)),
                                     None, entry["priority"], (s.gang.member,), frozenset()))
     forecasts = cluster_forecast(now, cluster.rooms, cluster.pods, cluster.jobs, past,
-                                 [*cluster.pod_gangs(), *pretend])
+                                 [*cluster.pod_gangs(), *pretend], topology=cluster.topology)
     for entry, gang_keys in zip(entries, keys, strict=True):
         entry |= _times(entry, [forecasts[k] for k in gang_keys], now)
 

@@ -33,7 +33,6 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     status = body.get("status") or {}
     job = GPUJob.of(body)
     said = _said(status)
-    level = job.needs.max_peer_distance or "rack"
     return {
         "job": f"{namespace}/{name}", "phase": status.get("phase", "Pending"), "condition": said.get("type"),
         "reason": said.get("reason"), "message": said.get("message") or status.get("reason"),
@@ -41,7 +40,8 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         "predictedCompletionTime": status.get(PREDICTED_FINISH),
         "predictionBasis": status.get(PREDICTION_BASIS),
         **{name: status.get(name) for name in (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)},
-        "domains": room_table(job, cluster.rooms, cluster.used, level, rows=10),
+        "domains": room_table(job, cluster.rooms, cluster.used, job.needs.max_peer_distance, cluster.topology,
+                              rows=10),
     }
 
 

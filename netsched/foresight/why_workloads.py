@@ -131,11 +131,12 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
                 running[p["spec"]["nodeName"]] += 1
         answer["gangs"].append({
             "gang": f"{ref.kind} {ref.namespace}/{ref.name}", "size": size, "pods": len(members_),
-            "gated": len(gated), "runsOn": placement_rows(running, rooms),
+            "gated": len(gated), "runsOn": placement_rows(running, rooms, cluster.topology),
             "event": _last_word(live.events, members_)})
         if gated and not answer["domains"]:
             gang = PodGang(ref, size or len(members_), gated[0], len(gated))
-            answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance or "rack")
+            answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
+                                           cluster.topology)
     return answer
 
 

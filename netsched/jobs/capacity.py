@@ -5,10 +5,12 @@ already released but not yet bound (other gangs on their way) take their room
 first, largest first, so two gangs released together cannot both count on the
 same GPUs. A gang that must stay within one node, rack or zone
 (`spec.network.maxPeerDistance`) or near its data (`maxDataDistance`) is counted
-only where that holds, the same rules the extender's filter enforces.
+only where that holds, the same rules the extender's filter enforces. The levels are the cluster's topology
+(netsched.api.topology): a domain of a level is the nodes with the same value of that level's label,
+and a node without the label is alone there.
 
-Such a gang's fit also names the domain it is released into (`Fit.domain`: the rack or zone
-label and value with the most room for it), which the operator adds to the pods' nodeSelector as
+Such a gang's fit also names the domain it is released into (`Fit.domain`: the level's node label
+and value with the most room for it), which the operator adds to the pods' nodeSelector as
 it lifts the gate. kube-scheduler then keeps the gang in that domain on its own, so the limit
 holds when the extender is down or errs (an ignorable extender is skipped, and the pods would
 be placed without it). The most room, not the tightest fit: replicas scheduled one by one
@@ -29,12 +31,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from netsched.api import conditions as c
-from netsched.api.distance import DISTANCES
-from netsched.api.labels import GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_RESOURCE
 from netsched.api.resources import Resources, quantities
+from netsched.api.topology import DEFAULT, NODE, Topology
 from netsched.jobs.workload import NetworkNeeds, Workload
-
-GROUP_LABEL = {"node": "kubernetes.io/hostname", "rack": RACK_LABEL, "zone": ZONE_LABEL}
 
 
 @dataclass(frozen=True)
@@ -68,19 +68,25 @@ def node_room(node: dict[str, Any]) -> NodeRoom:
                     quantities(status.get("allocatable")), ready and not spec.get("unschedulable"), taints)
 
 
+def domain_of(node: NodeRoom, level: str, topology: Topology = DEFAULT) -> str:
+    """The node's domain at `level` (a level name of `topology`, or node): the value of the level's
+    label, the node's own name where it has none (alone there)."""
+    return node.labels.get(topology.label_of(level), node.name)
+
+
 def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources],
-             job: Workload) -> Fit:
+             job: Workload, topology: Topology = DEFAULT) -> Fit:
     """Do `job`'s minAvailable members fit now, after the `pending` pods take their room?"""
     request, needed = job.member_request, job.min_available
-    free, eligible, per_node = _room(nodes, used, pending, job)
+    free, eligible, per_node = _room(nodes, used, pending, job, topology)
     level = job.needs.max_peer_distance
-    groups = _groups(eligible, per_node, level)
+    groups = _groups(eligible, per_node, level, topology)
     placeable = max(groups.values(), default=0)
     domain = None
-    if level and level != "node" and placeable >= needed:  # a node limit is one node: left to the extender
-        labelled = {n.labels[GROUP_LABEL[level]] for n in eligible if GROUP_LABEL[level] in n.labels}
-        best = _roomiest(groups, labelled)
-        domain = (GROUP_LABEL[level], best) if best is not None and groups[best] >= needed else None
+    if level and level != NODE and placeable >= needed:  # a node limit is one node: left to the extender
+        label = topology.label_of(level)
+        best = _roomiest(groups, {n.labels[label] for n in eligible if label in n.labels})
+        domain = (label, best) if best is not None and groups[best] >= needed else None
     where = f" in one {level}" if level else ""
     gpus = sum(free[n.name].get(GPU_RESOURCE, 0) for n in eligible)
     # a node that could not hold one replica even empty (a GPU-less system node) is not eligible
@@ -89,20 +95,19 @@ def gang_fit(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Re
                f"({gpus:g} free GPUs on {able} eligible of {len(nodes)} nodes)")
     if placeable >= needed:
         return Fit(placeable, needed, message, domain)
-    never = never_fits(nodes, job)
+    never = never_fits(nodes, job, topology)
     if never:
         return Fit(placeable, needed, f"never fits: {never}", None, c.NEVER_FITS)
-    why, change = _why_not(nodes, free, per_node, eligible, job)
+    why, change = _why_not(nodes, free, per_node, eligible, job, topology)
     best = _roomiest(groups, set(groups)) if level else None
     if level and best is not None:
-        label = GROUP_LABEL[level]
         free_there = sum(free[n.name].get(GPU_RESOURCE, 0.0) for n in eligible
-                         if n.labels.get(label, n.name) == best)
+                         if domain_of(n, level, topology) == best)
         message += f"; the best {level}, {best}, has {free_there:g} free GPUs and holds {groups[best]}"
     return Fit(placeable, needed, message + (f"; {change}" if change else ""), None, why)
 
 
-def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
+def never_fits(nodes: list[NodeRoom], job: Workload, topology: Topology = DEFAULT) -> str | None:
     """Why `job`'s gang could never fit the cluster as it is, even with every node empty, in plain
     words with the numbers and the fix; None when it could (now, or once room frees).
 
@@ -115,7 +120,7 @@ def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
     ready = [n for n in nodes if n.schedulable]
     if not ready or not any(v > 0 for v in request.values()):
         return None
-    usable = [n for n in ready if _may_run(n, job.member_spec, job.needs, nodes)]
+    usable = [n for n in ready if _may_run(n, job.member_spec, job.needs, nodes, topology)]
     limited = len(usable) < len(ready)
     widen = ", or widen its nodeSelector, node affinity, tolerations or maxDataDistance" if limited else ""
     if not usable:
@@ -145,13 +150,13 @@ def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
         return (f"needs {needed} replica(s) of {_describe(request)}, {where} room for {total} even "
                 f"empty; {fix}")
     if level:
-        groups = _groups(usable, holds, level)
+        groups = _groups(usable, holds, level, topology)
         best = _roomiest(groups, set(groups))
         if best is not None and groups[best] < needed:
-            members = [n for n in usable if n.labels.get(GROUP_LABEL[level], n.name) == best]
+            members = [n for n in usable if domain_of(n, level, topology) == best]
             gpus = sum(n.allocatable.get(GPU_RESOURCE, 0.0) for n in members)
-            wider = next(lv for lv in ("rack", "zone", None) if lv is None or (
-                DISTANCES[lv] > DISTANCES[level] and max(_groups(usable, holds, lv).values()) >= needed))
+            wider = next(lv for lv in (*_wider(level, topology), None) if lv is None or
+                         max(_groups(usable, holds, lv, topology).values()) >= needed)
             could = f"maxPeerDistance: {wider}" if wider else "no maxPeerDistance"
             within = "on one node" if level == "node" else f"within one {level}"
             nodes_there = f"{len(members)} node{'s' * (len(members) != 1)}, "
@@ -162,18 +167,19 @@ def never_fits(nodes: list[NodeRoom], job: Workload) -> str | None:
     return None
 
 
-def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload) -> dict[str, int] | None:
+def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
+              topology: Topology = DEFAULT) -> dict[str, int] | None:
     """Where `job`'s minAvailable members would go now (members per node), or None if they do not fit:
     in the roomiest domain the job's limits allow, the nodes that hold the most members first, so that
     a gang lands on as few nodes as it can (same node before same rack, as the extender scores)."""
     needed = job.min_available
-    _, eligible, per_node = _room(nodes, used, [], job)
+    _, eligible, per_node = _room(nodes, used, [], job, topology)
     level = job.needs.max_peer_distance
-    groups = _groups(eligible, per_node, level)
+    groups = _groups(eligible, per_node, level, topology)
     domain = _roomiest(groups, {g for g, n in groups.items() if n >= needed})
     if domain is None:
         return None
-    members = [n for n in eligible if not level or n.labels.get(GROUP_LABEL[level], n.name) == domain]
+    members = [n for n in eligible if not level or domain_of(n, level, topology) == domain]
     out: dict[str, int] = {}
     for n in sorted(members, key=lambda n: (-per_node[n.name], n.name)):
         take = min(per_node[n.name], needed - sum(out.values()))
@@ -183,19 +189,19 @@ def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload) 
 
 
 def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
-                level: str) -> list[tuple[str, float, int]]:
-    """Per node, rack or zone (`level`) the job may use: its name, free GPUs, and how many of the job's
-    members fit there now; the roomiest first."""
-    free, eligible, per_node = _room(nodes, used, [], job)
+                level: str, topology: Topology = DEFAULT) -> list[tuple[str, float, int]]:
+    """Per domain of `level` (node or a level of `topology`) the job may use: its name, free GPUs, and
+    how many of the job's members fit there now; the roomiest first."""
+    free, eligible, per_node = _room(nodes, used, [], job, topology)
     gpus: dict[str, float] = defaultdict(float)
     for n in eligible:
-        gpus[n.labels.get(GROUP_LABEL[level], n.name)] += free[n.name].get(GPU_RESOURCE, 0.0)
-    groups = _groups(eligible, per_node, level)
+        gpus[domain_of(n, level, topology)] += free[n.name].get(GPU_RESOURCE, 0.0)
+    groups = _groups(eligible, per_node, level, topology)
     return sorted(((g, gpus[g], groups[g]) for g in groups), key=lambda r: (-r[2], -r[1], r[0]))
 
 
-def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], job: Workload
-          ) -> tuple[dict[str, Resources], list[NodeRoom], dict[str, int]]:
+def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], job: Workload,
+          topology: Topology) -> tuple[dict[str, Resources], list[NodeRoom], dict[str, int]]:
     """Free room per schedulable node (after `pending` pods take theirs, largest first), the nodes
     the job may use, and how many of its members each of those holds."""
     free = {n.name: _minus(n.allocatable, used.get(n.name, {})) for n in nodes if n.schedulable}
@@ -204,16 +210,22 @@ def _room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resou
         if spot is not None:
             free[spot] = _minus(free[spot], other)
     spec, needs, request = job.member_spec, job.needs, job.member_request
-    eligible = [n for n in nodes if n.name in free and _may_run(n, spec, needs, nodes)]
+    eligible = [n for n in nodes if n.name in free and _may_run(n, spec, needs, nodes, topology)]
     return free, eligible, {n.name: _count(free[n.name], request) for n in eligible}
 
 
-def _groups(eligible: list[NodeRoom], per_node: dict[str, int], level: str | None) -> dict[str, int]:
+def _groups(eligible: list[NodeRoom], per_node: dict[str, int], level: str | None,
+            topology: Topology) -> dict[str, int]:
     """Replicas that fit per domain of `level` (one domain, the cluster, without a level)."""
     groups: dict[str, int] = defaultdict(int)
     for n in eligible:
-        groups[n.labels.get(GROUP_LABEL[level], n.name) if level else ""] += per_node[n.name]
+        groups[domain_of(n, level, topology) if level else ""] += per_node[n.name]
     return groups
+
+
+def _wider(level: str, topology: Topology) -> tuple[str, ...]:
+    """The limits wider than `level`, nearest first."""
+    return topology.limits[topology.distance_of(level) + 1:]
 
 
 def _roomiest(groups: dict[str, int], among: set[str]) -> str | None:
@@ -222,23 +234,23 @@ def _roomiest(groups: dict[str, int], among: set[str]) -> str | None:
 
 
 def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[str, int],
-             eligible: list[NodeRoom], job: Workload) -> tuple[str, str]:
+             eligible: list[NodeRoom], job: Workload, topology: Topology) -> tuple[str, str]:
     """Why a gang does not fit (a Schedulable reason), and the smallest change to its network limits
     that would let it run now, if one would."""
     needed, needs = job.min_available, job.needs
     level, far = needs.max_peer_distance, needs.max_data_distance
-    wider = [lv for lv in ("rack", "zone") if level and DISTANCES[lv] > DISTANCES[level]] + [None]
     if level and sum(per_node.values()) >= needed:
-        for lv in wider:
-            if max(_groups(eligible, per_node, lv).values(), default=0) >= needed:
+        for lv in (*_wider(level, topology), None):
+            if max(_groups(eligible, per_node, lv, topology).values(), default=0) >= needed:
                 change = f"all {needed} would fit now with maxPeerDistance: {lv}" if lv else (
                     f"all {needed} would fit now without maxPeerDistance")
                 return c.NO_DOMAIN_LARGE_ENOUGH, change
     if far and needs.data:
         anyplace = replace(needs, data=None)
-        anywhere = [n for n in nodes if n.name in free and _may_run(n, job.member_spec, anyplace, nodes)]
+        anywhere = [n for n in nodes
+                    if n.name in free and _may_run(n, job.member_spec, anyplace, nodes, topology)]
         counts = {n.name: _count(free[n.name], job.member_request) for n in anywhere}
-        if max(_groups(anywhere, counts, level).values(), default=0) >= needed:
+        if max(_groups(anywhere, counts, level, topology).values(), default=0) >= needed:
             return c.DATA_TOO_FAR, f"all {needed} would fit now without maxDataDistance: {far}"
     return c.INSUFFICIENT_RESOURCES, ""
 
@@ -283,23 +295,24 @@ def _integer(value: object) -> int | None:
     return int(value) if isinstance(value, str) and INTEGER.fullmatch(value) else None
 
 
-def _may_run(node: NodeRoom, spec: dict[str, Any], needs: NetworkNeeds, nodes: list[NodeRoom]) -> bool:
+def _may_run(node: NodeRoom, spec: dict[str, Any], needs: NetworkNeeds, nodes: list[NodeRoom],
+             topology: Topology) -> bool:
     if not may_use(node, spec):
         return False
     level, data = needs.max_data_distance, needs.data
-    if level and data and data[0] in DISTANCES:
-        return near_data(node, level, data, nodes)
+    if level and data and data[0] in topology.limits:
+        return near_data(node, level, data, nodes, topology)
     return True
 
 
-def near_data(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom]) -> bool:
-    """Is `node` within `level` of the data at (kind, location)?"""
+def near_data(node: NodeRoom, level: str, data: tuple[str, str], nodes: list[NodeRoom],
+              topology: Topology = DEFAULT) -> bool:
+    """Is `node` within `level` of the data at (kind, location), kind node or a level of `topology`?"""
     kind, location = data
-    if DISTANCES[kind] > DISTANCES[level]:
+    if topology.distance_of(kind) > topology.distance_of(level):
         return False  # data known only to a zone cannot be within a rack of anything
-    label = GROUP_LABEL[level]
-    holders = [n for n in nodes if n.labels.get(GROUP_LABEL[kind], n.name) == location]
-    return any(h.labels.get(label, h.name) == node.labels.get(label, node.name) for h in holders)
+    holders = [n for n in nodes if domain_of(n, kind, topology) == location]
+    return any(domain_of(h, level, topology) == domain_of(node, level, topology) for h in holders)
 
 
 def _tolerated(taint: dict[str, Any], tolerations: Iterable[dict[str, Any]]) -> bool:

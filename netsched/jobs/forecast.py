@@ -32,6 +32,7 @@ from netsched.api.gpujob import TERMINAL, Phase
 from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE, JOB_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, placement
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang
@@ -70,7 +71,7 @@ class Start:
 
 
 def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resources], releases: list[Release],
-                   queue: list[Waiting], quantile: int = 1) -> dict[str, Start]:
+                   queue: list[Waiting], quantile: int = 1, topology: Topology = DEFAULT) -> dict[str, Start]:
     """The predicted start of every waiting gang in `queue`. `used` is what bound pods take now;
     `releases` when some of it frees; a started gang runs its estimate's P10, P50 or P90 (`quantile`
     0, 1 or 2: Estimate.quantiles)."""
@@ -90,7 +91,7 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
         for w in list(order):
             if w.job.member_request.get(GPU_RESOURCE, 0.0) * w.job.min_available > free_gpus:
                 continue
-            where = placement(nodes, room, w.job)
+            where = placement(nodes, room, w.job, topology)
             if where is None:
                 continue
             order.remove(w)
@@ -147,10 +148,10 @@ class Forecast:
     finish_range: tuple[datetime, datetime] | None = None  # P10 and P90 of the completion
 
 
-def _unreadable(body: dict[str, Any], exc: Exception) -> str:
+def _unreadable(body: dict[str, Any], exc: Exception, topology: Topology) -> str:
     """What keeps a job's spec from being read: the fields validation names, else the error."""
     try:
-        found = problems(GPUJob.of(body), {}, [])
+        found = problems(GPUJob.of(body), {}, [], topology=topology)
     except Exception:
         found = []
     return "; ".join(found) or f"{type(exc).__name__}: {exc}"
@@ -158,12 +159,14 @@ def _unreadable(body: dict[str, Any], exc: Exception) -> str:
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
                      jobs: list[dict[str, Any]], history: list[dict[str, Any]],
-                     gangs: Iterable[LiveGang] = (), model: Predictor | None = None) -> dict[str, Forecast]:
+                     gangs: Iterable[LiveGang] = (), model: Predictor | None = None,
+                     topology: Topology = DEFAULT) -> dict[str, Forecast]:
     """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name) and every pod gang in
     `gangs` whose size is known (keyed LiveGang.key), played in one queue by the same rules, from the
     cluster's nodes and pods (plain dicts), the finished-job `history` and the completion-time
     `model` (None: none). A Blocked job has none; one whose spec cannot be read has no times, and its
-    basis says what is wrong.
+    basis says what is wrong, as has one naming a level `topology` lacks (a pod gang that does is left
+    out: its pods stay gated).
 
     The cluster is played three times: with every run at its P10, its estimate and its P90 (as if all
     jobs ran fast, or slow, together: the start a waiting job gets then bounds its start's interval).
@@ -185,13 +188,14 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
         try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
             job = GPUJob.of(body)
             job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
+            _known_levels(job, topology)
             estimates[key] = estimate_duration(run_times, job, labels.get(bound.get(key, "")))
             created[key] = parse_rfc3339(job.created)
             started = status.get("startTime")
             if started and phase != Phase.PENDING:  # pending: evicted
                 running_since[key] = parse_rfc3339(started)
         except Exception as exc:
-            said = f"no forecast: {_unreadable(body, exc)}"
+            said = f"no forecast: {_unreadable(body, exc, topology)}"
             unreadable[key] = Forecast(None, None, Estimate(None, said), unreadable=True)
             continue
         unfinished[key] = job
@@ -209,7 +213,7 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
         if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
             queue.append(Waiting(key, priorities[key], created[key], job, _run_on(run_times, job, labels)))
     for gang in gangs:
-        if gang.workload is None:
+        if gang.workload is None or not _known_levels(gang.workload, topology, raises=False):
             continue
         if gang.waiting:
             queue.append(Waiting(gang.key, gang.priority, gang.created, gang.workload,
@@ -225,7 +229,7 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     def play(q: int) -> dict[str, Start]:
         releases = [Release(ends[owner][q], node, request, owner) for owner, node, request in holders
                     if owner in ends]
-        return predict_starts(now, nodes, used, releases, queue, q)
+        return predict_starts(now, nodes, used, releases, queue, q, topology)
     middle = play(1)
     # the P10 and P90 plays change only waiting jobs' starts, and only if some run has a spread
     placed = [*estimates.values(), *(s.estimate for s in middle.values() if s.estimate)]
@@ -236,6 +240,15 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     for key, estimate in estimates.items():
         out[key] = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
     return out
+
+
+def _known_levels(job: Workload, topology: Topology, raises: bool = True) -> bool:
+    """Does `job` name only levels `topology` has (else UnknownLevel, or False if not `raises`)?"""
+    named = (job.needs.max_peer_distance, job.needs.max_data_distance)
+    unknown = next((n for n in named if n is not None and n not in topology.limits), None)
+    if unknown is not None and raises:
+        raise topology.unknown(unknown)
+    return unknown is None
 
 
 def _forecast(estimate: Estimate, starts: list[Start], ends: list[datetime] | None) -> Forecast:

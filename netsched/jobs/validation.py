@@ -1,7 +1,8 @@
 """What is wrong with a GPUJob that the API server accepted but that can never run as written.
 
 The CRD's schema cannot see inside the pod template (it is kept as the user wrote it), nor
-compare the job with the cluster. Each problem names the field and the fix; a job with any
+compare the job with the cluster, nor know the cluster's topology levels (netsched.api.topology),
+which name the distances a job may ask for. Each problem names the field and the fix; a job with any
 waits with an `InvalidSpec` condition and one Warning instead of failing in a handler or
 waiting in silence. Pure: the handler passes the job and the nodes it knows; the job is read
 through the workload seam (its member pod's spec, its network needs), the messages name the
@@ -12,15 +13,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
 from netsched.api import conditions as c
 from netsched.api import labels
-from netsched.api.distance import DISTANCES, LIMITS
 from netsched.api.gpujob import Phase
-from netsched.jobs.capacity import GROUP_LABEL, NodeRoom
+from netsched.api.topology import DEFAULT, Topology
+from netsched.jobs.capacity import NodeRoom, domain_of
 from netsched.jobs.replica_pods import NETWORK_ANNOTATIONS
 from netsched.jobs.workload import Workload
 
@@ -29,46 +31,71 @@ TEMPLATE = "spec.template.spec"
 
 
 def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom],
-             spec_fields: bool = True) -> list[str]:
+             spec_fields: bool = True, topology: Topology = DEFAULT) -> list[str]:
     """Everything wrong with `job`, given the annotations its pods will carry (the template's plus
-    netsched's) and the cluster's nodes. `spec_fields`: the workload has GPUJob's spec.network fields
-    to offer instead of an annotation (a pod gang has only the annotations)."""
-    found = _pod_template(job.member_spec) + _annotation_values(annotations, spec_fields)
+    netsched's), the cluster's nodes and its topology. `spec_fields`: the workload has GPUJob's
+    spec.network fields to offer instead of an annotation (a pod gang has only the annotations)."""
+    levels = _levels(job, topology) if spec_fields else []
+    found = [*_pod_template(job.member_spec), *levels,
+             *_annotation_values(annotations, spec_fields, job, topology)]
     size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
         found.append(f"spec.template.metadata.annotations: {size} bytes with netsched's own, over the API "
                      f"server's {ANNOTATIONS_LIMIT} (256 kB); keep large values in a ConfigMap or a volume")
-    return found + _data(job, nodes)
+    return found + ([] if levels else _data(job, nodes, topology))
 
 
-def _annotation_values(annotations: dict[str, str], spec_fields: bool) -> list[str]:
+def _levels(job: Workload, topology: Topology) -> list[str]:
+    """The level names a GPUJob's spec writes that the cluster's topology does not have. The API server
+    takes any name: only the operator knows the levels configured."""
+    needs = job.needs
+    named = [("spec.network.maxPeerDistance", needs.max_peer_distance),
+             ("spec.network.maxDataDistance", needs.max_data_distance),
+             ("spec.dataSources[0].kind", needs.data[0] if needs.data else None)]
+    return [f"{field}: {topology.unknown(name)}" for field, name in named
+            if name is not None and name not in (*topology.limits, ENDPOINT)]
+
+
+def _annotation_values(annotations: dict[str, str], spec_fields: bool, job: Workload,
+                       topology: Topology) -> list[str]:
     """The netsched annotations a template sets by hand, as the extender will read them: a value it
-    refuses would leave the pods unscheduled with no word on the job."""
+    refuses would leave the pods unscheduled with no word on the job. Those a GPUJob's spec sets are
+    said by `_levels`, under the spec's field."""
     found = []
+    from_spec = {labels.MAX_PEER_DISTANCE: job.needs.max_peer_distance,
+                 labels.MAX_DATA_DISTANCE: job.needs.max_data_distance,
+                 labels.DATA_SOURCE: job.needs.data} if spec_fields else {}
     for key, value in annotations.items():
+        if from_spec.get(key) is not None:
+            continue
+        field = _ANNOTATION_FIELDS.get(key) if spec_fields else None
+        instead = f", or set {field} instead" if field else ""
+        at = f"spec.template.metadata.annotations[{key}]"
+        if key in (labels.MAX_PEER_DISTANCE, labels.MAX_DATA_DISTANCE):
+            if value not in topology.limits:
+                found.append(f"{at}: {topology.unknown(value)}{instead}")
+            continue
         allowed = _ANNOTATION_VALUES.get(key)
-        if allowed is not None and not allowed[0](value):
-            field = _ANNOTATION_FIELDS.get(key) if spec_fields else None
-            instead = f", or set {field} instead" if field else ""
-            found.append(f"spec.template.metadata.annotations[{key}]: {value!r} is not allowed; write "
-                         f"{allowed[1]}{instead}")
+        if allowed is not None and not allowed[0](value, topology):
+            found.append(f"{at}: {value!r} is not allowed; write {allowed[1](topology)}{instead}")
     return found
 
 
-def _positive_number(value: str) -> bool:
+def _positive_number(value: str, _: Topology) -> bool:
     return bool(DECIMAL.fullmatch(value)) and float(value) > 0
 
 
-def _data_source(value: str) -> bool:
+def _data_source(value: str, topology: Topology) -> bool:
     kind, _, name = value.partition(":")
-    return kind in (*LIMITS, "endpoint") and bool(name)
+    return kind in (*topology.limits, ENDPOINT) and bool(name)
 
 
-_ANNOTATION_VALUES = {  # annotation -> (is the value allowed, the allowed values in words)
-    labels.MAX_PEER_DISTANCE: (LIMITS.__contains__, f"one of {', '.join(LIMITS)}"),
-    labels.MAX_DATA_DISTANCE: (LIMITS.__contains__, f"one of {', '.join(LIMITS)}"),
-    labels.DATA_SOURCE: (_data_source, "<kind>:<name>, kind one of node, rack, zone, endpoint, e.g. zone:a"),
-    **{key: (_positive_number, "a positive number, e.g. 2.5") for key in
+ENDPOINT = "endpoint"  # a data source's kind for data at host:port, not in a topology domain
+_ANNOTATION_VALUES: dict[str, tuple[Callable[[str, Topology], bool], Callable[[Topology], str]]] = {
+    # annotation -> (is the value allowed, the allowed values in words)
+    labels.DATA_SOURCE: (_data_source, lambda t: f"<kind>:<name>, kind one of {', '.join(t.limits)}, "
+                                                 f"{ENDPOINT}, e.g. {t.names[-1]}:a"),
+    **{key: (_positive_number, lambda t: "a positive number, e.g. 2.5") for key in
        (labels.MAX_PEER_RTT_MS, labels.MIN_PEER_BANDWIDTH_MBPS, labels.MAX_DATA_RTT_MS,
         labels.MIN_DATA_BANDWIDTH_MBPS)},
 }
@@ -109,27 +136,33 @@ def _pod_template(pod: dict[str, Any]) -> list[str]:
     return found
 
 
-def _data(job: Workload, nodes: list[NodeRoom]) -> list[str]:
+def _data(job: Workload, nodes: list[NodeRoom], topology: Topology) -> list[str]:
     distance, data = job.needs.max_data_distance, job.needs.data
-    if distance is None:
-        return []
+    if distance is None or distance not in topology.limits:
+        return []  # an unknown level is said on its own
+    places = _or(topology.limits)
     if data is None:
         return [f"spec.network.maxDataDistance {distance!r} needs spec.dataSources to say where the data is; "
-                "add a data source (kind node, rack or zone) or remove maxDataDistance"]
+                f"add a data source (kind {places}) or remove maxDataDistance"]
     kind, location = data
-    if kind not in GROUP_LABEL:
-        return [f"spec.network.maxDataDistance needs spec.dataSources[0] at a node, rack or zone, not a "
+    if kind not in topology.limits:
+        return [f"spec.network.maxDataDistance needs spec.dataSources[0] at a {places}, not a "
                 f"{kind}; for an endpoint bound the measured link instead (maxDataRttMs, "
                 "minDataBandwidthMbps)"]
-    if DISTANCES[distance] < DISTANCES[kind]:
+    if topology.distance_of(distance) < topology.distance_of(kind):
         return [f"spec.network.maxDataDistance {distance!r} is finer than spec.dataSources[0], known only to "
                 f"its {kind}; set maxDataDistance to {kind} (or wider), or name the data's {distance}"]
-    label = GROUP_LABEL[kind]
-    known = sorted({n.labels[label] for n in nodes if label in n.labels})
+    label = topology.label_of(kind)
+    known = sorted({domain_of(n, kind, topology) for n in nodes if label in n.labels})
     if nodes and location not in known:
         return [f"spec.dataSources[0].location {location!r}: no node has {label}={location}; name one of "
                 f"{', '.join(known[:10]) or 'none'}{' ...' if len(known) > 10 else ''}"]
     return []
+
+
+def _or(names: tuple[str, ...]) -> str:
+    """"node, rack or zone"."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
 
 
 def _list_of_named(value: object) -> bool:

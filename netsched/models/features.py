@@ -23,7 +23,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES as DISTANCE_LEVELS
+from netsched.api.topology import DEFAULT, Topology
 from netsched.models.errors import SchemaError as SchemaError  # where every user of the features finds it
 from netsched.models.gpus import GPU_FEATURES
 
@@ -31,8 +31,20 @@ SCHEMA_VERSION = 2  # 2: GPU capability numbers for the GPU-family flags, exchan
 
 WORKLOAD_KINDS = ("training", "inference", "etl", "batch")
 COMM_LEVELS = {"low": 10.0, "medium": 100.0, "high": 600.0}  # the GB/h a job stating only a level stands for
-DATA_SCOPES = {"node": 0.0, "rack": 1.0, "zone": 2.0, "endpoint": 3.0}
-DISTANCES = {name: float(level) for name, level in DISTANCE_LEVELS.items()}
+ENDPOINT_SCOPE = 3.0  # data at an endpoint: as far as data goes on the model's scale
+
+
+def data_scope(kind: str | None, topology: Topology = DEFAULT) -> float:
+    """data_scope of data known to a node, a level of `topology` or an endpoint, on the model's scale
+    (Topology.model_scale); NaN for none."""
+    if kind == "endpoint":
+        return ENDPOINT_SCOPE
+    return topology.model_scale(topology.distances[kind]) if kind in topology.limits else math.nan
+
+
+# netsched's own levels (node, rack, zone, far) on the model's scale: the simulated worlds of datagen
+DATA_SCOPES = {kind: data_scope(kind) for kind in (*DEFAULT.limits, "endpoint")}
+DISTANCES = {name: DEFAULT.model_scale(d) for name, d in DEFAULT.distances.items()}
 
 
 @dataclass(frozen=True)
@@ -54,20 +66,23 @@ FEATURES: tuple[Feature, ...] = (
     *(Feature(f"kind_{k}", "job", f"1 if the workload kind is {k}") for k in WORKLOAD_KINDS),
     Feature("expected_seconds", "job", "the job's own duration hint (spec.workload.expectedDurationSeconds)",
             heavy_tailed=True),
-    Feature("data_scope", "job", "where the input lives: 0 a node, 1 a rack, 2 a zone, 3 an endpoint"),
+    Feature("data_scope", "job", "where the input lives on the model's scale (Topology.model_scale): 0 a "
+            "node, 1 the narrowest level (a rack), 2 the widest (a zone), between for levels between, 3 an "
+            "endpoint"),
     *(Feature(name, "node", doc, heavy_tailed=True) for name, (_, doc) in GPU_FEATURES.items()),
     Feature("node_gpus", "node", "the node's allocatable GPUs"),
     Feature("node_free_gpus", "node", "GPUs free on the node before placing"),
     Feature("rack_free_gpus", "node", "GPUs free in the node's rack before placing"),
     Feature("node_cpu_load", "node", "CPU requested / allocatable on the node"),
     Feature("node_mem_load", "node", "memory requested / allocatable on the node"),
-    Feature("data_distance", "network", "distance level from the node to the input (none for an endpoint)"),
+    Feature("data_distance", "network", "distance from the node to the input on the model's scale "
+            "(Topology.model_scale: 0 node, 1 narrowest level, 2 widest, 3 far; none for an endpoint)"),
     Feature("data_bw_mbps", "network", "measured bandwidth node -> input", heavy_tailed=True),
     Feature("data_rtt_ms", "network", "measured RTT node -> input", heavy_tailed=True),
     Feature("peer_count", "network", "the job's pods already placed (0 for the first)"),
     Feature("peer_frac_node", "network", "share of those pods on this very node"),
-    Feature("peer_frac_rack", "network", "share on another node of this node's rack"),
-    Feature("peer_frac_zone", "network", "share in this zone, outside the rack"),
+    Feature("peer_frac_rack", "network", "share on another node of this node's narrowest level (its rack)"),
+    Feature("peer_frac_zone", "network", "share sharing a wider level (its zone), outside the narrowest"),
     Feature("peer_bw_mbps", "network", "lowest measured bandwidth to a peer's node", heavy_tailed=True),
     Feature("peer_rtt_ms", "network", "highest measured RTT to a peer's node", heavy_tailed=True),
     Feature("nic_util", "network", "the node's NIC utilisation (busiest direction)"),
@@ -115,20 +130,21 @@ def comm_gb_per_hour(gb_per_hour: object, level: object) -> float:
 
 
 def peer_features(distances: np.ndarray) -> dict[str, float | np.ndarray]:
-    """peer_count and the peer_frac_* shares from the distance level of each of the job's placed pods
-    to the candidate (rows: pods, one per pod; columns: candidates, or a vector for one candidate)."""
+    """peer_count and the peer_frac_* shares from the distance of each of the job's placed pods to the
+    candidate on the model's scale (Topology.model_scale: 0 node, 1 the narrowest level, up to 2 the
+    widest, 3 far; rows: pods, one per pod; columns: candidates, or a vector for one candidate)."""
     k = len(distances)
     if k == 0:
         return {"peer_count": 0.0, "peer_frac_node": np.nan, "peer_frac_rack": np.nan,
                 "peer_frac_zone": np.nan}
     d = np.asarray(distances)
 
-    def share(level: str) -> float | np.ndarray:
-        out = (d == DISTANCE_LEVELS[level]).sum(axis=0) / k
+    def share(within: np.ndarray) -> float | np.ndarray:
+        out = within.sum(axis=0) / k
         return out if np.ndim(out) else float(out)
 
-    return {"peer_count": float(k), "peer_frac_node": share("node"), "peer_frac_rack": share("rack"),
-            "peer_frac_zone": share("zone")}
+    return {"peer_count": float(k), "peer_frac_node": share(d == 0), "peer_frac_rack": share(d == 1),
+            "peer_frac_zone": share((d > 1) & (d <= 2))}
 
 
 @overload

@@ -24,7 +24,8 @@ from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
-from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, node_room
+from netsched.api.topology import DEFAULT, Topology
+from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import gang_gated
@@ -75,8 +76,9 @@ class _Pod:
 
 
 class ClusterIndex:
-    def __init__(self, on_room_change: Callable[[], object] = lambda: None):
+    def __init__(self, on_room_change: Callable[[], object] = lambda: None, topology: Topology = DEFAULT):
         self.on_room_change = on_room_change
+        self.topology = topology  # its levels' labels are what a released gang's pods are pinned by
         self._lock = threading.Lock()
         self._rooms: dict[str, NodeRoom] = {}
         self._pods: dict[str, _Pod] = {}
@@ -158,7 +160,7 @@ class ClusterIndex:
         uid = pod["metadata"].get("uid", "")
         self._forget(uid)
         if event_type != "DELETED":
-            facts = _facts(pod)
+            facts = _facts(pod, self.topology)
             if facts is not None:
                 self._remember(uid, facts)
 
@@ -208,7 +210,7 @@ class ClusterIndex:
         self._used[node] = dict(total)
 
 
-def _facts(pod: KubeObject) -> _Pod | None:
+def _facts(pod: KubeObject, topology: Topology) -> _Pod | None:
     """What of a pod the operator counts, or None when nothing (finished and not a replica)."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     phase, deleting = status.get("phase", PodPhase.PENDING), bool(meta.get("deletionTimestamp"))
@@ -216,7 +218,7 @@ def _facts(pod: KubeObject) -> _Pod | None:
     bound = node if node and phase not in DONE and not deleting else None
     pending = (not node and not spec.get("schedulingGates") and phase == PodPhase.PENDING and not deleting)
     replica = _replica(pod)
-    member = None if phase in DONE or deleting else _member(pod)
+    member = None if phase in DONE or deleting else _member(pod, topology)
     stray = pod if (member is None and replica is None and phase not in DONE and not deleting
                     and _held_without_gang(pod)) else None
     if bound is None and not pending and replica is None and member is None and stray is None:
@@ -224,7 +226,7 @@ def _facts(pod: KubeObject) -> _Pod | None:
     return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member, stray)
 
 
-def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
+def _member(pod: KubeObject, topology: Topology) -> tuple[GangKey, GangMember] | None:
     """The pod gang a live pod belongs to, and the pod itself while netsched's gate holds it."""
     ref = gang_of(pod)
     if ref is None:
@@ -232,7 +234,10 @@ def _member(pod: KubeObject) -> tuple[GangKey, GangMember] | None:
     if gang_gated(pod):
         return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], pod)
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    pinned = next(((label, selector[label]) for label in GROUP_LABEL.values() if label in selector), None)
+    # nearest first, as before a user's own wider selector (a zone) could be taken for the pin (a rack);
+    # the packer pins a gang within one node to its node
+    labels = [topology.label_of(name) for name in topology.limits]
+    pinned = next(((label, selector[label]) for label in labels if label in selector), None)
     return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned)
 
 

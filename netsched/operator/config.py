@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsched.api.labels import SCHEDULER_NAME
-from netsched.api.settings import setting
+from netsched.api.settings import setting, topology_setting
+from netsched.api.topology import Topology
 from netsched.packer.config import PackerConfig
 
 CHART_PORTS = "the chart's probes and Service are bound to it"
@@ -75,4 +76,5 @@ class OperatorConfig:
     webhook_key_file: Path | None = setting(
         flag="--webhook-key-file", metavar="PEM", fixed=CHART_WEBHOOK,
         help="the private key of --webhook-cert-file")
+    topology: Topology = topology_setting()
     packer: PackerConfig = field(default_factory=PackerConfig)

@@ -42,6 +42,7 @@ from netsched.api.labels import (
     PREDICTED_START,
     PREDICTED_START_RANGE,
 )
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Forecast, cluster_forecast
 from netsched.jobs.live_gangs import LiveGang, live_gangs
@@ -58,7 +59,7 @@ MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 class Forecaster:
     def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
                  interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True,
-                 model: Path | None = None):
+                 model: Path | None = None, topology: Topology = DEFAULT):
         """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list);
         `model` is the completion-time model's artifact (None: forecasts without one)."""
         self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
@@ -66,6 +67,7 @@ class Forecaster:
         self.model: Predictor | None = None
         self._model_stamp: Stamp | None = None
         self.gangs_live = gangs_live
+        self.topology = topology
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.batch = client.BatchV1Api(api)
@@ -113,7 +115,7 @@ class Forecaster:
         gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
                                   for j in objects["jobs"]})
         forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values(),
-                                     self._predictor())
+                                     self._predictor(), self.topology)
         self._say_unreadable(forecasts)
         for body in jobs:
             meta, status = body["metadata"], body.get("status") or {}

@@ -42,6 +42,7 @@ from netsched.api.gpujob import (
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
@@ -79,6 +80,7 @@ class Operator:
     telemetry: TelemetryStore | None = None  # links at job start, for the records (None: not recorded)
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
+    topology: Topology = DEFAULT  # the levels jobs name in maxPeerDistance, data sources, ...
     admission: threading.Lock = field(default_factory=threading.Lock)  # one gang admitted at a time
     # a released gang's room until its pods show up as pending: (expiry, request per pod)
     _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
@@ -95,7 +97,7 @@ class Operator:
         status = body.get("status") or {}
         pods = indices.pods_of(job.key)
         try:
-            found = problems(job, pod_annotations(job), nodes) if not pods else []
+            found = problems(job, pod_annotations(job), nodes, topology=self.topology) if not pods else []
             if found:  # before any pod exists, a template that cannot make one is the user's to fix
                 new, warning = invalid(status, found, job.generation)
                 events = [("Warning", c.INVALID_SPEC, warning)] if warning else []
@@ -111,7 +113,7 @@ class Operator:
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self.admission if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
-                                never_fits_timeout=self.never_fits_timeout)
+                                never_fits_timeout=self.never_fits_timeout, topology=self.topology)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
             self._apply(job, status, actions, labels, pods)
@@ -138,7 +140,8 @@ class Operator:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        result = gang_fit(nodes, indices.used, indices.pending + self.reserved(indices, job.key), job)
+        result = gang_fit(nodes, indices.used, indices.pending + self.reserved(indices, job.key), job,
+                          self.topology)
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS
         note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
@@ -225,7 +228,7 @@ class Operator:
     def _record(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         status = actions.status
         conds = status.setdefault("conditions", [])
-        row = job_record(job, status, labels)
+        row = job_record(job, status, labels, self.topology)
         try:
             written = self.records.append(row)
         except RecordsUnavailable as exc:  # the job's status goes on; the row waits for the next tick

@@ -30,6 +30,7 @@ from netsched.api.connect import api_message
 from netsched.api.events import event
 from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.gang_size import read_size
 from netsched.jobs.kueue_topology import placed_by_kueue
@@ -60,7 +61,7 @@ class Decision:
 
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
            used: dict[str, Resources], pending: list[Resources], no_size: str = "",
-           plan: str | None = None) -> Decision:
+           plan: str | None = None, topology: Topology = DEFAULT) -> Decision:
     """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
     is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
@@ -83,10 +84,10 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     member = gated[0].pod
     assert member is not None
     workload = PodGang(ref, size, _with_peers(member, gang), to_release)
-    found = problems(workload, workload.annotations, nodes, spec_fields=False)
+    found = problems(workload, workload.annotations, nodes, spec_fields=False, topology=topology)
     if found:
         return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
-    fit = gang_fit(nodes, used, pending, workload)
+    fit = gang_fit(nodes, used, pending, workload, topology)
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     release = {}
@@ -192,7 +193,8 @@ class PodGangController:
         with self.operator.admission:
             indices = self.cluster.indices({})
             decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
-                              indices.pending + self.operator.reserved(indices), no_size, plan)
+                              indices.pending + self.operator.reserved(indices), no_size, plan,
+                              self.operator.topology)
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
             if decision.release:

@@ -18,6 +18,7 @@ from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, Phase
 from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import Fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import GANG_GATE
@@ -72,9 +73,11 @@ class Actions:
 
 def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
               node_labels: dict[str, dict[str, str]], fit: Callable[[], Fit],
-              now: datetime | None = None, never_fits_timeout: float = 0.0) -> Actions:
+              now: datetime | None = None, never_fits_timeout: float = 0.0,
+              topology: Topology = DEFAULT) -> Actions:
     """`never_fits_timeout`: seconds a job may stay Blocked because it never fits before it fails
-    (0: it waits Blocked until the cluster grows or the job is changed)."""
+    (0: it waits Blocked until the cluster grows or the job is changed). `topology`: the levels whose
+    domains each placement records."""
     now = now or datetime.now(UTC)
     out = Actions()
     new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
@@ -84,7 +87,7 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
     if new.get("phase") in TERMINAL:
         out.delete = [p.name for p in latest.values() if p.phase not in DONE and not p.deleting]
         out.record = not c.is_true(conds, c.RECORDED)
-        out.status = _summary(new, job, latest, node_labels)
+        out.status = _summary(new, job, latest, node_labels, topology)
         return out
 
     failures = sum(p.phase == PodPhase.FAILED for p in pods)
@@ -92,7 +95,7 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
     ended = _ended(job, new, latest, failures, now, never_fits_timeout)
     if ended:
         phase, reason, message = ended
-        return _finish(out, job, new, latest, node_labels, phase, reason, message, now)
+        return _finish(out, job, new, latest, node_labels, topology, phase, reason, message, now)
 
     evicted = job.evicted_by if job.evicted_by and _newly_evicted(conds, job.evicted_by.message) else None
     if evicted:
@@ -118,7 +121,7 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
         if not c.is_true(conds, c.ADMITTED):  # a PackingPlan, or a restart between our patches, lifted it
             _admitted_elsewhere(out, job, conds, latest)
     _phase(out, job, new, latest, admitted, now)
-    out.status = _summary(new, job, latest, node_labels)
+    out.status = _summary(new, job, latest, node_labels, topology)
     return out
 
 
@@ -160,7 +163,7 @@ def _ended(job: GPUJob, status: dict[str, Any], latest: dict[int, PodView], fail
 
 
 def _finish(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, PodView],
-            node_labels: dict[str, dict[str, str]],
+            node_labels: dict[str, dict[str, str]], topology: Topology,
             phase: Phase, reason: str, message: str, now: datetime) -> Actions:
     conds = new["conditions"]
     c.set_condition(conds, phase, True, reason, message, job.generation)
@@ -170,7 +173,7 @@ def _finish(out: Actions, job: GPUJob, new: dict[str, Any], latest: dict[int, Po
     out.delete = [p.name for p in latest.values() if p.phase not in DONE and not p.deleting]
     out.event(reason, f"GPUJob {phase.lower()}: {message}", warning=phase == Phase.FAILED)
     out.record = True
-    out.status = _summary(new, job, latest, node_labels)
+    out.status = _summary(new, job, latest, node_labels, topology)
     return out
 
 
@@ -322,7 +325,7 @@ def _forget(status: dict[str, Any], *fields: str) -> None:
 
 
 def _summary(new: dict[str, Any], job: GPUJob, latest: dict[int, PodView],
-             node_labels: dict[str, dict[str, str]]) -> dict[str, Any]:
+             node_labels: dict[str, dict[str, str]], topology: Topology) -> dict[str, Any]:
     running = sum(p.phase == PodPhase.RUNNING for p in latest.values())
     new["replicasRunning"] = running
     new["replicasSucceeded"] = sum(p.phase == PodPhase.SUCCEEDED for p in latest.values())
@@ -331,8 +334,10 @@ def _summary(new: dict[str, Any], job: GPUJob, latest: dict[int, PodView],
     for i, p in sorted(latest.items()):
         if p.node:
             labels = node_labels.get(p.node, {})
+            domains = {lv.name: labels[lv.label] for lv in topology.levels if labels.get(lv.label)}
             placements.append({"replica": i, "pod": p.name, "node": p.node,
-                               "zone": labels.get(ZONE_LABEL, ""), "rack": labels.get(RACK_LABEL, "")})
+                               "zone": labels.get(ZONE_LABEL, ""), "rack": labels.get(RACK_LABEL, ""),
+                               "domains": domains})
     if placements or "placements" not in new:
         new["placements"] = placements  # keep the last known placement once pods are gone
     return new

@@ -54,10 +54,12 @@ def run_operator(settings: OperatorConfig) -> None:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads the same file
     operator = Operator(api, JobRecords(records), interval=settings.interval,
                         scheduler=settings.scheduler_name, never_fits_timeout=settings.never_fits_timeout,
+                        topology=settings.topology,
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
     disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()
-    packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption)
-    cluster = ClusterIndex(on_room_change=packing.room_changed)
+    packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption,
+                     settings.topology)
+    cluster = ClusterIndex(on_room_change=packing.room_changed, topology=settings.topology)
     registry = kopf.OperatorRegistry()
     register(registry, operator, cluster)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
@@ -69,7 +71,8 @@ def run_operator(settings: OperatorConfig) -> None:
         def serve_admission(**kwargs: Any) -> None:  # every replica serves it, leader or not
             kwargs["settings"].admission.server = webhook
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval,
-                            gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model)
+                            gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,
+                            topology=settings.topology)
     pod_gangs = PodGangController(operator, cluster, settings.interval)
 
     @kopf.on.startup(registry=registry)

@@ -37,10 +37,10 @@ from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import EVICTED_BY, MAX_PEER_DISTANCE, RELEASED_BY, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
-from netsched.jobs.capacity import GROUP_LABEL
+from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.replica_pods import pin_patch, ungate_patch
 from netsched.packer.config import PackerConfig
-from netsched.packer.live_cluster import cluster_state, gang_sizes, pod_gang, problem_of, selects
+from netsched.packer.live_cluster import cluster_state, gang_sizes, level_label, pod_gang, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import (
     LivePod,
@@ -78,6 +78,7 @@ class Packer:
     metrics: PackerMetrics = field(default_factory=PackerMetrics)
     scheduler: str = SCHEDULER_NAME
     disruption: DisruptionPolicy = DisruptionPolicy()
+    topology: Topology = DEFAULT  # the levels gangs keep to
     _asking: threading.Lock = field(default_factory=threading.Lock)
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
@@ -180,7 +181,7 @@ class Packer:
                 pdbs: list[KubeObject]) -> tuple[Problem, Policy]:
         """What the packer solves over, and the disruption policy for it."""
         sizes = gang_sizes(self.api, raw_pods, self.scheduler)
-        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler, sizes)
+        problem = problem_of(raw_nodes, raw_pods, pdbs, self.scheduler, sizes, self.topology)
         policy = self.disruption.resolve(problem)
         if not policy.priced:  # strict never disturbs a pod for work of its own priority or below
             problem = only_lower_priority_moves(problem)
@@ -333,10 +334,10 @@ class Packer:
                 raise
 
     def _domain_pin(self, pod: KubeObject, node: str) -> list[dict[str, Any]]:
-        """A pod gang's pod is pinned to its planned node's rack or zone in the patch that releases it,
+        """A pod gang's pod is pinned to its planned node's domain of its level in the patch that releases it,
         as the pod-gang controller pins the gangs it releases: kube-scheduler then keeps the gang there
         even if the plan ends before all are bound (a GPUJob's gang the extender keeps together)."""
-        label = GROUP_LABEL.get((pod["metadata"].get("annotations") or {}).get(MAX_PEER_DISTANCE) or "")
+        label = level_label((pod["metadata"].get("annotations") or {}).get(MAX_PEER_DISTANCE), self.topology)
         if label is None or pod_gang(pod, self.scheduler) is None:
             return []
         value = (self.core.read_node(node).metadata.labels or {}).get(label)

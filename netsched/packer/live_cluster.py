@@ -44,7 +44,8 @@ from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_P
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
-from netsched.jobs.capacity import GROUP_LABEL, NodeRoom, label_expression, may_use, near_data, node_room
+from netsched.api.topology import DEFAULT, Topology
+from netsched.jobs.capacity import NodeRoom, label_expression, may_use, near_data, node_room
 from netsched.jobs.gang_size import gang_size
 from netsched.jobs.pod_gang import still_to_release
 from netsched.jobs.pod_gangs import gang_of
@@ -58,9 +59,10 @@ LOCAL_STATE = ("hostPath", "persistentVolumeClaim", "ephemeral")  # volumes whos
 STATE = ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets")  # what a pass lists
 
 
-def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME) -> Problem:
+def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME,
+                         topology: Topology = DEFAULT) -> Problem:
     nodes, pods, pdbs = cluster_state(api)
-    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(api, pods, scheduler))
+    return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(api, pods, scheduler), topology)
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
@@ -71,16 +73,18 @@ def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObj
 
 
 def problem_of(raw_nodes: list[KubeObject], raw_pods: list[KubeObject], pdbs: list[KubeObject],
-               scheduler: str = SCHEDULER_NAME, sizes: Mapping[str, int] | None = None) -> Problem:
+               scheduler: str = SCHEDULER_NAME, sizes: Mapping[str, int] | None = None,
+               topology: Topology = DEFAULT) -> Problem:
     """`sizes`: members of each pod gang (by `pod_gang`) with gated pods; one not in it counts as
-    the size its pods say, else as the members that exist."""
+    the size its pods say, else as the members that exist. `topology`: the levels gangs and data
+    sources name."""
     rooms = [r for r in map(node_room, raw_nodes) if r.schedulable]
     nodes = tuple(Node(r.name, _ints(r.allocatable), r.labels) for r in rooms)
     names = {n.name for n in nodes}
-    allowed = _AllowedNodes(rooms)
+    allowed = _AllowedNodes(rooms, topology)
     gangs = {_name(p): pod_gang(p, scheduler) for p in raw_pods}
     short = _incomplete(raw_pods, gangs, sizes or {}, scheduler)
-    pods = tuple(_pod(p, rooms, pdbs, allowed, gangs[_name(p)]) for p in raw_pods
+    pods = tuple(_pod(p, rooms, pdbs, allowed, gangs[_name(p)], topology) for p in raw_pods
                  if _counts(p, names, scheduler) and gangs[_name(p)] not in short)
     budgets = tuple(Budget(_key(b), _allowed(b)) for b in pdbs)
     return Problem(nodes, pods, budgets, taken=time.time())
@@ -161,21 +165,22 @@ class _AllowedNodes:
     affinity, tolerations, data annotations): pods of one job or one template share them, and
     checking every pod against every node costs seconds at 1,000 nodes."""
 
-    def __init__(self, nodes: list[NodeRoom]):
-        self.nodes = nodes
+    def __init__(self, nodes: list[NodeRoom], topology: Topology):
+        self.nodes, self.topology = nodes, topology
         self._known: dict[str, tuple[str, ...]] = {}
 
     def __call__(self, spec: dict[str, Any], annotations: Mapping[str, str]) -> tuple[str, ...]:
         key = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
                           annotations.get(MAX_DATA_DISTANCE), annotations.get(DATA_SOURCE)], sort_keys=True)
         if key not in self._known:
-            self._known[key] = tuple(n.name for n in self.nodes
-                                     if may_use(n, spec) and _near_its_data(n, annotations, self.nodes))
+            self._known[key] = tuple(
+                n.name for n in self.nodes
+                if may_use(n, spec) and _near_its_data(n, annotations, self.nodes, self.topology))
         return self._known[key]
 
 
 def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed_nodes: _AllowedNodes,
-         member_of: str | None) -> Pod:
+         member_of: str | None, topology: Topology) -> Pod:
     meta, spec = raw["metadata"], raw.get("spec") or {}
     labels = meta.get("labels") or {}
     requests = _ints(pod_requests(spec))
@@ -194,10 +199,10 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
     covering = [b for b in pdbs if b["metadata"]["namespace"] == meta["namespace"]
                 and selects((b.get("spec") or {}).get("selector"), labels)]
     pdb = _key(min(covering, key=_allowed)) if covering else None
-    # a gang's pods must share the node, rack or zone it asks for, as the extender's filter (a GPUJob's)
-    # or the nodeSelector pinned at release (a pod gang's) will insist: a spread plan would stall
+    # a gang's pods must share the node or domain of the level it asks for, as the extender's filter (a
+    # GPUJob's) or the nodeSelector pinned at release (a pod gang's) will insist: a spread plan would stall
     distance = (meta.get("annotations") or {}).get(MAX_PEER_DISTANCE)
-    domain = GROUP_LABEL.get(distance or "") if gang else None
+    domain = level_label(distance, topology) if gang else None
     started = (raw.get("status") or {}).get("startTime")
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
                spec.get("nodeName"), movable, gang, pdb, None if len(allowed) == len(nodes) else allowed,
@@ -205,14 +210,20 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
                priority_class=spec.get("priorityClassName"), stateless=stateless)
 
 
-def _near_its_data(node: NodeRoom, annotations: Mapping[str, str], nodes: list[NodeRoom]) -> bool:
+def level_label(name: str | None, topology: Topology) -> str | None:
+    """The node label of a level name the topology has (node's hostname), else None."""
+    return topology.label_of(name) if name in topology.limits else None
+
+
+def _near_its_data(node: NodeRoom, annotations: Mapping[str, str], nodes: list[NodeRoom],
+                   topology: Topology) -> bool:
     """Within the pod's maxDataDistance of its data source (true when it names none, or one the
     extender would refuse anyway: a plan then does not count on it either way)."""
     level = annotations.get(MAX_DATA_DISTANCE)
     kind, _, location = (annotations.get(DATA_SOURCE) or "").partition(":")
-    if level not in GROUP_LABEL or kind not in GROUP_LABEL or not location:
+    if level not in topology.limits or kind not in topology.limits or not location:
         return True
-    return near_data(node, level, (kind, location), nodes)
+    return near_data(node, level, (kind, location), nodes, topology)
 
 
 def _ints(resources: dict[str, float]) -> dict[str, int]:

@@ -24,14 +24,22 @@ ROW_FIELDS = {
     "communication_gb_per_hour": "GB a replica exchanges per hour (spec.workload.communicationGBPerHour) or "
                                  "null; absent from records written before it existed",
     "expected_duration_seconds": "int or null", "expected_steps": "int or null",
-    "data_kind": "node, rack, zone, endpoint or null", "data_location": "str or null",
+    "data_kind": "node, a level of `topology`, endpoint or null", "data_location": "str or null",
     "data_size_gb": "float or null",
-    "data_distance": "finest level every replica shares with the data: node, rack, zone, far or null",
-    "nodes": "node of each replica, by replica index", "racks": "rack of each replica",
-    "zones": "zone of each replica", "gpu_models": "GPU product of each replica's node",
+    "data_distance": "finest level every replica shares with the data: node, a level of `topology`, far "
+                     "or null",
+    "nodes": "node of each replica, by replica index",
+    "racks": "the domain of each replica at the narrowest level of `topology` (its rack by default)",
+    "zones": "the domain of each replica at the widest level of `topology` (its zone by default)",
+    "topology": "the operator's --topology when the row was written (NAME=LABEL,..., widest first); absent "
+                "from older records: netsched's zone=topology.kubernetes.io/zone,rack=netsched.io/rack",
+    "domains": "level name -> the domain (label value, \"\" if none) of each replica; absent from older "
+               "records, whose levels are zone and rack (the zones and racks columns)",
+    "gpu_models": "GPU product of each replica's node",
     "gpu_labels": "the GPU capability labels (labels.GPU_LABELS) of each replica's node; absent from older "
                   "records",
-    "distinct_nodes": "int", "distinct_racks": "int", "distinct_zones": "int",
+    "distinct_nodes": "int", "distinct_racks": "int (of the racks column)",
+    "distinct_zones": "int (of the zones column)",
     "telemetry": "links of the last replica at job start (records/link_columns.py: model feature "
                  "name -> value), or null without --prometheus-url",
 }

@@ -27,12 +27,12 @@ from typing import Any
 from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
-from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL
+from netsched.api.topology import DEFAULT, NODE, Topology
 from netsched.jobs.gpujob import DataSource, GPUJob
 from netsched.records.format import SCHEMA_VERSION
 from netsched.records.reader import read_rows
 
-LEVEL_LABEL = {"rack": RACK_LABEL, "zone": ZONE_LABEL}
 log = logging.getLogger(__name__)
 
 def default_path() -> Path:
@@ -96,12 +96,14 @@ class JobRecords:
             "once the file is writable (check the operator's records volume, --records)")
 
 
-def job_record(job: GPUJob, status: dict[str, Any],
-               node_labels: dict[str, dict[str, str]]) -> dict[str, Any]:
+def job_record(job: GPUJob, status: dict[str, Any], node_labels: dict[str, dict[str, str]],
+               topology: Topology = DEFAULT) -> dict[str, Any]:
+    """The record of a finished job; `topology`: the levels its placements' domains are of."""
     placements = sorted(status.get("placements") or [], key=lambda p: p["replica"])
     nodes = [p["node"] for p in placements]
-    racks = [p.get("rack") or node_labels.get(p["node"], {}).get(RACK_LABEL, "") for p in placements]
-    zones = [p.get("zone") or node_labels.get(p["node"], {}).get(ZONE_LABEL, "") for p in placements]
+    domains = {lv.name: [_domain(p, lv.name, lv.label, node_labels) for p in placements]
+               for lv in topology.levels}
+    racks, zones = domains[topology.names[-1]], domains[topology.names[0]]  # the narrowest, the widest
     start, end = status.get("startTime"), status.get("completionTime")
     data = job.data_sources[0] if job.data_sources else None
     cond = find(status.get("conditions") or [], status.get("phase") or "") or {}
@@ -121,8 +123,8 @@ def job_record(job: GPUJob, status: dict[str, Any],
         "expected_steps": job.workload.get("expectedSteps"),
         "data_kind": data.kind if data else None, "data_location": data.location if data else None,
         "data_size_gb": data.size_gb if data else None,
-        "data_distance": _data_distance(data, nodes, node_labels),
-        "nodes": nodes, "racks": racks, "zones": zones,
+        "data_distance": _data_distance(data, nodes, node_labels, topology),
+        "nodes": nodes, "racks": racks, "zones": zones, "topology": str(topology), "domains": domains,
         "gpu_models": [node_labels.get(n, {}).get(GPU_PRODUCT_LABEL, "") for n in nodes],
         "gpu_labels": [{k: v for k, v in node_labels.get(n, {}).items() if k in GPU_LABELS} for n in nodes],
         "distinct_nodes": len(set(nodes)), "distinct_racks": len(set(racks)),
@@ -142,15 +144,23 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     return (parse_rfc3339(end) - parse_rfc3339(start)).total_seconds()
 
 
-def _data_distance(data: DataSource | None, nodes: list[str],
-                   node_labels: dict[str, dict[str, str]]) -> str | None:
-    """The finest level (node, rack, zone) at which every replica shares a place with the data."""
-    if data is None or data.kind == "endpoint" or not nodes:
+def _domain(placement: dict[str, Any], level: str, label: str, node_labels: dict[str, dict[str, str]]) -> str:
+    """A placement's domain at a level: as the operator recorded it (placements before `domains` were
+    recorded with netsched's own levels: rack and zone), else from the node's label now."""
+    recorded = placement["domains"] if "domains" in placement else {
+        "rack": placement.get("rack"), "zone": placement.get("zone")}
+    return recorded.get(level) or node_labels.get(placement["node"], {}).get(label, "")
+
+
+def _data_distance(data: DataSource | None, nodes: list[str], node_labels: dict[str, dict[str, str]],
+                   topology: Topology) -> str | None:
+    """The finest level (node or a topology level) at which every replica shares a place with the data."""
+    if data is None or data.kind not in topology.limits or not nodes:
         return None
-    levels = ("node", "rack", "zone")
+    levels = topology.limits
 
     def group(name: str, level: str) -> str:
-        return name if level == "node" else node_labels.get(name, {}).get(LEVEL_LABEL[level], "")
+        return name if level == NODE else node_labels.get(name, {}).get(topology.label_of(level), "")
 
     holders = [n for n in node_labels if group(n, data.kind) == data.location]
     for level in levels[levels.index(data.kind):]:

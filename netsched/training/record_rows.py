@@ -10,6 +10,10 @@ comes from its `telemetry` field: a mapping from feature name (netsched.models.f
 to the value seen when that last replica was placed, e.g. {"node_free_gpus": 4,
 "nic_util": 0.3, "data_bw_mbps": 9400, "peer_rtt_ms": 0.2}. Absent names are unknown
 (NaN); a name that is not a feature is an error, so a typo cannot silently drop a signal.
+
+Distances are read with the topology the record was written under (its `topology` column; netsched's
+zone and rack before there was one) and put on the model's scale (Topology.model_scale), so records
+of clusters with different levels train one model.
 """
 
 from __future__ import annotations
@@ -18,17 +22,19 @@ import math
 from datetime import datetime
 from pathlib import Path
 
-from netsched.api.distance import LIMITS as DISTANCE_LIMITS
+import numpy as np
+
 from netsched.api.gpujob import Phase
+from netsched.api.topology import DEFAULT, NODE, Topology
 from netsched.models.features import (
-    DATA_SCOPES,
-    DISTANCES,
     FEATURE_NAMES,
     SCHEMA_VERSION,
     TARGET,
     SchemaError,
     comm_gb_per_hour,
+    data_scope,
     kind_features,
+    peer_features,
 )
 from netsched.models.gpus import gpu_features
 from netsched.records.reader import checked_records
@@ -41,14 +47,16 @@ def record_row(record: dict) -> dict | None:
     if record.get("outcome") != Phase.SUCCEEDED or not nodes or not duration or duration <= 0:
         return None
     last = len(nodes) - 1
+    topology = Topology.parse(record["topology"]) if record.get("topology") else DEFAULT
+    places = _places(record, topology)
     row = {
         "schema_version": SCHEMA_VERSION, "source": "operator", "job_id": record["uid"],
         "candidate_set": record["uid"], "node": nodes[last], "site": (record.get("zones") or [""])[last],
         "start_unix": datetime.fromisoformat(record["start_time"]).timestamp(), "chosen": 1,
         TARGET: float(duration),
         **dict.fromkeys(FEATURE_NAMES, math.nan),
-        **_job_features(record), **_peer_features(record, last),
-        "data_distance": _data_distance(record, last),
+        **_job_features(record, topology), **_peer_features(places, topology, last),
+        "data_distance": _data_distance(record, places, topology, last),
         **kind_features(record.get("workload_kind")),
         **gpu_features(_at(record.get("gpu_models"), last), _at(record.get("gpu_labels"), last)),
     }
@@ -61,7 +69,7 @@ def record_row(record: dict) -> dict | None:
     return row
 
 
-def _job_features(record: dict) -> dict:
+def _job_features(record: dict, topology: Topology) -> dict:
     size = record.get("input_size_gb")
     if size is None:
         size = record.get("data_size_gb")
@@ -73,47 +81,56 @@ def _job_features(record: dict) -> dict:
         "comm_gb_per_hour": comm_gb_per_hour(record.get("communication_gb_per_hour"),
                                              record.get("communication_intensity")),
         "expected_seconds": _number(record.get("expected_duration_seconds")),
-        "data_scope": DATA_SCOPES.get(record.get("data_kind") or "", math.nan),
+        "data_scope": data_scope(record.get("data_kind"), topology),
     }
 
 
-def _data_distance(record: dict, last: int) -> float:
+def _places(record: dict, topology: Topology) -> dict[str, list[str]]:
+    """Each replica's place at node and at every level of the record's topology, narrowest first."""
+    domains = record.get("domains") or {"rack": record.get("racks") or [], "zone": record.get("zones") or []}
+    return {NODE: record["nodes"], **{name: domains.get(name) or [] for name in reversed(topology.names)}}
+
+
+def _data_distance(record: dict, places: dict[str, list[str]], topology: Topology, last: int) -> float:
     """The last replica's own distance to the data. The record's data_distance is the finest level
     that every replica shares with the data: the last one's when it runs alone, only a bound on it
     otherwise. So its level is read from where the data is, at each level from the data's own kind
     up: known from the record's location, from a replica sitting with the data, or from that bound.
     NaN where the record leaves it open (and for an endpoint or no data)."""
     kind, location = record.get("data_kind"), record.get("data_location")
-    if kind not in DISTANCE_LIMITS or not location:
+    if kind not in topology.limits or not location:
         return math.nan
-    recorded = DISTANCES.get(record.get("data_distance") or "", math.nan)
+    recorded = topology.distances.get(record.get("data_distance") or "", math.nan)
     if last == 0:
-        return recorded  # one replica: the record's level is its own
+        return _scaled(recorded, topology)  # one replica: the record's level is its own
     bound = math.inf if math.isnan(recorded) else recorded
-    places = {"node": record["nodes"], "rack": record.get("racks") or [], "zone": record.get("zones") or []}
     with_data = [i for i, place in enumerate(places[kind]) if place == location]
-    for level in DISTANCE_LIMITS[DISTANCE_LIMITS.index(kind):]:
+    limits = topology.limits
+    for level in limits[limits.index(kind):]:
         where = location if level == kind else next((places[level][i] for i in with_data
                                                      if i < len(places[level]) and places[level][i]), None)
         mine = places[level][last] if last < len(places[level]) else ""
-        if DISTANCES[level] >= bound or (where is not None and mine == where):
-            return DISTANCES[level]
+        if topology.distances[level] >= bound or (where is not None and mine == where):
+            return _scaled(topology.distances[level], topology)
         if where is None or not mine:
             return math.nan
-    return DISTANCES["far"]
+    return _scaled(topology.far, topology)
 
 
-def _peer_features(record: dict, last: int) -> dict:
-    nodes, racks, zones = record["nodes"], record.get("racks") or [], record.get("zones") or []
-    peers = range(last)
-    if not peers:
+def _scaled(distance: float, topology: Topology) -> float:
+    return math.nan if math.isnan(distance) else topology.model_scale(int(distance))
+
+
+def _peer_features(places: dict[str, list[str]], topology: Topology, last: int) -> dict:
+    """The peer shares from each earlier replica's distance to the last: the narrowest level whose
+    domain (label value) both have."""
+    if last == 0:
         return {"peer_count": 0.0}
-    same_node = [nodes[p] == nodes[last] for p in peers]
-    same_rack = [not n and _same(racks, p, last) for p, n in zip(peers, same_node, strict=True)]
-    same_zone = [not n and not r and _same(zones, p, last)
-                 for p, n, r in zip(peers, same_node, same_rack, strict=True)]
-    return {"peer_count": float(last), "peer_frac_node": sum(same_node) / last,
-            "peer_frac_rack": sum(same_rack) / last, "peer_frac_zone": sum(same_zone) / last}
+    levels = list(places)  # node, then narrowest to widest
+    distances = [next((d for d, level in enumerate(levels) if _same(places[level], p, last)), topology.far)
+                 for p in range(last)]
+    shares = peer_features(np.array([topology.model_scale(d) for d in distances]))
+    return {k: float(v) for k, v in shares.items()}
 
 
 def _same(labels: list[str], a: int, b: int) -> bool:

@@ -113,7 +113,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
                                 "--forecast-interval=15", "--never-fits-timeout=0", "--telemetry-max-age=120",
-                                "--scheduler-name=netsched", "--model=/opt/netsched/models/current.json",
+                                "--scheduler-name=netsched", "--topology=netsched",
+                                "--model=/opt/netsched/models/current.json",
                                 "--pack-budget=1", "--pack-after=5",
                                 "--pack-cooldown=10", "--plan-deadline=120",
                                 "--pack-policy=/etc/netsched/packer/policy.yaml", "--webhook-port=9443",
@@ -179,8 +180,9 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-7:] == [
-        "--scheduler-name=netsched-chart-test", "--model=/var/lib/netsched-models/current.json",
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-8:] == [
+        "--scheduler-name=netsched-chart-test", "--topology=netsched",
+        "--model=/var/lib/netsched-models/current.json",
         "--no-packer",
         "--webhook-port=9443",
         "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
@@ -235,10 +237,12 @@ def test_gpu_capabilities_reach_the_extender_and_the_retrain_job_as_a_table_file
                                   {"name": "rack", "label": "example.com/rack"}]},
      "block=example.com/block,rack=example.com/rack"),
 ], ids=["default", "preset", "levels-override-the-preset"])
-def test_the_topology_reaches_the_extender_as_levels_it_parses(bin_dir, topology, expected):
-    args = container(render(bin_dir, {"topology": topology}), "Deployment", "netsched-extender")["args"]
-    assert f"--topology={expected}" in args
-    assert build_parser().parse_args(args).topology == Topology.parse(expected)
+def test_the_topology_reaches_the_extender_and_the_operator_as_levels_they_parse(bin_dir, topology, expected):
+    docs = render(bin_dir, {"topology": topology})
+    for component in ("netsched-extender", "netsched-operator"):
+        args = container(docs, "Deployment", component)["args"]
+        assert f"--topology={expected}" in args
+        assert build_parser().parse_args(args).topology == Topology.parse(expected)
 
 
 def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):

@@ -97,7 +97,8 @@ def test_a_job_with_a_bad_annotation_gets_a_warning_naming_it_and_stays_gated(co
     [warning] = poll(lambda: [e for e in core.list_namespaced_event(
         namespace, field_selector="involvedObject.name=far,type=Warning").items], 60, "a Warning on Job far")
     assert warning.reason == "InvalidSpec" and warning.involved_object.kind == "Job"
-    assert "annotations[netsched.io/max-peer-distance]: 'galaxy' is not allowed" in warning.message
+    assert ("annotations[netsched.io/max-peer-distance]: 'galaxy' is not a topology level of this cluster"
+            in warning.message)
     assert "write one of node, rack, zone" in warning.message
     pods = pods_of(core, namespace, "far")
     assert len(pods) == 2 and all(gated(p) for p in pods)

@@ -62,7 +62,9 @@ def annotated(annotations: dict) -> bytes:
 
 # (id, the file, what the one line must say); the API server's messages are its own words
 REFUSED = [
-    ("enum-peer-distance", changed(spec__network={"maxPeerDistance": "rak"}), 'Unsupported value: "rak"'),
+    ("unknown-level", changed(spec__network={"maxPeerDistance": "rak"}),
+     "spec.network.maxPeerDistance: 'rak' is not a topology level of this cluster: write one of node, rack, "
+     "zone"),
     ("typo-in-network", changed(spec__network={"maxPeerDistence": "rack"}),
      'unknown field "spec.network.maxPeerDistence"'),
     ("typo-in-spec", changed(spec__replica=2), 'unknown field "spec.replica"'),
@@ -219,8 +221,8 @@ def test_good_jobs_get_one_answer_each_from_a_multi_document_file_stdin_and_a_di
     assert code == 2 and "Traceback" not in out + err
     assert [a["job"] for a in yaml.safe_load(out)] == [f"{whatif_ns}/job", "default/other"]
     assert err.splitlines() == [f"netsched: error: whatif: GPUJob/job (document 1 of {folder / 'c.yml'}): "
-                                f'GPUJob.netsched.io "job" is invalid: [spec.network.maxPeerDistance: '
-                                f'Unsupported value: "rak": supported values: "node", "rack", "zone"]']
+                                "spec.network.maxPeerDistance: 'rak' is not a topology level of this "
+                                "cluster: write one of node, rack, zone"]
     for namespace in (whatif_ns, "default"):
         assert not jobs.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
 

@@ -115,8 +115,8 @@ def test_a_bad_annotation_is_refused_at_the_workloads_own_template():
     with pytest.raises(WhatIfError) as refused:
         what_if_workload(EMPTY, jobset(1, 2, 1, annotations={MAX_PEER_DISTANCE: "galaxy"}), "ml", True)
     assert str(refused.value) == ("spec.replicatedJobs[0].template.spec.template.metadata.annotations"
-                                  "[netsched.io/max-peer-distance]: 'galaxy' is not allowed; write one of "
-                                  "node, rack, zone")
+                                  "[netsched.io/max-peer-distance]: 'galaxy' is not a topology level of this "
+                                  "cluster: write one of node, rack, zone")
 
 
 @pytest.mark.parametrize(("kwargs", "opted_in", "gated", "said"), [

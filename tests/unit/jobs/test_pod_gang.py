@@ -65,7 +65,8 @@ def test_hints_for_the_forecast():
 def test_a_bad_distance_is_named_without_gpujob_fields():
     g = gang(annotations={"netsched.io/max-peer-distance": "galaxy"})
     [found] = problems(g, g.annotations, [], spec_fields=False)
-    assert "annotations[netsched.io/max-peer-distance]: 'galaxy' is not allowed; write one of node" in found
+    assert ("annotations[netsched.io/max-peer-distance]: 'galaxy' is not a topology level of this cluster: "
+            "write one of node") in found
     assert "spec.network" not in found
 
 

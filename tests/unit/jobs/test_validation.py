@@ -11,11 +11,12 @@ from netsched.api.labels import (
     MAX_PEER_RTT_MS,
     MIN_PEER_BANDWIDTH_MBPS,
 )
+from netsched.api.topology import Topology
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import pod_annotations
 from netsched.jobs.validation import invalid, problems
-from netsched.testing.builders import CLUSTER, make_gpujob
+from netsched.testing.builders import CLUSTER, make_gpujob, make_node
 
 ROOMS = [node_room(n) for n in CLUSTER]
 MAIN = {"name": "main", "image": "trainer:1"}
@@ -104,11 +105,13 @@ def annotated(annotations: dict, **fields) -> GPUJob:
 
 @pytest.mark.parametrize("job, said", [
     pytest.param(annotated({MAX_PEER_DISTANCE: "galaxy"}),
-                 "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not "
-                 "allowed; write one of node, rack, zone, or set spec.network.maxPeerDistance instead",
+                 "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not a "
+                 "topology level of this cluster: write one of node, rack, zone, or set "
+                 "spec.network.maxPeerDistance instead",
                  id="galaxy"),
     pytest.param(annotated({MAX_DATA_DISTANCE: "Rack", DATA_SOURCE: "zone:zone-a"}),
-                 "[netsched.io/max-data-distance]: 'Rack' is not allowed; write one of node, rack, zone",
+                 "[netsched.io/max-data-distance]: 'Rack' is not a topology level of this cluster: "
+                 "write one of node, rack, zone",
                  id="data-distance-capitalised"),
     pytest.param(annotated({DATA_SOURCE: "s3:bucket"}),
                  "[netsched.io/data-source]: 's3:bucket' is not allowed; write <kind>:<name>",
@@ -126,3 +129,33 @@ def test_a_good_annotation_or_one_the_spec_overrides_is_no_problem():
     for job in (annotated({MAX_PEER_DISTANCE: "zone", MAX_PEER_RTT_MS: "2.5", DATA_SOURCE: "endpoint:h:9"}),
                 annotated({MAX_PEER_DISTANCE: "galaxy"}, network={"maxPeerDistance": "rack"})):
         assert problems(job, pod_annotations(job), ROOMS) == []
+
+
+LEVELS = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
+
+
+@pytest.mark.parametrize("job, said", [
+    pytest.param(spec(network={"maxPeerDistance": "rack"}), "spec.network.maxPeerDistance: 'rack' is not a "
+                 "topology level of this cluster: write one of node, host, subblock, block", id="peer"),
+    pytest.param(spec(network={"maxDataDistance": "zone"}, dataSources=[{"name": "d", "kind": "block",
+                                                                          "location": "b1"}]),
+                 "spec.network.maxDataDistance: 'zone' is not a topology level", id="data-distance"),
+    pytest.param(spec(dataSources=[{"name": "d", "kind": "rack", "location": "r1"}]),
+                 "spec.dataSources[0].kind: 'rack' is not a topology level of this cluster: write one of "
+                 "node, host, subblock, block", id="data-kind"),
+])
+def test_a_level_the_cluster_lacks_is_named_with_the_levels_it_has(job, said):
+    [found] = problems(job, pod_annotations(job), ROOMS, topology=LEVELS)
+    assert found == said or found.startswith(said), found
+
+
+def test_the_configured_levels_are_valid_and_a_level_in_an_annotation_is_checked_against_them():
+    job = spec(network={"maxPeerDistance": "subblock", "maxDataDistance": "block"},
+               dataSources=[{"name": "d", "kind": "subblock", "location": "s1"}])
+    nodes = [node_room(make_node("n0", labels={"example.com/block": "b1", "example.com/subblock": "s1"}))]
+    assert problems(job, pod_annotations(job), nodes, topology=LEVELS) == []
+    hand = annotated({MAX_PEER_DISTANCE: "zone"})
+    [found] = problems(hand, pod_annotations(hand), ROOMS, topology=LEVELS)
+    assert found == ("spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'zone' is not a "
+                     "topology level of this cluster: write one of node, host, subblock, block, or set "
+                     "spec.network.maxPeerDistance instead")

@@ -5,6 +5,7 @@ the rest of a gang released in part with its peers."""
 import pytest
 from kubernetes import client
 
+from netsched.api.topology import Topology
 from netsched.jobs.capacity import node_room
 from netsched.jobs.gang_size import read_size
 from netsched.jobs.pod_gangs import gang_of
@@ -133,3 +134,13 @@ def test_the_rest_of_a_gang_released_in_part_joins_its_peers_rack(used, reason, 
                                            "value": {"netsched.io/rack": rack}}
     else:
         assert d.release == {}
+
+
+def test_the_pin_of_a_released_member_is_read_by_the_configured_levels_label_nearest_first():
+    levels = Topology.parse("block=example.com/block,rack=example.com/rack")
+    pod = rack_member(0, "rack-0")
+    pod["spec"]["nodeSelector"] = {"example.com/block": "b1", "example.com/rack": "r1"}  # the user's, the pin
+    index = ClusterIndex(topology=levels)
+    index.replace("pods", [pod])
+    [members] = index.pod_gangs().values()
+    assert [m.pinned for m in members] == [("example.com/rack", "r1")]

@@ -4,7 +4,9 @@ from datetime import timedelta
 import pytest
 
 from netsched.api import conditions as c
+from netsched.api.labels import RACK_LABEL
 from netsched.api.plans import Eviction
+from netsched.api.topology import Topology
 from netsched.operator.reconcile import PodView, create_backoff, created_events, reconcile
 from netsched.testing.builders import LABELS, NOW, FitStub, ago, job, stamp
 from netsched.testing.builders import pod_view as pod
@@ -288,12 +290,22 @@ def test_placements_name_zone_and_rack_and_survive_the_pods():
             pod(2, phase="Pending"), pod(3, phase="Running", node="unknown")]
     out = run(job(replicas=4), STARTED, pods)
     assert out.status["placements"] == [
-        {"replica": 0, "pod": "train-0", "node": "a2-0", "zone": "zone-a", "rack": "rack-a2"},
-        {"replica": 1, "pod": "train-1", "node": "b1-0", "zone": "zone-b", "rack": "rack-b1"},
-        {"replica": 3, "pod": "train-3", "node": "unknown", "zone": "", "rack": ""},
+        {"replica": 0, "pod": "train-0", "node": "a2-0", "zone": "zone-a", "rack": "rack-a2",
+         "domains": {"zone": "zone-a", "rack": "rack-a2"}},
+        {"replica": 1, "pod": "train-1", "node": "b1-0", "zone": "zone-b", "rack": "rack-b1",
+         "domains": {"zone": "zone-b", "rack": "rack-b1"}},
+        {"replica": 3, "pod": "train-3", "node": "unknown", "zone": "", "rack": "", "domains": {}},
     ]
     done = run(job(replicas=4), out.status | {"phase": "Succeeded"}, [])
     assert done.status["placements"] == out.status["placements"]
+
+
+def test_placements_record_the_domain_of_each_configured_level():
+    levels = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
+    labels = {"n0": {"example.com/block": "b1", "example.com/host": "h7", RACK_LABEL: "rack-x"}}
+    out = reconcile(job(replicas=1), STARTED, [pod(0, phase="Running", node="n0")], labels, FitStub(),
+                    now=NOW, topology=levels)
+    assert out.status["placements"][0]["domains"] == {"block": "b1", "host": "h7"}  # no subblock label
 
 
 @pytest.mark.parametrize("raw, view", [

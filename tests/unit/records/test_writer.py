@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from netsched.api.topology import Topology
 from netsched.records.writer import JobRecords, default_path, job_record
 from netsched.testing.builders import LABELS, job
 
@@ -84,6 +85,8 @@ def test_job_record_row():
         "zones": ["zone-a", "zone-a", "zone-a"], "gpu_models": ["NVIDIA-H100-80GB-HBM3"] * 3,
         "gpu_labels": [{}, {}, {}],
         "distinct_nodes": 2, "distinct_racks": 2, "distinct_zones": 1, "telemetry": None,
+        "topology": "zone=topology.kubernetes.io/zone,rack=netsched.io/rack",
+        "domains": {"zone": ["zone-a", "zone-a", "zone-a"], "rack": ["rack-a1", "rack-a2", "rack-a1"]},
     }
     assert {k: v for k, v in row.items() if k != "recorded_at"} == expected
     assert row["recorded_at"].endswith("Z")
@@ -128,3 +131,23 @@ def test_data_distance(kind, location, nodes, distance):
 def test_no_data_source_no_distance():
     row = job_record(job(), finished(["a1-0"]), LABELS)
     assert (row["data_distance"], row["data_kind"], row["data_location"]) == (None, None, None)
+
+
+LEVELS = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
+LEVEL_LABELS = {"n0": {"example.com/block": "b1", "example.com/subblock": "s1", "example.com/host": "h0"},
+                "n1": {"example.com/block": "b1", "example.com/subblock": "s1"},
+                "n2": {"example.com/block": "b1", "example.com/subblock": "s2"}}
+
+
+def test_a_record_keeps_each_levels_domains_and_racks_and_zones_are_the_narrowest_and_widest():
+    placements = [{"replica": 0, "pod": "t-0", "node": "n0", "zone": "", "rack": "",
+                   "domains": {"block": "b1", "subblock": "s1", "host": "h0"}},
+                  {"replica": 1, "pod": "t-1", "node": "n2", "zone": "", "rack": "",
+                   "domains": {"block": "b1", "subblock": "s2"}}]
+    source = {"name": "d", "kind": "subblock", "location": "s1"}
+    row = job_record(job(dataSources=[source]), finished([], placements=placements), LEVEL_LABELS, LEVELS)
+    assert row["domains"] == {"block": ["b1", "b1"], "subblock": ["s1", "s2"], "host": ["h0", ""]}
+    assert (row["racks"], row["zones"], row["distinct_racks"]) == (["h0", ""], ["b1", "b1"], 2)
+    assert row["topology"] == str(LEVELS) and row["data_distance"] == "block"
+    near = job_record(job(dataSources=[source]), finished(["n0", "n1"]), LEVEL_LABELS, LEVELS)
+    assert near["data_distance"] == "subblock" and near["domains"]["subblock"] == ["s1", "s1"]

@@ -3,8 +3,12 @@ import math
 
 import pytest
 
+from netsched.api.topology import Topology
+from netsched.jobs.gpujob import GPUJob
 from netsched.models.features import FEATURE_NAMES, TARGET, SchemaError
 from netsched.records.format import ROW_FIELDS
+from netsched.records.writer import job_record
+from netsched.testing.builders import make_gpujob
 from netsched.testing.records import operator_record
 from netsched.training.dataset import read_dataset
 from netsched.training.record_rows import record_row
@@ -142,3 +146,26 @@ def test_a_record_reads_its_gb_per_hour_and_its_last_nodes_gpu_labels_and_older_
     assert row["gpu_mem_bw_gbps"] == 2039.0  # the rest from its product, an A100 SXM4 80GB (LABELS)
     older = {k: v for k, v in record.items() if k not in ("gpu_labels", "communication_gb_per_hour")}
     assert record_row(older)["comm_gb_per_hour"] == 600.0 and record_row(older)["gpu_tflops16"] == 312.0
+
+
+def test_a_record_of_three_levels_reads_on_the_models_scale_and_an_older_one_as_zone_and_rack():
+    levels = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
+    labels = {"n0": {"example.com/block": "b1", "example.com/subblock": "s1", "example.com/host": "h0"},
+              "n1": {"example.com/block": "b1", "example.com/subblock": "s1", "example.com/host": "h0"},
+              "n2": {"example.com/block": "b1", "example.com/subblock": "s2", "example.com/host": "h2"},
+              "n3": {"example.com/block": "b1", "example.com/subblock": "s1"}}
+    source = {"name": "d", "kind": "subblock", "location": "s2"}
+    job = GPUJob.of(make_gpujob(replicas=4, dataSources=[source]))
+    nodes = ["n3", "n1", "n2", "n0"]
+    status = {"phase": "Succeeded", "startTime": "2026-01-01T10:00:30Z",
+              "completionTime": "2026-01-01T11:00:30Z",
+              "placements": [{"replica": i, "pod": f"t-{i}", "node": n} for i, n in enumerate(nodes)]}
+    row = record_row(job_record(job, status, labels, levels))
+    # the last replica, n0: n3 shares its subblock only (n3 has no host), n1 its host, n2 its block only;
+    # host is the narrowest of three levels (1 on the model's scale), subblock 1.5, block 2
+    assert (row["peer_frac_node"], row["peer_frac_rack"], row["peer_frac_zone"]) == (0.0, 1 / 3, 2 / 3)
+    assert (row["data_scope"], row["data_distance"]) == (1.5, 2.0)  # the data's subblock is not n0's: block
+    older = {**operator_record(["a1-0", "a1-1"], {"name": "d", "kind": "rack", "location": "rack-a1"})}
+    del older["topology"], older["domains"]
+    assert record_row(older) == record_row(operator_record(["a1-0", "a1-1"], {"name": "d", "kind": "rack",
+                                                                             "location": "rack-a1"}))
