@@ -57,7 +57,7 @@ def test_discovery_finds_peers_with_their_domains_and_this_nodes_demand(dev_clus
         # the agent takes demand first, among what answers probes (no data node or plan node runs an agent)
         quiet = NicMonitor(read=dict, speed=lambda _: None)
         agent = Agent(me, discovery, ProbePlan(peers_per_round=2), quiet)
-        chosen = [name for name, _ in agent.choose()]
+        chosen = [name for name, _ in agent.next_targets()]
         assert chosen[0] in {gang_peer, "10.9.9.9:9102"}
         assert set(chosen) <= set(found.endpoints)
 
