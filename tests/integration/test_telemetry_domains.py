@@ -5,7 +5,6 @@ explanation say so. Needs root (ip netns, tc)."""
 
 from __future__ import annotations
 
-import socket
 import sys
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
 from netsched.api.topology import Topology
 from netsched.datagen.testbed import Testbed, start_prometheus, stop
+from netsched.devcluster.processes import free_port
 from netsched.devcluster.wait import poll
 from netsched.extender.engine import Extender
 from netsched.extender.protocol import parse_args
@@ -33,51 +33,31 @@ SITES = tuple(PEERS)
 RATES = {("a1", "p"): 40, ("a2", "p"): 40, ("a3", "p"): 40, ("a4", "a1"): 80, ("p", "z1"): 20}  # Mbit/s
 
 
-class Bed:
-    def __init__(self, tmp):
-        self.net = Testbed(SITES, RATES, prefix="nsd35", subnet="10.77.35").up()
-        self.prometheus = None
-        try:
-            for site in SITES:
-                self.start_agent(site, tmp)
-            self.port = _free_port()
-            self.prometheus = start_prometheus([f"{self.net.ip(s)}:9101" for s in SITES],
-                                               tmp / "prometheus", self.port)
-        except BaseException:
-            self.close()
-            raise
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def start_agent(self, site: str, tmp) -> None:
-        peers = [f"--peer={p}={self.net.ip(p)}:9102" for p in PEERS[site]]
-        argv = [sys.executable, "-m", "netsched", "agent", f"--node-name={site}", "--port=9101",
-                "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912", *peers]
-        self.net.start(site, argv, tmp / f"agent-{site}.log")
-
-    def close(self):
-        if self.prometheus:
-            stop(self.prometheus)
-        self.net.down()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """The agents in their namespaces and a Prometheus scraping them: its URL."""
+    tmp = tmp_path_factory.mktemp("telemetry-domains")
+    net, server = Testbed(SITES, RATES, prefix="nsd35", subnet="10.77.35").up(), None
+    try:
+        for site in SITES:
+            peers = [f"--peer={p}={net.ip(p)}:9102" for p in PEERS[site]]
+            argv = [sys.executable, "-m", "netsched", "agent", f"--node-name={site}", "--port=9101",
+                    "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912", *peers]
+            net.start(site, argv, tmp / f"agent-{site}.log")
+        port = free_port()
+        server = start_prometheus([f"{net.ip(s)}:9101" for s in SITES], tmp / "prometheus", port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if server:
+            stop(server)
+        net.down()
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    b = Bed(tmp_path_factory.mktemp("telemetry-domains"))
-    yield b
-    b.close()
-
-
-@pytest.fixture(scope="module")
-def store(bed):
+def store(prometheus):
     """The store fed from Prometheus until the three probes of rack r1 -> p are in."""
     s = TelemetryStore()
-    feed = PrometheusFeed(bed.url, s)
+    feed = PrometheusFeed(prometheus, s)
     poll(lambda: feed.refresh() >= 0 and all(s.link(a, "p") for a in ("a1", "a2", "a3")), 90,
          "a1, a2 and a3 -> p in Prometheus")
     feed.refresh()
