@@ -36,6 +36,7 @@ import numpy as np
 
 from netsched.api.objects import KubeObject
 from netsched.extender.explain import Candidate, Decision, DecisionLog
+from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
 from netsched.extender.plugins import FILTERS, SCORERS
@@ -102,6 +103,8 @@ class Extender:
                  filters: Sequence[Filter] = FILTERS):
         self.cluster = cluster
         self.telemetry = telemetry if telemetry is not None else TelemetryStore()
+        store = self.telemetry
+        cluster.on_table.append(lambda table: store.follow(table.index, table.domains))
         self.scorer = scorer or TopologyScorer()
         self.filters = filters
         self.plugins: tuple[Filter | Scorer, ...] = (*filters, *SCORERS)  # whose annotations a pod gets right
@@ -234,10 +237,11 @@ class Extender:
                 order: list[int], candidates: int, rejected: dict[str, str]) -> None:
         if not pod.uid:
             return
-        names = snap.table.names
+        names, read = snap.table.names, snap.links_read()
         top = [
             Candidate(names[idx[o]], int(ints[o]),
-                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
+                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()},
+                      link_notes(snap.table, read, int(idx[o])))
             for o in order[:EXPLAIN_TOP]
         ]
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
