@@ -116,7 +116,7 @@ class Operator:
                                 never_fits_timeout=self.never_fits_timeout, topology=self.topology)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
                 actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry,
-                                                                      labels)
+                                                                      labels, self.topology)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)

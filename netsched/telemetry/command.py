@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 from dataclasses import dataclass
 
-from netsched.api.settings import setting
-from netsched.api.topology import DEFAULT, BadTopology, Topology
+from netsched.api.settings import setting, topology_setting
+from netsched.api.topology import Topology
 
 CHART_DISCOVERY = "the chart finds the agents as its own pods: the release's namespace and component label"
 NOT_SET = "the chart keeps the default"
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
-
-
-def topology(text: str) -> Topology:
-    """--topology's value; argparse prints the message of an ArgumentTypeError as it is."""
-    try:
-        return Topology.parse(text)
-    except BadTopology as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -60,11 +51,7 @@ class AgentSettings:
     max_links: int = setting(
         16, flag="--max-links", helm="agent.maxLinks",
         help="destinations whose link metrics are exported, the most recently measured (default 16)")
-    topology: Topology = setting(
-        DEFAULT, flag="--topology", parse=topology, metavar="LEVELS",
-        fixed="the chart renders it from the topology values",
-        help="levels whose domain pairs are sampled: a preset (netsched, gke, eks, nvidia) or "
-             "NAME=LABEL,... widest first (default netsched)")
+    topology: Topology = topology_setting()
 
 
 def main(settings: AgentSettings) -> int:

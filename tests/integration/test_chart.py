@@ -153,7 +153,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert agent["args"] == [
         "agent", "--node-name=$(NODE_NAME)", "--host=0.0.0.0", "--port=9101", "--probe-port=9102",
         "--interval=30", "--budget-bytes-per-minute=67108864", "--max-age=120", "--max-links=16",
-        "--discover-namespace=$(POD_NAMESPACE)",
+        "--topology=netsched", "--discover-namespace=$(POD_NAMESPACE)",
         "--discover-selector=app.kubernetes.io/component=agent"]
     assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in agent["env"]} == {
         "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
