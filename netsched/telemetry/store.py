@@ -83,7 +83,7 @@ class TelemetryStore:
                     row = rows[dst] = dict(self._links.get(dst, {}))
                 row[src] = LinkStats(rtt_ms, bandwidth_mbps, now if observed_at is None else observed_at)
             if rows:
-                self._links = {**self._links, **rows}
+                self._links = _without_stale({**self._links, **rows}, now - self.max_age)
             new_nics = {node: (value, now if at is None else at) for node, value, at in nics}
             if new_nics:
                 self._nics = {**self._nics, **new_nics}
@@ -172,6 +172,21 @@ class TelemetryStore:
 
     def __bool__(self) -> bool:
         return bool(self._links or self._nics)
+
+
+def _without_stale(links: Links, cutoff: float) -> Links:
+    """The links measured since cutoff: a stale entry reads as unknown anyway, and dropping it keeps the
+    store as large as one freshness window of measurements, not every destination ever probed. A row
+    with nothing stale is kept as it is (its aligned arrays stay valid)."""
+    out: dict[str, Mapping[str, LinkStats]] = {}
+    for dst, row in links.items():
+        if any(s.observed_at < cutoff for s in row.values()):
+            fresh = {src: s for src, s in row.items() if s.observed_at >= cutoff}
+            if fresh:
+                out[dst] = fresh
+        else:
+            out[dst] = row
+    return out
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,20 @@ def test_the_store_never_returns_an_entry_older_than_its_bound():
     assert store.link("a", "never-measured") is None
 
 
+def test_the_store_keeps_one_freshness_window_of_entries_not_every_destination_ever_probed():
+    now = [0.0]
+    store = TelemetryStore(max_age=60, clock=lambda: now[0])
+    store.record_many([("a", f"n{i}", 1.0, 100.0, None) for i in range(100)])
+    now[0] = 61.0
+    store.record_many([("a", "n1", 1.0, 100.0, None), ("b", "n2", 1.0, 100.0, None)])
+    assert sorted(store.snapshot().links) == ["n1", "n2"]  # the 98 other rows went with their entries
+    kept = store.snapshot().links["n2"]
+    now[0] = 62.0
+    store.record_many([("c", "n9", 1.0, 100.0, None)])
+    assert store.snapshot().links["n2"] is kept  # nothing stale in it: its aligned arrays stay valid
+    assert store.link("a", "n1") is not None
+
+
 class _Prometheus(BaseHTTPRequestHandler):
     answers: dict = {}
 
