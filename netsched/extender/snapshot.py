@@ -24,7 +24,7 @@ from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import priority_heads
 from netsched.models.gpus import gpu_features
-from netsched.telemetry.aggregates import LinkAnswer
+from netsched.telemetry.aggregates import LinkAnswer, domain_ids
 from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # a table index no node has
@@ -127,25 +127,7 @@ class NodeTable:
 def _domains(names: list[str], nodes: dict[str, NodeFacts],
              topology: Topology) -> tuple[np.ndarray, tuple[list[str | None], ...]]:
     """Domain ids per level (NodeTable.domains) and each id's name."""
-    paths = [nodes[n]["levels"] for n in names]
-    domains = np.empty((topology.depth, len(names)), dtype=np.int32)
-    all_names: list[list[str | None]] = []
-    for k in range(topology.depth):
-        ids: dict[tuple[str, ...], int] = {}
-        level_names: list[str | None] = []
-        for i, path in enumerate(paths):
-            key = path[k]
-            if key is None:  # alone at this level: an id of its own
-                domains[k, i] = len(level_names)
-                level_names.append(None)
-                continue
-            found = ids.get(key)
-            if found is None:
-                found = ids[key] = len(level_names)
-                level_names.append(key[-1])
-            domains[k, i] = found
-        all_names.append(level_names)
-    return domains, tuple(all_names)
+    return domain_ids([nodes[n]["levels"] for n in names], topology.depth)
 
 
 @dataclass(frozen=True)

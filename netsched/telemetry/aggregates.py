@@ -33,7 +33,7 @@ the next one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -214,13 +214,30 @@ def node_domains(labels: Mapping[str, Mapping[str, str] | None],
     """An index of the nodes and their domain ids per level (as the extender's node table has them),
     from node labels: for callers without a node table (the operator's records)."""
     names = sorted(labels)
-    paths = [topology.path(labels[n]) for n in names]
-    domains = np.empty((topology.depth, len(names)), dtype=np.int32)
-    for k in range(topology.depth):
+    domains, _ = domain_ids([topology.path(labels[n]) for n in names], topology.depth)
+    return {n: i for i, n in enumerate(names)}, domains
+
+
+def domain_ids(paths: Sequence[tuple[tuple[str, ...] | None, ...]],
+               depth: int) -> tuple[np.ndarray, tuple[list[str | None], ...]]:
+    """Domain ids per level, widest first, of nodes given by their `Topology.path`: shape (depth, nodes),
+    equal ids for the same domain, an id of its own for a node alone at a level; and each id's name
+    (the level's label value, None for a node alone)."""
+    domains = np.empty((depth, len(paths)), dtype=np.int32)
+    all_names: list[list[str | None]] = []
+    for k in range(depth):
         ids: dict[tuple[str, ...], int] = {}
+        level_names: list[str | None] = []
         for i, path in enumerate(paths):
             key = path[k]
-            domains[k, i] = ids.setdefault(key, len(ids)) if key is not None else -1
-        alone = np.flatnonzero(domains[k] < 0)  # a node without the label is a domain of its own
-        domains[k, alone] = len(ids) + np.arange(len(alone))
-    return {n: i for i, n in enumerate(names)}, domains
+            if key is None:
+                domains[k, i] = len(level_names)
+                level_names.append(None)
+                continue
+            found = ids.get(key)
+            if found is None:
+                found = ids[key] = len(level_names)
+                level_names.append(key[-1])
+            domains[k, i] = found
+        all_names.append(level_names)
+    return domains, tuple(all_names)
