@@ -144,15 +144,19 @@ def _unreadable(kubeconfig: str | None, exc: Exception) -> ClusterUnreachable:
     return ClusterUnreachable(f"no cluster to talk to: kubeconfig {_where(kubeconfig)}: {what}; {FIX}")
 
 
+# asks a list for its objects' metadata alone (names, labels), not their spec and status
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
 def call(api: client.ApiClient, method: str, path: str, query: Sequence[tuple[str, str]] = (),
-         body: Any = None, timeout: float | None = None) -> dict[str, Any]:
+         body: Any = None, timeout: float | None = None, accept: str = "application/json") -> dict[str, Any]:
     """The API server's JSON answer to one request at `path`, as the server wrote it; ApiException
     for any answer but 2xx. No API class of the client is used: each imports its hundreds of model
     classes (CoreV1Api alone about 2 s on a busy 2-core machine), more than a command like whatif
-    takes to do its work."""
+    takes to do its work. `accept=METADATA_ONLY` asks a list for its objects' metadata alone."""
     request = api.param_serialize(
         method, path, query_params=list(query),
-        header_params={"Accept": "application/json", "Content-Type": "application/json"}, body=body,
+        header_params={"Accept": accept, "Content-Type": "application/json"}, body=body,
         auth_settings=["BearerToken"])
     response = api.call_api(*request, _request_timeout=timeout)
     response.read()

@@ -13,7 +13,7 @@ import urllib3
 from kubernetes import client
 
 from netsched.api import plans
-from netsched.api.connect import api_message, call
+from netsched.api.connect import METADATA_ONLY, api_message, call
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, whole_number
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.topology import NODE
@@ -101,14 +101,15 @@ class ClusterDiscovery:
             log.warning("agent discovery: listing %s failed (%s); keeping the last list", what, message)
             return False
 
-    def _list(self, path: str, **query: str) -> list[dict[str, Any]]:
-        answer = call(self.api, "GET", path, [*query.items(), ("resourceVersion", "0")])  # the watch cache
+    def _list(self, path: str, accept: str = "application/json", **query: str) -> list[dict[str, Any]]:
+        answer = call(self.api, "GET", path, [*query.items(), ("resourceVersion", "0")],  # the watch cache
+                      accept=accept)
         found: list[dict[str, Any]] = answer["items"]
         return found
 
     def _read_peers(self) -> None:
         pods = self._list(f"/api/v1/namespaces/{self.namespace}/pods", labelSelector=self.selector)
-        nodes = self._list("/api/v1/nodes")
+        nodes = self._list("/api/v1/nodes", METADATA_ONLY)  # labels only: a node's status is most of it
         running = [p for p in pods if p.get("status", {}).get("phase") == PodPhase.RUNNING
                    and p["status"].get("podIP") and p.get("spec", {}).get("nodeName")]
         agents = {p["spec"]["nodeName"]: (p["status"]["podIP"], self.probe_port) for p in running}
