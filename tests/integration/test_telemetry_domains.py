@@ -1,7 +1,9 @@
 """Domain aggregates on a real shaped network: agents in network namespaces, a real Prometheus and the
 extender with two topology levels read from labels netsched does not own. A pair nobody probed is
 answered by the median of its racks' measurements, and the filter reason and the placement
-explanation say so. Needs root (ip netns, tc)."""
+explanation say so; a gang limited to a level stays in its peers' domain of it. The same placement
+by the real kube-scheduler: test_topology_levels.py (KWOK nodes have no network to probe). Needs
+root (ip netns, tc)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import sys
 
 import pytest
 
-from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, MAX_PEER_DISTANCE
 from netsched.api.topology import Topology
 from netsched.datagen.testbed import Testbed, start_prometheus, stop
 from netsched.devcluster.processes import free_port
@@ -98,6 +100,28 @@ def test_the_filter_and_the_explanation_say_the_value_is_an_aggregate(store):
     assert "to p (median of 3 probes rack r1 -> rack r2)" in summary, summary
     chosen = decision.as_dict()["top"][0]  # what /debug/decisions shows
     assert chosen["node"] == "a4" and "median of 3 probes rack r1 -> rack r2" in chosen["links"][0]
+
+
+@pytest.mark.parametrize("level, inside", [("rack", ["p"]), ("block", ["a1", "a2", "a3", "a4", "p"])])
+def test_a_gang_limited_to_a_configured_level_stays_in_its_peers_domain(store, level, inside):
+    extender = _extender(store)
+    pod = _pod("next", None, {MAX_PEER_DISTANCE: level})
+    out = extender.filter(parse_args({"Pod": pod, "NodeNames": sorted(PLACES)}))
+    # its peer runs on p, rack r2 of block b1: every node outside that domain is refused, saying why; the
+    # filter passes a shortlist of the best of the others
+    refused = {**out.failed, **out.unresolvable}
+    assert sorted(refused) == sorted(set(PLACES) - set(inside))
+    assert out.passed and set(out.passed) <= set(inside)
+    assert all(f"not in the same {level} as job train's pods" in r for r in refused.values()), refused
+
+
+def test_a_level_the_cluster_lacks_is_refused_naming_the_ones_it_has(store):
+    out = _extender(store).filter(parse_args({"Pod": _pod("next", None, {MAX_PEER_DISTANCE: "zone"}),
+                                              "NodeNames": sorted(PLACES)}))
+    reasons = {**out.failed, **out.unresolvable}
+    assert not out.passed and sorted(reasons) == sorted(PLACES)
+    assert all("'zone' is not a topology level of this cluster: write one of node, rack, block" in r
+               for r in reasons.values()), reasons
 
 
 def _node(name: str) -> dict:
