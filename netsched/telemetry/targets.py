@@ -20,7 +20,11 @@ members. With s siblings taken in the order that starts after D, in window w the
 
 and of each such sibling domain E its member number (w + r) mod |E|, so the pairs behind each
 domain pair rotate from window to window. Together D's members probe every sibling once per window
-(more than once when m > s); a node's share is sum over levels of ceil(s/m), spread over the
+(more than once when m > s). Before the siblings, a node of a narrowest domain with m > 1 members
+probes one mate of its own, number (r + 1 + w mod (m - 1)) mod m: pairs inside the narrowest domain
+are the closest a gang can get, and without their own samples a lookup between two of them would be
+answered by the wider level's between-domain median. A node's share is 1 + sum over levels of
+ceil(s/m), spread over the
 window's rounds (ceil(share / rounds_per_window) per round). When that exceeds the sample slots
 (peers_per_round minus the demand taken), a window covers slots x rounds_per_window of the node's
 share; the rotation by w moves the rest to later windows. A node without a level's label is alone
@@ -80,7 +84,8 @@ class Layout:
                 siblings.append(domain)
 
     def share(self, node: str) -> int:
-        """How many sibling domains the node probes per window, over all levels."""
+        """How many nodes the node probes per window for the domain sample: one mate, and sibling
+        domains over all levels."""
         return len(self.samples(node, 0))
 
     def samples(self, node: str, window: int) -> list[str]:
@@ -90,6 +95,12 @@ class Layout:
         if path is None:
             return []
         out = []
+        narrowest = path[-1]
+        if narrowest is not None:  # a mate of its own narrowest domain: the nearest pairs are sampled too
+            mates = self.members[-1][narrowest]
+            m, r = len(mates), self.rank[-1][node]
+            if m > 1:
+                out.append(mates[(r + 1 + window % (m - 1)) % m])
         for k in range(self.topology.depth - 1, -1, -1):
             mine = path[k]
             if mine is None:

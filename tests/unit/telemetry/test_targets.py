@@ -76,10 +76,19 @@ def test_a_domains_members_share_its_siblings_without_overlap_when_there_are_mor
     layout = Layout(labels, topo)
     for window in range(3):
         a, b = (set(layout.samples(n, window)) for n in ("z0ra0", "z0ra1"))
-        racks = {labels[x]["r"] for x in a if labels[x]["z"] == "z0"}, \
-            {labels[x]["r"] for x in b if labels[x]["z"] == "z0"}
+        racks = {labels[x]["r"] for x in a if labels[x]["z"] == "z0" and labels[x]["r"] != "ra"}, \
+            {labels[x]["r"] for x in b if labels[x]["z"] == "z0" and labels[x]["r"] != "ra"}
         assert racks[0].isdisjoint(racks[1]) and racks[0] | racks[1] == {"rb", "rc"}
-        assert layout.share("z0ra0") == 2  # one sibling rack and one sibling zone
+        assert layout.share("z0ra0") == 3  # its rack-mate, one sibling rack and one sibling zone
+
+
+def test_a_node_samples_a_mate_of_its_narrowest_domain_a_different_one_each_window():
+    labels = cluster()
+    layout = Layout(labels, THREE)
+    node = "n-0-0-0-0"
+    mates = set(layout.members[-1][THREE.path(labels[node])[-1]]) - {node}
+    picked = [next(n for n in layout.samples(node, w) if n in mates) for w in range(len(mates))]
+    assert sorted(picked) == sorted(mates)  # each mate once in as many windows as it has mates
 
 
 def test_a_node_without_a_levels_label_takes_no_share_there_and_is_no_domain_of_it():
