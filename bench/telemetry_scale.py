@@ -1,0 +1,533 @@
+"""Telemetry at scale: the agents' probes, their Prometheus series and the extender's link lookups
+on a simulated network of 100, 1,000 and 5,000 nodes; and what placement loses with less telemetry.
+
+    nice -n 5 python bench/telemetry_scale.py [--sizes 100,1000,5000] [--seed 2027]
+        [--jct-nodes 1000] [--jct-gangs 300] [--jct-seeds 2027,2028,2029] [--no-publish]
+
+Network: the simulator's Cluster (netsched/datagen/simulator.py) with racks of about RACK_NODES
+nodes, zones of several racks, every link's true bandwidth and RTT; a probe reads the true value
+times lognormal(0, measure_noise). No sockets: the real `Agent` runs its real rounds on a simulated
+clock, its probe functions answered by that network (`SimulatedNetwork`).
+
+Per size, for each scheme (today's: a rotation of `peers_per_round` targets per round, pair
+lookups only):
+- lookups: at LOOKUP_INSTANTS random instants after WARM_UP_S, for every waiting gang, every
+  candidate node towards each of the gang's placed peers, through the extender's own
+  `Snapshot.measured` on a store the real `PrometheusFeed` filled; answered by a fresh pair, an
+  aggregate or nothing;
+- series: lines of `generate_latest()` of SERIES_AGENTS agents' real `AgentMetrics` after
+  SERIES_HOURS of probing (link series: those with a `dst` label), per node and times the nodes;
+- probe bytes per node per minute over the lookup window, against the agent's budget;
+- feed: wall time of `PrometheusFeed.refresh()` against an HTTP server answering the three link
+  queries with the JSON Prometheus would (every agent's link series as an instant vector): HTTP,
+  parse and record, not Prometheus' own query time;
+- memory: what tracemalloc sees retained by the node table, the store after one refresh and one
+  round of lookups (and the aggregates those build).
+
+Placement quality (`--jct-nodes`): a stream of training gangs placed replica by replica on free
+GPUs, each next replica on the node with the best weakest link to the replicas already placed as a
+telemetry view sees it, against the true completion time (`simulator.completion_seconds`, no noise):
+(a) every pair known, (c) topology only (fewest domain levels crossed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import http.server
+import json
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+import numpy as np
+
+import netsched.telemetry.agent as agent_module
+from netsched.datagen.simulator import COMM_LEVELS, GPUS_PER_NODE, Cluster, Job, SimConfig, completion_seconds
+from netsched.extender.snapshot import NodeTable, Snapshot
+from netsched.telemetry.agent import Agent, ProbePlan
+from netsched.telemetry.nic import NicMonitor
+from netsched.telemetry.probe import Bandwidth
+from netsched.telemetry.prometheus import NIC_QUERY, QUERIES, PrometheusFeed
+from netsched.telemetry.store import TelemetryStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from report import publish  # noqa: E402
+
+SECTION = "## Telemetry at scale"
+SIZES = (100, 1000, 5000)
+RACK_NODES = 24
+MAX_AGE_S = 120.0  # the extender's --telemetry-max-age default
+WARM_UP_S = 300.0
+LOOKUP_INSTANTS = 6
+LOOKUP_WINDOW_S = 180.0  # instants drawn in [WARM_UP_S, WARM_UP_S + LOOKUP_WINDOW_S]
+WAITING_GANGS = 16  # gangs waiting for placement at any instant, on average
+GANG_WAIT_S = 300.0  # mean time a gang waits
+CANDIDATE_SHARE = 0.5  # of the nodes: those with room for a gang's next replica
+SERIES_AGENTS = 8
+SERIES_HOURS = 6.0  # enough for today's rotation to reach every other node at 5,000 nodes
+START_UNIX = 1_767_225_600.0
+PAIR, AGGREGATE, NONE = "pair", "aggregate", "none"
+TARGETS = {"answered": 0.95, "series_per_node": 50, "series_total_5000": 300_000}
+
+
+def shape(nodes: int) -> tuple[int, int]:
+    """Zones and racks per zone for racks of about RACK_NODES nodes."""
+    racks = max(1, math.ceil(nodes / RACK_NODES))
+    zones = min(26, max(1, round(math.sqrt(racks / 2))))
+    return zones, math.ceil(racks / zones)
+
+
+def make_cluster(nodes: int, seed: int) -> Cluster:
+    zones, racks_per_zone = shape(nodes)
+    cfg = SimConfig(nodes=nodes, zones=zones, racks_per_zone=racks_per_zone, seed=seed)
+    return Cluster(cfg, np.random.default_rng(seed))
+
+
+class SimulatedNetwork:
+    """Answers the agents' probes from the cluster's true links, on a simulated clock: `now` in
+    seconds from the start, `source` the node whose agent is probing."""
+
+    def __init__(self, cluster: Cluster, rng: np.random.Generator, noise: float = SimConfig.measure_noise):
+        self.cluster, self.rng, self.noise = cluster, rng, noise
+        self.index = {n: i for i, n in enumerate(cluster.names)}
+        self.now, self.source = 0.0, 0
+        self.sent = np.zeros(len(cluster.names))  # probe bytes by source node
+
+    def wall(self) -> float:
+        return START_UNIX + self.now
+
+    def measure_rtt(self, host: str, port: int, samples: int = 5, timeout: float = 2.0) -> float:
+        _, rtt = self.cluster.node_link(self.source, self.index[host])
+        return float(rtt * self.rng.lognormal(0, self.noise))
+
+    def measure_bandwidth(self, host: str, port: int, size: int, timeout: float = 10.0) -> Bandwidth:
+        bw, _ = self.cluster.node_link(self.source, self.index[host])
+        mbps = float(bw * self.rng.lognormal(0, self.noise))
+        self.sent[self.source] += size
+        return Bandwidth(mbps, size, size * 8 / (mbps * 1e6))
+
+    @contextmanager
+    def probing(self) -> Iterator[None]:
+        """The agent module's probes and wall clock answered by this network while inside."""
+        with mock.patch.object(agent_module, "measure_rtt", self.measure_rtt), \
+                mock.patch.object(agent_module, "measure_bandwidth", self.measure_bandwidth), \
+                mock.patch.object(agent_module, "time", SimpleNamespace(time=self.wall)):
+            yield
+
+
+class NoNics(NicMonitor):
+    def __init__(self) -> None:
+        super().__init__(read=dict)
+
+
+def make_agents(net: SimulatedNetwork, plan: ProbePlan) -> list[Agent]:
+    names = net.cluster.names
+    everyone = {n: (n, 0) for n in names}
+
+    def targets_of(me: str) -> Callable[[], dict[str, tuple[str, int]]]:
+        return lambda: {n: where for n, where in everyone.items() if n != me}
+
+    return [Agent(n, targets_of(n), plan, nics=NoNics(), clock=lambda: net.now) for n in names]
+
+
+def run_rounds(net: SimulatedNetwork, agents: list[Agent], which: list[int], until: float,
+               schedule: list[tuple[float, int]], rng: np.random.Generator) -> None:
+    """Every agent in `which` probes at its jittered interval (as `Agent.run` does) up to `until`."""
+    with net.probing():
+        while schedule and schedule[0][0] <= until:
+            at, i = heapq.heappop(schedule)
+            net.now, net.source = at, i
+            agents[i].probe_round()
+            heapq.heappush(schedule, (at + agents[i].plan.interval * rng.uniform(0.8, 1.2), i))
+
+
+@dataclass
+class Gang:
+    arrives: float
+    leaves: float
+    peers: tuple[int, ...]  # nodes of its replicas already placed
+    candidates: np.ndarray  # nodes with room for its next replica
+
+
+def gang_stream(cluster: Cluster, rng: np.random.Generator, horizon: float) -> list[Gang]:
+    """Gangs waiting for placement: WAITING_GANGS at a time on average, each waiting GANG_WAIT_S on
+    average, its placed replicas packed in a rack (half), a zone (a third) or anywhere."""
+    n, gangs, t = len(cluster.names), [], -GANG_WAIT_S * 3
+    while t < horizon:
+        t += rng.exponential(GANG_WAIT_S / WAITING_GANGS)
+        replicas = int(rng.choice((2, 4, 8, 16)))
+        anchor, style = int(rng.integers(n)), rng.random()
+        pool = (np.flatnonzero(cluster.rack == cluster.rack[anchor]) if style < 0.5
+                else np.flatnonzero(cluster.zone == cluster.zone[anchor]) if style < 0.83 else np.arange(n))
+        placed = rng.choice(pool, size=min(len(pool), int(rng.integers(1, replicas))), replace=False)
+        room = rng.random(n) < CANDIDATE_SHARE
+        room[placed] = False
+        gangs.append(Gang(t, t + rng.exponential(GANG_WAIT_S), tuple(int(p) for p in placed), np.flatnonzero(room)))
+    return gangs
+
+
+def answered_by(snapshot: Snapshot, idx: np.ndarray, peer: str) -> np.ndarray:
+    """For each candidate in idx, what answered its lookup towards peer: PAIR, AGGREGATE or NONE."""
+    found = snapshot.measured(idx, peer)
+    if found is None:
+        return np.full(len(idx), NONE)
+    return np.where(np.isnan(found[0]), NONE, PAIR)
+
+
+class QueryServer:
+    """Answers PrometheusFeed's queries with the instant vectors Prometheus would return for the
+    agents' current series (each agent a scrape target of its own), as Prometheus' JSON."""
+
+    def __init__(self, agents: list[Agent], net: SimulatedNetwork):
+        self.agents, self.net = agents, net
+        self.bodies: dict[str, bytes] = {}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
+                body = server.bodies.get(query) or server.vector([])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def vector(self, result: list[dict]) -> bytes:
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+    def scrape(self) -> None:
+        """The agents' link series as they are now."""
+        results: dict[str, list[dict]] = {q: [] for q in QUERIES.values()}  # each query is a metric's name
+        stamp = self.net.wall()
+        for k, agent in enumerate(self.agents):
+            for family in agent.metrics.registry.collect():
+                out = results.get(family.name)
+                if out is None:
+                    continue
+                for sample in family.samples:
+                    out.append({"metric": {"__name__": sample.name, "instance": f"agent-{k}:9101",
+                                           "job": "netsched-agents", **sample.labels},
+                                "value": [stamp, repr(sample.value)]})
+        self.bodies = {q: self.vector(r) for q, r in results.items()}
+        self.bodies[NIC_QUERY] = self.vector([])
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def node_table(cluster: Cluster) -> NodeTable:
+    facts = {n: {"zone": cluster.zone_names[cluster.zone[i]], "rack": f"rack-{cluster.rack[i]}", "levels": None,
+                 "gpus": GPUS_PER_NODE, "gpu_product": str(cluster.gpu[i]), "gpu_labels": {},
+                 "cpu": 64.0, "memory": 2.0**40}
+             for i, n in enumerate(cluster.names)}
+    return NodeTable.build(facts)
+
+
+def lookups(table: NodeTable, store: TelemetryStore, gangs: list[Gang], at: float, names: list[str],
+            counts: dict[str, int]) -> None:
+    snapshot = Snapshot(table=table, free=np.zeros(len(names)), peers=(), age=0.0, stale=False, synced=True,
+                        telemetry=store.snapshot(at))
+    for gang in gangs:
+        if gang.arrives <= at < gang.leaves:
+            idx = np.array([table.index[names[c]] for c in gang.candidates], dtype=np.int64)
+            for peer in gang.peers:
+                found = answered_by(snapshot, idx, names[peer])
+                for kind in (PAIR, AGGREGATE, NONE):
+                    counts[kind] += int((found == kind).sum())
+
+
+def series_lines(agent: Agent) -> tuple[int, int]:
+    """Series `generate_latest()` exports for the agent: link series (with a dst label), all."""
+    from prometheus_client import generate_latest
+
+    lines = [line for line in generate_latest(agent.metrics.registry).decode().splitlines()
+             if line and not line.startswith("#")]
+    return sum('dst="' in line for line in lines), len(lines)
+
+
+@dataclass
+class SizeResult:
+    nodes: int
+    scheme: str
+    shape: tuple[int, int]
+    counts: dict[str, int]
+    link_series_per_node: float
+    series_per_node: float
+    bytes_per_minute: tuple[float, float]  # mean, max over nodes
+    feed_seconds: float
+    feed_links: int
+    memory_bytes: int
+    wall_seconds: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def share(self, kind: str) -> float:
+        total = sum(self.counts.values())
+        return self.counts[kind] / total if total else math.nan
+
+
+def run_size(nodes: int, seed: int, plan: ProbePlan = ProbePlan(), scheme: str = "today") -> SizeResult:
+    began = time.monotonic()
+    rng = np.random.default_rng(seed)
+    cluster = make_cluster(nodes, seed)
+    names = cluster.names
+    net = SimulatedNetwork(cluster, rng)
+    agents = make_agents(net, plan)
+    schedule = [(float(rng.uniform(0, plan.interval)), i) for i in range(nodes)]
+    heapq.heapify(schedule)
+    end = WARM_UP_S + LOOKUP_WINDOW_S
+    gangs = gang_stream(cluster, rng, end)
+    instants = sorted(rng.uniform(WARM_UP_S, end, LOOKUP_INSTANTS))
+    table = node_table(cluster)
+    store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
+    server = QueryServer(agents, net)
+    feed = PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall)
+    counts = {PAIR: 0, AGGREGATE: 0, NONE: 0}
+    feed_times, feed_links = [], 0
+    run_rounds(net, agents, list(range(nodes)), WARM_UP_S, schedule, rng)
+    sent_before = net.sent.copy()
+    try:
+        for at in instants:
+            run_rounds(net, agents, list(range(nodes)), at, schedule, rng)
+            net.now = at
+            server.scrape()
+            t0 = time.perf_counter()
+            feed_links = feed.refresh()
+            feed_times.append(time.perf_counter() - t0)
+            if feed.last_error:
+                raise RuntimeError(feed.last_error)
+            lookups(table, store, gangs, at, names, counts)
+        run_rounds(net, agents, list(range(nodes)), end, schedule, rng)
+        per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
+        memory = retained_memory(cluster, server, net, gangs, end)
+    finally:
+        server.close()
+    # series: a sample of agents probing on alone, to where today's never-removed series settle
+    sample = [int(i) for i in rng.choice(nodes, size=min(SERIES_AGENTS, nodes), replace=False)]
+    alone = [(at, i) for at, i in schedule if i in sample]
+    heapq.heapify(alone)
+    run_rounds(net, agents, sample, SERIES_HOURS * 3600, alone, rng)
+    counted = [series_lines(agents[i]) for i in sample]
+    return SizeResult(nodes, scheme, shape(nodes), counts,
+                      statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
+                      (float(per_minute.mean()), float(per_minute.max())), statistics.median(feed_times),
+                      feed_links, memory, time.monotonic() - began)
+
+
+def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork, gangs: list[Gang],
+                    at: float) -> int:
+    """Bytes tracemalloc sees held by a fresh node table and store after one feed refresh and one
+    round of lookups (the extender's telemetry state, whatever caches the lookups build)."""
+    server.scrape()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        table = node_table(cluster)
+        store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
+        PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall).refresh()
+        lookups(table, store, gangs, at, cluster.names, {PAIR: 0, AGGREGATE: 0, NONE: 0})
+        held = tracemalloc.get_traced_memory()[0] - base
+        del table, store
+    finally:
+        tracemalloc.stop()
+    return held
+
+
+# ---- placement quality ----------------------------------------------------------------------------
+View = Callable[[int, np.ndarray], np.ndarray]  # peer, candidates -> how good each candidate's link is
+
+
+def pair_view(cluster: Cluster, rng: np.random.Generator) -> View:
+    """Every pair measured (once, with the probes' noise): bandwidth."""
+    columns: dict[int, np.ndarray] = {}
+    noise = SimConfig.measure_noise
+
+    def view(peer: int, idx: np.ndarray) -> np.ndarray:
+        if peer not in columns:
+            columns[peer] = np.array([cluster.node_link(i, peer)[0] for i in range(len(cluster.names))]
+                                     ) * rng.lognormal(0, noise, len(cluster.names))
+        return columns[peer][idx]
+    return view
+
+
+def topology_view(cluster: Cluster) -> View:
+    """Only where nodes are: fewer levels crossed is better."""
+    def view(peer: int, idx: np.ndarray) -> np.ndarray:
+        return -np.array([cluster.distance(int(i), peer) for i in idx], dtype=float)
+    return view
+
+
+def gang_jobs(cluster: Cluster, rng: np.random.Generator, count: int) -> list[Job]:
+    jobs = []
+    for k in range(count):
+        comm = str(rng.choice(("medium", "high")))
+        jobs.append(Job(f"gang-{k}", 0.0, "training", int(rng.choice((2, 4, 8))), int(rng.choice((4, 8))),
+                        float(rng.lognormal(math.log(1500), 0.8)), float(rng.lognormal(math.log(200), 1.0)),
+                        comm, float(COMM_LEVELS[comm] * rng.lognormal(0, 0.6)), "zone",
+                        int(rng.integers(len(cluster.zone_names))), math.nan, ()))
+    return jobs
+
+
+def place(cluster: Cluster, free: np.ndarray, job: Job, view: View) -> list[int] | None:
+    """Replica by replica: the first in the rack with the most free GPUs, each next one on the node
+    whose weakest link (by the view) to those placed is best; None when the gang does not fit."""
+    need = job.gpus_per_replica
+    if (free // need).sum() < job.replicas:
+        return None
+    left, placed = free.copy(), []
+    racks = np.bincount(cluster.rack, weights=np.where(left >= need, left, 0), minlength=cluster.racks)
+    in_rack = np.flatnonzero((cluster.rack == int(np.argmax(racks))) & (left >= need))
+    first = int(in_rack[np.argmax(left[in_rack])])
+    placed.append(first)
+    left[first] -= need
+    while len(placed) < job.replicas:
+        idx = np.flatnonzero(left >= need)
+        score = np.full(len(idx), np.inf)
+        for peer in set(placed):
+            here = idx == peer
+            score = np.minimum(score, np.where(here, np.inf, view(peer, idx)))
+        best = int(idx[np.argmax(score)])
+        placed.append(best)
+        left[best] -= need
+    return placed
+
+
+def gang_seconds(cluster: Cluster, job: Job, nodes: list[int]) -> float:
+    """The gang ends with its slowest replica."""
+    return max(completion_seconds(cluster, replace(job, peers=tuple(nodes[:k] + nodes[k + 1:])), node)
+               for k, node in enumerate(nodes))
+
+
+def stream_jct(cluster: Cluster, jobs: list[Job], view: View, load: float, rng: np.random.Generator) -> float:
+    """Mean completion time (from start) of the gangs arriving as a Poisson stream at `load` of the
+    GPUs, first come first placed, each holding its GPUs until it ends."""
+    free = np.full(len(cluster.names), GPUS_PER_NODE)
+    mean_gpus = statistics.mean(j.replicas * j.gpus_per_replica for j in jobs)
+    mean_s = statistics.mean(j.work_s for j in jobs)
+    gap = mean_gpus * mean_s / (load * free.sum())
+    arrivals = np.cumsum(rng.exponential(gap, len(jobs)))
+    running: list[tuple[float, int, list[int]]] = []
+    now, seconds = 0.0, []
+    for k, job in enumerate(jobs):
+        now = max(now, arrivals[k])
+        while True:
+            while running and running[0][0] <= now:
+                _, j, nodes = heapq.heappop(running)
+                np.add.at(free, nodes, jobs[j].gpus_per_replica)
+            nodes = place(cluster, free, job, view)
+            if nodes is not None:
+                break
+            now = running[0][0]
+        np.subtract.at(free, nodes, job.gpus_per_replica)
+        took = gang_seconds(cluster, job, nodes)
+        seconds.append(took)
+        heapq.heappush(running, (now + took, k, nodes))
+    return statistics.mean(seconds)
+
+
+def compare_jct(nodes: int, gangs: int, seed: int, load: float = 0.7) -> dict[str, float]:
+    cluster = make_cluster(nodes, seed)
+    jobs = gang_jobs(cluster, np.random.default_rng([seed, 1]), gangs)
+    views = {"pairs": pair_view(cluster, np.random.default_rng([seed, 2])), "topology": topology_view(cluster)}
+    return {name: stream_jct(cluster, jobs, view, load, np.random.default_rng([seed, 3]))
+            for name, view in views.items()}
+
+
+# ---- report -----------------------------------------------------------------------------------------
+def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, dict[str, float]],
+           load: tuple[str, str]) -> str:
+    plan = ProbePlan()
+    rows = []
+    for r in results:
+        total = r.link_series_per_node * r.nodes
+        rows.append(
+            f"| {r.nodes:,} | {r.scheme} | {r.shape[0]} x {r.shape[1]} | {r.share(PAIR):.1%} | "
+            f"{r.share(AGGREGATE):.1%} | {r.share(NONE):.1%} | {r.link_series_per_node:.0f} "
+            f"({r.series_per_node:.0f}) | {total:,.0f} | {r.bytes_per_minute[0] / 2**20:.1f} / "
+            f"{r.bytes_per_minute[1] / 2**20:.1f} MiB | {r.feed_seconds:.2f} s ({r.feed_links:,}) | "
+            f"{r.memory_bytes / 2**20:.1f} MiB | {r.wall_seconds:.0f} s |")
+    jct_rows = [f"| {seed} | " + " | ".join(f"{v:,.0f} s" for v in got.values())
+                + f" | {got['topology'] / got['pairs'] - 1:+.1%} |" for seed, got in jct.items()]
+    sizes = ",".join(str(s) for s in args.sizes)
+    return "\n".join([
+        SECTION, "",
+        f"Command: `nice -n 5 python bench/telemetry_scale.py --sizes {sizes} --seed {args.seed} "
+        f"--jct-nodes {args.jct_nodes} --jct-gangs {args.jct_gangs} --jct-seeds "
+        f"{','.join(str(s) for s in args.jct_seeds)}` ({time.strftime('%Y-%m-%d')}, 2 cores shared with "
+        f"other work: load average {load[0]} at the start, {load[1]} at the end).", "",
+        f"The real agent (`{plan.peers_per_round}` targets per round every {plan.interval:g} s, jittered, "
+        f"budget {plan.budget_bytes_per_minute / 2**20:g} MiB/min) on a simulated network: the simulator's "
+        f"cluster, racks of about {RACK_NODES} nodes, probes answered from its true links with 8% noise, no "
+        f"sockets. Lookups: {LOOKUP_INSTANTS} random instants {WARM_UP_S:g}-{WARM_UP_S + LOOKUP_WINDOW_S:g} s "
+        f"after the agents start, {WAITING_GANGS} gangs waiting on average, every candidate (half the nodes) "
+        f"towards each placed peer, through the extender's `Snapshot.measured` on a store the real "
+        f"`PrometheusFeed` filled. Series: `generate_latest()` of {SERIES_AGENTS} agents after "
+        f"{SERIES_HOURS:g} simulated hours (link series, all series in brackets); total = link series x "
+        "nodes. Feed: `refresh()` against a local server answering with the JSON Prometheus would return "
+        "(HTTP, parse, record; median; links recorded in brackets), not a real Prometheus. Memory: "
+        "tracemalloc, node table + store + lookup caches after one refresh.", "",
+        "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | link series, "
+        "total | probe bytes / node / min, mean / max | feed refresh | extender memory | bench wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows, "",
+        f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
+        f"{TARGETS['series_per_node']} link series per node; <= {TARGETS['series_total_5000']:,} in total at "
+        "5,000 nodes.", "",
+        f"Placement quality, {args.jct_nodes:,} nodes, {args.jct_gangs} training gangs (2-8 replicas of 4 or "
+        "8 GPUs) arriving at 70% of the GPUs, mean completion time from start (the simulator's formula, no "
+        "noise). Each next replica goes where the view's weakest link to the placed ones is best. Target: "
+        "aggregate-only within 5% of every pair known.", "",
+        "| seed | every pair known | topology only | topology against pairs |", "|---|---|---|---|",
+        *jct_rows, "",
+    ])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=list(SIZES))
+    parser.add_argument("--seed", type=int, default=2027)
+    parser.add_argument("--jct-nodes", type=int, default=1000)
+    parser.add_argument("--jct-gangs", type=int, default=300)
+    parser.add_argument("--jct-seeds", type=lambda s: [int(x) for x in s.split(",") if x],
+                        default=[2027, 2028, 2029])
+    parser.add_argument("--no-publish", action="store_true", help="print the section, leave the docs alone")
+    args = parser.parse_args()
+    load_start = os.getloadavg()[0]
+    results = []
+    for nodes in args.sizes:
+        print(f"{nodes} nodes ...", file=sys.stderr, flush=True)
+        results.append(run_size(nodes, args.seed))
+    jct = {}
+    for seed in args.jct_seeds:
+        print(f"placement, seed {seed} ...", file=sys.stderr, flush=True)
+        jct[seed] = compare_jct(args.jct_nodes, args.jct_gangs, seed)
+    section = report(args, results, jct, (f"{load_start:.1f}", f"{os.getloadavg()[0]:.1f}"))
+    if args.no_publish:
+        print(section)
+    else:
+        publish(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
