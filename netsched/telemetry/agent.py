@@ -2,13 +2,18 @@
 
 Schedule and budget, so probing never crowds out the jobs it measures:
 - every `interval` seconds (x0.8..1.2 jitter, so agents do not probe in step) the agent probes
-  the next `peers_per_round` targets in rotation, each with an RTT probe (the fastest of 5
+  up to `peers_per_round` targets (netsched/telemetry/targets.py: demand first, then a rotating
+  sample of every domain pair, then everyone in turn), each with an RTT probe (the fastest of 5
   one-byte round trips, and of the last 3 rounds: queueing is load, not distance) and one
   bandwidth probe sized to last about `target_seconds` at the link's last measured rate
   (a link's first probe is small; when it ends too fast to trust, a second one sized by it follows);
 - all bandwidth probes of the last minute together stay under `budget_bytes_per_minute`; a probe
   that would exceed it is skipped and that link's entry simply ages.
 - so each link carries probe traffic for at most target_seconds per interval (0.5 s of 30 s).
+
+Series stay bounded whatever the cluster's size: the link gauges are kept for the `max_links` most
+recently measured destinations only (older ones are removed), and the probe counters carry no
+destination. A restarted agent exports only what it measured since it started.
 
 HTTP (`--port`): /metrics (Prometheus), /matrix (this node's latest row, JSON), /healthz.
 Probes are answered on `--probe-port` (netsched/telemetry/probe.py).
@@ -21,20 +26,24 @@ import logging
 import random
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from netsched.api.topology import DEFAULT, Topology
 from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import Bandwidth, ProbeError, ProbeServer, measure_bandwidth, measure_rtt
+from netsched.telemetry.targets import Budget, Endpoint, Found, Layout, choose
 
 log = logging.getLogger(__name__)
 RTT_ROUNDS = 3  # the published RTT is the fastest seen in this many rounds: queueing is load, not distance
-Targets = Callable[[], dict[str, tuple[str, int]]]  # name -> (host, port)
+Targets = Callable[[], Found | Mapping[str, Endpoint]]  # a plain mapping: name -> (host, port), no more
+MeasureRtt = Callable[[str, int], float]  # host, port -> milliseconds
+MeasureBandwidth = Callable[[str, int, int], Bandwidth]  # host, port, bytes
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,13 @@ class ProbePlan:
     max_bytes: int = 32 * 1024 * 1024
     first_bytes: int = 256 * 1024
     budget_bytes_per_minute: int = 64 * 1024 * 1024
+    max_age: float = 120.0  # how long the extender uses a measurement: the sampling window
+    demand_share: float = 0.5
+    max_links: int = 16  # destinations whose link gauges are exported
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.peers_per_round, self.demand_share, max(1, int(self.max_age // self.interval)))
 
 
 class AgentMetrics:
@@ -58,12 +74,13 @@ class AgentMetrics:
                                ["src", "dst"], registry=r)
         self.measured = Gauge("netsched_link_measured_timestamp_seconds",
                               "Unix time of the link's last complete measurement", ["src", "dst"], registry=r)
-        self.errors = Counter("netsched_probe_errors_total", "Probes that failed, by target and kind",
-                              ["dst", "kind"], registry=r)
-        self.probe_bytes = Counter("netsched_probe_bytes_total", "Bytes sent by bandwidth probes",
-                                   ["dst"], registry=r)
+        # no destination label on counters: a counter cannot be removed without a reset, and one
+        # series per destination would grow with the cluster
+        self.errors = Counter("netsched_probe_errors_total", "Probes that failed, by kind (rtt, bandwidth)",
+                              ["kind"], registry=r)
+        self.probe_bytes = Counter("netsched_probe_bytes_total", "Bytes sent by bandwidth probes", registry=r)
         self.skipped = Counter("netsched_probe_skipped_total", "Bandwidth probes skipped by the budget",
-                               ["dst"], registry=r)
+                               registry=r)
         self.nic_rate = Gauge("netsched_nic_bytes_per_second", "NIC traffic rate",
                               ["node", "interface", "direction"], registry=r)
         self.nic_util = Gauge("netsched_nic_utilisation_ratio", "NIC traffic / link speed",
@@ -71,16 +88,27 @@ class AgentMetrics:
 
 
 class Agent:
+    """One node's prober. `rtt` and `bandwidth` measure a link (defaults: the real TCP probes); a
+    simulated network passes its own."""
+
     def __init__(self, node: str, targets: Targets, plan: ProbePlan = ProbePlan(),
-                 nics: NicMonitor | None = None, clock: Callable[[], float] = time.monotonic):
-        self.node, self.targets, self.plan = node, targets, plan
+                 nics: NicMonitor | None = None, clock: Callable[[], float] = time.monotonic,
+                 topology: Topology = DEFAULT, rtt: MeasureRtt = measure_rtt,
+                 bandwidth: MeasureBandwidth = measure_bandwidth):
+        self.node, self.targets, self.plan, self.topology = node, targets, plan, topology
         self.nics = nics or NicMonitor()
         self.clock = clock
+        self.measure_rtt, self.measure_bandwidth = rtt, bandwidth
         self.metrics = AgentMetrics()
-        self.row: dict[str, dict[str, Any]] = {}  # dst -> latest measurement or error
+        self.row: OrderedDict[str, dict[str, Any]] = OrderedDict()  # dst -> latest measurement or error
+        self._exported: OrderedDict[str, None] = OrderedDict()  # dsts with link gauges, oldest first
         self._rates: dict[str, float] = {}  # dst -> last measured Mbit/s
         self._rtts: dict[str, deque[float]] = {}  # dst -> fastest RTT of each of the last rounds
+        self._last: dict[str, float] = {}  # dst -> clock() of its last probe: least recent goes first
         self._spent: deque[tuple[float, int]] = deque()
+        self._layout = Layout({}, topology)
+        self._labels: Mapping[str, Mapping[str, str]] | None = None
+        self._round = 0
         self._turn = 0
         self._lock = threading.Lock()
         self.stop = threading.Event()
@@ -95,28 +123,39 @@ class Agent:
             self.stop.wait(self.plan.interval * random.uniform(0.8, 1.2))
 
     def probe_round(self) -> None:
-        targets = sorted(self.targets().items())
-        if targets:
-            k = min(self.plan.peers_per_round, len(targets))
-            start = self._turn % len(targets)
-            chosen = (targets + targets)[start:start + k]
-            self._turn = start + k
-            random.shuffle(chosen)
-            for dst, (host, port) in chosen:
-                self.probe(dst, host, port)
+        chosen = list(self.choose())
+        random.shuffle(chosen)  # agents choosing alike do not probe one target at the same moment
+        for dst, (host, port) in chosen:
+            self.probe(dst, host, port)
         self._sample_nics()
+
+    def choose(self) -> list[tuple[str, Endpoint]]:
+        """This round's targets with their endpoints (targets.choose), and the round counted."""
+        got = self.targets()
+        found = got if isinstance(got, Found) else Found(got)
+        if found.labels is not self._labels:  # a new discovery: domains may have changed
+            self._labels = found.labels
+            self._layout = Layout(found.labels, self.topology)
+        endpoints = found.endpoints
+        everyone = sorted(name for name in endpoints if name != self.node)
+        demand = [name for name in found.demand if name in endpoints]
+        picked = choose(self.node, self._layout, self._round, self.plan.budget, demand, self._last,
+                        everyone, self._turn)
+        self._round, self._turn = self._round + 1, picked.turn
+        return [(name, endpoints[name]) for name in picked.targets if name in endpoints]
 
     def probe(self, dst: str, host: str, port: int) -> None:
         m = self.metrics
+        self._last[dst] = self.clock()
         try:
             window = self._rtts.setdefault(dst, deque(maxlen=RTT_ROUNDS))
-            window.append(measure_rtt(host, port))
+            window.append(self.measure_rtt(host, port))
             rtt = min(window)
         except ProbeError as exc:
             return self._failed(dst, "rtt", exc)
         size = self.probe_size(dst)
         if not size:
-            m.skipped.labels(dst).inc()
+            m.skipped.inc()
             return
         try:
             bw = self._send(dst, host, port, size)
@@ -128,13 +167,33 @@ class Agent:
             return self._failed(dst, "bandwidth", exc)
         now = time.time()
         self._rates[dst] = bw.mbps
-        m.rtt.labels(self.node, dst).set(rtt / 1000)
-        m.bandwidth.labels(self.node, dst).set(bw.mbps * 1e6 / 8)
-        m.measured.labels(self.node, dst).set(now)
+        self._export(dst, rtt / 1000, bw.mbps * 1e6 / 8, now)
         with self._lock:
             probes = self.row.get(dst, {}).get("probes", 0) + 1
-            self.row[dst] = {"rtt_ms": rtt, "bandwidth_mbps": bw.mbps, "measured_at": now,
-                             "probe_bytes": size, "probe_seconds": bw.seconds, "probes": probes}
+            self._keep(dst, {"rtt_ms": rtt, "bandwidth_mbps": bw.mbps, "measured_at": now,
+                             "probe_bytes": size, "probe_seconds": bw.seconds, "probes": probes})
+
+    # ---- bounded series ----------------------------------------------------------------
+    def _export(self, dst: str, rtt_seconds: float, bytes_per_second: float, at: float) -> None:
+        """Set dst's link gauges and remove those of the destinations measured longest ago beyond
+        `max_links`: their values would only age, and every destination kept is a series."""
+        m = self.metrics
+        m.rtt.labels(self.node, dst).set(rtt_seconds)
+        m.bandwidth.labels(self.node, dst).set(bytes_per_second)
+        m.measured.labels(self.node, dst).set(at)
+        self._exported[dst] = None
+        self._exported.move_to_end(dst)
+        while len(self._exported) > self.plan.max_links:
+            old, _ = self._exported.popitem(last=False)
+            for gauge in (m.rtt, m.bandwidth, m.measured):
+                gauge.remove(self.node, old)
+
+    def _keep(self, dst: str, entry: dict[str, Any]) -> None:
+        """The /matrix row keeps as many destinations as the gauges do, most recently probed."""
+        self.row[dst] = entry
+        self.row.move_to_end(dst)
+        while len(self.row) > self.plan.max_links:
+            self.row.popitem(last=False)
 
     # ---- budget ----------------------------------------------------------------------
     def probe_size(self, dst: str) -> int:
@@ -154,18 +213,18 @@ class Agent:
 
     def _send(self, dst: str, host: str, port: int, size: int) -> Bandwidth:
         try:
-            return measure_bandwidth(host, port, size)
+            return self.measure_bandwidth(host, port, size)
         finally:  # a failed probe still spent (up to) its bytes
             self._spent.append((self.clock(), size))
-            self.metrics.probe_bytes.labels(dst).inc(size)
+            self.metrics.probe_bytes.inc(size)
 
     def _failed(self, dst: str, kind: str, exc: Exception) -> None:
-        self.metrics.errors.labels(dst, kind).inc()
+        self.metrics.errors.labels(kind).inc()
         log.info("%s", exc)
         with self._lock:
             entry = dict(self.row.get(dst, {}))
             entry.update(error=str(exc), failed_at=time.time())
-            self.row[dst] = entry  # the last good measurement stays, with its own (ageing) time
+            self._keep(dst, entry)  # the last good measurement stays, with its own (ageing) time
 
     def _sample_nics(self) -> None:
         for rate in self.nics.sample():
@@ -209,12 +268,13 @@ def serve_http(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
     return server
 
 
-def run_agent(node: str, targets: Targets, host: str, port: int, probe_port: int, plan: ProbePlan) -> None:
+def run_agent(node: str, targets: Targets, host: str, port: int, probe_port: int, plan: ProbePlan,
+              topology: Topology = DEFAULT) -> None:
     """Serve probes and HTTP, then probe until SIGINT/SIGTERM."""
     import signal
 
     ProbeServer(host, probe_port).start()
-    agent = Agent(node, targets, plan)
+    agent = Agent(node, targets, plan, topology=topology)
     serve_http(agent, host, port)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: agent.stop.set())
