@@ -54,6 +54,8 @@ from unittest import mock
 import numpy as np
 
 import netsched.telemetry.agent as agent_module
+from netsched.api.labels import RACK_LABEL, ZONE_LABEL
+from netsched.api.topology import DEFAULT
 from netsched.datagen.simulator import COMM_LEVELS, GPUS_PER_NODE, Cluster, Job, SimConfig, completion_seconds
 from netsched.extender.snapshot import NodeTable, Snapshot
 from netsched.telemetry.agent import Agent, ProbePlan
@@ -61,6 +63,7 @@ from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import Bandwidth
 from netsched.telemetry.prometheus import NIC_QUERY, QUERIES, PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
+from netsched.telemetry.targets import Found, Layout
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import publish  # noqa: E402
@@ -69,14 +72,13 @@ SECTION = "## Telemetry at scale"
 SIZES = (100, 1000, 5000)
 RACK_NODES = 24
 MAX_AGE_S = 120.0  # the extender's --telemetry-max-age default
-WARM_UP_S = 300.0
-LOOKUP_INSTANTS = 6
-LOOKUP_WINDOW_S = 180.0  # instants drawn in [WARM_UP_S, WARM_UP_S + LOOKUP_WINDOW_S]
+WARM_UP_S = 180.0  # past the first freshness window (MAX_AGE_S) and a round
+LOOKUP_INSTANTS = 4
+LOOKUP_WINDOW_S = 120.0  # instants drawn in [WARM_UP_S, WARM_UP_S + LOOKUP_WINDOW_S]
 WAITING_GANGS = 16  # gangs waiting for placement at any instant, on average
 GANG_WAIT_S = 300.0  # mean time a gang waits
 CANDIDATE_SHARE = 0.5  # of the nodes: those with room for a gang's next replica
 SERIES_AGENTS = 8
-SERIES_HOURS = 6.0  # enough for today's rotation to reach every other node at 5,000 nodes
 START_UNIX = 1_767_225_600.0
 PAIR, AGGREGATE, NONE = "pair", "aggregate", "none"
 TARGETS = {"answered": 0.95, "series_per_node": 50, "series_total_5000": 300_000}
@@ -108,11 +110,11 @@ class SimulatedNetwork:
     def wall(self) -> float:
         return START_UNIX + self.now
 
-    def measure_rtt(self, host: str, port: int, samples: int = 5, timeout: float = 2.0) -> float:
+    def measure_rtt(self, host: str, port: int) -> float:
         _, rtt = self.cluster.node_link(self.source, self.index[host])
         return float(rtt * self.rng.lognormal(0, self.noise))
 
-    def measure_bandwidth(self, host: str, port: int, size: int, timeout: float = 10.0) -> Bandwidth:
+    def measure_bandwidth(self, host: str, port: int, size: int) -> Bandwidth:
         bw, _ = self.cluster.node_link(self.source, self.index[host])
         mbps = float(bw * self.rng.lognormal(0, self.noise))
         self.sent[self.source] += size
@@ -120,10 +122,9 @@ class SimulatedNetwork:
 
     @contextmanager
     def probing(self) -> Iterator[None]:
-        """The agent module's probes and wall clock answered by this network while inside."""
-        with mock.patch.object(agent_module, "measure_rtt", self.measure_rtt), \
-                mock.patch.object(agent_module, "measure_bandwidth", self.measure_bandwidth), \
-                mock.patch.object(agent_module, "time", SimpleNamespace(time=self.wall)):
+        """The agents' wall clock (when a measurement was taken, as exported) is this network's while
+        inside: the agent reads `time.time()` itself."""
+        with mock.patch.object(agent_module, "time", SimpleNamespace(time=self.wall)):
             yield
 
 
@@ -132,14 +133,46 @@ class NoNics(NicMonitor):
         super().__init__(read=dict)
 
 
-def make_agents(net: SimulatedNetwork, plan: ProbePlan) -> list[Agent]:
-    names = net.cluster.names
+@dataclass(frozen=True)
+class Scheme:
+    """How the agents choose targets and the extender answers lookups."""
+    name: str
+    plan: ProbePlan
+    domains: bool  # agents know the nodes' labels (the domain sample) and what placement asks (demand)
+    aggregates: bool  # the extender answers unmeasured pairs from aggregates
+
+
+TODAY = Scheme("today", ProbePlan(max_links=2**31), domains=False, aggregates=False)  # gauges never removed
+NEW = Scheme("demand + domains", ProbePlan(), domains=True, aggregates=True)
+
+
+def make_agents(net: SimulatedNetwork, scheme: Scheme, gangs: list[Gang]) -> list[Agent]:
+    """An agent per node, each discovering every other node; with `scheme.domains`, their labels and
+    the placed peers of the waiting gangs it is a candidate for."""
+    cluster, names = net.cluster, net.cluster.names
     everyone = {n: (n, 0) for n in names}
+    labels = {n: {ZONE_LABEL: cluster.zone_names[cluster.zone[i]], RACK_LABEL: f"rack-{cluster.rack[i]}"}
+              for i, n in enumerate(names)}
+    layout = Layout(labels, DEFAULT)
 
-    def targets_of(me: str) -> Callable[[], dict[str, tuple[str, int]]]:
-        return lambda: {n: where for n, where in everyone.items() if n != me}
+    def targets_of(i: int) -> Callable[[], Found]:
+        if not scheme.domains:
+            return lambda: Found(everyone)
 
-    return [Agent(n, targets_of(n), plan, nics=NoNics(), clock=lambda: net.now) for n in names]
+        def found() -> Found:
+            demand = frozenset(names[p] for g in gangs if g.arrives <= net.now < g.leaves and g.room[i]
+                               for p in g.peers)
+            return Found(everyone, labels, demand)
+        return found
+
+    agents = []
+    for i, n in enumerate(names):
+        agent = Agent(n, targets_of(i), scheme.plan, nics=NoNics(), clock=lambda: net.now,
+                      rtt=net.measure_rtt, bandwidth=net.measure_bandwidth)
+        if scheme.domains:  # one Layout for all (each agent would build the same one on its first round)
+            agent._labels, agent._layout = labels, layout
+        agents.append(agent)
+    return agents
 
 
 def run_rounds(net: SimulatedNetwork, agents: list[Agent], which: list[int], until: float,
@@ -159,6 +192,7 @@ class Gang:
     leaves: float
     peers: tuple[int, ...]  # nodes of its replicas already placed
     candidates: np.ndarray  # nodes with room for its next replica
+    room: np.ndarray  # the same as a mask over the nodes
 
 
 def gang_stream(cluster: Cluster, rng: np.random.Generator, horizon: float) -> list[Gang]:
@@ -174,11 +208,12 @@ def gang_stream(cluster: Cluster, rng: np.random.Generator, horizon: float) -> l
         placed = rng.choice(pool, size=min(len(pool), int(rng.integers(1, replicas))), replace=False)
         room = rng.random(n) < CANDIDATE_SHARE
         room[placed] = False
-        gangs.append(Gang(t, t + rng.exponential(GANG_WAIT_S), tuple(int(p) for p in placed), np.flatnonzero(room)))
+        gangs.append(Gang(t, t + rng.exponential(GANG_WAIT_S), tuple(int(p) for p in placed),
+                          np.flatnonzero(room), room))
     return gangs
 
 
-def answered_by(snapshot: Snapshot, idx: np.ndarray, peer: str) -> np.ndarray:
+def answered_by(snapshot: Snapshot, idx: np.ndarray, peer: str, aggregates: bool) -> np.ndarray:
     """For each candidate in idx, what answered its lookup towards peer: PAIR, AGGREGATE or NONE."""
     found = snapshot.measured(idx, peer)
     if found is None:
@@ -237,7 +272,8 @@ class QueryServer:
 
 
 def node_table(cluster: Cluster) -> NodeTable:
-    facts = {n: {"zone": cluster.zone_names[cluster.zone[i]], "rack": f"rack-{cluster.rack[i]}", "levels": None,
+    facts = {n: {"zone": cluster.zone_names[cluster.zone[i]], "rack": f"rack-{cluster.rack[i]}",
+                 "levels": None,
                  "gpus": GPUS_PER_NODE, "gpu_product": str(cluster.gpu[i]), "gpu_labels": {},
                  "cpu": 64.0, "memory": 2.0**40}
              for i, n in enumerate(cluster.names)}
@@ -245,16 +281,21 @@ def node_table(cluster: Cluster) -> NodeTable:
 
 
 def lookups(table: NodeTable, store: TelemetryStore, gangs: list[Gang], at: float, names: list[str],
-            counts: dict[str, int]) -> None:
+            counts: dict[str, int], aggregates: bool) -> None:
     snapshot = Snapshot(table=table, free=np.zeros(len(names)), peers=(), age=0.0, stale=False, synced=True,
                         telemetry=store.snapshot(at))
     for gang in gangs:
         if gang.arrives <= at < gang.leaves:
             idx = np.array([table.index[names[c]] for c in gang.candidates], dtype=np.int64)
             for peer in gang.peers:
-                found = answered_by(snapshot, idx, names[peer])
+                found = answered_by(snapshot, idx, names[peer], aggregates)
                 for kind in (PAIR, AGGREGATE, NONE):
                     counts[kind] += int((found == kind).sum())
+
+
+def series_seconds(nodes: int, plan: ProbePlan) -> float:
+    """Long enough for a rotation through every other node, where today's series settle."""
+    return (math.ceil(nodes / plan.peers_per_round) + 8) * plan.interval * 1.2
 
 
 def series_lines(agent: Agent) -> tuple[int, int]:
@@ -286,17 +327,19 @@ class SizeResult:
         return self.counts[kind] / total if total else math.nan
 
 
-def run_size(nodes: int, seed: int, plan: ProbePlan = ProbePlan(), scheme: str = "today") -> SizeResult:
+def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
+    """One size under one scheme; the same seed gives both schemes the same network and gangs."""
     began = time.monotonic()
     rng = np.random.default_rng(seed)
     cluster = make_cluster(nodes, seed)
     names = cluster.names
-    net = SimulatedNetwork(cluster, rng)
-    agents = make_agents(net, plan)
-    schedule = [(float(rng.uniform(0, plan.interval)), i) for i in range(nodes)]
-    heapq.heapify(schedule)
     end = WARM_UP_S + LOOKUP_WINDOW_S
     gangs = gang_stream(cluster, rng, end)
+    net = SimulatedNetwork(cluster, rng)
+    agents = make_agents(net, scheme, gangs)
+    plan = scheme.plan
+    schedule = [(float(rng.uniform(0, plan.interval)), i) for i in range(nodes)]
+    heapq.heapify(schedule)
     instants = sorted(rng.uniform(WARM_UP_S, end, LOOKUP_INSTANTS))
     table = node_table(cluster)
     store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
@@ -316,26 +359,26 @@ def run_size(nodes: int, seed: int, plan: ProbePlan = ProbePlan(), scheme: str =
             feed_times.append(time.perf_counter() - t0)
             if feed.last_error:
                 raise RuntimeError(feed.last_error)
-            lookups(table, store, gangs, at, names, counts)
+            lookups(table, store, gangs, at, names, counts, scheme.aggregates)
         run_rounds(net, agents, list(range(nodes)), end, schedule, rng)
         per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
-        memory = retained_memory(cluster, server, net, gangs, end)
+        memory = retained_memory(cluster, server, net, gangs, end, scheme.aggregates)
     finally:
         server.close()
     # series: a sample of agents probing on alone, to where today's never-removed series settle
     sample = [int(i) for i in rng.choice(nodes, size=min(SERIES_AGENTS, nodes), replace=False)]
     alone = [(at, i) for at, i in schedule if i in sample]
     heapq.heapify(alone)
-    run_rounds(net, agents, sample, SERIES_HOURS * 3600, alone, rng)
+    run_rounds(net, agents, sample, series_seconds(nodes, plan), alone, rng)
     counted = [series_lines(agents[i]) for i in sample]
-    return SizeResult(nodes, scheme, shape(nodes), counts,
+    return SizeResult(nodes, scheme.name, shape(nodes), counts,
                       statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
                       (float(per_minute.mean()), float(per_minute.max())), statistics.median(feed_times),
                       feed_links, memory, time.monotonic() - began)
 
 
 def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork, gangs: list[Gang],
-                    at: float) -> int:
+                    at: float, aggregates: bool) -> int:
     """Bytes tracemalloc sees held by a fresh node table and store after one feed refresh and one
     round of lookups (the extender's telemetry state, whatever caches the lookups build)."""
     server.scrape()
@@ -345,7 +388,7 @@ def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork
         table = node_table(cluster)
         store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
         PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall).refresh()
-        lookups(table, store, gangs, at, cluster.names, {PAIR: 0, AGGREGATE: 0, NONE: 0})
+        lookups(table, store, gangs, at, cluster.names, {PAIR: 0, AGGREGATE: 0, NONE: 0}, aggregates)
         held = tracemalloc.get_traced_memory()[0] - base
         del table, store
     finally:
@@ -448,7 +491,8 @@ def stream_jct(cluster: Cluster, jobs: list[Job], view: View, load: float, rng: 
 def compare_jct(nodes: int, gangs: int, seed: int, load: float = 0.7) -> dict[str, float]:
     cluster = make_cluster(nodes, seed)
     jobs = gang_jobs(cluster, np.random.default_rng([seed, 1]), gangs)
-    views = {"pairs": pair_view(cluster, np.random.default_rng([seed, 2])), "topology": topology_view(cluster)}
+    views = {"pairs": pair_view(cluster, np.random.default_rng([seed, 2])),
+             "topology": topology_view(cluster)}
     return {name: stream_jct(cluster, jobs, view, load, np.random.default_rng([seed, 3]))
             for name, view in views.items()}
 
@@ -478,16 +522,18 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         f"The real agent (`{plan.peers_per_round}` targets per round every {plan.interval:g} s, jittered, "
         f"budget {plan.budget_bytes_per_minute / 2**20:g} MiB/min) on a simulated network: the simulator's "
         f"cluster, racks of about {RACK_NODES} nodes, probes answered from its true links with 8% noise, no "
-        f"sockets. Lookups: {LOOKUP_INSTANTS} random instants {WARM_UP_S:g}-{WARM_UP_S + LOOKUP_WINDOW_S:g} s "
+        f"sockets. Lookups: {LOOKUP_INSTANTS} random instants "
+        f"{WARM_UP_S:g}-{WARM_UP_S + LOOKUP_WINDOW_S:g} s "
         f"after the agents start, {WAITING_GANGS} gangs waiting on average, every candidate (half the nodes) "
         f"towards each placed peer, through the extender's `Snapshot.measured` on a store the real "
         f"`PrometheusFeed` filled. Series: `generate_latest()` of {SERIES_AGENTS} agents after "
-        f"{SERIES_HOURS:g} simulated hours (link series, all series in brackets); total = link series x "
+        f"a rotation through every node (link series, all series in brackets); total = link series x "
         "nodes. Feed: `refresh()` against a local server answering with the JSON Prometheus would return "
         "(HTTP, parse, record; median; links recorded in brackets), not a real Prometheus. Memory: "
         "tracemalloc, node table + store + lookup caches after one refresh.", "",
-        "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | link series, "
-        "total | probe bytes / node / min, mean / max | feed refresh | extender memory | bench wall |",
+        "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | "
+        "link series, total | probe bytes / node / min, mean / max | feed refresh | extender memory | "
+        "bench wall |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows, "",
         f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
@@ -516,7 +562,8 @@ def main() -> int:
     results = []
     for nodes in args.sizes:
         print(f"{nodes} nodes ...", file=sys.stderr, flush=True)
-        results.append(run_size(nodes, args.seed))
+        for scheme in (TODAY, NEW):
+            results.append(run_size(nodes, args.seed, scheme))
     jct = {}
     for seed in args.jct_seeds:
         print(f"placement, seed {seed} ...", file=sys.stderr, flush=True)
