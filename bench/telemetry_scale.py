@@ -498,6 +498,38 @@ def compare_jct(nodes: int, gangs: int, seed: int, load: float = 0.7) -> dict[st
 
 
 # ---- report -----------------------------------------------------------------------------------------
+PLOT = Path(__file__).resolve().parents[1] / "docs" / "img" / "telemetry-scale.png"
+
+
+def plot(results: list[SizeResult], path: Path) -> None:
+    """Lookups answered (stacked by source) and link series per node, per size and scheme."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r.nodes:,}\n{r.scheme}" for r in results]
+    x = np.arange(len(results))
+    pair = np.array([r.share(PAIR) for r in results]) * 100
+    agg = np.array([r.share(AGGREGATE) for r in results]) * 100
+    left.bar(x, pair, label="fresh pair")
+    left.bar(x, agg, bottom=pair, label="aggregate")
+    left.axhline(TARGETS["answered"] * 100, color="k", linestyle="--", linewidth=1, label="target (1,000+)")
+    left.set(ylabel="% of lookups for gang candidates", ylim=(0, 100), xticks=x)
+    left.set_xticklabels(labels, fontsize=8)
+    left.legend(fontsize=8)
+    right.bar(x, [r.link_series_per_node for r in results], color="tab:gray")
+    right.axhline(TARGETS["series_per_node"], color="k", linestyle="--", linewidth=1, label="target")
+    right.set(ylabel="link series per node", yscale="log", xticks=x)
+    right.set_xticklabels(labels, fontsize=8)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, dict[str, float]],
            load: tuple[str, str]) -> str:
     plan = ProbePlan()
@@ -531,6 +563,7 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         "nodes. Feed: `refresh()` against a local server answering with the JSON Prometheus would return "
         "(HTTP, parse, record; median; links recorded in brackets), not a real Prometheus. Memory: "
         "tracemalloc, node table + store + lookup caches after one refresh.", "",
+        f"![lookups answered and series per node](img/{PLOT.name})", "",
         "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | "
         "link series, total | probe bytes / node / min, mean / max | feed refresh | extender memory | "
         "bench wall |",
@@ -572,6 +605,7 @@ def main() -> int:
     if args.no_publish:
         print(section)
     else:
+        plot(results, PLOT)
         publish(section)
     return 0
 

@@ -55,3 +55,9 @@ def test_the_report_names_the_targets(results):
     text = bench.report(args, list(results.values()), jct, ("1.0", "1.0"))
     assert text.startswith(bench.SECTION)
     assert "| 40 | today |" in text and "+10.0%" in text and ">= 95%" in text
+
+
+def test_the_plot_is_drawn(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    bench.plot(list(results.values()), tmp_path / "scale.png")
+    assert (tmp_path / "scale.png").stat().st_size > 0
