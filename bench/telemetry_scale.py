@@ -537,8 +537,8 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
     for r in results:
         total = r.link_series_per_node * r.nodes
         rows.append(
-            f"| {r.nodes:,} | {r.scheme} | {r.shape[0]} x {r.shape[1]} | {r.share(PAIR):.1%} | "
-            f"{r.share(AGGREGATE):.1%} | {r.share(NONE):.1%} | {r.link_series_per_node:.0f} "
+            f"| {r.nodes:,} | {r.scheme} | {r.shape[0]} x {r.shape[1]} | {r.share(PAIR):.2%} | "
+            f"{r.share(AGGREGATE):.2%} | {r.share(NONE):.2%} | {r.link_series_per_node:.0f} "
             f"({r.series_per_node:.0f}) | {total:,.0f} | {r.bytes_per_minute[0] / 2**20:.1f} / "
             f"{r.bytes_per_minute[1] / 2**20:.1f} MiB | {r.feed_seconds:.2f} s ({r.feed_links:,}) | "
             f"{r.memory_bytes / 2**20:.1f} MiB | {r.wall_seconds:.0f} s |")
@@ -572,6 +572,7 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
         f"{TARGETS['series_per_node']} link series per node; <= {TARGETS['series_total_5000']:,} in total at "
         "5,000 nodes.", "",
+        *verdicts(results), "",
         f"Placement quality, {args.jct_nodes:,} nodes, {args.jct_gangs} training gangs (2-8 replicas of 4 or "
         "8 GPUs) arriving at 70% of the GPUs, mean completion time from start (the simulator's formula, no "
         "noise). Each next replica goes where the view's weakest link to the placed ones is best. Target: "
@@ -579,6 +580,25 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         "| seed | every pair known | topology only | topology against pairs |", "|---|---|---|---|",
         *jct_rows, "",
     ])
+
+
+def verdicts(results: list[SizeResult]) -> list[str]:
+    """Each scheme against each target, from the rows above."""
+    out = []
+    for scheme in dict.fromkeys(r.scheme for r in results):
+        mine = [r for r in results if r.scheme == scheme]
+        answered = [f"{r.nodes:,}: {1 - r.share(NONE):.1%}" for r in mine if r.nodes >= 1000]
+        worst = max(r.link_series_per_node for r in mine)
+        total = [f"{r.link_series_per_node * r.nodes:,.0f}" for r in mine if r.nodes == 5000]
+        met = (all(1 - r.share(NONE) >= TARGETS["answered"] for r in mine if r.nodes >= 1000),
+               worst <= TARGETS["series_per_node"],
+               all(r.link_series_per_node * r.nodes <= TARGETS["series_total_5000"]
+                   for r in mine if r.nodes == 5000))
+        words = ["met" if ok else "missed" for ok in met]
+        out.append(f"- {scheme}: answered {', '.join(answered) or 'not run at 1,000+'} ({words[0]}); link "
+                   f"series per node at most {worst:.0f} ({words[1]}); total at 5,000 "
+                   f"{', '.join(total) or 'not run'} ({words[2]}).")
+    return out
 
 
 def main() -> int:
