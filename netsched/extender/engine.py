@@ -36,6 +36,7 @@ import numpy as np
 
 from netsched.api.objects import KubeObject
 from netsched.extender.explain import Candidate, Decision, DecisionLog
+from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
 from netsched.extender.plugins import FILTERS, SCORERS
@@ -234,10 +235,11 @@ class Extender:
                 order: list[int], candidates: int, rejected: dict[str, str]) -> None:
         if not pod.uid:
             return
-        names = snap.table.names
+        names, read = snap.table.names, snap.links_read()
         top = [
             Candidate(names[idx[o]], int(ints[o]),
-                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()})
+                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()},
+                      link_notes(snap.table, read, int(idx[o])))
             for o in order[:EXPLAIN_TOP]
         ]
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])

@@ -34,6 +34,7 @@ class Candidate:
     node: str
     score: int
     factors: dict[str, float]
+    links: list[str] = field(default_factory=list)  # the links its score read, and where each value came from
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Decision:
         head = f"netsched placed the pod on {self.node}"
         if chosen:
             head += f" (score {chosen.score}/10: {_factors(chosen.factors)})"
+            if chosen.links:
+                head += "; " + "; ".join(chosen.links)
         others = [f"{c.node} ({c.score})" for c in self.top if c.node != self.node][:3]
         parts = [head, f"{self.candidates} candidates"]
         if others:

@@ -92,7 +92,7 @@ def _data(source: DataSource | None, snap: Snapshot, idx: np.ndarray) -> dict[st
     if source is not None and source.kind in ("node", "endpoint"):  # an agent's node, or an endpoint
         links = snap.measured(idx, source.name)
         if links is not None:
-            bw, rtt = links
+            bw, rtt = links.bw, links.rtt
         if place is not None:  # data on the candidate itself crosses no link
             here = idx == place.node
             bw, rtt = np.where(here, NAN, bw), np.where(here, NAN, rtt)

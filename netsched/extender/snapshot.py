@@ -25,6 +25,7 @@ from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.pins import Pins
 from netsched.extender.protocol import priority_heads
 from netsched.models.gpus import gpu_features
+from netsched.telemetry.aggregates import LinkAnswer
 from netsched.telemetry.store import TelemetrySnapshot
 
 UNKNOWN = -1  # id of a missing zone or rack label
@@ -164,7 +165,7 @@ class Snapshot:
     telemetry: TelemetrySnapshot | None = None  # None: no telemetry store at all
     held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (reservations.Hold)
     holders: dict[int, str] = field(default_factory=dict)  # table index -> a job holding GPUs there
-    _links: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
+    _links: dict[str, LinkAnswer | None] = field(default_factory=dict, repr=False)
 
     @cached_property
     def unheld_free(self) -> np.ndarray:
@@ -176,21 +177,26 @@ class Snapshot:
         free: np.ndarray = self.unheld_free[idx]
         return free
 
-    def links(self, target: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """Fresh bandwidth (Mbit/s) and RTT (ms) from every node (by table index) to target, NaN where
-        unmeasured; None when no node has a fresh measurement towards target. Read once per target."""
+    def links(self, target: str) -> LinkAnswer | None:
+        """Bandwidth (Mbit/s) and RTT (ms) from every node (by table index) to target, with where each
+        came from: the fresh pair, the reverse pair or a domain aggregate (telemetry.aggregates), NaN
+        where none is; None when no node has an answer towards target. Read once per target."""
         if target not in self._links:
             found = None
             if self.telemetry:
-                bw, rtt = self.telemetry.aligned(target, self.table.index, len(self.table.names))
-                found = None if np.isnan(bw).all() else (bw, rtt)
+                found = self.telemetry.answer(target, self.table.index, self.table.domains)
+                found = None if np.isnan(found.bw).all() else found
             self._links[target] = found
         return self._links[target]
 
-    def measured(self, idx: np.ndarray, target: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def links_read(self) -> dict[str, LinkAnswer]:
+        """The links this request has read so far, by target, those with an answer."""
+        return {target: found for target, found in self._links.items() if found is not None}
+
+    def measured(self, idx: np.ndarray, target: str) -> LinkAnswer | None:
         """`links(target)` at the candidates idx."""
         links = self.links(target)
-        return None if links is None else (links[0][idx], links[1][idx])
+        return None if links is None else links.at(idx)
 
     def nic(self, idx: np.ndarray) -> np.ndarray:
         """NIC utilisation of the candidates idx, NaN where unknown or stale."""

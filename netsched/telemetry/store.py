@@ -14,6 +14,10 @@ aged against one clock reading. Writes never change a table a snapshot holds (a 
 replaces the rows it touches and then the table, under the lock), so a request that
 reads several links sees one consistent state and never blocks on a writer for longer
 than a reference swap.
+
+Pairs nobody measured are answered from domain aggregates (`aggregates.py`): `answer()` reads them,
+built once per store change for the node table last asked about (`refresh_aggregates()`, which the
+feed calls after each write), so a request reads cells and never builds them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from netsched.telemetry.aggregates import Aggregates, LinkAnswer
+
 
 @dataclass(frozen=True)
 class LinkStats:
@@ -37,6 +43,7 @@ class LinkStats:
 Links = Mapping[str, Mapping[str, LinkStats]]  # destination -> source -> stats
 Nics = Mapping[str, tuple[float, float]]  # node -> (NIC utilisation, observed_at)
 LinkRecord = tuple[str, str, float, float, float | None]  # src, dst, rtt ms, bandwidth Mbit/s, observed_at
+AGGREGATES_KEPT = 4  # built aggregates kept: the current links and table, and a few a request may still hold
 
 
 class TelemetryStore:
@@ -50,6 +57,9 @@ class TelemetryStore:
         # built from, which a write replaces, so an entry is valid exactly while its row is current.
         self._aligned: dict[tuple[str, str, int],
                             tuple[object, Mapping[str, int], tuple[np.ndarray, ...]]] = {}
+        # Aggregates by the links and node table they were built from (identity, as for _aligned).
+        self._aggregates: list[tuple[Links, Mapping[str, int], np.ndarray, Aggregates]] = []
+        self._table: tuple[Mapping[str, int], np.ndarray] | None = None  # the node table last asked about
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
@@ -112,6 +122,27 @@ class TelemetryStore:
             self._aligned[key] = (row, index, arrays)
         return arrays
 
+    def aggregates(self, links: Links, index: Mapping[str, int], domains: np.ndarray,
+                   now: float | None = None) -> Aggregates:
+        """The aggregates of `links` over the node table (index, domains), built on first use."""
+        with self._lock:
+            self._table = (index, domains)
+            for built in self._aggregates:
+                if built[0] is links and built[1] is index and built[2] is domains:
+                    return built[3]
+        found = Aggregates.build(links, index, domains, self.clock() if now is None else now, self.max_age)
+        with self._lock:
+            self._aggregates = [*self._aggregates[-(AGGREGATES_KEPT - 1):], (links, index, domains, found)]
+        return found
+
+    def refresh_aggregates(self) -> None:
+        """Build the current links' aggregates for the node table last asked about, so the next
+        request finds them built (the feed calls this after each write)."""
+        with self._lock:
+            links, table = self._links, self._table
+        if table is not None:
+            self.aggregates(links, *table)
+
     # Reads of the current state, for callers that want one value (the operator, metrics, tests).
     def link(self, src: str, dst: str) -> LinkStats | None:
         return self.snapshot().link(src, dst)
@@ -170,6 +201,13 @@ class TelemetrySnapshot:
         bw, rtt, seen = self.store._arrays(dst, self.links.get(dst, {}), index, size)
         stale = self.now - seen > self.max_age  # NaN (never measured) compares False: stays NaN
         return np.where(stale, np.nan, bw), np.where(stale, np.nan, rtt)
+
+    def answer(self, target: str, index: Mapping[str, int], domains: np.ndarray) -> LinkAnswer:
+        """From every node (by the positions `index` gives) towards target: the fresh pair, else the
+        reverse pair, else a domain aggregate, else NaN, with where each came from (aggregates.py)."""
+        bw, rtt = self.aligned(target, index, len(index))
+        found = self.store.aggregates(self.links, index, domains, self.now)
+        return found.answer(target, bw, rtt, self.now, self.max_age)
 
     def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:
         """NIC utilisation at the positions `index` gives the nodes (NaN: unknown or stale)."""

@@ -36,4 +36,4 @@ def measured_quality(req: Request, idx: np.ndarray, target: str) -> np.ndarray |
     """0..1 per candidate from fresh measurements towards target; NaN where unmeasured, None when
     nothing is."""
     links = req.snapshot.measured(idx, target)
-    return None if links is None else link_quality(*links)
+    return None if links is None else link_quality(links.bw, links.rtt)
