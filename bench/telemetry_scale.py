@@ -58,6 +58,7 @@ from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.topology import DEFAULT
 from netsched.datagen.simulator import COMM_LEVELS, GPUS_PER_NODE, Cluster, Job, SimConfig, completion_seconds
 from netsched.extender.snapshot import NodeTable, Snapshot
+from netsched.telemetry import aggregates as origins
 from netsched.telemetry.agent import Agent, ProbePlan
 from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import Bandwidth
@@ -218,7 +219,11 @@ def answered_by(snapshot: Snapshot, idx: np.ndarray, peer: str, aggregates: bool
     found = snapshot.measured(idx, peer)
     if found is None:
         return np.full(len(idx), NONE)
-    return np.where(np.isnan(found[0]), NONE, PAIR)
+    pair = found.origin == origins.PAIR
+    if not aggregates:  # today's extender: the pair or nothing
+        return np.where(pair, PAIR, NONE)
+    pair |= found.origin == origins.REVERSE
+    return np.where(pair, PAIR, np.where(found.origin >= origins.NODE_TO_DOMAIN, AGGREGATE, NONE))
 
 
 class QueryServer:
@@ -317,6 +322,7 @@ class SizeResult:
     series_per_node: float
     bytes_per_minute: tuple[float, float]  # mean, max over nodes
     feed_seconds: float
+    aggregate_seconds: float  # building the aggregates after a refresh (NaN: the scheme has none)
     feed_links: int
     memory_bytes: int
     wall_seconds: float
@@ -346,7 +352,7 @@ def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
     server = QueryServer(agents, net)
     feed = PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall)
     counts = {PAIR: 0, AGGREGATE: 0, NONE: 0}
-    feed_times, feed_links = [], 0
+    feed_times, build_times, feed_links = [], [], 0
     run_rounds(net, agents, list(range(nodes)), WARM_UP_S, schedule, rng)
     sent_before = net.sent.copy()
     try:
@@ -359,6 +365,10 @@ def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
             feed_times.append(time.perf_counter() - t0)
             if feed.last_error:
                 raise RuntimeError(feed.last_error)
+            if scheme.aggregates:  # what the first request would otherwise build
+                t0 = time.perf_counter()
+                store.aggregates(store.snapshot(at).links, table.index, table.domains, at)
+                build_times.append(time.perf_counter() - t0)
             lookups(table, store, gangs, at, names, counts, scheme.aggregates)
         run_rounds(net, agents, list(range(nodes)), end, schedule, rng)
         per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
@@ -374,6 +384,7 @@ def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
     return SizeResult(nodes, scheme.name, shape(nodes), counts,
                       statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
                       (float(per_minute.mean()), float(per_minute.max())), statistics.median(feed_times),
+                      statistics.median(build_times) if build_times else math.nan,
                       feed_links, memory, time.monotonic() - began)
 
 
@@ -541,6 +552,7 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
             f"{r.share(AGGREGATE):.2%} | {r.share(NONE):.2%} | {r.link_series_per_node:.0f} "
             f"({r.series_per_node:.0f}) | {total:,.0f} | {r.bytes_per_minute[0] / 2**20:.1f} / "
             f"{r.bytes_per_minute[1] / 2**20:.1f} MiB | {r.feed_seconds:.2f} s ({r.feed_links:,}) | "
+            f"{'-' if math.isnan(r.aggregate_seconds) else f'{r.aggregate_seconds:.2f} s'} | "
             f"{r.memory_bytes / 2**20:.1f} MiB | {r.wall_seconds:.0f} s |")
     jct_rows = [f"| {seed} | " + " | ".join(f"{v:,.0f} s" for v in got.values())
                 + f" | {got['topology'] / got['pairs'] - 1:+.1%} |" for seed, got in jct.items()]
@@ -565,9 +577,10 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         "tracemalloc, node table + store + lookup caches after one refresh.", "",
         f"![lookups answered and series per node](img/{PLOT.name})", "",
         "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | "
-        "link series, total | probe bytes / node / min, mean / max | feed refresh | extender memory | "
+        "link series, total | probe bytes / node / min, mean / max | feed refresh | aggregates | "
+        "extender memory | "
         "bench wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows, "",
         f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
         f"{TARGETS['series_per_node']} link series per node; <= {TARGETS['series_total_5000']:,} in total at "
