@@ -40,8 +40,11 @@ import http.server
 import json
 import math
 import os
+import shutil
+import socket
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -55,11 +58,14 @@ from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 
 import netsched.telemetry.agent as agent_module
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.topology import DEFAULT
 from netsched.datagen.simulator import COMM_LEVELS, GPUS_PER_NODE, Cluster, Job, SimConfig, completion_seconds
+from netsched.datagen.testbed import start_prometheus, stop
 from netsched.extender.snapshot import NodeTable, Snapshot
 from netsched.telemetry import aggregates as origins
 from netsched.telemetry.agent import Agent, ProbePlan
@@ -83,6 +89,7 @@ WAITING_GANGS = 16  # gangs waiting for placement at any instant, on average
 GANG_WAIT_S = 300.0  # mean time a gang waits
 CANDIDATE_SHARE = 0.5  # of the nodes: those with room for a gang's next replica
 SERIES_AGENTS = 8
+PROMETHEUS_MAX_LINKS = 1_000_000  # more link series than this are left out of the real-Prometheus run
 START_UNIX = 1_767_225_600.0
 PAIR, AGGREGATE, NONE = "pair", "aggregate", "none"
 TARGETS = {"answered": 0.95, "series_per_node": 50, "series_total_5000": 300_000, "jct_aggregates": 0.05}
@@ -247,23 +254,13 @@ class QueryServer:
     def __init__(self, agents: list[Agent], net: SimulatedNetwork):
         self.agents, self.net = agents, net
         self.bodies: dict[str, bytes] = {}
-        server = self
+        self.results: dict[str, list[dict]] = {}
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
-                body = server.bodies.get(query) or server.vector([])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def answer(path: str) -> tuple[bytes, str]:
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(path).query)["query"][0]
+            return self.bodies.get(query) or self.vector([]), "application/json"
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.http = serve(answer)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
 
     def vector(self, result: list[dict]) -> bytes:
@@ -282,12 +279,87 @@ class QueryServer:
                     out.append({"metric": {"__name__": sample.name, "instance": f"agent-{k}:9101",
                                            "job": "netsched-agents", **sample.labels},
                                 "value": [stamp, repr(sample.value)]})
+        self.results = results
         self.bodies = {q: self.vector(r) for q, r in results.items()}
         self.bodies[NIC_QUERY] = self.vector([])
 
     def close(self) -> None:
         self.http.shutdown()
         self.http.server_close()
+
+
+class MergedAgents:
+    """Every agent's registry as one scrape target, each sample with an `instance` label naming its
+    agent (Prometheus keeps it as `exported_instance`), so a real Prometheus holds the same series it
+    would from one target per agent."""
+
+    def __init__(self, agents: list[Agent]):
+        self.agents = agents
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for k, agent in enumerate(self.agents):
+            for family in agent.metrics.registry.collect():
+                into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                for sample in family.samples:
+                    into.add_sample(sample.name, {**sample.labels, "instance": f"agent-{k}"}, sample.value)
+        yield from merged.values()
+
+
+def real_prometheus_refresh(agents: list[Agent], net: SimulatedNetwork,
+                            store: TelemetryStore) -> tuple[float, int]:
+    """Median seconds of `PrometheusFeed.refresh()` against a real Prometheus that scraped the agents'
+    series as they are now, and the links it recorded (NaN, 0: Prometheus is not installed or did
+    not get them all in time)."""
+    if shutil.which("prometheus") is None:
+        return math.nan, 0
+    registry = CollectorRegistry()
+    registry.register(MergedAgents(agents))
+    exporter = serve(lambda path: (generate_latest(registry), "text/plain; version=0.0.4"))
+    want = sum(len(family.samples) for a in agents for family in a.metrics.registry.collect()
+               if family.name == QUERIES["measured"])  # what the feed's query returns once all are scraped
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    directory = Path(tempfile.mkdtemp(prefix="netsched-scale-prometheus-"))
+    proc = start_prometheus([f"127.0.0.1:{exporter.server_address[1]}"], directory, port, scrape_seconds=15)
+    try:
+        feed = PrometheusFeed(f"http://127.0.0.1:{port}", store, timeout=120.0, wall=net.wall)
+        deadline = time.monotonic() + 120
+        while len(feed._query(QUERIES["measured"])) < want:
+            if time.monotonic() > deadline:
+                return math.nan, 0
+            time.sleep(1)
+        took, links = [], 0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            links = feed.refresh()
+            took.append(time.perf_counter() - t0)
+        return statistics.median(took), links
+    finally:
+        stop(proc)
+        exporter.shutdown()
+        exporter.server_close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def serve(answer: Callable[[str], tuple[bytes, str]]) -> http.server.ThreadingHTTPServer:
+    """An HTTP server on a free local port answering every GET with answer(path): body, content type."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body, kind = answer(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def node_table(cluster: Cluster) -> NodeTable:
@@ -323,8 +395,6 @@ def series_seconds(nodes: int, plan: ProbePlan) -> float:
 
 def series_lines(agent: Agent) -> tuple[int, int]:
     """Series `generate_latest()` exports for the agent: link series (with a dst label), all."""
-    from prometheus_client import generate_latest
-
     lines = [line for line in generate_latest(agent.metrics.registry).decode().splitlines()
              if line and not line.startswith("#")]
     return sum('dst="' in line for line in lines), len(lines)
@@ -342,6 +412,7 @@ class SizeResult:
     feed_seconds: float
     aggregate_seconds: float  # building the aggregates after a refresh (NaN: the scheme has none)
     feed_links: int
+    prometheus: tuple[float, int]  # the same refresh against a real Prometheus: seconds (NaN: not run), links
     memory_bytes: int
     wall_seconds: float
     by_level: Counter[str] = field(default_factory=Counter)  # aggregate answers by what answered
@@ -351,7 +422,7 @@ class SizeResult:
         return self.counts[kind] / total if total else math.nan
 
 
-def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
+def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = False) -> SizeResult:
     """One size under one scheme; the same seed gives both schemes the same network and gangs."""
     began = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -392,6 +463,9 @@ def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
         run_rounds(net, agents, list(range(nodes)), end, schedule, rng)
         per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
         memory = retained_memory(cluster, server, net, gangs, end, scheme.aggregates)
+        links = sum(len(series) for series in server.results.values()) / len(QUERIES)
+        prometheus = (real_prometheus_refresh(agents, net, TelemetryStore(MAX_AGE_S, clock=lambda: net.now))
+                      if real_prometheus and links <= PROMETHEUS_MAX_LINKS else (math.nan, 0))
     finally:
         server.close()
     # series: a sample of agents probing on alone, to where today's never-removed series settle
@@ -404,7 +478,7 @@ def run_size(nodes: int, seed: int, scheme: Scheme) -> SizeResult:
                       statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
                       (float(per_minute.mean()), float(per_minute.max())), statistics.median(feed_times),
                       statistics.median(build_times) if build_times else math.nan,
-                      feed_links, memory, time.monotonic() - began, by_level)
+                      feed_links, prometheus, memory, time.monotonic() - began, by_level)
 
 
 def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork, gangs: list[Gang],
@@ -612,7 +686,7 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
             f"{r.share(AGGREGATE):.2%} | {r.share(NONE):.2%} | {r.link_series_per_node:.0f} "
             f"({r.series_per_node:.0f}) | {total:,.0f} | {r.bytes_per_minute[0] / 2**20:.1f} / "
             f"{r.bytes_per_minute[1] / 2**20:.1f} MiB | {r.feed_seconds:.2f} s ({r.feed_links:,}) | "
-            f"{'-' if math.isnan(r.aggregate_seconds) else f'{r.aggregate_seconds:.2f} s'} | "
+            f"{seconds(r.prometheus[0])} ({r.prometheus[1]:,}) | {seconds(r.aggregate_seconds)} | "
             f"{r.memory_bytes / 2**20:.1f} MiB | {r.wall_seconds:.0f} s |")
     jct_rows = [f"| {seed} | " + " | ".join(f"{got[v]:,.0f} s" for v in VIEWS) + " | "
                 + " | ".join(f"{got[v] / got['pairs'] - 1:+.1%}" for v in VIEWS[1:]) + " |"
@@ -635,14 +709,17 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         f"`PrometheusFeed` filled. Series: `generate_latest()` of {SERIES_AGENTS} agents after "
         f"a rotation through every node (link series, all series in brackets); total = link series x "
         "nodes. Feed: `refresh()` against a local server answering with the JSON Prometheus would return "
-        "(HTTP, parse, record; median; links recorded in brackets), not a real Prometheus. Memory: "
+        "(HTTP, parse, record; median; links recorded in brackets); then the same against a real Prometheus "
+        "(`prometheus` on PATH) that scraped the agents' series at the end of the window, median of 3 "
+        f"(left out above {PROMETHEUS_MAX_LINKS:,} link series). Memory: "
         "tracemalloc, node table + store + lookup caches after one refresh.", "",
         f"![lookups answered and series per node](img/{PLOT.name})", "",
         "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | "
-        "link series, total | probe bytes / node / min, mean / max | feed refresh | aggregates | "
+        "link series, total | probe bytes / node / min, mean / max | feed refresh | same, real Prometheus | "
+        "aggregates | "
         "extender memory | "
         "bench wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows, "",
         f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
         f"{TARGETS['series_per_node']} link series per node; <= {TARGETS['series_total_5000']:,} in total at "
@@ -661,6 +738,10 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         f"- (b) at most {worst:+.1%} against (a) over the seeds "
         f"({'met' if worst <= TARGETS['jct_aggregates'] else 'missed'}).", "",
     ])
+
+
+def seconds(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f} s"
 
 
 def verdicts(results: list[SizeResult]) -> list[str]:
@@ -691,6 +772,7 @@ def main() -> int:
     parser.add_argument("--jct-gangs", type=int, default=300)
     parser.add_argument("--jct-seeds", type=lambda s: [int(x) for x in s.split(",") if x],
                         default=[2027, 2028, 2029])
+    parser.add_argument("--no-prometheus", action="store_true", help="leave out the real Prometheus")
     parser.add_argument("--no-publish", action="store_true", help="print the section, leave the docs alone")
     args = parser.parse_args()
     load_start = os.getloadavg()[0]
@@ -698,7 +780,7 @@ def main() -> int:
     for nodes in args.sizes:
         print(f"{nodes} nodes ...", file=sys.stderr, flush=True)
         for scheme in (TODAY, NEW):
-            results.append(run_size(nodes, args.seed, scheme))
+            results.append(run_size(nodes, args.seed, scheme, real_prometheus=not args.no_prometheus))
     jct = {}
     for seed in args.jct_seeds:
         print(f"placement, seed {seed} ...", file=sys.stderr, flush=True)
