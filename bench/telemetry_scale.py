@@ -2,25 +2,30 @@
 on a simulated network of 100, 1,000 and 5,000 nodes; and what placement loses with less telemetry.
 
     nice -n 5 python bench/telemetry_scale.py [--sizes 100,1000,5000] [--seed 2027]
-        [--jct-nodes 1000] [--jct-gangs 300] [--jct-seeds 2027,2028,2029] [--no-publish]
+        [--jct-nodes 1000] [--jct-gangs 300] [--jct-seeds 2027,2028,2029] [--no-prometheus] [--no-publish]
 
 Network: the simulator's Cluster (netsched/datagen/simulator.py) with racks of about RACK_NODES
 nodes, zones of several racks, every link's true bandwidth and RTT; a probe reads the true value
 times lognormal(0, measure_noise). No sockets: the real `Agent` runs its real rounds on a simulated
 clock, its probe functions answered by that network (`SimulatedNetwork`).
 
-Per size, for each scheme (today's: a rotation of `peers_per_round` targets per round, pair
-lookups only):
+Per size, for each scheme, on the same network and gangs: today's (the agents rotate through every
+node, their link gauges never removed; the extender answers from the pair only) and demand + domains
+(the agents know the nodes' labels and the waiting gangs' peers: netsched/telemetry/targets.py; the
+extender falls back to the reverse pair and domain aggregates: netsched/telemetry/aggregates.py).
+Today's per-destination probe counters are gone from the agent, so today's rows count its link
+gauges only.
 - lookups: at LOOKUP_INSTANTS random instants after WARM_UP_S, for every waiting gang, every
   candidate node towards each of the gang's placed peers, through the extender's own
   `Snapshot.measured` on a store the real `PrometheusFeed` filled; answered by a fresh pair, an
   aggregate or nothing;
-- series: lines of `generate_latest()` of SERIES_AGENTS agents' real `AgentMetrics` after
-  SERIES_HOURS of probing (link series: those with a `dst` label), per node and times the nodes;
+- series: lines of `generate_latest()` of SERIES_AGENTS agents' real `AgentMetrics` after a
+  rotation through every node (link series: those with a `dst` label), per node and times the nodes;
 - probe bytes per node per minute over the lookup window, against the agent's budget;
-- feed: wall time of `PrometheusFeed.refresh()` against an HTTP server answering the three link
-  queries with the JSON Prometheus would (every agent's link series as an instant vector): HTTP,
-  parse and record, not Prometheus' own query time;
+- feed: wall time of `PrometheusFeed.refresh()` at each instant against an HTTP server answering
+  its queries with the JSON Prometheus would (every agent's link series as an instant vector); and
+  once, at the end, against a real Prometheus that scraped every agent's series; the aggregates'
+  build after a refresh, timed apart;
 - memory: what tracemalloc sees retained by the node table, the store after one refresh and one
   round of lookups (and the aggregates those build).
 
@@ -187,9 +192,10 @@ def make_agents(net: SimulatedNetwork, scheme: Scheme, gangs: list[Gang]) -> lis
     return agents
 
 
-def run_rounds(net: SimulatedNetwork, agents: list[Agent], which: list[int], until: float,
-               schedule: list[tuple[float, int]], rng: np.random.Generator) -> None:
-    """Every agent in `which` probes at its jittered interval (as `Agent.run` does) up to `until`."""
+def run_rounds(net: SimulatedNetwork, agents: list[Agent], until: float, schedule: list[tuple[float, int]],
+               rng: np.random.Generator) -> None:
+    """Every agent in the schedule (a heap of (next round, agent)) probes at its jittered interval (as
+    `Agent.run` does) up to `until`."""
     with net.probing():
         while schedule and schedule[0][0] <= until:
             at, i = heapq.heappop(schedule)
@@ -443,11 +449,11 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
     counts = {PAIR: 0, AGGREGATE: 0, NONE: 0}
     by_level: Counter[str] = Counter()
     feed_times, build_times, feed_links = [], [], 0
-    run_rounds(net, agents, list(range(nodes)), WARM_UP_S, schedule, rng)
+    run_rounds(net, agents, WARM_UP_S, schedule, rng)
     sent_before = net.sent.copy()
     try:
         for at in instants:
-            run_rounds(net, agents, list(range(nodes)), at, schedule, rng)
+            run_rounds(net, agents, at, schedule, rng)
             net.now = at
             server.scrape()
             t0 = time.perf_counter()
@@ -460,7 +466,7 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
                 store.aggregates(store.snapshot(at).links, table.index, table.domains, at)
                 build_times.append(time.perf_counter() - t0)
             lookups(table, store, gangs, at, names, counts, scheme.aggregates, by_level)
-        run_rounds(net, agents, list(range(nodes)), end, schedule, rng)
+        run_rounds(net, agents, end, schedule, rng)
         per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
         memory = retained_memory(cluster, server, net, gangs, end, scheme.aggregates)
         links = sum(len(series) for series in server.results.values()) / len(QUERIES)
@@ -472,7 +478,7 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
     sample = [int(i) for i in rng.choice(nodes, size=min(SERIES_AGENTS, nodes), replace=False)]
     alone = [(at, i) for at, i in schedule if i in sample]
     heapq.heapify(alone)
-    run_rounds(net, agents, sample, series_seconds(nodes, plan), alone, rng)
+    run_rounds(net, agents, series_seconds(nodes, plan), alone, rng)
     counted = [series_lines(agents[i]) for i in sample]
     return SizeResult(nodes, scheme.name, shape(nodes), counts,
                       statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
@@ -532,7 +538,7 @@ def sampled_store(cluster: Cluster, scheme: Scheme, until: float, seed: int) -> 
     agents = make_agents(net, scheme, [])
     schedule = [(float(rng.uniform(0, scheme.plan.interval)), i) for i in range(len(agents))]
     heapq.heapify(schedule)
-    run_rounds(net, agents, list(range(len(agents))), until, schedule, rng)
+    run_rounds(net, agents, until, schedule, rng)
     net.now = until
     server = QueryServer(agents, net)
     try:
@@ -563,6 +569,23 @@ def aggregate_view(cluster: Cluster, seed: int) -> View:
         bw = columns[peer][idx]
         return np.where(np.isnan(bw), topology(peer, idx), bw)
     return view
+
+
+PLACES = {1: "same rack", 2: "same zone, other rack", 3: "other zone"}  # the simulator's distances
+
+
+def view_bias(cluster: Cluster, view: View, every: int = 37) -> dict[int, float]:
+    """Median of what the view says over the true bandwidth, by distance, for every node towards
+    every `every`-th node (where the view has a measured value)."""
+    ratios: dict[int, list[float]] = {}
+    everyone = np.arange(len(cluster.names))
+    for peer in range(0, len(cluster.names), every):
+        idx = everyone[everyone != peer]
+        seen = view(peer, idx)
+        for i, value in zip(idx.tolist(), seen.tolist(), strict=True):
+            if value > 0:
+                ratios.setdefault(cluster.distance(i, peer), []).append(value / cluster.node_link(i, peer)[0])
+    return {d: float(np.median(r)) for d, r in sorted(ratios.items())}
 
 
 def gang_jobs(cluster: Cluster, rng: np.random.Generator, count: int) -> list[Job]:
@@ -633,13 +656,16 @@ def stream_jct(cluster: Cluster, jobs: list[Job], view: View, load: float, rng: 
     return statistics.mean(seconds)
 
 
-def compare_jct(nodes: int, gangs: int, seed: int, load: float = 0.7) -> dict[str, float]:
+def compare_jct(nodes: int, gangs: int, seed: int,
+                load: float = 0.7) -> tuple[dict[str, float], dict[int, float]]:
+    """Mean gang completion time by view, and the aggregate view's bias by distance (view_bias)."""
     cluster = make_cluster(nodes, seed)
     jobs = gang_jobs(cluster, np.random.default_rng([seed, 1]), gangs)
     views = {"pairs": pair_view(cluster, np.random.default_rng([seed, 2])),
              "aggregates": aggregate_view(cluster, seed), "topology": topology_view(cluster)}
-    return {name: stream_jct(cluster, jobs, view, load, np.random.default_rng([seed, 3]))
-            for name, view in views.items()}
+    jct = {name: stream_jct(cluster, jobs, view, load, np.random.default_rng([seed, 3]))
+           for name, view in views.items()}
+    return jct, view_bias(cluster, views["aggregates"])
 
 
 # ---- report -----------------------------------------------------------------------------------------
@@ -653,8 +679,8 @@ def plot(results: list[SizeResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [f"{r.nodes:,}\n{r.scheme}" for r in results]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    labels = [f"{r.nodes:,}\n" + r.scheme.replace(" + ", " +\n") for r in results]
     x = np.arange(len(results))
     pair = np.array([r.share(PAIR) for r in results]) * 100
     agg = np.array([r.share(AGGREGATE) for r in results]) * 100
@@ -666,7 +692,7 @@ def plot(results: list[SizeResult], path: Path) -> None:
     left.legend(fontsize=8)
     right.bar(x, [r.link_series_per_node for r in results], color="tab:gray")
     right.axhline(TARGETS["series_per_node"], color="k", linestyle="--", linewidth=1, label="target")
-    right.set(ylabel="link series per node", yscale="log", xticks=x)
+    right.set(ylabel="link series per node", yscale="log", ylim=(1, None), xticks=x)
     right.set_xticklabels(labels, fontsize=8)
     right.legend(fontsize=8)
     fig.tight_layout()
@@ -676,7 +702,7 @@ def plot(results: list[SizeResult], path: Path) -> None:
 
 
 def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, dict[str, float]],
-           load: tuple[str, str]) -> str:
+           bias: dict[int, dict[int, float]], load: tuple[str, str]) -> str:
     plan = ProbePlan()
     rows = []
     for r in results:
@@ -736,7 +762,11 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         "(c) against (a) |", "|---|---|---|---|---|---|",
         *jct_rows, "",
         f"- (b) at most {worst:+.1%} against (a) over the seeds "
-        f"({'met' if worst <= TARGETS['jct_aggregates'] else 'missed'}).", "",
+        f"({'met' if worst <= TARGETS['jct_aggregates'] else 'missed'}).",
+        *[f"- seed {seed}: (b)'s view over the true bandwidth, median: "
+          + ", ".join(f"{PLACES.get(d, d)} {ratio:.2f}" for d, ratio in got.items())
+          for seed, got in bias.items()],
+        "",
     ])
 
 
@@ -781,11 +811,11 @@ def main() -> int:
         print(f"{nodes} nodes ...", file=sys.stderr, flush=True)
         for scheme in (TODAY, NEW):
             results.append(run_size(nodes, args.seed, scheme, real_prometheus=not args.no_prometheus))
-    jct = {}
+    jct, bias = {}, {}
     for seed in args.jct_seeds:
         print(f"placement, seed {seed} ...", file=sys.stderr, flush=True)
-        jct[seed] = compare_jct(args.jct_nodes, args.jct_gangs, seed)
-    section = report(args, results, jct, (f"{load_start:.1f}", f"{os.getloadavg()[0]:.1f}"))
+        jct[seed], bias[seed] = compare_jct(args.jct_nodes, args.jct_gangs, seed)
+    section = report(args, results, jct, bias, (f"{load_start:.1f}", f"{os.getloadavg()[0]:.1f}"))
     if args.no_publish:
         print(section)
     else:

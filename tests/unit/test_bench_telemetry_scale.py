@@ -45,17 +45,19 @@ def test_placement_fits_free_gpus_and_every_view_gives_a_mean():
     else:
         assert nodes is not None and set(nodes) <= {0, 1, 2}
         assert all(nodes.count(n) * job.gpus_per_replica <= 8 for n in nodes)
-    got = bench.compare_jct(40, 12, 7)
+    got, bias = bench.compare_jct(40, 12, 7)
     assert set(got) == set(bench.VIEWS) and all(v > 0 for v in got.values())
+    assert set(bias) <= set(bench.PLACES) and all(r > 0 for r in bias.values())
 
 
 def test_the_report_names_the_targets(results):
     args = argparse.Namespace(sizes=[40], seed=7, jct_nodes=40, jct_gangs=12, jct_seeds=[7])
     jct = {7: {"pairs": 100.0, "aggregates": 103.0, "topology": 110.0}}
-    text = bench.report(args, list(results.values()), jct, ("1.0", "1.0"))
+    text = bench.report(args, list(results.values()), jct, {7: {1: 0.5, 3: 1.0}}, ("1.0", "1.0"))
     assert text.startswith(bench.SECTION)
     assert "| 40 | today |" in text and "| +3.0% | +10.0% |" in text and ">= 95%" in text
     assert "(b) at most +3.0% against (a) over the seeds (met)" in text
+    assert "seed 7: (b)'s view over the true bandwidth, median: same rack 0.50, other zone 1.00" in text
 
 
 def test_the_plot_is_drawn(results, tmp_path):
