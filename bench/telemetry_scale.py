@@ -81,7 +81,7 @@ from netsched.telemetry.store import TelemetryStore
 from netsched.telemetry.targets import Found, Layout
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import publish  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
 
 SECTION = "## Telemetry at scale"
 SIZES = (100, 1000, 5000)
@@ -805,6 +805,7 @@ def main() -> int:
     parser.add_argument("--no-prometheus", action="store_true", help="leave out the real Prometheus")
     parser.add_argument("--no-publish", action="store_true", help="print the section, leave the docs alone")
     args = parser.parse_args()
+    exit_on_sigterm()  # through the finally blocks: the Prometheus a run starts goes down with it
     load_start = os.getloadavg()[0]
     results = []
     for nodes in args.sizes:

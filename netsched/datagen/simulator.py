@@ -383,8 +383,9 @@ def completion_seconds(cluster: Cluster, job: Job, i: int, nic: float = 0.0, cpu
     """T of the module docstring without its noise terms: the job with its last replica on node i, its
     peers on job.peers, node i's NIC utilisation and CPU load as given."""
     data_bw, _ = cluster.data_link(i, job.scope, job.where)
+    local_data = job.scope == "node" and job.where == i
     c = 1 - CONTENTION * nic
-    pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if job.scope == "node" and job.where == i else c))
+    pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if local_data else c))
     compute = (job.work_s * GPU_SPEED[cluster.gpu[i]] ** -GPU_EXPONENT[job.kind]
                * (1 + CPU_SENSITIVITY[job.kind] * cpu))
     return STARTUP_S + pull + compute + _exchange(cluster, job, i, c)[0]
