@@ -66,8 +66,8 @@ def settings_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.
         kind = hints[f.name]
         if isinstance(kind, types.UnionType):  # `X | None`
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-            out += settings_fields(kind, f"{prefix}{f.name}.")
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind) and flag_of(f) is None:
+            out += settings_fields(kind, f"{prefix}{f.name}.")  # a group; a flagged one is a value (parse=)
         else:
             out.append((prefix + f.name, f, kind))
     return out
@@ -115,7 +115,7 @@ def from_args(cls: type, args: argparse.Namespace, prefix: str = "") -> Any:
     values, hints = {}, typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind) and flag_of(f) is None:
             values[f.name] = from_args(kind, args, f"{prefix}{f.name}.")
         else:
             value = getattr(args, prefix + f.name)

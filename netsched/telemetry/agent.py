@@ -104,7 +104,7 @@ class Agent:
         self._exported: OrderedDict[str, None] = OrderedDict()  # dsts with link gauges, oldest first
         self._rates: dict[str, float] = {}  # dst -> last measured Mbit/s
         self._rtts: dict[str, deque[float]] = {}  # dst -> fastest RTT of each of the last rounds
-        self._last: dict[str, float] = {}  # dst -> clock() of its last probe: least recent goes first
+        self._last: dict[str, float] = {}  # dst -> the round it was last probed in: least recent goes first
         self._spent: deque[tuple[float, int]] = deque()
         self._layout = Layout({}, topology)
         self._labels: Mapping[str, Mapping[str, str]] | None = None
@@ -141,12 +141,13 @@ class Agent:
         demand = [name for name in found.demand if name in endpoints]
         picked = choose(self.node, self._layout, self._round, self.plan.budget, demand, self._last,
                         everyone, self._turn)
+        for name in picked.targets:
+            self._last[name] = self._round
         self._round, self._turn = self._round + 1, picked.turn
         return [(name, endpoints[name]) for name in picked.targets if name in endpoints]
 
     def probe(self, dst: str, host: str, port: int) -> None:
         m = self.metrics
-        self._last[dst] = self.clock()
         try:
             window = self._rtts.setdefault(dst, deque(maxlen=RTT_ROUNDS))
             window.append(self.measure_rtt(host, port))

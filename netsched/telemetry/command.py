@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 from dataclasses import dataclass
 
 from netsched.api.settings import setting
+from netsched.api.topology import DEFAULT, BadTopology, Topology
 
 CHART_DISCOVERY = "the chart finds the agents as its own pods: the release's namespace and component label"
 NOT_SET = "the chart keeps the default"
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
+
+
+def topology(text: str) -> Topology:
+    """--topology's value; argparse prints the message of an ArgumentTypeError as it is."""
+    try:
+        return Topology.parse(text)
+    except BadTopology as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -44,11 +54,22 @@ class AgentSettings:
     budget_bytes_per_minute: int = setting(
         64 * 1024 * 1024, flag="--budget-bytes-per-minute", helm="agent.budgetBytesPerMinute",
         help="cap on bandwidth-probe bytes sent per minute (default 64 MiB)")
+    max_age: float = setting(
+        120.0, flag="--max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        help="how long the extender uses a measurement: each domain pair is sampled once in it (default 120)")
+    max_links: int = setting(
+        16, flag="--max-links", helm="agent.maxLinks",
+        help="destinations whose link metrics are exported, the most recently measured (default 16)")
+    topology: Topology = setting(
+        DEFAULT, flag="--topology", parse=topology, metavar="LEVELS",
+        fixed="the chart renders it from the topology values",
+        help="levels whose domain pairs are sampled: a preset (netsched, gke, eks, nvidia) or "
+             "NAME=LABEL,... widest first (default netsched)")
 
 
 def main(settings: AgentSettings) -> int:
     from netsched.telemetry.agent import ProbePlan, run_agent
-    from netsched.telemetry.discovery import BadTarget, PodDiscovery, static_targets
+    from netsched.telemetry.discovery import BadTarget, ClusterDiscovery, static_targets, with_static
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     node = settings.node_name or os.environ.get("NODE_NAME")
@@ -65,10 +86,11 @@ def main(settings: AgentSettings) -> int:
     if settings.discover_namespace:
         from netsched.api.connect import api_client
 
-        found = PodDiscovery(api_client(settings.kubeconfig), settings.discover_namespace,
-                             settings.discover_selector, settings.probe_port, node)
+        found = ClusterDiscovery(api_client(settings.kubeconfig), settings.discover_namespace,
+                                 settings.discover_selector, settings.probe_port, node)
     plan = ProbePlan(interval=settings.interval, peers_per_round=settings.peers_per_round,
-                     budget_bytes_per_minute=settings.budget_bytes_per_minute)
-    run_agent(node, lambda: {**(found() if found else {}), **fixed}, settings.host, settings.port,
-              settings.probe_port, plan)
+                     budget_bytes_per_minute=settings.budget_bytes_per_minute, max_age=settings.max_age,
+                     max_links=settings.max_links)
+    run_agent(node, with_static(found, fixed, list(settings.data)), settings.host, settings.port,
+              settings.probe_port, plan, settings.topology)
     return 0

@@ -6,7 +6,8 @@ A round has `peers_per_round` slots, filled in this order:
 1. demand, at most `floor(demand_share x peers_per_round)`: the gang peers, data nodes and endpoints
    and PackingPlan nodes discovery found for this node, least recently measured first;
 2. the domain sample (below), at most what its share of the window needs per round;
-3. the rest of the demand, then everyone in rotation (at small sizes every pair stays fresh).
+3. the rest of the demand not yet probed in this window, then everyone in rotation (at small sizes
+   every pair stays fresh).
 
 Domain sample. A window is `rounds_per_window = max_age / interval` rounds (120 s / 30 s = 4): a
 measurement lives that long. At each configured level, narrowest first, a node in domain D (m
@@ -109,8 +110,8 @@ def choose(node: str, layout: Layout, round_no: int, budget: Budget = Budget(),
            demand: Sequence[str] = (), last: Mapping[str, float] | None = None,
            everyone: Sequence[str] = (), turn: int = 0) -> Round:
     """The targets of round `round_no` (counted from the agent's start).
-    demand: what placement will ask about; last: when each target was last measured (never: absent);
-    everyone: every probe-able target in a fixed order, rotated through with `turn`."""
+    demand: what placement will ask about; last: the round each target was last probed in (never:
+    absent); everyone: every probe-able target in a fixed order, rotated through with `turn`."""
     slots = budget.peers_per_round
     last = last or {}
     chosen: list[str] = []
@@ -126,11 +127,12 @@ def choose(node: str, layout: Layout, round_no: int, budget: Budget = Budget(),
 
     wanted = sorted(set(demand) - taken, key=lambda n: (last.get(n, -math.inf), n))
     take(wanted, budget.demand_cap)
-    window, phase = divmod(round_no, max(1, budget.rounds_per_window))
+    rounds = max(1, budget.rounds_per_window)
+    window, phase = divmod(round_no, rounds)
     sample = layout.samples(node, window)
-    per_round = math.ceil(len(sample) / max(1, budget.rounds_per_window))
+    per_round = math.ceil(len(sample) / rounds)
     take(sample[phase * per_round:(phase + 1) * per_round], slots)
-    take(wanted, slots)
+    take([n for n in wanted if last.get(n, -math.inf) < window * rounds], slots)
     n = len(everyone)
     looked = 0
     while len(chosen) < slots and looked < n:

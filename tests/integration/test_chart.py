@@ -150,7 +150,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     agent = container(docs, "DaemonSet", "netsched-agent")
     assert agent["args"] == [
         "agent", "--node-name=$(NODE_NAME)", "--host=0.0.0.0", "--port=9101", "--probe-port=9102",
-        "--interval=30", "--budget-bytes-per-minute=67108864", "--discover-namespace=$(POD_NAMESPACE)",
+        "--interval=30", "--budget-bytes-per-minute=67108864", "--max-age=120", "--max-links=16",
+        "--discover-namespace=$(POD_NAMESPACE)",
         "--discover-selector=app.kubernetes.io/component=agent"]
     assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in agent["env"]} == {
         "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
@@ -419,10 +420,10 @@ def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
     docs = render(bin_dir)
     assert find(docs, "ClusterRole", "netsched-extender")["rules"] == EXTENDER_RULES
     assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES
-    assert find(docs, "Role", "netsched-agent")["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
-    assert find(docs, "ClusterRole", "netsched-agent")["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert find(docs, "ClusterRole", "netsched-agent")["rules"] == [  # lists only: discovery never watches
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+        {"apiGroups": ["netsched.io"], "resources": ["packingplans"], "verbs": ["list"]}]
+    assert not [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "netsched-agent"]
     rules = [r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]]
     assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
     bound = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}

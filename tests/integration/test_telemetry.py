@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -26,6 +28,8 @@ SITES = ("a", "b", "c", "data")
 RATES = {("a", "b"): 5, ("a", "c"): 20, ("b", "c"): 80,  # Mbit/s, both directions
          ("a", "data"): 80, ("b", "data"): 20, ("c", "data"): 5}
 NODES = ("a", "b", "c")
+LINK_SERIES = ("netsched_link_rtt_seconds", "netsched_link_bandwidth_bytes_per_second",
+               "netsched_link_measured_timestamp_seconds")
 
 
 class Bed:
@@ -43,13 +47,15 @@ class Bed:
             raise
         self.url = f"http://127.0.0.1:{self.prom_port}"
 
-    def start_agent(self, site: str):
+    def start_agent(self, site: str, *flags: str):
+        """The site's agent with its usual targets, or with `flags` (--peer, --data, ...) instead."""
         peers = [f"--peer={p}={self.net.ip(p)}:9102" for p in NODES if p != site] if site in NODES else []
         extra = [f"--data={self.data}"] if site in NODES else []
         if site == "a":
             extra.append("--peer=ghost=10.77.9.99:9102")  # nobody there: an unreachable peer
         argv = [sys.executable, "-m", "netsched", "agent", f"--node-name={site}", "--port=9101",
-                "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912", *peers, *extra]
+                "--probe-port=9102", "--interval=2", "--budget-bytes-per-minute=536870912",
+                *(flags or (*peers, *extra))]
         proc = self.net.start(site, argv, self.tmp / f"agent-{site}.log")
         poll(lambda: self.matrix(site) is not None, 20, f"agent {site} to serve")
         return proc
@@ -186,6 +192,63 @@ def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(b
 
     bed.prometheus = bed.start_prometheus()
     poll(lambda: feed.refresh() >= 9, 30, "telemetry back after Prometheus restarts")
+
+
+def test_a_restarted_agent_exports_none_of_its_old_links_and_prometheus_forgets_them(bed):
+    poll(lambda: {"b", "c", bed.data} <= _destinations(bed, "a").keys(), 30, "a's three links in Prometheus")
+    try:
+        restarted = time.time()
+        _restart(bed, "a", f"--peer=b={bed.net.ip('b')}:9102")
+        poll(lambda: _destinations(bed, "a").get("b", 0) > restarted, 30, "Prometheus to scrape a's new b")
+        assert _destinations(bed, "a").keys() == {"b"}  # c and the data endpoint: stale, not the old values
+        assert _series(bed, "a") == {"b"}  # nothing of its old links on the agent either
+    finally:
+        _restart(bed, "a")
+
+
+def test_an_agent_exports_its_latest_max_links_destinations_however_many_it_probes(bed):
+    # five targets, four of them answer; two link gauges' worth of destinations at a time
+    flags = [*(f"--peer={p}={bed.net.ip(p)}:9102" for p in ("b", "c")), f"--peer=d={bed.net.ip('data')}:9102",
+             f"--data={bed.data}", "--peer=ghost=10.77.9.99:9102", "--max-links=2", "--peers-per-round=1"]
+    seen: set[str] = set()
+    too_many = []
+
+    def bounded_until_all_seen() -> bool:
+        exported, in_prometheus = _series(bed, "a"), _destinations(bed, "a")
+        if len(exported) > 2 or len(in_prometheus) > 2:
+            too_many.append((exported, in_prometheus))
+        seen.update(exported)  # what a exports now; what Prometheus answers is checked for its count
+        return seen == {"b", "c", "d", bed.data}
+
+    try:
+        _restart(bed, "a", *flags)
+        poll(bounded_until_all_seen, 90, "a to measure all four live targets, two at a time")
+        assert not too_many  # (on the agent, in Prometheus) whenever more than two were there
+        counters = [line for line in bed.metrics("a").splitlines() if line.startswith("netsched_probe_")]
+        assert counters and not any("dst=" in line for line in counters)  # folded: no series per target
+    finally:
+        _restart(bed, "a")
+
+
+def _restart(bed: Bed, site: str, *flags: str) -> None:
+    os.killpg(bed.agents[site].pid, signal.SIGTERM)
+    bed.agents[site].wait()
+    bed.agents[site] = bed.start_agent(site, *flags)
+
+
+def _series(bed: Bed, site: str) -> set[str]:
+    """The destinations of the site's link series on its /metrics, checking each has all three."""
+    text = bed.metrics(site)
+    found = [set(re.findall(rf'^{name}{{dst="([^"]+)",src="{site}"}}', text, re.M)) for name in LINK_SERIES]
+    assert found[0] == found[1] == found[2], found
+    return found[0]
+
+
+def _destinations(bed: Bed, src: str) -> dict[str, float]:
+    """What Prometheus answers now for the source's links: each destination and when it was measured."""
+    query = urllib.parse.urlencode({"query": f'netsched_link_measured_timestamp_seconds{{src="{src}"}}'})
+    with urllib.request.urlopen(f"{bed.url}/api/v1/query?{query}", timeout=5) as resp:
+        return {r["metric"]["dst"]: float(r["value"][1]) for r in json.loads(resp.read())["data"]["result"]}
 
 
 def _read(feed: PrometheusFeed, src: str, dst: str):

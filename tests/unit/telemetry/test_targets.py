@@ -94,13 +94,18 @@ def test_demand_goes_first_least_recently_measured_first_within_its_share():
     labels = cluster()
     layout, budget = Layout(labels, THREE), Budget(peers_per_round=8, demand_share=0.5, rounds_per_window=4)
     demand = [f"n-3-2-3-{i}" for i in range(4)] + [f"n-2-2-2-{i}" for i in range(4)]
-    last = {name: float(i) for i, name in enumerate(demand)}  # demand[0] measured longest ago
-    last["n-3-2-3-1"] = -1.0
+    last = {name: float(i - 20) for i, name in enumerate(demand)}  # rounds: demand[0] probed longest ago
+    last["n-3-2-3-1"] = -30.0
     picked = choose("n-0-0-0-0", layout, 0, budget, demand, last).targets
     assert picked[:4] == ("n-3-2-3-1", "n-3-2-3-0", "n-3-2-3-2", "n-3-2-3-3")
     sample = layout.samples("n-0-0-0-0", 0)
     assert picked[4] == sample[0]  # the domain sample keeps its slots after demand's share
     assert len(picked) == 8 and set(picked[5:]) <= set(demand)  # then the rest of the demand
+    last.update({name: 0.0 for name in picked})  # probed in round 0
+    again = choose("n-0-0-0-0", layout, 1, budget, demand, last, ["x", "y"]).targets
+    assert again[0] == demand[7] and set(again[1:4]) <= set(demand)  # its share, the one left out first
+    assert again[4] == layout.samples("n-0-0-0-0", 0)[1]
+    assert again[5:] == ("x", "y")  # demand probed in this window already: the rotation gets the rest
 
 
 def test_a_round_never_exceeds_its_budget_and_never_names_the_node_itself():
