@@ -113,7 +113,8 @@ class Operator:
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
                                 never_fits_timeout=self.never_fits_timeout)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
-                actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry)
+                actions.status[TELEMETRY_FIELD] = placement_telemetry(job, actions.status, self.telemetry,
+                                                                      labels)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)

@@ -2,6 +2,7 @@
 
 import math
 
+from netsched.api.topology import Topology
 from netsched.records.link_columns import needs_snapshot, placement_telemetry
 from netsched.records.writer import job_record
 from netsched.telemetry.store import TelemetryStore
@@ -57,3 +58,15 @@ def test_the_snapshot_reaches_the_record_and_the_models_dataset_row():
     row = record_row(record)
     assert (row["peer_bw_mbps"], row["peer_rtt_ms"], row["duration_seconds"]) == (900, 2.0, 1800)
     assert math.isnan(row["data_bw_mbps"])
+
+
+def test_a_pair_never_probed_takes_the_median_between_the_nodes_domains():
+    topology = Topology.parse("block=example.com/block,rack=example.com/rack")
+    labels = {n: {"example.com/block": "b0", "example.com/rack": rack}
+              for n, rack in (("x0", "r0"), ("x1", "r0"), ("x2", "r0"), ("y0", "r1"), ("y1", "r1"))}
+    s = TelemetryStore(max_age=60, clock=Clock(1000.0))
+    for src, bw in (("x0", 100), ("x1", 300), ("x2", 200)):  # rack r0 -> y0; x0 never probed y1
+        s.record(src, "y0", rtt_ms=bw / 100, bandwidth_mbps=bw)
+    got = placement_telemetry(job(replicas=2), placed("y1", "x0"), s, labels, topology)
+    assert got == {"peer_bw_mbps": 200, "peer_rtt_ms": 2.0}  # rack r0 -> rack r1's median
+    assert placement_telemetry(job(replicas=2), placed("y1", "x0"), s) == {}  # without labels: pairs only
