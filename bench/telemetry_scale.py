@@ -24,8 +24,8 @@ gauges only.
 - probe bytes per node per minute over the lookup window, against the agent's budget;
 - feed: wall time of `PrometheusFeed.refresh()` at each instant against an HTTP server answering
   its queries with the JSON Prometheus would (every agent's link series as an instant vector); and
-  once, at the end, against a real Prometheus that scraped every agent's series; the aggregates'
-  build after a refresh, timed apart;
+  once, at the end, against a real Prometheus that scraped every agent's series (a refresh also
+  builds the aggregates for the extender's node table);
 - memory: what tracemalloc sees retained by the node table, the store after one refresh and one
   round of lookups (and the aggregates those build).
 
@@ -54,6 +54,7 @@ import threading
 import time
 import tracemalloc
 import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -76,7 +77,7 @@ from netsched.telemetry import aggregates as origins
 from netsched.telemetry.agent import Agent, ProbePlan
 from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import Bandwidth
-from netsched.telemetry.prometheus import NIC_QUERY, QUERIES, PrometheusFeed
+from netsched.telemetry.prometheus import MEASURED, NIC_QUERY, VALUES, PrometheusFeed, queries
 from netsched.telemetry.store import TelemetryStore
 from netsched.telemetry.targets import Found, Layout
 
@@ -255,12 +256,14 @@ def aggregate_name(code: int, table: NodeTable) -> str:
 
 class QueryServer:
     """Answers PrometheusFeed's queries with the instant vectors Prometheus would return for the
-    agents' current series (each agent a scrape target of its own), as Prometheus' JSON."""
+    agents' current series (each agent a scrape target of its own), as Prometheus' JSON: for the
+    feed's next refresh, each link metric's series whose link was measured after the feed's `since`
+    (the queries' filter), serialised before the refresh so that it times the feed alone."""
 
     def __init__(self, agents: list[Agent], net: SimulatedNetwork):
         self.agents, self.net = agents, net
         self.bodies: dict[str, bytes] = {}
-        self.results: dict[str, list[dict]] = {}
+        self.links = 0  # link series the agents export
 
         def answer(path: str) -> tuple[bytes, str]:
             query = urllib.parse.parse_qs(urllib.parse.urlparse(path).query)["query"][0]
@@ -272,9 +275,9 @@ class QueryServer:
     def vector(self, result: list[dict]) -> bytes:
         return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
 
-    def scrape(self) -> None:
-        """The agents' link series as they are now."""
-        results: dict[str, list[dict]] = {q: [] for q in QUERIES.values()}  # each query is a metric's name
+    def scrape(self, feed: PrometheusFeed) -> None:
+        """The agents' link series as they are now, as the feed's next refresh will ask for them."""
+        results: dict[str, list[dict]] = {metric: [] for metric in (MEASURED, *VALUES.values())}
         stamp = self.net.wall()
         for k, agent in enumerate(self.agents):
             for family in agent.metrics.registry.collect():
@@ -285,9 +288,15 @@ class QueryServer:
                     out.append({"metric": {"__name__": sample.name, "instance": f"agent-{k}:9101",
                                            "job": "netsched-agents", **sample.labels},
                                 "value": [stamp, repr(sample.value)]})
-        self.results = results
-        self.bodies = {q: self.vector(r) for q, r in results.items()}
-        self.bodies[NIC_QUERY] = self.vector([])
+        since = feed.since(stamp)
+        measured = {(r["metric"]["src"], r["metric"]["dst"]): float(r["value"][1]) for r in results[MEASURED]}
+        self.links = len(measured)
+        self.bodies = {NIC_QUERY: self.vector([])}
+        for name, query in queries(since).items():
+            metric = VALUES.get(name, MEASURED)
+            recent = [r for r in results[metric]
+                      if measured.get((r["metric"]["src"], r["metric"]["dst"]), 0) > since]
+            self.bodies[query] = self.vector(recent)
 
     def close(self) -> None:
         self.http.shutdown()
@@ -323,7 +332,7 @@ def real_prometheus_refresh(agents: list[Agent], net: SimulatedNetwork,
     registry.register(MergedAgents(agents))
     exporter = serve(lambda path: (generate_latest(registry), "text/plain; version=0.0.4"))
     want = sum(len(family.samples) for a in agents for family in a.metrics.registry.collect()
-               if family.name == QUERIES["measured"])  # what the feed's query returns once all are scraped
+               if family.name == MEASURED)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -332,7 +341,7 @@ def real_prometheus_refresh(agents: list[Agent], net: SimulatedNetwork,
     try:
         feed = PrometheusFeed(f"http://127.0.0.1:{port}", store, timeout=120.0, wall=net.wall)
         deadline = time.monotonic() + 120
-        while len(feed._query(QUERIES["measured"])) < want:
+        while series_count(feed.url, MEASURED) < want:
             if time.monotonic() > deadline:
                 return math.nan, 0
             time.sleep(1)
@@ -347,6 +356,14 @@ def real_prometheus_refresh(agents: list[Agent], net: SimulatedNetwork,
         exporter.shutdown()
         exporter.server_close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def series_count(url: str, metric: str) -> int:
+    """How many series of `metric` a Prometheus holds now."""
+    query = urllib.parse.urlencode({"query": f"count({metric})"})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=30) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return int(float(result[0]["value"][1])) if result else 0
 
 
 def serve(answer: Callable[[str], tuple[bytes, str]]) -> http.server.ThreadingHTTPServer:
@@ -416,7 +433,6 @@ class SizeResult:
     series_per_node: float
     bytes_per_minute: tuple[float, float]  # mean, max over nodes
     feed_seconds: float
-    aggregate_seconds: float  # building the aggregates after a refresh (NaN: the scheme has none)
     feed_links: int
     prometheus: tuple[float, int]  # the same refresh against a real Prometheus: seconds (NaN: not run), links
     memory_bytes: int
@@ -448,30 +464,27 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
     feed = PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall)
     counts = {PAIR: 0, AGGREGATE: 0, NONE: 0}
     by_level: Counter[str] = Counter()
-    feed_times, build_times, feed_links = [], [], 0
+    feed_times, feed_links = [], 0
+    if scheme.aggregates:  # the extender's table, asked about before: each refresh builds its aggregates
+        store.aggregates(store.snapshot(0.0).links, table.index, table.domains, 0.0)
     run_rounds(net, agents, WARM_UP_S, schedule, rng)
     sent_before = net.sent.copy()
     try:
         for at in instants:
             run_rounds(net, agents, at, schedule, rng)
             net.now = at
-            server.scrape()
+            server.scrape(feed)
             t0 = time.perf_counter()
             feed_links = feed.refresh()
             feed_times.append(time.perf_counter() - t0)
             if feed.last_error:
                 raise RuntimeError(feed.last_error)
-            if scheme.aggregates:  # what the first request would otherwise build
-                t0 = time.perf_counter()
-                store.aggregates(store.snapshot(at).links, table.index, table.domains, at)
-                build_times.append(time.perf_counter() - t0)
             lookups(table, store, gangs, at, names, counts, scheme.aggregates, by_level)
         run_rounds(net, agents, end, schedule, rng)
         per_minute = (net.sent - sent_before) / ((end - WARM_UP_S) / 60)
         memory = retained_memory(cluster, server, net, gangs, end, scheme.aggregates)
-        links = sum(len(series) for series in server.results.values()) / len(QUERIES)
         prometheus = (real_prometheus_refresh(agents, net, TelemetryStore(MAX_AGE_S, clock=lambda: net.now))
-                      if real_prometheus and links <= PROMETHEUS_MAX_LINKS else (math.nan, 0))
+                      if real_prometheus and server.links <= PROMETHEUS_MAX_LINKS else (math.nan, 0))
     finally:
         server.close()
     # series: a sample of agents probing on alone, to where today's never-removed series settle
@@ -483,7 +496,6 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
     return SizeResult(nodes, scheme.name, shape(nodes), counts,
                       statistics.mean(c[0] for c in counted), statistics.mean(c[1] for c in counted),
                       (float(per_minute.mean()), float(per_minute.max())), statistics.median(feed_times),
-                      statistics.median(build_times) if build_times else math.nan,
                       feed_links, prometheus, memory, time.monotonic() - began, by_level)
 
 
@@ -491,13 +503,14 @@ def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork
                     at: float, aggregates: bool) -> int:
     """Bytes tracemalloc sees held by a fresh node table and store after one feed refresh and one
     round of lookups (the extender's telemetry state, whatever caches the lookups build)."""
-    server.scrape()
+    store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
+    feed = PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall)
+    server.scrape(feed)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
         table = node_table(cluster)
-        store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
-        PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall).refresh()
+        feed.refresh()
         lookups(table, store, gangs, at, cluster.names, {PAIR: 0, AGGREGATE: 0, NONE: 0}, aggregates)
         held = tracemalloc.get_traced_memory()[0] - base
         del table, store
@@ -542,9 +555,10 @@ def sampled_store(cluster: Cluster, scheme: Scheme, until: float, seed: int) -> 
     net.now = until
     server = QueryServer(agents, net)
     try:
-        server.scrape()
         store = TelemetryStore(max_age=MAX_AGE_S, clock=lambda: net.now)
-        PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall).refresh()
+        feed = PrometheusFeed(server.url, store, timeout=120.0, wall=net.wall)
+        server.scrape(feed)
+        feed.refresh()
     finally:
         server.close()
     return store
@@ -712,7 +726,7 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
             f"{r.share(AGGREGATE):.2%} | {r.share(NONE):.2%} | {r.link_series_per_node:.0f} "
             f"({r.series_per_node:.0f}) | {total:,.0f} | {r.bytes_per_minute[0] / 2**20:.1f} / "
             f"{r.bytes_per_minute[1] / 2**20:.1f} MiB | {r.feed_seconds:.2f} s ({r.feed_links:,}) | "
-            f"{seconds(r.prometheus[0])} ({r.prometheus[1]:,}) | {seconds(r.aggregate_seconds)} | "
+            f"{seconds(r.prometheus[0])} ({r.prometheus[1]:,}) | "
             f"{r.memory_bytes / 2**20:.1f} MiB | {r.wall_seconds:.0f} s |")
     jct_rows = [f"| {seed} | " + " | ".join(f"{got[v]:,.0f} s" for v in VIEWS) + " | "
                 + " | ".join(f"{got[v] / got['pairs'] - 1:+.1%}" for v in VIEWS[1:]) + " |"
@@ -735,17 +749,17 @@ def report(args: argparse.Namespace, results: list[SizeResult], jct: dict[int, d
         f"`PrometheusFeed` filled. Series: `generate_latest()` of {SERIES_AGENTS} agents after "
         f"a rotation through every node (link series, all series in brackets); total = link series x "
         "nodes. Feed: `refresh()` against a local server answering with the JSON Prometheus would return "
-        "(HTTP, parse, record; median; links recorded in brackets); then the same against a real Prometheus "
+        "(what was measured since the feed's last read, as its queries filter; HTTP, parse, record, and the "
+        "aggregates' build; median; links recorded in brackets); then the same against a real Prometheus "
         "(`prometheus` on PATH) that scraped the agents' series at the end of the window, median of 3 "
         f"(left out above {PROMETHEUS_MAX_LINKS:,} link series). Memory: "
         "tracemalloc, node table + store + lookup caches after one refresh.", "",
         f"![lookups answered and series per node](img/{PLOT.name})", "",
         "| nodes | scheme | zones x racks | pair | aggregate | none | link series / node (all) | "
         "link series, total | probe bytes / node / min, mean / max | feed refresh | same, real Prometheus | "
-        "aggregates | "
         "extender memory | "
         "bench wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows, "",
         f"Targets: pair or aggregate >= {TARGETS['answered']:.0%} at 1,000 and 5,000 nodes; <= "
         f"{TARGETS['series_per_node']} link series per node; <= {TARGETS['series_total_5000']:,} in total at "
