@@ -89,15 +89,16 @@ class AgentMetrics:
 
 class Agent:
     """One node's prober. `rtt` and `bandwidth` measure a link (defaults: the real TCP probes); a
-    simulated network passes its own."""
+    simulated network passes its own, and its clocks: `clock` for the probe budget, `wall` for the
+    time a link was measured (Unix seconds, what the extender ages)."""
 
     def __init__(self, node: str, targets: Targets, plan: ProbePlan = ProbePlan(),
                  nics: NicMonitor | None = None, clock: Callable[[], float] = time.monotonic,
                  topology: Topology = DEFAULT, rtt: MeasureRtt = measure_rtt,
-                 bandwidth: MeasureBandwidth = measure_bandwidth):
+                 bandwidth: MeasureBandwidth = measure_bandwidth, wall: Callable[[], float] = time.time):
         self.node, self.targets, self.plan, self.topology = node, targets, plan, topology
         self.nics = nics or NicMonitor()
-        self.clock = clock
+        self.clock, self.wall = clock, wall
         self.measure_rtt, self.measure_bandwidth = rtt, bandwidth
         self.metrics = AgentMetrics()
         self.row: OrderedDict[str, dict[str, Any]] = OrderedDict()  # dst -> latest measurement or error
@@ -123,13 +124,13 @@ class Agent:
             self.stop.wait(self.plan.interval * random.uniform(0.8, 1.2))
 
     def probe_round(self) -> None:
-        chosen = list(self.choose())
+        chosen = list(self.next_targets())
         random.shuffle(chosen)  # agents choosing alike do not probe one target at the same moment
         for dst, (host, port) in chosen:
             self.probe(dst, host, port)
         self._sample_nics()
 
-    def choose(self) -> list[tuple[str, Endpoint]]:
+    def next_targets(self) -> list[tuple[str, Endpoint]]:
         """This round's targets with their endpoints (targets.choose), and the round counted."""
         got = self.targets()
         found = got if isinstance(got, Found) else Found(got)
@@ -166,7 +167,7 @@ class Agent:
                 bw = self._send(dst, host, port, size) if size else bw
         except ProbeError as exc:
             return self._failed(dst, "bandwidth", exc)
-        now = time.time()
+        now = self.wall()
         self._rates[dst] = bw.mbps
         self._export(dst, rtt / 1000, bw.mbps * 1e6 / 8, now)
         with self._lock:
@@ -224,7 +225,7 @@ class Agent:
         log.info("%s", exc)
         with self._lock:
             entry = dict(self.row.get(dst, {}))
-            entry.update(error=str(exc), failed_at=time.time())
+            entry.update(error=str(exc), failed_at=self.wall())
             self._keep(dst, entry)  # the last good measurement stays, with its own (ageing) time
 
     def _sample_nics(self) -> None:

@@ -737,8 +737,10 @@ CAN_I = [  # (component, kubectl auth can-i arguments, allowed)
     ("operator", "delete poddisruptionbudgets.policy -n default", False),
     ("operator", "get secrets -n {ns}", False),
     ("agent", "list nodes", True),
-    ("agent", "watch pods -n {ns}", True),
-    ("agent", "list pods -n default", False),
+    ("agent", "list pods -n default", True),  # this node's pods and their gangs, in any namespace
+    ("agent", "list packingplans.netsched.io", True),
+    ("agent", "watch pods -n {ns}", False),  # discovery lists, now and then, from the watch cache
+    ("agent", "get nodes", False),
     ("agent", "create pods -n {ns}", False),
     ("agent", "get secrets -n {ns}", False),
     ("scheduler", "create pods --subresource=binding -n default", True),

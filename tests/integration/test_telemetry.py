@@ -172,6 +172,46 @@ def test_a_killed_agents_links_go_stale_and_come_back_when_it_restarts(bed):
     assert abs(link.bandwidth_mbps - 80) <= 0.25 * 80  # its first report is already sized to be right
 
 
+def test_a_restarted_agent_exports_none_of_its_old_links_and_prometheus_forgets_them(bed):
+    poll(lambda: {"b", "c", bed.data} <= _destinations(bed, "a").keys(), 30, "a's three links in Prometheus")
+    try:
+        _restart(bed, "a", f"--peer=b={bed.net.ip('b')}:9102")
+        restarted = time.time()  # the old agent is gone: a later measurement is the new one's
+        poll(lambda: _destinations(bed, "a").get("b", 0) > restarted, 30, "Prometheus to scrape a's new b")
+        # c and the data endpoint stale within a few scrapes, not after Prometheus' 5-minute lookback
+        poll(lambda: _destinations(bed, "a").keys() == {"b"}, 15, "a's old links to go stale in Prometheus")
+        assert _series(bed, "a") == {"b"}  # nothing of its old links on the agent either
+    finally:
+        _restart(bed, "a")
+
+
+def test_an_agent_exports_its_latest_max_links_destinations_however_many_it_probes(bed):
+    # five targets, four of them answer; two link gauges' worth of destinations at a time
+    flags = [*(f"--peer={p}={bed.net.ip(p)}:9102" for p in ("b", "c")), f"--peer=d={bed.net.ip('data')}:9102",
+             f"--data={bed.data}", "--peer=ghost=10.77.9.99:9102", "--max-links=2", "--peers-per-round=1"]
+    seen: set[str] = set()
+    too_many = []
+
+    def bounded_until_all_seen() -> bool:
+        exported, in_prometheus = _series(bed, "a"), _destinations(bed, "a")
+        if len(exported) > 2 or len(in_prometheus) > 2:
+            too_many.append((exported, in_prometheus))
+        seen.update(exported)  # what a exports now; what Prometheus answers is checked for its count
+        return seen == {"b", "c", "d", bed.data}
+
+    try:
+        _restart(bed, "a", *flags)
+        restarted = time.time()
+        up = f'timestamp(up{{instance="{bed.net.ip("a")}:9101"}})'
+        poll(lambda: float(_query(bed, up)[0]["value"][1]) > restarted, 10, "a scrape of the new agent")
+        poll(bounded_until_all_seen, 90, "a to measure all four live targets, two at a time")
+        assert not too_many  # (on the agent, in Prometheus) whenever more than two were there
+        counters = [line for line in bed.metrics("a").splitlines() if line.startswith("netsched_probe_")]
+        assert counters and not any("dst=" in line for line in counters)  # folded: no series per target
+    finally:
+        _restart(bed, "a")
+
+
 def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(bed):
     store = TelemetryStore(max_age=4)
     feed = PrometheusFeed(bed.url, store, timeout=1)
@@ -194,42 +234,6 @@ def test_prometheus_down_is_an_error_message_and_entries_age_out_never_a_crash(b
     poll(lambda: feed.refresh() >= 9, 30, "telemetry back after Prometheus restarts")
 
 
-def test_a_restarted_agent_exports_none_of_its_old_links_and_prometheus_forgets_them(bed):
-    poll(lambda: {"b", "c", bed.data} <= _destinations(bed, "a").keys(), 30, "a's three links in Prometheus")
-    try:
-        restarted = time.time()
-        _restart(bed, "a", f"--peer=b={bed.net.ip('b')}:9102")
-        poll(lambda: _destinations(bed, "a").get("b", 0) > restarted, 30, "Prometheus to scrape a's new b")
-        assert _destinations(bed, "a").keys() == {"b"}  # c and the data endpoint: stale, not the old values
-        assert _series(bed, "a") == {"b"}  # nothing of its old links on the agent either
-    finally:
-        _restart(bed, "a")
-
-
-def test_an_agent_exports_its_latest_max_links_destinations_however_many_it_probes(bed):
-    # five targets, four of them answer; two link gauges' worth of destinations at a time
-    flags = [*(f"--peer={p}={bed.net.ip(p)}:9102" for p in ("b", "c")), f"--peer=d={bed.net.ip('data')}:9102",
-             f"--data={bed.data}", "--peer=ghost=10.77.9.99:9102", "--max-links=2", "--peers-per-round=1"]
-    seen: set[str] = set()
-    too_many = []
-
-    def bounded_until_all_seen() -> bool:
-        exported, in_prometheus = _series(bed, "a"), _destinations(bed, "a")
-        if len(exported) > 2 or len(in_prometheus) > 2:
-            too_many.append((exported, in_prometheus))
-        seen.update(exported)  # what a exports now; what Prometheus answers is checked for its count
-        return seen == {"b", "c", "d", bed.data}
-
-    try:
-        _restart(bed, "a", *flags)
-        poll(bounded_until_all_seen, 90, "a to measure all four live targets, two at a time")
-        assert not too_many  # (on the agent, in Prometheus) whenever more than two were there
-        counters = [line for line in bed.metrics("a").splitlines() if line.startswith("netsched_probe_")]
-        assert counters and not any("dst=" in line for line in counters)  # folded: no series per target
-    finally:
-        _restart(bed, "a")
-
-
 def _restart(bed: Bed, site: str, *flags: str) -> None:
     os.killpg(bed.agents[site].pid, signal.SIGTERM)
     bed.agents[site].wait()
@@ -246,9 +250,16 @@ def _series(bed: Bed, site: str) -> set[str]:
 
 def _destinations(bed: Bed, src: str) -> dict[str, float]:
     """What Prometheus answers now for the source's links: each destination and when it was measured."""
-    query = urllib.parse.urlencode({"query": f'netsched_link_measured_timestamp_seconds{{src="{src}"}}'})
+    found = _query(bed, f'netsched_link_measured_timestamp_seconds{{src="{src}"}}')
+    return {r["metric"]["dst"]: float(r["value"][1]) for r in found}
+
+
+def _query(bed: Bed, promql: str) -> list[dict]:
+    """Prometheus' instant query, evaluated now."""
+    query = urllib.parse.urlencode({"query": promql})
     with urllib.request.urlopen(f"{bed.url}/api/v1/query?{query}", timeout=5) as resp:
-        return {r["metric"]["dst"]: float(r["value"][1]) for r in json.loads(resp.read())["data"]["result"]}
+        found: list[dict] = json.loads(resp.read())["data"]["result"]
+        return found
 
 
 def _read(feed: PrometheusFeed, src: str, dst: str):

@@ -143,7 +143,8 @@ def test_after_probing_100_destinations_at_most_48_link_series_remain():
 
     agent = Agent("me", lambda: Found(peers), ProbePlan(peers_per_round=8, max_links=16),
                   NicMonitor(read=lambda: {}, speed=lambda _: None),
-                  rtt=fake_rtt, bandwidth=lambda host, port, size: Bandwidth(100.0, size, 0.5))
+                  rtt=fake_rtt, bandwidth=lambda host, port, size: Bandwidth(100.0, size, 0.5),
+                  wall=lambda: 42.0)
     for _ in range(13):
         agent.probe_round()
     assert len(calls) == 104  # the simulated probes ran (13 rounds of 8), no socket
@@ -153,5 +154,6 @@ def test_after_probing_100_destinations_at_most_48_link_series_remain():
     # the most recently measured: the last two rounds, p088..p099 and, rotation come round, p000..p003
     assert set(links) == {f"p{i:03}" for i in (*range(88, 100), *range(4))}
     assert len(agent.matrix()["links"]) == 16
+    assert 'netsched_link_measured_timestamp_seconds{dst="p000",src="me"} 42.0' in text  # simulated time
     counters = [line for line in text.splitlines() if line.startswith("netsched_probe_")]
     assert counters and not any("dst=" in line for line in counters)  # folded: no destination label
