@@ -103,6 +103,8 @@ class Extender:
                  filters: Sequence[Filter] = FILTERS):
         self.cluster = cluster
         self.telemetry = telemetry if telemetry is not None else TelemetryStore()
+        store = self.telemetry
+        cluster.on_table.append(lambda table: store.follow(table.index, table.domains))
         self.scorer = scorer or TopologyScorer()
         self.filters = filters
         self.plugins: tuple[Filter | Scorer, ...] = (*filters, *SCORERS)  # whose annotations a pod gets right

@@ -87,6 +87,8 @@ class ReadModel:
         self._heard: dict[str, float] = {}
         self._synced: set[str] = set()
         self._absent: set[str] = set()  # optional kinds the apiserver does not serve
+        # What else derives from a node table (the telemetry's domain aggregates): built with it
+        self.on_table: list[Callable[[NodeTable], object]] = []
 
     def wait_synced(self, timeout: float) -> bool:
         """Wait until every required kind is listed (and the node table published), at most `timeout` s."""
@@ -188,6 +190,8 @@ class ReadModel:
                 nodes = dict(self._nodes)
             table = NodeTable.build(nodes, self.topology)
             table.gpu_capability, table.priority_heads  # noqa: B018 - derived now, not by the first request
+            for derive in self.on_table:
+                derive(table)
             with self._lock:
                 self._install(table)
 

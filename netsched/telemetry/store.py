@@ -16,8 +16,10 @@ reads several links sees one consistent state and never blocks on a writer for l
 than a reference swap.
 
 Pairs nobody measured are answered from domain aggregates (`aggregates.py`): `answer()` reads them,
-built once per store change for the node table last asked about (`refresh_aggregates()`, which the
-feed calls after each write), so a request reads cells and never builds them.
+built for the node table the store follows (`follow()`, which the extender's table publisher calls
+with each new table) and again after each write (`refresh_aggregates()`, which the feed calls), so
+a request reads cells and builds them only if it raced one of those. Other readers (the operator's
+records, once per job start) build them when they ask.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class TelemetryStore:
                             tuple[object, Mapping[str, int], tuple[np.ndarray, ...]]] = {}
         # Aggregates by the links and node table they were built from (identity, as for _aligned).
         self._aggregates: list[tuple[Links, Mapping[str, int], np.ndarray, Aggregates]] = []
-        self._table: tuple[Mapping[str, int], np.ndarray] | None = None  # the node table last asked about
+        self._table: tuple[Mapping[str, int], np.ndarray] | None = None  # the node table followed
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
                observed_at: float | None = None) -> None:
@@ -126,7 +128,6 @@ class TelemetryStore:
                    now: float | None = None) -> Aggregates:
         """The aggregates of `links` over the node table (index, domains), built on first use."""
         with self._lock:
-            self._table = (index, domains)
             for built in self._aggregates:
                 if built[0] is links and built[1] is index and built[2] is domains:
                     return built[3]
@@ -135,9 +136,16 @@ class TelemetryStore:
             self._aggregates = [*self._aggregates[-(AGGREGATES_KEPT - 1):], (links, index, domains, found)]
         return found
 
+    def follow(self, index: Mapping[str, int], domains: np.ndarray) -> None:
+        """Aggregate over this node table from now on: built now (the extender's table publisher
+        calls this with each new table) and after each write."""
+        with self._lock:
+            links, self._table = self._links, (index, domains)
+        self.aggregates(links, index, domains)
+
     def refresh_aggregates(self) -> None:
-        """Build the current links' aggregates for the node table last asked about, so the next
-        request finds them built (the feed calls this after each write)."""
+        """Build the current links' aggregates for the node table followed, so the next request finds
+        them built (the feed calls this after each write)."""
         with self._lock:
             links, table = self._links, self._table
         if table is not None:

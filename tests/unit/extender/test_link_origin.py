@@ -5,15 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 from netsched.api.topology import Topology
-from netsched.extender.engine import run_filters
+from netsched.extender.engine import Extender, run_filters
 from netsched.extender.explain import Candidate, Decision
 from netsched.extender.link_origin import link_notes
 from netsched.extender.plugin import Request
 from netsched.extender.plugins import FILTERS
 from netsched.extender.protocol import PodRef
+from netsched.extender.read_model import ReadModel
+from netsched.telemetry import store as store_module
+from netsched.telemetry.aggregates import Aggregates
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import make_node, make_pod
-from netsched.testing.extender import cache_of
+from netsched.testing.extender import args, cache_of
 
 TOPOLOGY = Topology.parse("block=example.com/block,rack=example.com/rack")
 RACKS = {"gpu-0": "r1", "gpu-1": "r1", "gpu-2": "r1", "gpu-5": "r1", "gpu-3": "r4", "gpu-4": "r4"}
@@ -55,3 +58,29 @@ def test_the_explanation_names_the_aggregate_a_score_read():
                         [Candidate("gpu-5", 8, {"peers": 0.7}, notes)], node="gpu-5")
     assert decision.summary().startswith("netsched placed the pod on gpu-5 (score 8/10: peers 0.70); "
                                          "bandwidth 9.1 Gbit/s, RTT 0.40 ms to gpu-3 (median of 3 probes")
+
+
+def test_aggregates_are_built_with_each_node_table_and_requests_only_read_them(monkeypatch):
+    builds = []
+
+    class Counting(Aggregates):
+        @classmethod
+        def build(cls, *args):
+            builds.append(args[1])  # the node index it is for
+            return Aggregates.build(*args)
+
+    monkeypatch.setattr(store_module, "Aggregates", Counting)
+    store = _telemetry()
+    cache = ReadModel(topology=TOPOLOGY)
+    extender = Extender(cache, telemetry=store)
+    cache.replace("nodes", NODES)  # publishes the node table, and with it the aggregates
+    cache.replace("pods", [make_pod("r0", "gpu-3", job="train")])
+    cache.replace("packingplans", [])
+    table = cache.snapshot().table
+    assert builds == [table.index]
+    pod = make_pod("p", job="train", annotations={"netsched.io/min-peer-bandwidth-mbps": "9500"})
+    extender.filter(args(pod, list(RACKS)))
+    assert builds == [table.index]  # the request read them
+    store.record("gpu-1", "gpu-3", rtt_ms=0.5, bandwidth_mbps=7000)
+    store.refresh_aggregates()  # what the feed does after each write
+    assert builds == [table.index] * 2
