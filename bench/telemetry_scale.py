@@ -7,7 +7,7 @@ on a simulated network of 100, 1,000 and 5,000 nodes; and what placement loses w
 Network: the simulator's Cluster (netsched/datagen/simulator.py) with racks of about RACK_NODES
 nodes, zones of several racks, every link's true bandwidth and RTT; a probe reads the true value
 times lognormal(0, measure_noise). No sockets: the real `Agent` runs its real rounds on a simulated
-clock, its probe functions answered by that network (`SimulatedNetwork`).
+clock, its probe functions and clocks given by that network (`SimulatedNetwork`).
 
 Per size, for each scheme, on the same network and gangs: today's (the agents rotate through every
 node, their link gauges never removed; the extender answers from the pair only) and demand + domains
@@ -57,17 +57,13 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
-from unittest import mock
 
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
-import netsched.telemetry.agent as agent_module
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.topology import DEFAULT
 from netsched.datagen.simulator import COMM_LEVELS, GPUS_PER_NODE, Cluster, Job, SimConfig, completion_seconds
@@ -138,13 +134,6 @@ class SimulatedNetwork:
         self.sent[self.source] += size
         return Bandwidth(mbps, size, size * 8 / (mbps * 1e6))
 
-    @contextmanager
-    def probing(self) -> Iterator[None]:
-        """The agents' wall clock (when a measurement was taken, as exported) is this network's while
-        inside: the agent reads `time.time()` itself."""
-        with mock.patch.object(agent_module, "time", SimpleNamespace(time=self.wall)):
-            yield
-
 
 class NoNics(NicMonitor):
     def __init__(self) -> None:
@@ -186,7 +175,7 @@ def make_agents(net: SimulatedNetwork, scheme: Scheme, gangs: list[Gang]) -> lis
     agents = []
     for i, n in enumerate(names):
         agent = Agent(n, targets_of(i), scheme.plan, nics=NoNics(), clock=lambda: net.now,
-                      rtt=net.measure_rtt, bandwidth=net.measure_bandwidth)
+                      rtt=net.measure_rtt, bandwidth=net.measure_bandwidth, wall=net.wall)
         if scheme.domains:  # one Layout for all (each agent would build the same one on its first round)
             agent._labels, agent._layout = labels, layout
         agents.append(agent)
@@ -197,12 +186,11 @@ def run_rounds(net: SimulatedNetwork, agents: list[Agent], until: float, schedul
                rng: np.random.Generator) -> None:
     """Every agent in the schedule (a heap of (next round, agent)) probes at its jittered interval (as
     `Agent.run` does) up to `until`."""
-    with net.probing():
-        while schedule and schedule[0][0] <= until:
-            at, i = heapq.heappop(schedule)
-            net.now, net.source = at, i
-            agents[i].probe_round()
-            heapq.heappush(schedule, (at + agents[i].plan.interval * rng.uniform(0.8, 1.2), i))
+    while schedule and schedule[0][0] <= until:
+        at, i = heapq.heappop(schedule)
+        net.now, net.source = at, i
+        agents[i].probe_round()
+        heapq.heappush(schedule, (at + agents[i].plan.interval * rng.uniform(0.8, 1.2), i))
 
 
 @dataclass
@@ -465,8 +453,8 @@ def run_size(nodes: int, seed: int, scheme: Scheme, real_prometheus: bool = Fals
     counts = {PAIR: 0, AGGREGATE: 0, NONE: 0}
     by_level: Counter[str] = Counter()
     feed_times, feed_links = [], 0
-    if scheme.aggregates:  # the extender's table, asked about before: each refresh builds its aggregates
-        store.aggregates(store.snapshot(0.0).links, table.index, table.domains, 0.0)
+    if scheme.aggregates:  # as the extender's table publisher does: each refresh builds the aggregates
+        store.follow(table.index, table.domains)
     run_rounds(net, agents, WARM_UP_S, schedule, rng)
     sent_before = net.sent.copy()
     try:
@@ -510,6 +498,8 @@ def retained_memory(cluster: Cluster, server: QueryServer, net: SimulatedNetwork
     try:
         base = tracemalloc.get_traced_memory()[0]
         table = node_table(cluster)
+        if aggregates:
+            store.follow(table.index, table.domains)
         feed.refresh()
         lookups(table, store, gangs, at, cluster.names, {PAIR: 0, AGGREGATE: 0, NONE: 0}, aggregates)
         held = tracemalloc.get_traced_memory()[0] - base
