@@ -275,6 +275,10 @@ def run_agent(node: str, targets: Targets, host: str, port: int, probe_port: int
     """Serve probes and HTTP, then probe until SIGINT/SIGTERM."""
     import signal
 
+    from prometheus_client import disable_created_metrics
+
+    # a `_created` sample per counter would double the counters' series (the library leaves this untyped)
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     ProbeServer(host, probe_port).start()
     agent = Agent(node, targets, plan, topology=topology)
     serve_http(agent, host, port)

@@ -208,6 +208,7 @@ def test_an_agent_exports_its_latest_max_links_destinations_however_many_it_prob
         assert not too_many  # (on the agent, in Prometheus) whenever more than two were there
         counters = [line for line in bed.metrics("a").splitlines() if line.startswith("netsched_probe_")]
         assert counters and not any("dst=" in line for line in counters)  # folded: no series per target
+        assert not any("_created" in line for line in counters)  # no second series per counter
     finally:
         _restart(bed, "a")
 
