@@ -357,12 +357,8 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
 
     data_bw, data_rtt = cluster.data_link(i, job.scope, job.where)
     local_data = job.scope == "node" and job.where == i
-    c = 1 - CONTENTION * nic
-    pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if local_data else c))
-    compute = (job.work_s * GPU_SPEED[cluster.gpu[i]] ** -GPU_EXPONENT[job.kind]
-               * (1 + CPU_SENSITIVITY[job.kind] * cpu))
-    exchange, peer = _exchange(cluster, job, i, c)
-    duration = (STARTUP_S + pull + compute + exchange) * rng.lognormal(0, cfg.node_noise)
+    _, peer = _exchange(cluster, job, i, 1 - CONTENTION * nic)
+    duration = completion_seconds(cluster, job, i, nic, cpu) * rng.lognormal(0, cfg.node_noise)
     remote = [p for p in job.peers if p != i]
     peer_bw, peer_rtt = seen(peer[0], peer[1]) if remote else (math.nan, math.nan)
     shown_data = seen(data_bw, data_rtt) if not local_data else (math.nan, math.nan)
@@ -381,6 +377,18 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
         "nic_util": float(np.clip(nic + rng.normal(0, 0.02), 0, 1)),
         TARGET: duration,
     }
+
+
+def completion_seconds(cluster: Cluster, job: Job, i: int, nic: float = 0.0, cpu: float = 0.0) -> float:
+    """T of the module docstring without its noise terms: the job with its last replica on node i, its
+    peers on job.peers, node i's NIC utilisation and CPU load as given."""
+    data_bw, _ = cluster.data_link(i, job.scope, job.where)
+    local_data = job.scope == "node" and job.where == i
+    c = 1 - CONTENTION * nic
+    pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if local_data else c))
+    compute = (job.work_s * GPU_SPEED[cluster.gpu[i]] ** -GPU_EXPONENT[job.kind]
+               * (1 + CPU_SENSITIVITY[job.kind] * cpu))
+    return STARTUP_S + pull + compute + _exchange(cluster, job, i, c)[0]
 
 
 def _exchange(cluster: Cluster, job: Job, i: int, c: float) -> tuple[float, tuple[float, float]]:
