@@ -374,8 +374,8 @@ def serve(answer: Callable[[str], tuple[bytes, str]]) -> http.server.ThreadingHT
 
 
 def node_table(cluster: Cluster) -> NodeTable:
-    facts = {n: {"zone": cluster.zone_names[cluster.zone[i]], "rack": f"rack-{cluster.rack[i]}",
-                 "levels": None,
+    facts = {n: {"levels": DEFAULT.path({ZONE_LABEL: cluster.zone_names[cluster.zone[i]],
+                                         RACK_LABEL: f"rack-{cluster.rack[i]}"}),
                  "gpus": GPUS_PER_NODE, "gpu_product": str(cluster.gpu[i]), "gpu_labels": {},
                  "cpu": 64.0, "memory": 2.0**40}
              for i, n in enumerate(cluster.names)}
