@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from netsched.api.events import rfc3339
 from netsched.api.gpujob import GROUP, VERSION
 from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
+from netsched.api.resources import Resources
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.topology import GPUNode
 from netsched.jobs.capacity import Fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.replica_pods import GANG_GATE, pod_name
+from netsched.jobs.workload import NetworkNeeds
 from netsched.operator.reconcile import PodView
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -154,3 +157,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A workload of no particular kind, for the capacity rules: they read only the seam
+    (netsched.jobs.workload)."""
+    member_request: Resources
+    min_available: int
+    member_spec: dict = field(default_factory=dict)
+    needs: NetworkNeeds = NetworkNeeds()
+    size: int = 0
+    gpus_per_member: int = 0
+    priority_class_name: str | None = None
+    workload_kind: str = "training"
+    expected_seconds: float | None = None

@@ -9,14 +9,20 @@ import sys
 
 import pytest
 
+from netsched.api.events import rfc3339
 from netsched.api.topology import Topology
 from netsched.foresight.whatif import Cluster, WhatIfError, render, what_if
-from netsched.testing.builders import NOW, make_node
-from tests.unit.foresight.test_whatif import manifest
+from netsched.testing.builders import NOW, make_gpujob, make_node
 
 LEVELS = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
 NODES = [make_node(f"n{i}", labels={"example.com/block": "b1", "example.com/subblock": f"s{i // 2}",
                                      "example.com/host": f"h{i}"}) for i in range(4)]
+
+
+def manifest(**spec) -> dict:
+    body = make_gpujob("next", replicas=2, gpus=8, manifest=True, **spec)
+    body["metadata"] |= {"namespace": "ml", "uid": "whatif", "creationTimestamp": rfc3339(NOW)}
+    return body
 
 
 def test_the_room_table_is_per_narrowest_level_and_placement_rows_name_each_levels_domain():

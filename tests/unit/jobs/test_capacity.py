@@ -1,30 +1,14 @@
-from dataclasses import dataclass, field
-
 import pytest
 
 from netsched.api.labels import RACK_LABEL
-from netsched.api.resources import Resources, pod_requests
+from netsched.api.resources import pod_requests
 from netsched.jobs.capacity import gang_fit, node_room
 from netsched.jobs.workload import NetworkNeeds
-from netsched.testing.builders import CLUSTER, make_node
+from netsched.testing.builders import CLUSTER, Gang, make_node
 
 GPU = "nvidia.com/gpu"
 GI = 2**30
 ROOMS = [node_room(n) for n in CLUSTER]  # four nodes of 8 GPUs, 96 CPUs, 1024Gi
-
-
-@dataclass(frozen=True)
-class Gang:
-    """A workload of no particular kind: the rules read only the seam (netsched.jobs.workload)."""
-    member_request: Resources
-    min_available: int
-    member_spec: dict = field(default_factory=dict)
-    needs: NetworkNeeds = NetworkNeeds()
-    size: int = 0
-    gpus_per_member: int = 0
-    priority_class_name: str | None = None
-    workload_kind: str = "training"
-    expected_seconds: float | None = None
 
 
 def fit(nodes=ROOMS, request=None, needed=2, used=None, pending=(), template=None, network=None, data=None):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from netsched.api.topology import Topology
 from netsched.jobs.capacity import domain_room, gang_fit, never_fits, node_room, placement
 from netsched.jobs.workload import NetworkNeeds
-from netsched.testing.builders import make_node
-from tests.unit.jobs.test_capacity import GPU, Gang
+from netsched.testing.builders import Gang, make_node
 
+GPU = "nvidia.com/gpu"
 LEVELS = Topology.parse("block=example.com/block,subblock=example.com/subblock,host=example.com/host")
 
 
