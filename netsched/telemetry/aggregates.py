@@ -7,7 +7,14 @@ the fresh measurements, per configured level (`domains`, shape (depth, nodes), w
 = same domain), the median bandwidth and RTT with their sample count of:
 
 - node -> domain: one source node towards every destination in a domain;
-- domain -> domain: every source in one domain towards every destination in another.
+- domain -> domain: every source in one domain towards every destination in another;
+
+each kept apart by the pairs' topology distance. Between two different domains of a level every pair
+is as far apart (they share the same wider domains), but inside one domain pairs differ: a zone's
+measurements mix rack-mates with pairs across its spine. A lookup between two rack-mates with too
+few samples in their own rack is answered by the rack-mates of the wider domains (their zone's
+racks, each to itself), never by the zone's between-rack median, which would make the nearest
+placement look no better than one behind the spine.
 
 A data endpoint is a domain of its own at every level (it has no labels), so the sources of one
 domain towards an endpoint aggregate too. Only measured directions count: an aggregate is of what
@@ -42,6 +49,7 @@ import numpy as np
 from netsched.api.topology import Topology
 
 MIN_SAMPLES = 3  # fresh samples an aggregate needs before it answers for a pair
+CLASSES = 8  # cells are also keyed by the pairs' topology distance (at most 6 levels + far + 1)
 NONE, PAIR, REVERSE = 0, 1, 2
 NODE_TO_DOMAIN, DOMAIN_TO_DOMAIN = 16, 32  # + level index, widest first
 
@@ -101,6 +109,18 @@ class Cells:
         return sum(a.nbytes for a in (self.keys, self.bw, self.rtt, self.samples, self.newest))
 
 
+def _distances(domains: np.ndarray, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Topology distance of each (source, target) pair by table index (a target < 0 is an endpoint:
+    farther than any level), as `Topology.distance` counts it: 1 + levels narrower than the narrowest
+    shared one, depth + 1 when none is shared."""
+    depth = domains.shape[0]
+    apart = np.full(len(sources), depth + 1, dtype=np.int64)
+    node = targets >= 0
+    for k in range(depth):  # widest first: a narrower shared level overwrites
+        apart[node & (domains[k][sources] == domains[k][np.where(node, targets, 0)])] = depth - k
+    return apart
+
+
 def _medians(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Median of each group (values grouped by key, groups at starts): the groups sorted within
     themselves by a lexsort on (value, group)."""
@@ -150,11 +170,12 @@ class Aggregates:
         widths = (domains.max(axis=1) + 1 if domains.size else np.zeros(depth)).astype(np.int64)
         n2d, d2d = [], []
         node = d_ >= 0
+        apart = _distances(domains, s_, np.where(node, d_, -1))
         for k in range(depth):
             width = int(widths[k]) + len(endpoints)
             to = np.where(node, domains[k][np.where(node, d_, 0)], widths[k] - 1 - d_)
-            n2d.append(Cells.of(s_ * width + to, b_, r_, t_))
-            d2d.append(Cells.of(domains[k][s_] * width + to, b_, r_, t_))
+            n2d.append(Cells.of((s_ * width + to) * CLASSES + apart, b_, r_, t_))
+            d2d.append(Cells.of((domains[k][s_] * width + to) * CLASSES + apart, b_, r_, t_))
         outgoing = {}
         if node.any():
             order = np.argsort(s_[node], kind="stable")
@@ -192,6 +213,7 @@ class Aggregates:
         if j is None and e is None:
             return LinkAnswer(bw, rtt, origin, samples)
         everyone = np.arange(n, dtype=np.int64)
+        apart = _distances(self.domains, everyone, np.full(n, -1 if j is None else j, dtype=np.int64))
         for k in reversed(range(len(self.widths))):
             width = int(self.widths[k]) + len(self.endpoints)
             to = int(self.domains[k][j]) if j is not None else int(self.widths[k]) + (e or 0)
@@ -201,7 +223,7 @@ class Aggregates:
                 todo = np.flatnonzero(origin == NONE)
                 if not len(todo) or not len(cells.keys):
                     continue
-                rows, found = cells.find(sources[todo] * width + to)
+                rows, found = cells.find((sources[todo] * width + to) * CLASSES + apart[todo])
                 ok = found & (cells.samples[rows] >= min_samples) & (now - cells.newest[rows] <= max_age)
                 at, rows = todo[ok], rows[ok]
                 bw[at], rtt[at], samples[at] = cells.bw[rows], cells.rtt[rows], cells.samples[rows]

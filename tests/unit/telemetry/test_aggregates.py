@@ -114,14 +114,35 @@ def test_aggregates_are_built_once_per_store_change_and_their_memory_is_bounded(
     first = store.aggregates(snap.links, index, domains)
     assert store.aggregates(snap.links, index, domains) is first  # a request reads, never builds
     samples = len(NODES) * (len(NODES) - 1)
-    # one row per non-empty cell: node -> rack and rack -> rack at the rack level, and so on
+    # one row per non-empty cell: node -> rack and rack -> rack at the rack level, and so on; towards
+    # its own zone a node has two, its rack-mates and the zone's other racks (pairs kept by distance)
     cells = [len(c.keys) for c in (*first.node_to_domain, *first.domain_to_domain)]
-    assert cells == [12 * 2, 12 * 4, 2 * 2, 4 * 4]
+    assert cells == [12 * 3, 12 * 4, 2 * 2 + 2, 4 * 4]
     assert first.nbytes <= 36 * sum(cells) + 32 * samples
     store.record("n0", "n1", 1.0, 20.0)
     store.refresh_aggregates()  # what the feed does after a write: the new links' aggregates are built
     second = store.aggregates(store.snapshot().links, index, domains)
     assert second is not first and second.node_to_domain[1].bw.max() == 15.0  # n0 -> r0: 10, 20
+
+
+def test_rack_mates_without_samples_of_their_own_are_answered_by_rack_mates_not_the_zones_spine():
+    now = [0.0]
+    store, index, domains = _store(now)
+    racks = {n: domains[1][i] for n, i in index.items()}
+    mates = [(a, b) for a in NODES for b in NODES if a != b and racks[a] == racks[b]]
+    blocks = {n: domains[0][i] for n, i in index.items()}
+    across = [(a, b) for a in NODES for b in NODES if racks[a] != racks[b] and blocks[a] == blocks[b]]
+    target = mates[0][1]
+    # the target's rack has no samples inside it; the other racks of its zone have, at 100 Mbit/s;
+    # across the zone's racks the links give 10
+    inside = [(a, b) for a, b in mates if racks[b] != racks[target]]
+    store.record_many([(a, b, 1.0, 100.0, None) for a, b in inside] +
+                      [(a, b, 1.0, 10.0, None) for a, b in across])
+    snap = store.snapshot()
+    got = store.aggregates(snap.links, index, domains).answer(
+        target, np.full(len(index), np.nan), np.full(len(index), np.nan), now[0], 100.0)
+    mate = index[mates[0][0]]
+    assert got.bw[mate] == 100.0 and got.origin[mate] in (NODE_TO_DOMAIN + 0, DOMAIN_TO_DOMAIN + 0)
 
 
 def test_build_handles_no_levels_and_no_samples():
