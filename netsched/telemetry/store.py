@@ -46,6 +46,10 @@ Links = Mapping[str, Mapping[str, LinkStats]]  # destination -> source -> stats
 Nics = Mapping[str, tuple[float, float]]  # node -> (NIC utilisation, observed_at)
 LinkRecord = tuple[str, str, float, float, float | None]  # src, dst, rtt ms, bandwidth Mbit/s, observed_at
 AGGREGATES_KEPT = 4  # built aggregates kept: the current links and table, and a few a request may still hold
+# Seconds a lookup's answer is reused by later requests for the same target over the same aggregates:
+# kube-scheduler asks about a gang's peers pod after pod, and at 5,000 nodes an answer costs about a
+# millisecond. An entry may so be used up to this much past max_age.
+ANSWER_REUSE = 1.0
 
 
 class TelemetryStore:
@@ -61,6 +65,7 @@ class TelemetryStore:
                             tuple[object, Mapping[str, int], tuple[np.ndarray, ...]]] = {}
         # Aggregates by the links and node table they were built from (identity, as for _aligned).
         self._aggregates: list[tuple[Links, Mapping[str, int], np.ndarray, Aggregates]] = []
+        self._answers: dict[tuple[str, int], tuple[Aggregates, float, LinkAnswer]] = {}
         self._table: tuple[Mapping[str, int], np.ndarray] | None = None  # the node table followed
 
     def record(self, src: str, dst: str, rtt_ms: float, bandwidth_mbps: float,
@@ -135,6 +140,23 @@ class TelemetryStore:
         with self._lock:
             self._aggregates = [*self._aggregates[-(AGGREGATES_KEPT - 1):], (links, index, domains, found)]
         return found
+
+    def _answer(self, target: str, index: Mapping[str, int], found: Aggregates,
+                snap: TelemetrySnapshot) -> LinkAnswer:
+        """snap's answer towards target, reused for ANSWER_REUSE seconds over the same aggregates."""
+        key = (target, id(index))
+        with self._lock:
+            hit = self._answers.get(key)
+        if hit is not None and hit[0] is found and 0 <= snap.now - hit[1] < ANSWER_REUSE:
+            return hit[2]
+        answer = snap._build_answer(target, index, found)
+        for array in answer:  # shared by the requests that reuse it
+            array.flags.writeable = False
+        with self._lock:
+            if len(self._answers) > 1024:  # targets come and go with gangs
+                self._answers.clear()
+            self._answers[key] = (found, snap.now, answer)
+        return answer
 
     def follow(self, index: Mapping[str, int], domains: np.ndarray) -> None:
         """Aggregate over this node table from now on: built now (the extender's table publisher
@@ -228,8 +250,11 @@ class TelemetrySnapshot:
     def answer(self, target: str, index: Mapping[str, int], domains: np.ndarray) -> LinkAnswer:
         """From every node (by the positions `index` gives) towards target: the fresh pair, else the
         reverse pair, else a domain aggregate, else NaN, with where each came from (aggregates.py)."""
-        bw, rtt = self.aligned(target, index, len(index))
         found = self.store.aggregates(self.links, index, domains, self.now)
+        return self.store._answer(target, index, found, self)
+
+    def _build_answer(self, target: str, index: Mapping[str, int], found: Aggregates) -> LinkAnswer:
+        bw, rtt = self.aligned(target, index, len(index))
         return found.answer(target, bw, rtt, self.now, self.max_age)
 
     def nic_aligned(self, index: Mapping[str, int], size: int) -> np.ndarray:

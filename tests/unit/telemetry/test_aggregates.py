@@ -149,3 +149,20 @@ def test_build_handles_no_levels_and_no_samples():
     empty = Aggregates.build({}, {"a": 0}, np.zeros((0, 1), dtype=np.int32), 0.0, 10.0)
     got = empty.answer("a", np.array([np.nan]), np.array([np.nan]), 0.0, 10.0)
     assert got.origin.tolist() == [NONE]
+
+
+def test_an_answer_is_reused_by_requests_within_a_second_until_the_measurements_change():
+    now = [0.0]
+    store, index, domains = _store(now)
+    store.record_many([(a, "n0", 1.0, 10.0, None) for a in NODES[1:6]])
+    store.follow(index, domains)
+    first = store.snapshot().answer("n0", index, domains)
+    now[0] = 0.5
+    assert store.snapshot().answer("n0", index, domains) is first
+    assert not first.bw.flags.writeable  # shared between requests
+    now[0] = 1.5
+    assert store.snapshot().answer("n0", index, domains) is not first
+    store.record("n7", "n0", 1.0, 20.0)  # new measurements: new aggregates, a new answer at once
+    store.refresh_aggregates()
+    assert store.snapshot().answer("n0", index, domains).bw[index["n7"]] == 20.0
+
