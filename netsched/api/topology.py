@@ -143,10 +143,6 @@ class Topology:
             raise self.unknown(name)
         return found
 
-    def name_of(self, distance: int) -> str:
-        """The name of a distance on this scale (far for anything past the widest level)."""
-        return self.limits[distance] if 0 <= distance < len(self.limits) else FAR
-
     def label_of(self, name: str) -> str:
         """The node label of a level ("kubernetes.io/hostname" for node)."""
         if name == NODE:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsched.api.distance import DISTANCES
+from netsched.api.topology import DEFAULT
 from netsched.devcluster.topology import gpu_nodes
 from netsched.models.features import (
     COMM_LEVELS,
@@ -68,6 +68,7 @@ NIC_MBPS = {"NVIDIA-H100-80GB-HBM3": 100_000, "NVIDIA-A100-SXM4-80GB": 100_000, 
             "Tesla-V100-SXM2-32GB": 25_000, "NVIDIA-H200": 200_000, "NVIDIA-A100-SXM4-40GB": 100_000,
             "NVIDIA-L4": 25_000, "NVIDIA-A10": 25_000, "NVIDIA-A40": 25_000, "Tesla-T4": 10_000}
 GPUS_PER_NODE = 8
+DISTANCES = DEFAULT.distances  # the simulated world is zones of racks: netsched's own levels
 NVLINK_MBPS, NVLINK_RTT_MS = 400_000.0, 0.005
 LOCAL_DISK_MBPS, LOCAL_DISK_RTT_MS = 24_000.0, 0.02
 RACK_STORE_MBPS, ZONE_STORE_MBPS = 40_000.0, 20_000.0
@@ -230,7 +231,7 @@ class Cluster:
         return self.zone_bw[self.zone[i], zone] * q, self.zone_rtt[self.zone[i], zone] / math.sqrt(q)
 
     def distance(self, i: int, j: int) -> int:
-        """Distance level (netsched.api.distance) between nodes i and j."""
+        """Distance level (the default topology's scale, netsched.api.topology) between nodes i and j."""
         if i == j:
             return DISTANCES["node"]
         if self.rack[i] == self.rack[j]:

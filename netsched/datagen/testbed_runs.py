@@ -389,7 +389,7 @@ def _free_gpus(job: Job, nodes: Sequence[str]) -> int:
 
 
 def _distance(node: str, peer: str) -> int:
-    """Distance level (netsched.api.distance) between two testbed nodes."""
+    """Distance level (the model's scale, netsched.models.features.DISTANCES) between two testbed nodes."""
     here, there = NODES[node], NODES[peer]
     if node == peer:
         return DISTANCES["node"]

@@ -48,7 +48,6 @@ def test_unknown_level_names_the_configured_ones():
     with pytest.raises(UnknownLevel, match="'rack' is not a topology level of this cluster: write one of "
                                            "node, host, subblock, block"):
         BLOCKS.distance_of("rack")
-    assert BLOCKS.name_of(7) == "far"
     assert BLOCKS.label_of("host") == "example.com/host"
 
 
