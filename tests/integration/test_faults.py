@@ -94,8 +94,8 @@ MALFORMED = {  # name -> (spec fields, the field the condition must name)
                      "spec.template.spec.schedulingGates"),
     "galaxy": ({"template": {"metadata": {"annotations": {"netsched.io/max-peer-distance": "galaxy"}},
                              "spec": {"containers": [{"name": "main", "image": "trainer:1"}]}}},
-               "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not allowed; "
-               "write one of node, rack, zone"),
+               "spec.template.metadata.annotations[netsched.io/max-peer-distance]: 'galaxy' is not a "
+               "topology level of this cluster: write one of node, rack, zone"),
     "data-distance-alone": ({"network": {"maxDataDistance": "rack"}}, "spec.network.maxDataDistance"),
     "no-such-zone": ({"network": {"maxDataDistance": "zone"},
                       "dataSources": [{"name": "d", "kind": "zone", "location": "zone-nowhere"}]},
