@@ -152,9 +152,8 @@ class TelemetryStore:
         answer = snap._build_answer(target, index, found)
         for array in answer:  # shared by the requests that reuse it
             array.flags.writeable = False
-        with self._lock:
-            if len(self._answers) > 1024:  # targets come and go with gangs
-                self._answers.clear()
+        with self._lock:  # only the answers still reusable are kept: a few targets' worth
+            self._answers = {k: v for k, v in self._answers.items() if 0 <= snap.now - v[1] < ANSWER_REUSE}
             self._answers[key] = (found, snap.now, answer)
         return answer
 
