@@ -7,6 +7,7 @@ from pathlib import Path
 
 from netsched.api.settings import setting, topology_setting
 from netsched.api.topology import Topology
+from netsched.extender.holds import HOLD_SECONDS
 
 IN_CLUSTER = "in a cluster the pod's ServiceAccount is used"
 CHART_PORT = "the chart's Service and probes are bound to it"
@@ -39,6 +40,10 @@ class ExtenderConfig:
         30.0, flag="--max-cache-age", metavar="SECONDS", helm="extender.maxCacheAge",
         help="oldest cache the extender answers from; older means filter returns Error "
         "and kube-scheduler decides alone if the extender is ignorable (default 30)")
+    hold_seconds: float = setting(
+        HOLD_SECONDS, flag="--hold-seconds", metavar="SECONDS", helm="extender.holdSeconds",
+        help="a job's first node keeps the rest of its room for the job's other replicas this long "
+        "after that pod was bound; give every replica the same value (default 15)")
     prometheus_url: str | None = setting(
         flag="--prometheus-url", helm="extender.telemetry.prometheusUrl",
         help="read link telemetry (the agents' metrics) from this "

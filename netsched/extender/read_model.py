@@ -3,9 +3,11 @@
 Requests never do I/O: they read a `Snapshot` (netsched.extender.snapshot) taken under a
 short lock. GPUs, CPU and memory requested per node and where each job's pods sit are
 updated in place from pod events; a snapshot copies what it needs, and adds what the request
-path reserved (netsched.extender.reservations: assumed placements, holds), which the watch
-confirms or ends: a binding ends a pod's assumption, a job's first bound pod holds its node's
-room, and a job with no pod left releases its hold.
+path reserved (netsched.extender.reservations: assumed placements), which the watch confirms or
+ends: a binding ends a pod's assumption. The room held for a job's other replicas follows from where
+its pods are and when they were bound (netsched.extender.holds), so every replica, and a replica that
+has just started, holds the same room until the same moment: a pod's binding time is the one the
+API server wrote on it (`bound_at`), converted once to this model's clock.
 
 Active PackingPlans are kept too, as the `Pins` the filter enforces.
 
@@ -30,13 +32,15 @@ never be dropped because its watch broke.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
+from netsched.api.events import parse_rfc3339
 from netsched.api.labels import (
     GPU_LABELS,
     GPU_PRODUCT_LABEL,
@@ -48,10 +52,11 @@ from netsched.api.plans import is_active
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests, quantities
 from netsched.api.topology import DEFAULT, Topology
+from netsched.extender.holds import HOLD_SECONDS, Hold, JobPods
 from netsched.extender.pins import Pins
 from netsched.extender.plugins.job_room.annotation import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
-from netsched.extender.reservations import HOLD_SECONDS, Placement, Reservations, Reserved, count_by_node
+from netsched.extender.reservations import Placement, Reservations, Reserved, count_by_node
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 from netsched.telemetry.store import TelemetryStore
 
@@ -63,11 +68,13 @@ PUBLISH_AFTER = 0.2  # seconds the publisher waits after a node change for more 
 class ReadModel:
     def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS,
-                 topology: Topology = DEFAULT):
+                 topology: Topology = DEFAULT, wall: Callable[[], float] = time.time):
         self.max_age = max_age
         self.topology = topology
         self.clock = clock
-        self.reservations = Reservations(clock, assume_ttl, hold_ttl)
+        self.wall = wall  # the clock the API server's timestamps are read against
+        self.reservations = Reservations(clock, assume_ttl)
+        self.jobs = JobPods(hold_ttl)
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
         self._table: NodeTable | None = None
@@ -78,8 +85,6 @@ class ReadModel:
         self._used: np.ndarray = np.zeros(0, dtype=np.int32)  # GPUs of bound pods per table index
         self._requested = np.zeros((2, 0))  # CPU cores and memory bytes requested per table index
         self._pods: dict[str, Placement] = {}  # pod uid -> placement of the bound pods
-        self._jobs: dict[str, Counter[str]] = {}  # job -> nodes holding its bound pods, with counts
-        self._gpus: dict[str, Counter[str]] = {}  # job -> GPUs its bound pods hold per node
         self._plans: dict[str, KubeObject] = {}  # active PackingPlans by name
         self._pins: Pins | None = Pins()
         self._heard: dict[str, float] = {}
@@ -113,8 +118,9 @@ class ReadModel:
             else:
                 for uid in list(self._pods):
                     self._forget(uid)
-                for o in objects:  # a LIST says where pods are, not which just landed: no holds
-                    self._apply_pod("ADDED", o, hold=False)
+                self.jobs = JobPods(self.jobs.hold_ttl)
+                for o in objects:
+                    self._apply_pod("ADDED", o)
         if kind == "nodes":
             self.publish()  # so that once the cache says it is synced, requests see the listed nodes
         with self._lock:
@@ -212,76 +218,54 @@ class ReadModel:
             return
         self._pins = None
 
-    def _apply_pod(self, event_type: str, obj: KubeObject, hold: bool = True) -> None:
+    def _apply_pod(self, event_type: str, obj: KubeObject) -> None:
         uid = obj["metadata"].get("uid", "")
-        if event_type != "DELETED":
-            self._learn_size(obj)
-        placement = None if event_type == "DELETED" else _placement(obj)
+        live = event_type != "DELETED" and (obj.get("status") or {}).get("phase") not in DONE
+        self.jobs.sized(uid, *(_job_size(obj) if live else (None, None)))
+        placement = _placement(obj) if live else None
         ledger = self.reservations
-        if placement is None and event_type != "DELETED" and ledger.is_assumed(uid):
+        if placement is None and live and ledger.is_assumed(uid):
             return  # an assumed pod whose binding the watch has not shown yet
-        bound, assumed = self._forget(uid), ledger.forget(uid)
-        old = bound or assumed
-        if old and placement and (old.job, old.node) == (placement.job, placement.node):
-            hold = False  # the binding of an assumed pod, or a status update: it landed before
-        if event_type == "DELETED" and old and old.job and not self._placed(old.job):
-            ledger.release(old.job)
+        old = self._forget(uid)
+        ledger.forget(uid)
         if placement is not None:
-            if hold and placement.job and not self._placed(placement.job):
-                ledger.hold(placement)  # the job's first pod
+            # a pod is bound once: a later update (its status) keeps the time first read for it
+            since = old.since if old is not None and old.node == placement.node else self._since(obj)
+            placement = replace(placement, since=since)
             self._pods[uid] = placement
-            self._count(placement, +1)
+            self._count(uid, placement, +1)
+
+    def _since(self, pod: KubeObject) -> float:
+        """When the pod was bound, on this model's clock: the API server's time converted by how far the
+        wall clock has gone since (the same moment on every replica, whenever it reads the pod); a pod
+        whose object gives no time counts as bound long ago: nothing says its room is still awaited."""
+        at = bound_at(pod)
+        return -math.inf if at is None else self.clock() - (self.wall() - at)
 
     def settle(self, uid: str, placement: Placement | None) -> None:
-        """A filter's post-step: pod `uid` is assumed at `placement` (holding its node's room when it is
-        its job's first pod placed), or, with none, assumed nowhere. Under the read model's lock, so a
-        watch event cannot come between; a pod the watch already shows bound is left as the watch has it."""
+        """A filter's post-step: pod `uid` is assumed at `placement` (its job's hold follows from it
+        until a pod of the job is watched bound, netsched.extender.holds), or, with none, assumed
+        nowhere. Under the read model's lock, so a watch event cannot come between; a pod the watch
+        already shows bound is left as the watch has it."""
         with self._lock:
-            if uid in self._pods:
-                return
-            self.reservations.settle(uid, None)  # its own earlier assumption does not make it a peer
-            first = placement is not None and bool(placement.job) and not self._placed(placement.job or "")
-            self.reservations.settle(uid, placement, first)
-
-    def _placed(self, job: str) -> bool:
-        """Whether a pod of the job is bound or assumed anywhere."""
-        return job in self._jobs or self.reservations.has_job(job)
-
-    def _learn_size(self, pod: KubeObject) -> None:
-        """Tell the ledger the size of a labelled pod's job (pending pods tell it before any is placed)."""
-        meta = pod["metadata"]
-        job = (meta.get("labels") or {}).get(JOB_LABEL)
-        if not job:
-            return
-        try:
-            gpus = pod_gpus(pod.get("spec") or {})
-        except BadRequest:
-            return
-        size = job_size(meta.get("annotations") or {}, gpus)
-        if size is not None:
-            self.reservations.learn_size(f"{meta.get('namespace', 'default')}/{job}", size)
+            if uid not in self._pods:
+                self.reservations.settle(uid, placement)
 
     def _forget(self, uid: str) -> Placement | None:
         p = self._pods.pop(uid, None)
         if p is not None:
-            self._count(p, -1)
+            self._count(uid, p, -1)
         return p
 
-    def _count(self, p: Placement, sign: int) -> None:
+    def _count(self, uid: str, p: Placement, sign: int) -> None:
         if self._table is not None and p.node in self._table.index:
             i = self._table.index[p.node]
             self._used[i] += sign * p.gpus
             self._requested[:, i] += (sign * p.cpu, sign * p.memory)
-        if p.job:
-            nodes = self._jobs.setdefault(p.job, Counter())
-            gpus = self._gpus.setdefault(p.job, Counter())
-            nodes[p.node] += sign
-            gpus[p.node] += sign * p.gpus
-            if nodes[p.node] <= 0:
-                del nodes[p.node]
-                gpus.pop(p.node, None)
-            if not nodes:  # its hold stays until it expires
-                del self._jobs[p.job], self._gpus[p.job]
+        if p.job and sign > 0:
+            self.jobs.bind(uid, p)
+        elif p.job:
+            self.jobs.unbind(uid, p.job)
 
     # ---- readers (requests) ----------------------------------------------------
     def snapshot(self, namespace: str = "", job: str | None = None, leave_out: str = "",
@@ -306,29 +290,30 @@ class ReadModel:
                     used[i] += p.gpus
                     requested[:, i] += (p.cpu, p.memory)
             free = np.maximum(table.allocatable - used, 0)
-            nodes = self._jobs.get(key, Counter()) + count_by_node(reserved.of_job(key))[0] if key else None
+            nodes = self.jobs.nodes(key) + count_by_node(reserved.of_job(key))[0] if key else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
             if self._pins is None:
                 self._pins = Pins.of(self._plans.values())
             pins = self._pins
-            held, holders = self._held(table, free, key, reserved)
+            holds = self.jobs.holds(now, reserved.assumed)
+            held, holders = self._held(table, free, key, holds, reserved) if holds else (None, {})
         age = self.age(now)
         synced = self._synced | self._absent >= set(WATCHED)
         links = None if telemetry is None else telemetry.snapshot()
         return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
                         telemetry=links, held=held, holders=holders)
 
-    def _held(self, table: NodeTable, free: np.ndarray, job: str | None,
+    def _held(self, table: NodeTable, free: np.ndarray, job: str | None, holds: dict[str, Hold],
               reserved: Reserved) -> tuple[np.ndarray | None, dict[int, str]]:
         """GPUs held per table index for jobs other than `job`, and which job holds each node."""
         held: np.ndarray | None = None
         holders: dict[int, str] = {}
-        for other, hold in reserved.holds.items():
+        for other, hold in holds.items():
             i = table.index.get(hold.node)
             if other == job or i is None:
                 continue
             assumed = count_by_node(reserved.of_job(other))[1]
-            there = self._gpus.get(other, Counter())[hold.node] + assumed[hold.node]
+            there = self.jobs.gpus_on(other, hold.node) + assumed[hold.node]
             want = free[i] if hold.size is None else min(max(hold.size - there, 0), free[i])
             if want > 0:
                 held = np.zeros(len(free), dtype=free.dtype) if held is None else held
@@ -348,7 +333,7 @@ def essentials(kind: str, obj: KubeObject) -> KubeObject:
     """The parts of a watched object this cache reads (and the explanation writer's trigger, a pod's uid
     and node): applying them leaves the cache as applying the whole object would. The watch process
     (netsched.extender.watcher) relays these, and only when they change, so heartbeats, lease renewals and
-    status conditions never reach the serving process."""
+    status conditions (but a pod's PodScheduled, its binding time) never reach the serving process."""
     meta = obj.get("metadata") or {}
     if kind == "nodes":
         allocatable = (obj.get("status") or {}).get("allocatable")
@@ -357,13 +342,15 @@ def essentials(kind: str, obj: KubeObject) -> KubeObject:
     if kind == "pods":
         spec = obj.get("spec") or {}
         containers = spec.get("containers")
-        kept = ("name", "namespace", "uid", "labels", "annotations")
+        kept = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
+        status = obj.get("status") or {}
         return {"metadata": {k: meta[k] for k in kept if k in meta},
                 "spec": {"nodeName": spec.get("nodeName"),
                          "containers": [{"name": c.get("name"), "resources": c.get("resources")}
                                         if isinstance(c, dict) else c for c in containers]
                          if isinstance(containers, list) else containers},
-                "status": {"phase": (obj.get("status") or {}).get("phase")}}
+                "status": {"phase": status.get("phase"),
+                           "conditions": [c for c in status.get("conditions") or () if _scheduled(c)]}}
     return obj  # PackingPlans: few, seldom changed, read whole
 
 
@@ -402,6 +389,39 @@ def _requests(spec: KubeObject) -> tuple[float, float]:
         return _cpu_memory(pod_requests(spec))
     except (ValueError, TypeError, AttributeError):
         return 0.0, 0.0
+
+
+def bound_at(pod: KubeObject) -> float | None:
+    """When the pod was bound (Unix seconds), as the API server wrote it on the pod: its PodScheduled
+    condition's last transition to True (the binding sets it), else its creation (a pod created
+    with its node already named); None where the object has neither."""
+    found = [c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or ()
+             if _scheduled(c)]
+    for stamp in (*found, pod["metadata"].get("creationTimestamp")):
+        try:
+            return parse_rfc3339(stamp).timestamp()
+        except (AttributeError, TypeError, ValueError):
+            continue  # absent or malformed: the next source
+    return None
+
+
+def _scheduled(condition: object) -> bool:
+    return isinstance(condition, dict) and condition.get("type") == "PodScheduled" and \
+        condition.get("status") == "True"
+
+
+def _job_size(pod: KubeObject) -> tuple[str | None, int | None]:
+    """A labelled pod's job and the size its annotations give that job (pending pods give it before
+    any of the job is placed)."""
+    meta = pod["metadata"]
+    job = (meta.get("labels") or {}).get(JOB_LABEL)
+    if not job:
+        return None, None
+    try:
+        gpus = pod_gpus(pod.get("spec") or {})
+    except BadRequest:
+        return None, None
+    return f"{meta.get('namespace', 'default')}/{job}", job_size(meta.get("annotations") or {}, gpus)
 
 
 def _placement(pod: KubeObject) -> Placement | None:

@@ -239,7 +239,8 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
     check_tls(settings)
     metrics, decisions = Metrics(), DecisionLog()
-    cache = ReadModel(max_age=settings.max_cache_age, topology=settings.topology)
+    cache = ReadModel(max_age=settings.max_cache_age, topology=settings.topology,
+                      hold_ttl=settings.hold_seconds)
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc(),
                          on_written=metrics.event_lag.observe) if settings.explain_events else None

@@ -141,7 +141,7 @@ class Snapshot:
     pins: Pins = Pins()
     requested: np.ndarray | None = None  # CPU cores and memory bytes requested per table index (2 rows)
     telemetry: TelemetrySnapshot | None = None  # None: no telemetry store at all
-    held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (reservations.Hold)
+    held: np.ndarray | None = None  # GPUs per table index held for other jobs' replicas (holds.Hold)
     holders: dict[int, str] = field(default_factory=dict)  # table index -> a job holding GPUs there
     _links: dict[str, LinkAnswer | None] = field(default_factory=dict, repr=False)
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import orjson
 
+from netsched.api.events import rfc3339
 from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import ExtenderArgs, parse_args
@@ -27,10 +29,16 @@ _uids = itertools.count()
 
 
 def pod(name: str = "p", node_name: str | None = None, gpus: int = 2, job: str | None = None,
-        ns: str = "ml", annotations: dict | None = None, phase: str = "Pending") -> dict:
-    """A pod as the watch delivers it, with a uid of its own even where a test reuses a name."""
-    return make_pod(name, node_name, namespace=ns, gpus=gpus, job=job, annotations=annotations, phase=phase,
+        ns: str = "ml", annotations: dict | None = None, phase: str = "Pending",
+        bound_at: float | None = None) -> dict:
+    """A pod as the watch delivers it, with a uid of its own even where a test reuses a name;
+    `bound_at` (Unix seconds) is when the API server bound it (its PodScheduled condition)."""
+    made = make_pod(name, node_name, namespace=ns, gpus=gpus, job=job, annotations=annotations, phase=phase,
                     uid=f"uid-{name}-{next(_uids)}")
+    if bound_at is not None:
+        at = rfc3339(datetime.fromtimestamp(bound_at, UTC))
+        made["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
+    return made
 
 
 def cache_of(nodes: list[dict], pods: Sequence[dict] = (), clock: Callable[[], float] | None = None,

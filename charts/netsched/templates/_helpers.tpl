@@ -224,6 +224,7 @@ not see; the schema lets a numeric string through (definitions/decimal).
   (dict "name" "operator.packer.cooldownSeconds" "value" $v.operator.packer.cooldownSeconds "atLeast" 0 "means" "least seconds between two packer solves")
   (dict "name" "operator.packer.planDeadlineSeconds" "value" $v.operator.packer.planDeadlineSeconds "atLeast" 5 "atMost" 3600 "means" "seconds a PackingPlan may take before it is abandoned (the PackingPlan CRD's range)")
   (dict "name" "extender.maxCacheAge" "value" $v.extender.maxCacheAge "above" 0 "means" "seconds: the oldest node and pod cache the extender answers from")
+  (dict "name" "extender.holdSeconds" "value" $v.extender.holdSeconds "above" 0 "means" "seconds a job's first node keeps its room for the job's other replicas")
   (dict "name" "extender.telemetry.maxAgeSeconds" "value" $v.extender.telemetry.maxAgeSeconds "above" 0 "means" "seconds after which a link measurement is unknown")
   (dict "name" "extender.model.reloadSeconds" "value" $v.extender.model.reloadSeconds "above" 0 "means" "seconds between checks for a new model")
   (dict "name" "retrain.holdout" "value" $v.retrain.holdout "above" 0 "below" 1 "means" "the share of the most recent jobs both models are judged on, e.g. 0.2")

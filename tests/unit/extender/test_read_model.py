@@ -162,12 +162,13 @@ def held(cache, name, ns="ml", job=None):
 def test_a_jobs_first_pod_holds_the_rest_of_its_room_for_its_other_replicas_for_a_while():
     clock = Clock()
     first = pod("r0", job="train", gpus=2, annotations={"netsched.io/replicas": "3"})
-    cache = cache_of(CLUSTER, [first], clock=clock, hold_ttl=10)  # pending: the cache learns the job's size
+    # pending: the cache learns the job's size
+    cache = cache_of(CLUSTER, [first], clock=clock, wall=clock, hold_ttl=10)
     assume(cache, first["metadata"]["uid"], Placement("ml/train", "a1-1", 2))
     assert held(cache, "a1-1") == 4 and held(cache, "a1-0") == 0
     assert held(cache, "a1-1", job="train") == 0  # not for the job's own replicas
     assert cache.snapshot("ml").holders == {cache.snapshot().table.index["a1-1"]: "ml/train"}
-    cache.apply("pods", "MODIFIED", pod("r1", "a1-1", job="train", gpus=2))
+    cache.apply("pods", "MODIFIED", pod("r1", "a1-1", job="train", gpus=2, bound_at=clock.now))
     assert held(cache, "a1-1") == 2
     clock.now += 11
     assert held(cache, "a1-1") == 0  # expired, whatever is still missing
@@ -175,18 +176,19 @@ def test_a_jobs_first_pod_holds_the_rest_of_its_room_for_its_other_replicas_for_
 
 def test_a_hold_of_unknown_size_keeps_the_nodes_free_room_and_bound_pods_never_renew_it():
     clock = Clock()
-    cache = cache_of(CLUSTER, [pod("x", "a1-1", gpus=1)], clock=clock, hold_ttl=10)
-    r0 = pod("r0", "a1-1", job="train", gpus=2)
+    cache = cache_of(CLUSTER, [pod("x", "a1-1", gpus=1)], clock=clock, wall=clock, hold_ttl=10)
+    r0 = pod("r0", "a1-1", job="train", gpus=2, bound_at=clock.now)
     cache.apply("pods", "ADDED", r0)
     assert held(cache, "a1-1") == 5
     clock.now += 8
-    cache.apply("pods", "MODIFIED", r0 | {"status": {"phase": "Running"}})
+    cache.apply("pods", "MODIFIED", r0 | {"status": r0["status"] | {"phase": "Running"}})
     clock.now += 3
     assert held(cache, "a1-1") == 0
 
 
-def test_pods_already_bound_when_the_cache_lists_them_hold_nothing():
-    cache = cache_of(CLUSTER, [pod("r0", "a1-1", job="train", gpus=2)])
+def test_pods_bound_longer_ago_than_a_hold_lasts_hold_nothing_when_the_cache_lists_them():
+    wall = Clock(1_800_000_000)
+    cache = cache_of(CLUSTER, [pod("r0", "a1-1", job="train", gpus=2, bound_at=wall.now - 60)], wall=wall)
     assert cache.snapshot("ml").held is None
 
 
@@ -202,8 +204,10 @@ def test_a_hold_ends_when_the_jobs_pods_are_deleted():
 
 @pytest.mark.parametrize("value", ["²", "١٢", "1_2", "-3", ""])
 def test_a_job_size_annotation_that_is_not_a_plain_number_is_unknown_never_an_error(value):
-    cache = cache_of(CLUSTER, [pod("r0", job="train", gpus=2, annotations={"netsched.io/job-gpus": value})])
-    cache.apply("pods", "ADDED", pod("r1", "a1-1", job="train", gpus=2))
+    clock = Clock()
+    cache = cache_of(CLUSTER, [pod("r0", job="train", gpus=2, annotations={"netsched.io/job-gpus": value})],
+                     clock=clock, wall=clock)
+    cache.apply("pods", "ADDED", pod("r1", "a1-1", job="train", gpus=2, bound_at=clock.now))
     assert held(cache, "a1-1") == 6  # unknown size: all the node's free room
 
 

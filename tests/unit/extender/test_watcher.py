@@ -73,10 +73,11 @@ def test_a_pod_is_relayed_when_created_bound_or_its_phase_changes_not_on_other_s
 
 
 def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_objects():
-    pods = [pod("a", "a1-0", gpus=3, job="train", annotations={"netsched.io/replicas": "4"}, phase="Running"),
-            pod("b", "a2-0", gpus=1), pod("w", job="train")]
+    clock = Clock()
+    pods = [pod("a", "a1-0", gpus=3, job="train", annotations={"netsched.io/replicas": "4"}, phase="Running",
+                bound_at=clock.now), pod("b", "a2-0", gpus=1), pod("w", job="train")]
     pods[1]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "2Gi"}
-    whole, relayed = ReadModel(), ReadModel()
+    whole, relayed = ReadModel(clock=clock, wall=clock), ReadModel(clock=clock, wall=clock)
     out = io.BytesIO()
     relay = Relay(out, Clock())
     for cache in (whole, relayed):
@@ -93,7 +94,9 @@ def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_obje
         assert a.table.names == b.table.names and a.peers == b.peers
         assert (a.free == b.free).all() and (a.requested == b.requested).all()
         assert (a.table.domains == b.table.domains).all() and a.table.gpu_labels == b.table.gpu_labels
-        assert (a.held is None) == (b.held is None)
+        assert a.holders == b.holders and (a.held is None) == (b.held is None)
+        assert a.held is None or (a.held == b.held).all()
+    assert whole.snapshot("other").held is not None  # the job's hold, from the time of its binding
 
 
 FAKE_WATCHER = """

@@ -1,4 +1,4 @@
-"""Filter: keeps a pod off GPUs held for another job's replicas (netsched.extender.reservations.Hold: the
+"""Filter: keeps a pod off GPUs held for another job's replicas (netsched.extender.holds.Hold: the
 rest of the room on a job's first node, for a few seconds), where it has somewhere else to go.
 Scoring already steers pods away from held room; this makes it hold when kube-scheduler's own
 plugins rank the candidates too (`--shortlist 0`). A pod that fits nowhere else may take held

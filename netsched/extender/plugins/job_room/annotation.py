@@ -1,6 +1,6 @@
 """`netsched.io/job-gpus`: GPUs the whole job needs, so its first pod goes where the rest fits; else
-`netsched.io/replicas` times the pod's GPUs (`job_size`, which the reservations ledger's holds read
-too)."""
+`netsched.io/replicas` times the pod's GPUs (`job_size`, which the holds read too,
+netsched.extender.holds)."""
 
 from __future__ import annotations
 
