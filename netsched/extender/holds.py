@@ -94,8 +94,10 @@ class JobPods:
         self._first[job] = self._live[job] = first
 
     def _count(self, job: str, p: Placement, sign: int) -> None:
-        nodes = self._nodes.setdefault(job, Counter())
-        gpus = self._gpus.setdefault(job, Counter())
+        nodes, gpus = self._nodes.get(job), self._gpus.get(job)
+        if nodes is None or gpus is None:
+            nodes = self._nodes[job] = Counter()
+            gpus = self._gpus[job] = Counter()
         nodes[p.node] += sign
         gpus[p.node] += sign * p.gpus
         if nodes[p.node] <= 0:
@@ -107,10 +109,11 @@ class JobPods:
     # ---- read into a snapshot ---------------------------------------------------
     def nodes(self, job: str) -> Counter[str]:
         """Nodes holding the job's bound pods, with counts."""
-        return self._nodes.get(job, Counter())
+        return self._nodes.get(job) or Counter()
 
     def gpus_on(self, job: str, node: str) -> int:
-        return self._gpus.get(job, Counter())[node]
+        gpus = self._gpus.get(job)
+        return 0 if gpus is None else gpus[node]
 
     def size(self, job: str) -> int | None:
         """GPUs of the whole job, the largest its live pods give (they agree unless edited by hand)."""

@@ -36,7 +36,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 import numpy as np
 
@@ -116,9 +115,9 @@ class ReadModel:
                 self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
                 self._pins = None
             else:
+                self.jobs = JobPods(self.jobs.hold_ttl)
                 for uid in list(self._pods):
                     self._forget(uid)
-                self.jobs = JobPods(self.jobs.hold_ttl)
                 for o in objects:
                     self._apply_pod("ADDED", o)
         if kind == "nodes":
@@ -222,24 +221,25 @@ class ReadModel:
         uid = obj["metadata"].get("uid", "")
         live = event_type != "DELETED" and (obj.get("status") or {}).get("phase") not in DONE
         self.jobs.sized(uid, *(_job_size(obj) if live else (None, None)))
-        placement = _placement(obj) if live else None
+        placement = _placement(obj, self._since(uid, obj)) if live else None
         ledger = self.reservations
         if placement is None and live and ledger.is_assumed(uid):
             return  # an assumed pod whose binding the watch has not shown yet
-        old = self._forget(uid)
+        self._forget(uid)
         ledger.forget(uid)
         if placement is not None:
-            # a pod is bound once: a later update (its status) keeps the time first read for it
-            since = old.since if old is not None and old.node == placement.node else self._since(obj)
-            placement = replace(placement, since=since)
             self._pods[uid] = placement
             self._count(uid, placement, +1)
 
-    def _since(self, pod: KubeObject) -> float:
+    def _since(self, uid: str, pod: KubeObject) -> float:
         """When the pod was bound, on this model's clock: the API server's time converted by how far the
         wall clock has gone since (the same moment on every replica, whenever it reads the pod); a pod
         whose object gives no time counts as bound long ago: nothing says its room is still awaited."""
-        at = bound_at(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        old = self._pods.get(uid)
+        if old is not None and old.node == node:
+            return old.since  # a pod is bound once: an update (its status) keeps the time first read
+        at = bound_at(pod) if node else None
         return -math.inf if at is None else self.clock() - (self.wall() - at)
 
     def settle(self, uid: str, placement: Placement | None) -> None:
@@ -424,8 +424,8 @@ def _job_size(pod: KubeObject) -> tuple[str | None, int | None]:
     return f"{meta.get('namespace', 'default')}/{job}", job_size(meta.get("annotations") or {}, gpus)
 
 
-def _placement(pod: KubeObject) -> Placement | None:
-    """What a bound, unfinished pod holds; None for anything else."""
+def _placement(pod: KubeObject, since: float) -> Placement | None:
+    """What a bound, unfinished pod holds (bound at `since`); None for anything else."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in DONE:
@@ -437,4 +437,4 @@ def _placement(pod: KubeObject) -> Placement | None:
     except BadRequest:
         gpus = 0  # the apiserver validates quantities; be safe anyway
     job_key = f"{meta.get('namespace', 'default')}/{job}" if job else None
-    return Placement(job_key, node, gpus, *_requests(spec))
+    return Placement(job_key, node, gpus, *_requests(spec), since=since)

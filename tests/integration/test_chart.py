@@ -134,7 +134,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert extender["spec"]["replicas"] == 2
     ext = container(docs, "Deployment", "netsched-extender")
     assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30",
-                           "--telemetry-max-age=120", "--topology=netsched",
+                           "--hold-seconds=15", "--telemetry-max-age=120", "--topology=netsched",
                            "--model=/opt/netsched/models/current.json", "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -195,8 +195,9 @@ def test_custom_values_reach_the_components(bin_dir):
 
     assert find(docs, "Deployment", "netsched-extender")["spec"]["replicas"] == 3
     ext = container(docs, "Deployment", "netsched-extender")
-    assert ext["args"][-7:] == [
-        "--shortlist=0", "--max-cache-age=30", "--prometheus-url=http://prometheus.monitoring.svc:9090",
+    assert ext["args"][-8:] == [
+        "--shortlist=0", "--max-cache-age=30", "--hold-seconds=15",
+        "--prometheus-url=http://prometheus.monitoring.svc:9090",
         "--telemetry-max-age=120", "--topology=netsched", "--model=/var/lib/netsched-models/current.json",
         "--model-reload-seconds=30"]
     mount = {"name": "models", "mountPath": "/var/lib/netsched-models", "readOnly": True}
@@ -594,6 +595,8 @@ PLAIN_MESSAGES = [
     ("operator.intervalSeconds=-0.5", "operator.intervalSeconds is -0.5; it must be more than 0: seconds "
      "between two reconciles"),
     ("extender.maxCacheAge=0", "extender.maxCacheAge is 0; it must be more than 0"),
+    ("extender.holdSeconds=0", "extender.holdSeconds is 0; it must be more than 0: seconds a job's first "
+     "node keeps its room"),
     ("retrain.holdout=1", "retrain.holdout is 1; it must be more than 0 and less than 1: the share of the "
      "most recent jobs"),
     ("agent.port=70000", "agent.port is 70000; it must be at least 1 and at most 65535: a TCP port"),
@@ -619,7 +622,8 @@ DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds
             "operator.neverFitsTimeout": "90.5",
             "operator.packer.budgetSeconds": "0.5", "operator.packer.waitSeconds": "2.5",
             "operator.packer.cooldownSeconds": "0.5", "operator.packer.policy.pointsPerMinute": "0.5",
-            "extender.maxCacheAge": "12.5", "extender.telemetry.maxAgeSeconds": "60.5",
+            "extender.maxCacheAge": "12.5", "extender.holdSeconds": "7.5",
+            "extender.telemetry.maxAgeSeconds": "60.5",
             "extender.model.reloadSeconds": "2.5", "retrain.holdout": "0.25", "agent.interval": "7.5",
             "gpuCapabilities.NVIDIA-X.tflops16": "989.5", "gpuCapabilities.NVIDIA-X.tflopsFp32": "60.5",
             "gpuCapabilities.NVIDIA-X.memoryBandwidthGBps": "3350.5",
@@ -642,7 +646,7 @@ def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_pat
                                   "packer.wait", "packer.cooldown", "telemetry_max_age")] == [
         0.5, 7.5, 90.5, 0.5, 2.5, 0.5, 60.5]
     extender = args("Deployment", "extender")
-    assert (extender.max_cache_age, extender.model_reload_seconds) == (12.5, 2.5)
+    assert (extender.max_cache_age, extender.hold_seconds, extender.model_reload_seconds) == (12.5, 7.5, 2.5)
     assert args("DaemonSet", "agent").interval == 7.5
     cron = find(docs, "CronJob", "netsched-retrain")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert build_parser().parse_args(cron["containers"][0]["args"]).holdout == 0.25
