@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from netsched.extender.read_model import bound_at
+from netsched.extender.read_model import bound_at, essentials
 from netsched.extender.reservations import Placement
 from netsched.testing.builders import Clock
 from netsched.testing.extender import CLUSTER, assume, cache_of, pod
@@ -147,3 +147,15 @@ def test_a_pod_whose_object_gives_no_time_holds_nothing():
     replica = Replica(Clock(WALL), 100.0, [pod("r1", job="train", annotations=SIZE)])
     replica.cache.apply("pods", "ADDED", pod("r0", "a1-1", job="train", annotations=SIZE))
     assert replica.cache.snapshot("ml").held is None
+
+
+def test_the_watch_process_relays_a_pods_binding_time_and_no_other_condition():
+    p = pod("r0", "a1-1", bound_at=WALL + 5)
+    p["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"
+    p["status"]["conditions"].append({"type": "Ready", "status": "True",
+                                      "lastTransitionTime": "2027-01-15T08:00:09Z"})
+    slim = essentials("pods", p)
+    assert [c["type"] for c in slim["status"]["conditions"]] == ["PodScheduled"]
+    assert bound_at(slim) == WALL + 5
+    slim["status"]["conditions"] = []
+    assert bound_at(slim) == WALL  # created on its node: its creation
