@@ -1,0 +1,365 @@
+"""The whole stack at 1,000 / 5,000 / 10,000 KWOK nodes: what each component costs, how the extender
+serves, as deployed and on shared cores.
+
+    python bench/stack_scale.py [--nodes 1000,5000,10000] [--pairs 200] [--pods 1000] [--rounds 2] \
+        [--window 60] [--no-write]
+
+Per size, one dev-cluster: real kube-apiserver, etcd, kube-controller-manager, kube-scheduler with
+netsched's extender (`--model models/default`), the GPUJob operator (forecaster and packer on), KWOK
+nodes heartbeating in 4 zones of 80-node racks; a fifth of the nodes run bound GPU pods and nodes/100
+GPUJobs of 2 x 8 GPUs run through the operator. Then, in each arrangement:
+
+  as deployed  the extender's serving and watch processes on CPU 1, every other process on CPU 0,
+               as if the extender had a node of its own
+  shared       every process on both CPUs
+
+it measures
+  - over --window seconds of steady state: each process's CPU (cores) and memory (RSS); the API
+    server's requests per second from each netsched user (its API Priority and Fairness counters: the
+    bench adds one FlowSchema per user, at the priority level those users get anyway); the
+    forecaster's and the packer's passes (the operator's histograms);
+  - filter and prioritize p99 with the model, heartbeats live: --pairs sequential pairs naming every
+    node, as kube-scheduler sends them (bench/live_latency.py's requests);
+  - throughput: --pods pods (jobs of 4 x 2 GPUs) through a real kube-scheduler with the extender and
+    through one without, --rounds pairs alternating A B B A (bench/extender_throughput.py's runs); each
+    round's ratio divides by that round's run without;
+  - `netsched whatif` for a 2 x 8 GPUs job, wall time as a user runs it (its own process), 3 runs.
+
+Prints a table per size and the curve (each cost over nodes, relative to the smallest size: 1.00 grows
+linearly, above it faster), and rewrites the "Whole stack at scale" section of docs/benchmarks.md.
+Telemetry agents are not part of it (bench/telemetry_scale.py measures their series and probes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from kubernetes import client
+
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import RACK_LABEL
+from netsched.devcluster import processes
+from netsched.devcluster.devcluster import EXTENDER, OPERATOR, DevCluster
+from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
+
+sys.path.insert(0, str(Path(__file__).parent))
+from extender_latency import request_bodies  # noqa: E402
+from extender_throughput import children, cpu_by_process, one_run  # noqa: E402
+from live_latency import MODEL, hold, populate  # noqa: E402
+from report import exit_on_sigterm, publish  # noqa: E402
+
+SECTION = "## Whole stack at scale"
+NS = "stack-bench"
+CONTROL_CPU, EXTENDER_CPU = 0, 1
+NETSCHED_USERS = (EXTENDER, OPERATOR)
+PASS_METRICS = {"forecaster pass": "netsched_operator_forecast_pass_seconds",
+                "packer solve": "netsched_packer_pack_seconds"}
+
+
+# ---- processes ----------------------------------------------------------------------------------
+
+
+def tree(pid: int) -> list[int]:
+    """A process and every process it started, at any depth."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children(p))
+    return out
+
+
+def pin(pids: list[int], cpus: set[int]) -> None:
+    """Every thread of every process in `pids` on `cpus` (threads they start later inherit it)."""
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread that has ended is left out
+                os.sched_setaffinity(int(task.name), cpus)
+
+
+def rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def components(state: dict) -> dict[str, int]:
+    """Each process by the name the table gives it: the dev-cluster's components and the extender's
+    watch process."""
+    pids = {name: info["pid"] for name, info in state["components"].items()}
+    for child in children(pids[EXTENDER]):
+        pids[f"{EXTENDER} watch"] = child
+    return pids
+
+
+@contextlib.contextmanager
+def arranged(name: str, pids: dict[str, int]) -> Iterator[None]:
+    """The processes (and this bench, and what it starts) on their CPUs for arrangement `name`."""
+    both = {CONTROL_CPU, EXTENDER_CPU}
+    if name == "as deployed":
+        for key, pid in pids.items():
+            pin(tree(pid), {EXTENDER_CPU} if key.startswith(EXTENDER) else {CONTROL_CPU})
+        pin([os.getpid()], {CONTROL_CPU})
+    try:
+        yield
+    finally:
+        for pid in pids.values():
+            pin(tree(pid), both)
+        pin([os.getpid()], both)
+
+
+# ---- the API server's view ----------------------------------------------------------------------
+
+
+def count_by_user(api: client.ApiClient) -> None:
+    """One FlowSchema per netsched user, at the priority level it gets anyway, so the API server counts
+    its requests apart (apiserver_flowcontrol_dispatched_requests_total{flow_schema=...})."""
+    flow = client.FlowcontrolApiserverV1Api(api)
+    for user in NETSCHED_USERS:
+        flow.create_flow_schema({
+            "metadata": {"name": f"bench-{user}"},
+            "spec": {"matchingPrecedence": 500, "priorityLevelConfiguration": {"name": "global-default"},
+                     "distinguisherMethod": {"type": "ByUser"},
+                     "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
+                                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                   "clusterScope": True, "namespaces": ["*"]}],
+                                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+
+
+def metric_sums(text: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include `labels`, from Prometheus text."""
+    total = 0.0
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name)] in "{ ") and all(w in line for w in want):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def apiserver_metrics(api: client.ApiClient) -> str:
+    headers = {setting["key"]: setting["value"] for setting in api.configuration.auth_settings().values()}
+    return api.call_api("GET", f"{api.configuration.host}/metrics", header_params=headers).read().decode()
+
+
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.read().decode()
+
+
+# ---- one size -----------------------------------------------------------------------------------
+
+
+def steady(api: client.ApiClient, pids: dict[str, int], operator_metrics: str, window: float) -> dict:
+    """Per process cores and MB over `window` seconds; requests/s per netsched user; the passes."""
+    def passes() -> dict[str, tuple[float, float]]:
+        text = http_text(operator_metrics)
+        return {k: (metric_sums(text, f"{m}_sum"), metric_sums(text, f"{m}_count"))
+                for k, m in PASS_METRICS.items()}
+
+    def requests() -> dict[str, float]:
+        text = apiserver_metrics(api)
+        return {u: metric_sums(text, "apiserver_flowcontrol_dispatched_requests_total",
+                               flow_schema=f"bench-{u}") for u in NETSCHED_USERS}
+
+    cpu0, req0, pass0, t0 = cpu_by_process(pids), requests(), passes(), time.monotonic()
+    rss: dict[str, float] = {}
+    while time.monotonic() - t0 < window:
+        for name, pid in pids.items():
+            rss[name] = max(rss.get(name, 0.0), rss_mb(pid))
+        time.sleep(2)
+    elapsed = time.monotonic() - t0
+    cpu1, req1, pass1 = cpu_by_process(pids), requests(), passes()
+    ran = {k: (pass1[k][0] - pass0[k][0], pass1[k][1] - pass0[k][1]) for k in PASS_METRICS}
+    return {"cores": {k: (cpu1[k] - cpu0[k]) / elapsed for k in cpu1 if k in cpu0}, "rss": rss,
+            "requests": {u: (req1[u] - req0[u]) / elapsed for u in NETSCHED_USERS},
+            "passes": {k: (seconds / count if count else float("nan"), count)
+                       for k, (seconds, count) in ran.items()}}
+
+
+def whatif_walls(cluster: DevCluster, d: Path, runs: int) -> list[float]:
+    path = d / "whatif-job.json"
+    path.write_text(json.dumps(make_gpujob("whatif", replicas=2, gpus=8, manifest=True,
+                                           workload={"expectedDurationSeconds": 3600})))
+    walls = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "netsched", "whatif", "-f", str(path), "-n", NS, "-o", "json",
+                        f"--kubeconfig={cluster.kubeconfig}"], capture_output=True, check=True)
+        walls.append(time.perf_counter() - t)
+    return walls
+
+
+def load(cluster: DevCluster, n: int, seed: int) -> None:
+    """Bound GPU pods on a fifth of the nodes, and n/100 GPUJobs of 2 x 8 GPUs run by the operator."""
+    api = cluster.api_client()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    populate(core, [node.metadata.name for node in core.list_node().items], seed)
+    core.create_namespace({"metadata": {"name": NS}})
+    poll(lambda: core.read_namespaced_service_account("default", NS), 60, f"the default SA in {NS}")
+    jobs = max(1, n // 100)
+    for i in range(jobs):
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, make_gpujob(
+            f"run-{i}", replicas=2, gpus=8, duration="36000s", manifest=True,
+            workload={"expectedDurationSeconds": 36000}))
+
+    def running() -> int:
+        listed = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"]
+        return sum((j.get("status") or {}).get("phase") == "Running" for j in listed)
+    poll(lambda: running() == jobs, 1800, f"{jobs} GPUJobs to run", interval=5)
+
+
+def measure_size(n: int, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        cluster = DevCluster(directory=Path(d), nodes=n, zones=4, racks_per_zone=max(1, n // 320),
+                             extender_args=(f"--model={MODEL}",),
+                             progress=lambda m: print(m, file=sys.stderr))
+        state = cluster.up()
+        try:
+            api = cluster.api_client()
+            core = client.CoreV1Api(api)
+            count_by_user(api)
+            t = time.monotonic()
+            load(cluster, n, args.seed)
+            print(f"{n} nodes: loaded in {time.monotonic() - t:.0f} s", file=sys.stderr)
+            names = [node.metadata.name for node in core.list_node().items]
+            racks = {node.metadata.name: node.metadata.labels[RACK_LABEL] for node in core.list_node().items}
+            bodies = request_bodies(names, args.seed)
+            pids = components(state)
+            control_plane = {k: v for k, v in pids.items() if not k.startswith(EXTENDER)}
+            extender = processes_of(state)
+            metrics_url = f"http://127.0.0.1:{state['ports']['operator-metrics']}/metrics"
+            out: dict = {"nodes": n}
+            for k, arrangement in enumerate(("as deployed", "shared")):
+                with arranged(arrangement, pids):
+                    row = steady(api, pids, metrics_url, args.window)
+                    timings = hold(extender, int(cluster.extender_url.rsplit(":", 1)[1]), bodies, args.pairs,
+                                   control_plane)
+                    row["filter_p99"] = float(np.percentile(timings["filter"], 99) * 1000)
+                    row["prioritize_p99"] = float(np.percentile(timings["prioritize"], 99) * 1000)
+                    row["ratios"] = throughput(cluster, core, args, racks, k, pids)
+                    row["whatif"] = whatif_walls(cluster, Path(d), 3)
+                out[arrangement] = row
+                print(f"{n} nodes, {arrangement}: filter p99 {row['filter_p99']:.1f} ms, prioritize p99 "
+                      f"{row['prioritize_p99']:.1f} ms, throughput ratios "
+                      f"{', '.join(f'{r:.2f}' for r in row['ratios'])}, whatif "
+                      f"{statistics.median(row['whatif']):.1f} s, extender "
+                      f"{row['rss'][EXTENDER] + row['rss'].get(EXTENDER + ' watch', 0):.0f} MB",
+                      file=sys.stderr)
+            return out
+        finally:
+            cluster.down(quiet=True)
+
+
+def processes_of(state: dict) -> processes.Process:
+    """The dev-cluster's extender as live_latency.hold takes it."""
+    return processes.Process(EXTENDER, state["components"][EXTENDER]["pid"], Path(os.devnull), None)
+
+
+def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Namespace, racks: dict[str, str],
+               arrangement: int, pids: dict[str, int]) -> list[float]:
+    ratios = []
+    for rnd in range(args.rounds):
+        order = [("bench-plain", None), ("bench-netsched", cluster.extender_url)]
+        runs = {}
+        for scheduler, url in order if rnd % 2 == 0 else reversed(order):
+            run = arrangement * args.rounds + rnd  # each run its own namespace
+            runs[scheduler] = one_run(cluster, core, scheduler, url, args.pods, run, racks, explained=False,
+                                      pids=pids)["pods_per_s"]
+        ratios.append(runs["bench-netsched"] / runs["bench-plain"])
+    return ratios
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+SHOWN = (EXTENDER, f"{EXTENDER} watch", OPERATOR, "kube-apiserver", "etcd", "kube-scheduler", "kwok",
+         "kube-controller-manager")
+
+
+def report(args: argparse.Namespace, sizes: list[dict]) -> str:
+    lines = [SECTION, "",
+             f"Command: `python bench/stack_scale.py --nodes {args.nodes} --pairs {args.pairs} "
+             f"--pods {args.pods} --rounds {args.rounds} --window {args.window:g}` "
+             f"({time.strftime('%Y-%m-%d')}). "
+             "As deployed: the extender's serving and watch processes on CPU 1, every other process "
+             "(control plane, operator, bench client, kube-schedulers) on CPU 0; shared: all on both.", "",
+             "| nodes | arrangement | filter / prioritize p99, ms | throughput vs no extender, per round | "
+             "whatif median, s | extender MB (serving + watch) | operator MB | netsched API requests/s "
+             "(extender, operator) |",
+             "|---:|---|---:|---|---:|---:|---:|---|"]
+    for s in sizes:
+        for arrangement in ("as deployed", "shared"):
+            r = s[arrangement]
+            lines.append(
+                f"| {s['nodes']:,} | {arrangement} | {r['filter_p99']:.1f} / {r['prioritize_p99']:.1f} | "
+                f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | {statistics.median(r['whatif']):.2f} | "
+                f"{r['rss'][EXTENDER]:.0f} + {r['rss'].get(EXTENDER + ' watch', 0):.0f} | "
+                f"{r['rss'][OPERATOR]:.0f} | "
+                + ", ".join(f"{r['requests'][u]:.1f}" for u in NETSCHED_USERS) + " |")
+    lines += ["", f"Steady state ({args.window:g} s, shared arrangement), cores and MB of each process, "
+              "and the operator's passes (mean seconds, passes in the window):", "",
+              "| nodes | " + " | ".join(SHOWN) + " | " + " | ".join(PASS_METRICS) + " |",
+              "|---:|" + "---:|" * (len(SHOWN) + len(PASS_METRICS))]
+    for s in sizes:
+        r = s["shared"]
+        cells = [f"{r['cores'].get(p, float('nan')):.2f} / {r['rss'].get(p, 0):.0f}" for p in SHOWN]
+        cells += [f"{mean:.2f} s ({count:.0f})" if count else "none" for mean, count in r["passes"].values()]
+        lines.append(f"| {s['nodes']:,} | " + " | ".join(cells) + " |")
+    if len(sizes) > 1:
+        first = sizes[0]
+        lines += ["", f"The curve: each cost per node, over the same at {first['nodes']:,} nodes "
+                  "(1.00: grows linearly with nodes; above 1, faster):", "",
+                  "| nodes | " + " | ".join(f"{p} cores" for p in SHOWN[:3]) + " | "
+                  + " | ".join(f"{p} MB" for p in SHOWN[:3]) + " | API requests/s |",
+                  "|---:|" + "---:|" * 7]
+        for s in sizes[1:]:
+            scale = s["nodes"] / first["nodes"]
+
+            def rel(key: str, proc: str, s: dict = s, scale: float = scale) -> str:
+                a, b = first["shared"][key].get(proc, 0.0), s["shared"][key].get(proc, 0.0)
+                return f"{b / a / scale:.2f}" if a else "-"
+            before = max(sum(first["shared"]["requests"].values()), 1e-9)
+            req = sum(s["shared"]["requests"].values()) / before / scale
+            lines.append(f"| {s['nodes']:,} | " + " | ".join(rel("cores", p) for p in SHOWN[:3]) + " | "
+                         + " | ".join(rel("rss", p) for p in SHOWN[:3]) + f" | {req:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="1000,5000,10000")
+    parser.add_argument("--pairs", type=int, default=200, help="filter + prioritize pairs per arrangement")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run")
+    parser.add_argument("--rounds", type=int, default=2, help="throughput pairs per arrangement")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state measured")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2:
+        parser.error("needs 2 CPUs: one for the extender, one for everything else")
+    exit_on_sigterm()
+    sizes = [measure_size(int(n), args) for n in args.nodes.split(",")]
+    section = report(args, sizes)
+    if args.no_write:
+        print(section)
+    else:
+        publish(section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
