@@ -144,7 +144,8 @@ def test_a_gang_deleted_while_its_plan_evicts_ends_the_plan_and_its_victims_come
                       .items if p.metadata.deletion_timestamp], 60, f"the evicted pods of {victim} to stop")
     poll(lambda: running(custom, namespace, victim), PROMPTLY, f"evicted GPUJob {victim} to run again")
     print(f"plan {name} ended and {victim} ran again {time.monotonic() - deleted:.1f} s after the delete "
-          "(its pods take 10 s to stop)")
+          f"(its pods take 10 s to stop); the plan says: {plans.phase(ended)} {ended['status']['reason']}: "
+          f"{ended['status']['message']}")
     assert not [p for p in packing_plans(custom) if plans.is_active(p)]
 
 
