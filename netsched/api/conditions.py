@@ -67,6 +67,7 @@ EVICTION_REFUSED = "EvictionRefused"
 MISPLACED = "Misplaced"
 CLUSTER_CHANGED = "ClusterChanged"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+PLACED_PODS_GONE = "PlacedPodsGone"  # a pod it makes room for was deleted (its workload deleted): abandoned
 
 MAX_MESSAGE = 1024
 

@@ -63,6 +63,12 @@ class ClusterChanged(TemporaryError):
     reason = c.CLUSTER_CHANGED
 
 
+class PlacedPodsGone(TemporaryError):
+    """A pod the plan makes room for was deleted (its workload was, most often): what it reserves
+    would go to no one, and a new plan for the pods that still wait may help them."""
+    reason = c.PLACED_PODS_GONE
+
+
 # ---- what the API server answers -------------------------------------------------------
 class Refused(PermanentError):
     """The API server refused a write that will be refused again until the spec or the cluster

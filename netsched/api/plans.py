@@ -34,6 +34,7 @@ class Phase(StrEnum):
 
 ACTIVE = (Phase.PENDING, Phase.EVICTING, Phase.PLACING)
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED)
+UNFINISHED = (Phase.FAILED, Phase.TIMED_OUT, Phase.ABANDONED)  # ended without placing all it planned
 
 
 @dataclass(frozen=True)

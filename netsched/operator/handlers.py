@@ -160,6 +160,18 @@ class Operator:
                 reserved += [req] * waiting
         return reserved
 
+    def deleted(self, body: dict[str, Any], indices: Indices) -> None:
+        """A GPUJob being deleted: delete its pods now, so their GPUs are free within seconds rather
+        than when garbage collection gets to them after the job is gone. Not when the user asked to keep
+        them (`--cascade=orphan`)."""
+        meta = body["metadata"]
+        if "orphan" in (meta.get("finalizers") or ()):
+            return
+        namespace = meta.get("namespace", "default")
+        for pod in indices.pods_of((namespace, meta["name"], meta["uid"])):
+            if not pod.deleting:
+                self._call("delete", self.core.delete_namespaced_pod, pod.name, namespace)
+
     # ---- carrying out -----------------------------------------------------------
     def _apply(self, job: GPUJob, old_status: dict[str, Any], actions: Actions,
                labels: dict[str, dict[str, str]], pods: list[PodView]) -> None:
@@ -271,6 +283,11 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
         settings.watching.server_timeout = 60
         settings.execution.max_workers = 8
+        # A deleted GPUJob keeps kopf's finalizer until its reconcile timer has stopped. The timer stops
+        # within a tick, but kopf looks again only after `cancellation_polling` (60 s by default), and
+        # the job's pods lived that long: wait a little for it, then look every second.
+        settings.background.instant_exit_timeout = 0.5
+        settings.background.cancellation_polling = 1.0
 
     @kopf.on.event(GROUP, VERSION, PLURAL, id="census", registry=registry)
     def census(event: kopf.RawEvent, **_: Any) -> None:
@@ -280,6 +297,8 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
             operator.metrics.jobs.gone(body["metadata"]["uid"])
         else:
             operator.metrics.jobs.seen(body)
+            if body["metadata"].get("deletionTimestamp") and cluster.synced:
+                operator.deleted(_plain(body), cluster.indices({}))
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
@@ -290,7 +309,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
                 when=_unfinished, registry=registry)
     def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
-            return  # garbage collection removes the pods
+            return  # its pods were deleted with it (census)
         if not cluster.synced:
             return  # until nodes and pods are listed, a job's pods would look missing and be made again
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))

@@ -1,5 +1,6 @@
-"""The packer's kopf handlers: carry out the active PackingPlan, one step per tick, and ask the packer
-for a pass when a pod of the scheduler waits for room or a PodDisruptionBudget changes.
+"""The packer's kopf handlers: carry out the active PackingPlan, one step per tick (or, deleted while
+active, requeue the pods it held back), and ask the packer for a pass when a pod of the scheduler waits
+for room or a PodDisruptionBudget changes.
 
 Kept here, with the operator's other kopf wiring, so that netsched.packer has no kopf: `netsched whatif`
 runs the packer's decision without kopf's second of imports."""
@@ -24,6 +25,13 @@ def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: f
                 registry=registry)
     def carry_out(body: kopf.Body, **_: Any) -> None:
         packer.step(copy.deepcopy(dict(body)))
+
+    @kopf.on.event(plans.GROUP, plans.VERSION, plans.PLURAL, id="plan-deleted", registry=registry)
+    def plan_deleted(event: kopf.RawEvent, **_: Any) -> None:
+        """A plan deleted while active lifts its reservations as one that ends does."""
+        body: dict[str, Any] = dict(event["object"])
+        if event["type"] == "DELETED" and plans.Phase(plans.phase(body)) in plans.ACTIVE:
+            packer.requeue_held(body["metadata"]["name"])
 
     @kopf.on.startup(id="watch-waiting-pods", registry=registry)
     def unbound_pods_only(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -34,7 +34,7 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import EVICTED_BY, MAX_PEER_DISTANCE, RELEASED_BY, SCHEDULER_NAME
+from netsched.api.labels import EVICTED_BY, MAX_PEER_DISTANCE, RELEASED_BY, ROOM_FREED_BY, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
 from netsched.api.topology import DEFAULT, Topology
@@ -52,6 +52,7 @@ from netsched.packer.plan_steps import (
     gang_evictions,
     over_budgets,
     plan_body,
+    spared,
 )
 from netsched.packing.policy import DisruptionPolicy, Policy
 from netsched.packing.problem import Pod, Problem
@@ -149,6 +150,8 @@ class Packer:
         read_at = time.monotonic()
         raw_nodes, raw_pods, pdbs = cluster_state(self.api)
         problem, policy = self.problem(raw_nodes, raw_pods, pdbs)
+        # never the same victims twice for pods that still wait: an unfinished plan's victims stay put
+        problem = _pin(problem, spared(listed["items"], raw_pods))
         waiting = [p for p in problem.pods if not p.running]
         if not waiting and self._waited is not None and self._waited < read_at:
             self._waited = None  # node changes need no pass until a pod waits again
@@ -269,8 +272,31 @@ class Packer:
             self._event(plan, reason, message, type_)
         if step.status.get("phase") in plans.TERMINAL:
             self.metrics.plans_finished.labels(step.status["phase"], step.status.get("reason", "")).inc()
+            self.requeue_held(plan["metadata"]["name"])
             self.request(self._after(step.status["phase"]))  # pods may still wait: the evicted, or others
         return step
+
+    def requeue_held(self, plan: str) -> None:
+        """The plan's pins and reservations are gone: annotate each pod whose last scheduling attempt they
+        refused, one patch each. kube-scheduler keeps a refused pod aside until an event it watches for
+        (an extender's verdict is none of them) or its five-minute flush; an update of the pod requeues it."""
+        said = f"PackingPlan {plan}"
+        try:
+            for pod in items(self.core.list_pod_for_all_namespaces,
+                             field_selector=f"spec.schedulerName={self.scheduler},spec.nodeName="):
+                meta = pod["metadata"]
+                if said in _refusal(pod) and not meta.get("deletionTimestamp"):
+                    self._patch(meta, {"metadata": {"annotations": {ROOM_FREED_BY: plan}}})
+        except client.ApiException as exc:  # they are tried again at kube-scheduler's next flush
+            self.metrics.api_errors.labels("requeue").inc()
+            log.warning("requeueing the pods PackingPlan %s held back: %s", plan, api_message(exc))
+
+    def _patch(self, meta: dict[str, Any], body: dict[str, Any]) -> None:
+        try:
+            self.core.patch_namespaced_pod(meta["name"], meta["namespace"], body)
+        except client.ApiException as exc:
+            if exc.status != 404:  # gone: nothing to requeue
+                raise
 
     def _after(self, phase: str) -> float:
         """Seconds before the next pass after a plan ended: the cooldown, doubled per plan in a row
@@ -363,6 +389,14 @@ class Packer:
         except client.ApiException as exc:
             self.metrics.api_errors.labels("event").inc()
             log.warning("event on PackingPlan %s: %s", meta["name"], api_message(exc))
+
+
+def _refusal(pod: KubeObject) -> str:
+    """Why kube-scheduler last refused to bind the pod (its PodScheduled condition), or ""."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("message") or "")
+    return ""
 
 
 def only_lower_priority_moves(problem: Problem) -> Problem:

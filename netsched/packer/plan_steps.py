@@ -7,7 +7,8 @@ A plan moves through
   Placing   the gangs it places are released; it waits until every planned pod is bound
             where the plan put it (the extender's filter pins them and reserves the room);
 and ends Succeeded, or Failed (a budget forbids an eviction, a pod landed elsewhere),
-TimedOut (past spec.deadlineSeconds) or Abandoned (the cluster changed before it started):
+TimedOut (past spec.deadlineSeconds) or Abandoned (the cluster changed before it started, or
+a pod it makes room for was deleted):
 which one is decided by the type of the error that ended it (netsched.api.errors). Its
 Progressing condition follows the steps; Succeeded or Failed says how it ended. Ending
 releases the pins and reservations. Evictions are not undone (the evicted pods'
@@ -34,6 +35,7 @@ from netsched.api.errors import (
     DisruptionBudgetExceeded,
     Misplaced,
     NetschedError,
+    PlacedPodsGone,
     TemporaryError,
 )
 from netsched.api.events import parse_rfc3339, rfc3339
@@ -92,6 +94,10 @@ def plan_body(problem: Problem, plan: Plan, raw_pods: list[KubeObject], reason: 
         return {"pod": key, "uid": by_key[key].uid, "node": node, "priority": info[key].priority,
                 "gpus": info[key].requests.get(GPU_RESOURCE, 0)}
 
+    def victim(key: str, node: str) -> dict[str, Any]:  # its controller: what recreates it, and is spared
+        owner = by_key[key].owner
+        return {**entry(key, node), "owner": owner} if owner else entry(key, node)
+
     moves = [{**entry(k, a), "to": b, "owner": by_key[k].owner} for k, a, b in changes["moves"]]
     spec = {
         "reason": reason, "deadlineSeconds": deadline,
@@ -102,7 +108,7 @@ def plan_body(problem: Problem, plan: Plan, raw_pods: list[KubeObject], reason: 
                    "tiers": [{"priority": t["priority_at_least"], "placedBefore": t["placed_before"],
                               "placedAfter": t["placed_after"], "disruption": t["disruption"]}
                              for t in tier_gains(problem, plan)]},
-        "evictions": [entry(k, n) for k, n in changes["evictions"]],
+        "evictions": [victim(k, n) for k, n in changes["evictions"]],
         "moves": moves,
         "placements": [entry(k, n) for k, n in changes["placements"]],
     }
@@ -130,6 +136,9 @@ def advance(plan: KubeObject, pods: dict[str, LivePod], pdbs: list[KubeObject], 
         problem = _changed(spec, victims, pods) or _over_budget(victims, pods, pdbs)
         if problem:
             return fail(step, now, problem)
+    elif gone := _placed_gone(plan, pods):
+        return fail(step, now, gone)
+    if phase == Phase.PENDING:
         status.update(phase=Phase.EVICTING, startTime=rfc3339(now), reason=Phase.EVICTING,
                       message=f"evicting {len(victims)} pod(s)")
         _progress(step, c.STARTED, f"carrying out: evict {len(victims)} pod(s), then place "
@@ -235,6 +244,53 @@ def _moved(moves: Iterable[dict[str, Any]], pods: dict[str, LivePod], created: d
             used.add(match.key)
             done.append(m["pod"])
     return done
+
+
+def _placed_gone(plan: KubeObject, pods: dict[str, LivePod]) -> PlacedPodsGone | None:
+    """Once evicting, a pod the plan still makes room for that was deleted (or replaced) ends it at
+    once: holding its room until the deadline would keep every other pod off it for no one."""
+    arrived = set((plan.get("status") or {}).get("arrived") or ())
+    gone = [p["pod"] for p in plan["spec"].get("placements") or () if p["pod"] not in arrived
+            and not _same(pods.get(p["pod"]), p)]
+    if not gone:
+        return None
+    return PlacedPodsGone(f"pod(s) {', '.join(gone)} it makes room for were deleted; pins and reservations "
+                          "released (pods already evicted are recreated by their controllers)")
+
+
+def _same(live: LivePod | None, entry: dict[str, Any]) -> bool:
+    """Is the pod a plan's entry names still there, the same pod (its uid), and not going?"""
+    return live is not None and live.uid == entry.get("uid", live.uid) and not live.deleting
+
+
+def spared(ended_plans: Iterable[KubeObject], raw_pods: Iterable[KubeObject]) -> set[str]:
+    """The live pods (namespace/name) the packer must not disrupt again: the victims that a plan which
+    ended unfinished evicted for pods that still wait unbound, as they are now (the same name, or a pod
+    their controller made since the plan started evicting). Read from the plans themselves, so a
+    restarted operator spares them too; it stops once the pods the plan was for are bound or gone."""
+    live = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": LivePod.of(p) for p in raw_pods}
+    owners: dict[str, datetime] = {}  # a victim's controller -> since when its new pods replace victims
+    keys: set[str] = set()
+    for plan in ended_plans:
+        status, spec = plan.get("status") or {}, plan.get("spec") or {}
+        if plans.phase(plan) not in plans.UNFINISHED or not status.get("startTime"):
+            continue  # done, still going, or ended before it evicted anything
+        victims = [*(spec.get("evictions") or ()), *(spec.get("moves") or ())]
+        # an eviction accepted shortly before the plan ended may not be in its status yet
+        evicted = set(status.get("evicted") or ()) | {v["pod"] for v in victims
+                                                      if not _same(live.get(v["pod"]), v)}
+        still_waiting = any(_same(w := live.get(p["pod"]), p) and w and not w.node
+                            for p in spec.get("placements") or ())
+        if not evicted or not still_waiting:
+            continue
+        started = parse_rfc3339(status["startTime"])
+        for v in victims:
+            if v["pod"] in evicted:
+                keys.add(v["pod"])
+                if v.get("owner"):
+                    owners[v["owner"]] = min(started, owners.get(v["owner"], started))
+    return {k for k, p in live.items()
+            if k in keys or (p.owner in owners and p.created >= owners[p.owner])}
 
 
 def _changed(spec: dict[str, Any], victims: list[dict[str, Any]],

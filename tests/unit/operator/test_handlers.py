@@ -257,3 +257,15 @@ def test_a_gang_kept_within_a_rack_is_released_with_that_rack_in_its_pods_node_s
     assert [p["spec"]["nodeSelector"] for p in pods] == [{RACK_LABEL: "rack-a1"}] * 2
     assert condition(job, c.ADMITTED)["message"].endswith(f"its pods keep to {RACK_LABEL}=rack-a1")
     assert len(kube.made("patch", "pods")) == 2  # the pin and the gate in one patch per pod
+
+
+@pytest.mark.parametrize(("finalizers", "left"), [
+    pytest.param([], set(), id="its-pods-deleted-at-once"),
+    pytest.param(["orphan"], {"train-0", "train-1"}, id="kept-when-the-user-orphans-them"),
+])
+def test_a_gpujob_being_deleted_has_its_pods_deleted_with_it(operator, kube, finalizers, left):
+    tick(operator, kube)
+    job = kube.get(PLURAL, "ml", "train")
+    job["metadata"].update(deletionTimestamp="2025-01-01T12:00:00Z", finalizers=finalizers)
+    operator.deleted(job, replicas(kube))
+    assert {p["metadata"]["name"] for p in kube.list("pods", "ml")} == left

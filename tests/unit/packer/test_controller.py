@@ -10,7 +10,7 @@ from kubernetes import client
 
 from netsched.api import plans
 from netsched.api.events import rfc3339
-from netsched.api.labels import EVICTED_BY
+from netsched.api.labels import EVICTED_BY, ROOM_FREED_BY
 from netsched.api.plans import Eviction
 from netsched.packer.config import PackerConfig
 from netsched.packer.controller import Packer
@@ -221,3 +221,46 @@ def test_a_victim_gpujob_that_cannot_be_told_is_still_evicted(caplog):
     kube.add(plan, plans.PLURAL)
     Packer(kube, PackerConfig()).step(plan)
     assert kube.get("pods", "ml", "low-0") is None and "telling GPUJob ml/low of its eviction" in caplog.text
+
+
+def test_an_earlier_plan_that_ended_unfinished_keeps_its_victims_from_being_evicted_again():
+    urgent = make_pod("urgent", gpus=8, priority=1000, unschedulable=True)
+    kube = full_node(urgent)  # the victim's controller made it again, and it took the room back
+    victim = {"pod": "ml/low", "uid": "uid-old", "node": "n1", "owner": "uid-low-owner"}
+    timed_out = {**PLAN, "metadata": {"name": "pack-0"},
+                 "spec": {"reason": "r", "evictions": [victim], "moves": [],
+                          "placements": [{"pod": "ml/urgent", "uid": "uid-urgent", "node": "n1"}]},
+                 "status": {"phase": "TimedOut", "startTime": "2025-01-01T11:00:00Z"}}
+    kube.add(timed_out, plans.PLURAL)
+    packer = Packer(kube, PackerConfig(budget=2.0))
+    packer._pack()
+    assert [p["metadata"]["name"] for p in kube.list(plans.PLURAL)] == ["pack-0"]
+    assert solves(packer, "no_gain") == 1
+    kube.delete(plans.PLURAL, None, "pack-0")  # forgotten: the same victim is what makes room
+    packer._fruitless = None
+    packer._pack()
+    assert len(kube.list(plans.PLURAL)) == 1 and solves(packer, "plan") == 1
+
+
+def refused(name: str, message: str, **kwargs) -> dict:
+    pod = make_pod(name, gpus=8, **kwargs)
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": message}]
+    return pod
+
+
+def test_a_plan_that_ends_requeues_the_pods_its_reservation_refused_one_patch_each():
+    held = "0/2 nodes are available: 1 netsched: node n1: 8 GPUs are reserved by PackingPlan pack-1"
+    other = "0/2 nodes are available: 1 netsched: node n2: ... reserved by PackingPlan pack-2"
+    kube = FakeKube([make_node("n1"), refused("held", held), refused("other", other),
+                     refused("theirs", held, scheduler="default-scheduler"), make_pod("bound", "n1")])
+    plan = {**PLAN, "metadata": {"name": "pack-1", "creationTimestamp": rfc3339(datetime.now(UTC))},
+            "spec": {"reason": "r", "deadlineSeconds": 60, "evictions": [], "moves": [],
+                     "placements": [{"pod": "ml/gone", "uid": "uid-gone", "node": "n1"}]},
+            "status": {"phase": "Placing"}}
+    kube.add(plan, plans.PLURAL)
+    step = Packer(kube, PackerConfig()).step(plan)
+    assert step.status["phase"] == "Abandoned"
+    patched = [c.name for c in kube.calls if c.verb == "patch" and c.plural == "pods"]
+    assert patched == ["held"]
+    assert kube.get("pods", "ml", "held")["metadata"]["annotations"][ROOM_FREED_BY] == "pack-1"

@@ -2,9 +2,11 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from netsched.api.events import rfc3339
 from netsched.api.plans import Eviction
-from netsched.packer.plan_steps import LivePod, advance, evictions
+from netsched.packer.plan_steps import LivePod, advance, evictions, spared
 from netsched.packing.problem import Node, Pod, Problem
 from netsched.packing.solver import solve
 from netsched.testing.builders import make_pod
@@ -69,6 +71,20 @@ def test_evicting_waits_for_victims_to_go_without_evicting_twice():
     gone = advance(plan("Evicting"), cluster(**{"ml/low-0": live("ml/low-0", uid="new")}), [], T0)
     assert gone.status["phase"] == "Placing" and gone.ungate == ["ml/urgent-0"]
     assert gone.status["evicted"] == ["ml/low-0"]
+
+
+@pytest.mark.parametrize("phase", ["Evicting", "Placing"])
+@pytest.mark.parametrize("urgent", [
+    pytest.param(None, id="deleted"),
+    pytest.param(live("ml/urgent-0", gated=True, deleting=True), id="being-deleted"),
+    pytest.param(live("ml/urgent-0", uid="new", gated=True), id="made-again"),
+])
+def test_a_plan_whose_placed_pods_are_deleted_is_abandoned_at_once_holding_nothing(phase, urgent):
+    step = advance(plan(phase), cluster(**{"ml/urgent-0": urgent}), [], T0)
+    assert (step.status["phase"], step.status["reason"]) == ("Abandoned", "PlacedPodsGone")
+    assert "ml/urgent-0 it makes room for were deleted" in step.status["message"]
+    assert step.evict == [] and step.ungate == []  # the victim still running is left alone
+    assert [e[:2] for e in step.events] == [("Warning", "PlacedPodsGone")]
 
 
 def test_placing_succeeds_when_every_planned_pod_is_bound_where_planned():
@@ -169,3 +185,42 @@ def test_each_evicted_gpujob_is_told_the_plan_and_the_job_it_makes_room_for_with
                                 "(priority high, 1000); the job waits for room again")
     assert Eviction.of("not json") is None and Eviction.of(None) is None
     assert Eviction.of('{"plan": 1}') is None
+
+
+def raw(name: str, node: str | None = None, uid: str | None = None, owner: str | None = None,
+        created: datetime = T0 - timedelta(hours=1)) -> dict:
+    pod = make_pod(name, node, uid=uid or f"uid-ml/{name}")
+    pod["metadata"]["creationTimestamp"] = rfc3339(created)
+    if owner:
+        pod["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "uid": owner, "controller": True}]
+    return pod
+
+
+def ended(phase: str = "TimedOut", started: bool = True) -> dict:
+    """pack-1 ended after evicting ml/low-0 (of controller rs) for ml/urgent-0."""
+    body = plan(phase, **({"startTime": rfc3339(T0)} if started else {}))
+    body["spec"]["evictions"][0]["owner"] = "rs"
+    return body
+
+
+AFTER = T0 + timedelta(seconds=5)  # made since the plan started evicting: a victim's replacement
+
+
+@pytest.mark.parametrize(("plans_", "pods", "expected"), [
+    pytest.param([ended()], [raw("urgent-0"), raw("low-0", "n1", uid="new", created=AFTER)], {"ml/low-0"},
+                 id="the-victim-made-again-under-its-name"),
+    pytest.param([ended("Abandoned")], [raw("urgent-0"), raw("low-x", "n1", owner="rs", created=AFTER),
+                                        raw("low-y", "n2", owner="rs")], {"ml/low-x"},
+                 id="its-controller's-new-pod-not-its-older-ones"),
+    pytest.param([ended("Succeeded")], [raw("urgent-0", "n1"), raw("low-0", created=AFTER)], set(),
+                 id="a-plan-that-placed-its-pods"),
+    pytest.param([ended(started=False)], [raw("urgent-0"), raw("low-0", "n1")], set(),
+                 id="a-plan-that-evicted-nothing"),
+    pytest.param([ended()], [raw("urgent-0", "n3"), raw("low-0", "n1", uid="new", created=AFTER)], set(),
+                 id="its-pods-bound-since"),
+    pytest.param([ended()], [raw("low-0", "n1", uid="new", created=AFTER)], set(), id="its-pods-deleted"),
+    pytest.param([plan("Placing")], [raw("urgent-0"), raw("low-0", "n1", uid="new", created=AFTER)], set(),
+                 id="a-plan-still-going"),
+])
+def test_victims_of_a_plan_that_ended_unfinished_are_spared_while_its_pods_wait(plans_, pods, expected):
+    assert spared(plans_, pods) == expected
