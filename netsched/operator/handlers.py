@@ -265,7 +265,9 @@ def _unfinished(status: kopf.Status, **_: Any) -> bool:
     return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
 
 
-def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex) -> None:
+def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex,
+             leads: Callable[[], bool] = lambda: True) -> None:
+    """`leads`: whether this replica acts (netsched.operator.leadership); one that stands by only watches."""
     @kopf.on.startup(id="configure", registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
@@ -291,7 +293,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
     def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
-        if not cluster.synced:
+        if not cluster.synced or not leads():
             return  # until nodes and pods are listed, a job's pods would look missing and be made again
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
