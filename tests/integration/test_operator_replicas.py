@@ -1,0 +1,124 @@
+"""Two operator replicas on one real control plane, electing their leader through a Lease: one acts (GPUJobs,
+the forecast), both answer the admission webhook, and when the leader is SIGKILLed the other takes over
+and runs the next GPUJob."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from netsched.api import conditions as c
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import SCHEDULER_NAME
+from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster.wait import poll
+from netsched.jobs.kinds.batch_job import BATCH_JOB
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing.builders import make_gpujob
+from netsched.testing.cluster import running
+from netsched.testing.operators import Replica, lease_holder, operator_replicas
+
+LEASE_SECONDS = 6  # short, so the takeover is seen soon; the chart's default is 15
+LEASE = "netsched-operator"
+
+
+@pytest.fixture(scope="module")
+def dev_cluster(tmp_path_factory) -> Iterator[DevCluster]:
+    # no operator of the dev-cluster's own: the test runs its replicas
+    cluster = DevCluster(directory=tmp_path_factory.mktemp("replicas-cluster"), nodes=4, run_operator=False,
+                         progress=lambda _: None)
+    with running(cluster):
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def core(dev_cluster) -> client.CoreV1Api:
+    return client.CoreV1Api(dev_cluster.api_client())
+
+
+def one_leader(cluster: DevCluster, replicas: list[Replica]) -> tuple[Replica, list[Replica]]:
+    """The replica whose gauge says it leads and that holds the Lease, once exactly one does."""
+    def look() -> tuple[Replica, list[Replica]] | None:
+        alive = [r for r in replicas if r.process.alive()]
+        leading = [r for r in alive if r.leads()]
+        if len(leading) != 1 or lease_holder(cluster, LEASE) != leading[0].identity:
+            return None
+        return leading[0], [r for r in alive if r is not leading[0]]
+    return poll(look, 60, "exactly one replica to lead and hold the Lease")
+
+
+def run_job(custom, core, namespace: str, name: str) -> None:
+    """A 2x4-GPU GPUJob, until Running."""
+    body = make_gpujob(name, replicas=2, gpus=4, duration="600s", manifest=True,
+                       workload={"expectedDurationSeconds": 600})  # a run time: the forecast has a finish
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    poll(lambda: (custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status")
+                  or {}).get("phase") == "Running", 120, f"GPUJob {name} to run")
+
+
+def pods_created_events(core, namespace: str, job: str) -> list:
+    return core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={job},reason={c.PODS_CREATED}").items
+
+
+def forecast_on(replica: Replica, namespace: str, job: str) -> float | None:
+    series = f'netsched_gpujob_predicted_remaining_seconds{{gpujob="{job}",namespace="{namespace}"}}'
+    return replica.metric(series)
+
+
+def job_pod(name: str) -> dict:
+    """A pod of batch Job `name`, as its controller creates it: the webhook gates such pods."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{name}-0", "namespace": "default", "labels": {BATCH_JOB.name_labels[0]: name},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": "u1",
+                             "controller": True}]},
+        "spec": {"schedulerName": SCHEDULER_NAME, "containers": [{"name": "main", "image": "trainer:1"}]}}
+
+
+def test_one_replica_of_two_acts_both_admit_and_a_killed_leader_is_replaced_within_the_lease(
+        dev_cluster, core, custom, namespace):
+    cluster = dev_cluster
+    args = (f"--lease-duration={LEASE_SECONDS}", "--forecast-interval=2")
+    with operator_replicas(cluster, 2, *args) as replicas:
+        leader, [standby] = one_leader(cluster, replicas)
+        assert "leads: the acting loops run here" in leader.log()
+        poll(lambda: f"stands by: {leader.identity} leads" in standby.log(), 30,
+             "the standby to say who leads")
+
+        # the leader runs the job: its pods made once, its forecast the leader's alone
+        run_job(custom, core, namespace, "first")
+        assert len(pods_created_events(core, namespace, "first")) == 1
+        assert sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items) == [
+            "first-0", "first-1"]
+        poll(lambda: forecast_on(leader, namespace, "first") is not None, 60,
+             "the leader's forecast of the job")
+        assert forecast_on(standby, namespace, "first") is None
+        assert (leader.leads(), standby.leads()) == (True, False)
+
+        # every replica serves the webhook
+        for replica in replicas:
+            answer = replica.admit(job_pod(f"gang-{replica.name}"))
+            assert answer["allowed"] and answer["patch"] == [
+                {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}], replica.name
+            assert replica.metric('netsched_webhook_requests_total{outcome="gated"}') == 1.0
+
+        # the leader SIGKILLed: the standby takes the Lease once it has gone unrenewed for its duration
+        killed = time.monotonic()
+        leader.kill()
+        successor, _ = one_leader(cluster, replicas)
+        took = time.monotonic() - killed
+        assert successor is standby
+        print(f"takeover {took:.1f} s after SIGKILL (lease {LEASE_SECONDS} s)")
+        assert "leads: the acting loops run here" in successor.log()
+        lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(LEASE, "default")
+        assert lease.spec.lease_transitions == 1
+
+        # and runs the next job; the first stays as it was
+        run_job(custom, core, namespace, "second")
+        assert len(pods_created_events(core, namespace, "second")) == 1
+        assert len(pods_created_events(core, namespace, "first")) == 1
+        assert len(core.list_namespaced_pod(namespace).items) == 4
+        poll(lambda: forecast_on(successor, namespace, "second") is not None, 60, "the new leader's forecast")
