@@ -620,7 +620,7 @@ def test_the_values_users_set_most_are_refused_in_plain_words(bin_dir, setting, 
 
 # Every decimal of values.schema.json, as `--set` hands it over: the string "0.5".
 DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds": "7.5",
-            "operator.neverFitsTimeout": "90.5",
+            "operator.neverFitsTimeout": "90.5", "operator.leaseDurationSeconds": "7.5",
             "operator.packer.budgetSeconds": "0.5", "operator.packer.waitSeconds": "2.5",
             "operator.packer.cooldownSeconds": "0.5", "operator.packer.policy.pointsPerMinute": "0.5",
             "extender.maxCacheAge": "12.5", "extender.telemetry.maxAgeSeconds": "60.5",
@@ -633,7 +633,7 @@ DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds
 def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_path):
     schema = (CHART / "values.schema.json").read_text()
     assert schema.count('"$ref": "#/definitions/decimal"') == len(DECIMALS)  # none left out here
-    sets = [arg for name, value in {**DECIMALS, "retrain.enabled": "true"}.items()
+    sets = [arg for name, value in {**DECIMALS, "retrain.enabled": "true", "operator.replicas": "2"}.items()
             for arg in ("--set", f"{name}={value}")]
     assert "1 chart(s) linted, 0 chart(s) failed" in ok([bin_dir / "helm", "lint", "--strict", CHART, *sets])
     docs = [d for d in yaml.safe_load_all(ok([bin_dir / "helm", "template", "netsched", CHART, *sets])) if d]
@@ -643,8 +643,9 @@ def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_pat
 
     operator = vars(args("Deployment", "operator"))
     assert [operator[k] for k in ("interval", "forecast_interval", "never_fits_timeout", "packer.budget",
-                                  "packer.wait", "packer.cooldown", "telemetry_max_age")] == [
-        0.5, 7.5, 90.5, 0.5, 2.5, 0.5, 60.5]
+                                  "packer.wait", "packer.cooldown", "telemetry_max_age",
+                                  "lease_duration")] == [
+        0.5, 7.5, 90.5, 0.5, 2.5, 0.5, 60.5, 7.5]
     extender = args("Deployment", "extender")
     assert (extender.max_cache_age, extender.model_reload_seconds) == (12.5, 2.5)
     assert args("DaemonSet", "agent").interval == 7.5
