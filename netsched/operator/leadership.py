@@ -175,11 +175,11 @@ class Election:
 
     def _body(self, lease: LeaseView | None, move: Move) -> dict[str, Any]:
         stamp = self.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # MicroTime
-        taken = move is not Move.RENEW
+        # as client-go counts them: each time a replica takes the Lease it did not hold
+        transitions = 0 if lease is None else lease.transitions + (1 if move is Move.TAKE else 0)
         spec = {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
-                "renewTime": stamp, "acquireTime": stamp if taken or lease is None else lease.acquired,
-                "leaseTransitions": (lease.transitions + 1 if lease and lease.holder else 0) if taken
-                else lease.transitions if lease else 0}
+                "renewTime": stamp, "acquireTime": stamp if move is not Move.RENEW or lease is None
+                else lease.acquired, "leaseTransitions": transitions}
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if lease is not None:
             metadata["resourceVersion"] = lease.version

@@ -16,7 +16,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +86,36 @@ def lease_holder(cluster: DevCluster, name: str) -> str | None:
     return lease.spec.holder_identity
 
 
+@dataclass
+class Replicas:
+    """The replicas started so far, and how to start one more (as a rolling update does)."""
+    cluster: DevCluster
+    args: tuple[str, ...]
+    files: Path  # the webhook's certificate, its key and their CA
+    all: list[Replica] = field(default_factory=list)
+
+    def add(self) -> Replica:
+        """One more replica, once it serves /healthz."""
+        i = len(self.all)
+        health, metrics, webhook = (processes.free_port() for _ in range(3))
+        kubeconfig = self.cluster.directory / pkilib.kubeconfig_name(pkilib.User(OPERATOR))
+        argv = [sys.executable, "-m", "netsched", "operator", f"--kubeconfig={kubeconfig}",
+                "--host=127.0.0.1", f"--health-port={health}", f"--metrics-port={metrics}",
+                f"--records={self.cluster.records_file}", f"--webhook-port={webhook}",
+                f"--webhook-cert-file={self.files / 'webhook.crt'}",
+                f"--webhook-key-file={self.files / 'webhook.key'}", *self.args]
+        with processes.signals_deferred():
+            proc = processes.start(f"operator-r{i}", argv, self.cluster.log_dir / f"operator-r{i}.log",
+                                   cwd=self.cluster.directory)
+            replica = Replica(f"r{i}", proc, metrics, webhook, self.files / "webhook-ca.crt")
+            self.all.append(replica)
+        processes.wait_until(proc, functools.partial(_serves, f"http://127.0.0.1:{health}/healthz"), 60)
+        return replica
+
+
 @contextmanager
 def operator_replicas(cluster: DevCluster, count: int, *args: str, lease: str = "netsched-operator",
-                      ) -> Iterator[list[Replica]]:
+                      ) -> Iterator[Replicas]:
     """`count` replicas electing through Lease default/`lease`, each with `args` besides; all
     stopped afterwards (and the Lease deleted)."""
     api = cluster.api_client()
@@ -98,25 +125,13 @@ def operator_replicas(cluster: DevCluster, count: int, *args: str, lease: str = 
     files.mkdir(exist_ok=True)
     for path, pem in (("webhook-ca.crt", ca), ("webhook.crt", cert), ("webhook.key", key)):
         (files / path).write_bytes(pem)
-    kubeconfig = cluster.directory / pkilib.kubeconfig_name(pkilib.User(OPERATOR))
-    replicas: list[Replica] = []
+    replicas = Replicas(cluster, (f"--leader-lease={LEASE_NAMESPACE}/{lease}", *args), files)
     try:
-        for i in range(count):
-            health, metrics, webhook = (processes.free_port() for _ in range(3))
-            argv = [sys.executable, "-m", "netsched", "operator", f"--kubeconfig={kubeconfig}",
-                    "--host=127.0.0.1", f"--health-port={health}", f"--metrics-port={metrics}",
-                    f"--records={cluster.records_file}", f"--webhook-port={webhook}",
-                    f"--webhook-cert-file={files / 'webhook.crt'}",
-                    f"--webhook-key-file={files / 'webhook.key'}",
-                    f"--leader-lease={LEASE_NAMESPACE}/{lease}", *args]
-            with processes.signals_deferred():
-                proc = processes.start(f"operator-r{i}", argv, cluster.log_dir / f"operator-r{i}.log",
-                                       cwd=cluster.directory)
-                replicas.append(Replica(f"r{i}", proc, metrics, webhook, files / "webhook-ca.crt"))
-            processes.wait_until(proc, functools.partial(_serves, f"http://127.0.0.1:{health}/healthz"), 60)
+        for _ in range(count):
+            replicas.add()
         yield replicas
     finally:
-        for replica in replicas:
+        for replica in replicas.all:
             processes.stop(replica.process.pid)
         client.CoordinationV1Api(api).delete_namespaced_lease(lease, LEASE_NAMESPACE)
 

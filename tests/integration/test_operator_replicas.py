@@ -1,6 +1,7 @@
-"""Two operator replicas on one real control plane, electing their leader through a Lease: one acts (GPUJobs,
-the forecast), both answer the admission webhook, and when the leader is SIGKILLed the other takes over
-and runs the next GPUJob."""
+"""Operator replicas on one real control plane, electing their leader through a Lease: one acts (GPUJobs,
+the forecast), all answer the admission webhook; when the leader is SIGKILLed the other takes over and
+runs the next GPUJob, and in a rolling update a new replica stands by until the old leader stops and
+gives the Lease up."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import SCHEDULER_NAME
+from netsched.devcluster import processes
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
 from netsched.jobs.kinds.batch_job import BATCH_JOB
@@ -48,6 +50,11 @@ def one_leader(cluster: DevCluster, replicas: list[Replica]) -> tuple[Replica, l
             return None
         return leading[0], [r for r in alive if r is not leading[0]]
     return poll(look, 60, "exactly one replica to lead and hold the Lease")
+
+
+def lease_transitions(cluster: DevCluster) -> int:
+    lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(LEASE, "default")
+    return int(lease.spec.lease_transitions or 0)
 
 
 def run_job(custom, core, namespace: str, name: str) -> None:
@@ -91,12 +98,13 @@ def job_pod(name: str) -> dict:
         "spec": {"schedulerName": SCHEDULER_NAME, "containers": [{"name": "main", "image": "trainer:1"}]}}
 
 
-def test_one_replica_of_two_acts_both_admit_and_a_killed_leader_is_replaced_within_the_lease(
+def test_one_replica_acts_all_admit_a_killed_leader_is_replaced_and_a_stopped_one_hands_over(
         dev_cluster, core, custom, namespace):
     cluster = dev_cluster
     args = (f"--lease-duration={LEASE_SECONDS}", "--forecast-interval=2")
     with operator_replicas(cluster, 2, *args) as replicas:
-        leader, [standby] = one_leader(cluster, replicas)
+        leader, [standby] = one_leader(cluster, replicas.all)
+        assert lease_transitions(cluster) == 1  # the first to start took it, the second never did
         assert "leads: the acting loops run here" in leader.log()
         poll(lambda: f"stands by: {leader.identity} leads" in standby.log(), 30,
              "the standby to say who leads")
@@ -111,7 +119,7 @@ def test_one_replica_of_two_acts_both_admit_and_a_killed_leader_is_replaced_with
         assert (leader.leads(), standby.leads()) == (True, False)
 
         # every replica serves the webhook
-        for replica in replicas:
+        for replica in replicas.all:
             answer = replica.admit(job_pod(f"gang-{replica.name}"))
             assert answer["allowed"] and answer["patch"] == [
                 {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}], replica.name
@@ -125,13 +133,12 @@ def test_one_replica_of_two_acts_both_admit_and_a_killed_leader_is_replaced_with
         # the leader SIGKILLed: the standby takes the Lease once it has gone unrenewed for its duration
         killed = time.monotonic()
         leader.kill()
-        successor, _ = one_leader(cluster, replicas)
+        successor, _ = one_leader(cluster, replicas.all)
         took = time.monotonic() - killed
         assert successor is standby
         print(f"takeover {took:.1f} s after SIGKILL (lease {LEASE_SECONDS} s)")
         assert "leads: the acting loops run here" in successor.log()
-        lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(LEASE, "default")
-        assert lease.spec.lease_transitions == 1
+        assert lease_transitions(cluster) == 2
 
         # and runs the next job
         run_job(custom, core, namespace, "second")
@@ -139,3 +146,16 @@ def test_one_replica_of_two_acts_both_admit_and_a_killed_leader_is_replaced_with
         assert sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items
                       if not p.metadata.deletion_timestamp) == ["second-0", "second-1"]
         poll(lambda: forecast_on(successor, namespace, "second") is not None, 60, "the new leader's forecast")
+
+        # a rolling update: a new replica joins and stands by, the old leader stops (SIGTERM) and gives
+        # the Lease up, and the new one leads without waiting for it to expire
+        joined = replicas.add()
+        poll(lambda: f"stands by: {successor.identity} leads" in joined.log(), 60,
+             "the new replica to stand by")
+        assert (successor.leads(), joined.leads(), lease_transitions(cluster)) == (True, False, 2)
+        stopping = time.monotonic()
+        processes.stop(successor.process.pid)
+        assert "Lease default/netsched-operator given up" in successor.log()
+        last, _ = one_leader(cluster, replicas.all)
+        print(f"handover {time.monotonic() - stopping:.1f} s after SIGTERM")
+        assert last is joined and lease_transitions(cluster) == 3

@@ -120,6 +120,7 @@ def test_a_replica_that_stops_gives_the_lease_up_and_the_next_takes_it_at_its_ne
     clock.now += RETRY
     b.round()
     assert b.leads() and holder(kube) == "b"
+    assert kube.get("leases", "netsched-system", "netsched-operator")["spec"]["leaseTransitions"] == 1
 
 
 def test_of_two_replicas_taking_a_free_lease_at_once_only_the_first_write_wins(kube, clock):
