@@ -294,7 +294,9 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
         if meta.get("deletionTimestamp"):
             return  # garbage collection removes the pods
         if not cluster.synced or not leads():
-            return  # until nodes and pods are listed, a job's pods would look missing and be made again
+            # until nodes and pods are listed, a job's pods would look missing and be made again; a
+            # replica that stands by leaves the job to the leader
+            return
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
 
