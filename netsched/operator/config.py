@@ -3,6 +3,7 @@ netsched.packer.config.PackerConfig, under `packer`)."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,15 @@ from netsched.packer.config import PackerConfig
 CHART_PORTS = "the chart's probes and Service are bound to it"
 CHART_WEBHOOK = ("the chart passes all three with operator.webhook.enabled: port 9443, behind the Service "
                  "its MutatingWebhookConfiguration names, and the certificate Secret it mounts")
+
+
+def lease_name(text: str) -> str:
+    """A --leader-lease value: NAMESPACE/NAME, else argparse's one-line error naming the fix."""
+    namespace, _, name = text.partition("/")
+    if not (namespace and name) or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME: give the Lease's namespace and "
+                                         "name, e.g. netsched-system/netsched-operator")
+    return text
 
 
 @dataclass(frozen=True)
@@ -47,11 +57,17 @@ class OperatorConfig:
         SCHEDULER_NAME, flag="--scheduler-name", helm="scheduler.name",
         help="schedulerName of the pods it creates, unless a job's template sets one (default "
         "netsched: the scheduler profile that calls the extender)")
-    peering: str | None = setting(
-        flag="--peering", metavar="NAME",
-        fixed="the chart joins a peering named after the release when operator.replicas is above 1",
-        help="kopf ClusterKopfPeering to join, so that of several replicas only one acts (default: run "
-        "standalone)")
+    leader_lease: str | None = setting(
+        flag="--leader-lease", metavar="NAMESPACE/NAME", parse=lease_name,
+        fixed="the chart elects through the Lease <release>-operator in its namespace when operator.replicas "
+        "is above 1",
+        help="elect the one acting replica of several through this coordination.k8s.io Lease; every replica "
+        "serves the admission webhook, only the leader runs GPUJobs, the pod gangs, the forecast and the "
+        "packer (default: none, this replica acts alone)")
+    lease_duration: float = setting(
+        15.0, flag="--lease-duration", metavar="SECONDS", helm="operator.leaseDurationSeconds",
+        help="with --leader-lease: a leader that has not renewed the Lease for this long is replaced; it "
+        "stops acting after two thirds of it (default 15)")
     prometheus_url: str | None = setting(
         flag="--prometheus-url", helm="extender.telemetry.prometheusUrl",
         help="Prometheus scraping the agents: each job's links at start go "

@@ -59,20 +59,24 @@ MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 class Forecaster:
     def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
                  interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True,
-                 model: Path | None = None, topology: Topology = DEFAULT):
+                 model: Path | None = None, topology: Topology = DEFAULT,
+                 leads: Callable[[], bool] = lambda: True):
         """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list);
-        `model` is the completion-time model's artifact (None: forecasts without one)."""
+        `model` is the completion-time model's artifact (None: forecasts without one); `leads` whether
+        this operator replica acts (netsched.operator.leadership): only the leader forecasts."""
         self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
         self.model_path = model
         self.model: Predictor | None = None
         self._model_stamp: Stamp | None = None
         self.gangs_live = gangs_live
         self.topology = topology
+        self.leads = leads
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.batch = client.BatchV1Api(api)
         self._annotated = {"jobs", "pods"}  # what may carry predicted times: the first pass looks at both
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._last_error: str | None = None
         self._gauged: set[tuple[str, str]] = set()
         self._unreadable: dict[str, str] = {}  # namespace/name -> why it has no forecast, as last logged
@@ -82,9 +86,23 @@ class Forecaster:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Run a pass now, not an interval later (this replica has just come to lead), looking at every
+        object that may carry predicted times: another leader may have written some meanwhile."""
+        self._annotated = {"jobs", "pods"}
+        self._wake.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            if not self.leads():
+                self._gauge({}, datetime.now(UTC))  # the leader exports the forecast
+                continue
             try:
                 self.run_once()
             except client.ApiException as exc:

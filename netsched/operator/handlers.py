@@ -277,7 +277,9 @@ def _unfinished(status: kopf.Status, **_: Any) -> bool:
     return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
 
 
-def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex) -> None:
+def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex,
+             leads: Callable[[], bool] = lambda: True) -> None:
+    """`leads`: whether this replica acts (netsched.operator.leadership); one that stands by only watches."""
     @kopf.on.startup(id="configure", registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
@@ -297,7 +299,7 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
             operator.metrics.jobs.gone(body["metadata"]["uid"])
         else:
             operator.metrics.jobs.seen(body)
-            if body["metadata"].get("deletionTimestamp") and cluster.synced:
+            if body["metadata"].get("deletionTimestamp") and cluster.synced and leads():
                 operator.deleted(_plain(body), cluster.indices({}))
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
@@ -310,8 +312,10 @@ def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: Clust
     def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
             return  # its pods were deleted with it (census)
-        if not cluster.synced:
-            return  # until nodes and pods are listed, a job's pods would look missing and be made again
+        if not cluster.synced or not leads():
+            # until nodes and pods are listed, a job's pods would look missing and be made again; a
+            # replica that stands by leaves the job to the leader
+            return
         operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
 
 

@@ -53,6 +53,9 @@ class OperatorMetrics(PackerMetrics):
             "creates it again)", ["outcome"], registry=self.registry)
         for outcome in ("gated", "passed", "error"):
             self.webhook_requests.labels(outcome)  # 0 from the start: rate() and alerts see the first one
+        self.leader = Gauge(
+            "netsched_operator_leader", "1 on the replica that leads (runs GPUJobs, pod gangs, the forecast "
+            "and the packer), 0 on one that stands by", registry=self.registry)
         self.jobs = JobCensus()
         self.registry.register(self.jobs)
 

@@ -24,7 +24,8 @@ def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: f
     @kopf.timer(plans.GROUP, plans.VERSION, plans.PLURAL, id="carry-out", interval=interval, when=active,
                 registry=registry)
     def carry_out(body: kopf.Body, **_: Any) -> None:
-        packer.step(copy.deepcopy(dict(body)))
+        if packer.leads():
+            packer.step(copy.deepcopy(dict(body)))
 
     @kopf.on.event(plans.GROUP, plans.VERSION, plans.PLURAL, id="plan-deleted", registry=registry)
     def plan_deleted(event: kopf.RawEvent, **_: Any) -> None:

@@ -135,8 +135,10 @@ def _with_peers(member: dict[str, Any], gang: list[GangMember]) -> dict[str, Any
 
 class PodGangController:
     def __init__(self, operator: Operator, cluster: ClusterIndex, interval: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True):
+        """`leads`: whether this replica acts (netsched.operator.leadership); only the leader releases."""
         self.operator, self.cluster, self.interval, self.clock = operator, cluster, interval, clock
+        self.leads = leads
         self.core = operator.core
         self.objects = client.CustomObjectsApi(operator.api)
         self.custom = operator.custom
@@ -148,7 +150,7 @@ class PodGangController:
 
     def _loop(self) -> None:
         while True:
-            if self.cluster.synced:
+            if self.cluster.synced and self.leads():
                 try:
                     self.run_pass()
                 except Exception:  # a bug: counted, logged, tried again next pass

@@ -8,6 +8,7 @@ import socket
 from typing import Any
 
 import kopf
+from kubernetes import client
 from prometheus_client import start_http_server
 
 from netsched.api.connect import api_client, reachable
@@ -18,6 +19,7 @@ from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster import Forecaster
 from netsched.operator.handlers import Operator, register
+from netsched.operator.leadership import Alone, Election
 from netsched.operator.packer_handlers import register_packer
 from netsched.operator.pod_gangs import PodGangController
 from netsched.packer.controller import Packer
@@ -38,8 +40,9 @@ class WebhookUnset(ValueError):
 
 
 def run_operator(settings: OperatorConfig) -> None:
-    """Run until SIGINT/SIGTERM. With `settings.peering` (a ClusterKopfPeering name) several replicas
-    can run and only the one kopf elects acts; without it, this one acts alone."""
+    """Run until SIGINT/SIGTERM. With `settings.leader_lease` several replicas can run: each serves the
+    webhook and keeps its watches warm, and only the one the Lease elects acts (netsched.operator.leadership);
+    without it, this one acts alone."""
     kubeconfig, host, packer = settings.kubeconfig, settings.host, settings.packer
     webhook = _webhook(settings)
     ports = [("--metrics-port", settings.metrics_port), ("--health-port", settings.health_port)]
@@ -56,12 +59,13 @@ def run_operator(settings: OperatorConfig) -> None:
                         scheduler=settings.scheduler_name, never_fits_timeout=settings.never_fits_timeout,
                         topology=settings.topology,
                         telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
+    leadership = _leadership(api, settings)
     disruption = read_policy(packer.policy) if packer.policy else DisruptionPolicy()
     packing = Packer(operator.api, packer, operator.metrics, settings.scheduler_name, disruption,
-                     settings.topology)
+                     settings.topology, leads=leadership.leads)
     cluster = ClusterIndex(on_room_change=packing.room_changed, topology=settings.topology)
     registry = kopf.OperatorRegistry()
-    register(registry, operator, cluster)
+    register(registry, operator, cluster, leads=leadership.leads)
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
     if webhook is not None:
@@ -72,8 +76,25 @@ def run_operator(settings: OperatorConfig) -> None:
             kwargs["settings"].admission.server = webhook
     forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval,
                             gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,
-                            topology=settings.topology)
-    pod_gangs = PodGangController(operator, cluster, settings.interval)
+                            topology=settings.topology, leads=leadership.leads)
+    pod_gangs = PodGangController(operator, cluster, settings.interval, leads=leadership.leads)
+
+    def changed(leading: bool) -> None:
+        operator.metrics.leader.set(int(leading))
+        if leading:  # catch up now: GPUJobs, pod gangs and plans are looked at within one interval anyway
+            forecaster.wake()
+            packing.request(0)
+
+    operator.metrics.leader.set(int(leadership.leads()))
+    leadership.on_change(changed)
+
+    @kopf.on.startup(registry=registry)
+    def elect(**_: Any) -> None:
+        leadership.start()
+
+    @kopf.on.cleanup(registry=registry)
+    def give_up(**_: Any) -> None:  # the next replica leads at once, not a lease duration later
+        leadership.release()
 
     @kopf.on.startup(registry=registry)
     def gang_pods(**_: Any) -> None:
@@ -99,8 +120,16 @@ def run_operator(settings: OperatorConfig) -> None:
              records, settings.metrics_port, settings.health_port,
              f"{disruption.mode}, budget {packer.budget:g} s, after {packer.wait:g} s"
              if packer.enabled else "off")
-    kopf.run(registry=registry, clusterwide=True, standalone=settings.peering is None,
-             peering_name=settings.peering, liveness_endpoint=f"http://{host}:{settings.health_port}/healthz")
+    # every replica runs kopf on its own: the Lease, not kopf's peering, says which one acts
+    kopf.run(registry=registry, clusterwide=True, standalone=True,
+             liveness_endpoint=f"http://{host}:{settings.health_port}/healthz")
+
+
+def _leadership(api: client.ApiClient, settings: OperatorConfig) -> Election | Alone:
+    if settings.leader_lease is None:
+        return Alone()
+    namespace, name = settings.leader_lease.split("/")
+    return Election(api, namespace, name, settings.lease_duration)
 
 
 def check_port(host: str, port: int, flag: str) -> None:

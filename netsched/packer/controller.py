@@ -2,10 +2,10 @@
 then carry the active plan out, one step per tick.
 
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
-pass `wait` seconds later (kopf event handlers, netsched.operator.packer_handlers, so with
-peering only the elected operator asks; kopf timers would put a finalizer on every such
-pod). While one waits, a change of a node's room (the operator's ClusterIndex sees it)
-asks for a pass too. At most one solve runs at a time, at most one every `cooldown` seconds,
+pass `wait` seconds later (kopf event handlers, netsched.operator.packer_handlers; kopf timers
+would put a finalizer on every such pod). While one waits, a change of a node's room (the
+operator's ClusterIndex sees it) asks for a pass too. Of several operator replicas only the
+leader packs and carries plans out. At most one solve runs at a time, at most one every `cooldown` seconds,
 none while a plan is active, and none again for a cluster state that already gave nothing
 to gain.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -80,6 +81,7 @@ class Packer:
     scheduler: str = SCHEDULER_NAME
     disruption: DisruptionPolicy = DisruptionPolicy()
     topology: Topology = DEFAULT  # the levels gangs keep to
+    leads: Callable[[], bool] = lambda: True  # whether this replica acts (netsched.operator.leadership)
     _asking: threading.Lock = field(default_factory=threading.Lock)
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
@@ -121,6 +123,8 @@ class Packer:
         """One packing pass on its timer's thread. Whatever it raises is counted and logged (with its
         traceback the first time that error is seen) and a later pass tries again: an exception that
         escaped would end the thread, and nothing would ask for a pass until a pod changed."""
+        if not self.leads():
+            return  # the leader packs; this replica asks again if it comes to lead
         self._next = time.monotonic() + self.config.cooldown
         try:
             self._pack()
@@ -234,7 +238,7 @@ class Packer:
         return over_budgets(_victims(changes), labels, pdbs) if _disrupts(plan, changes) else []
 
     def pod_waits(self) -> None:
-        """A pod of this scheduler waits for room (kopf saw it: with peering, only the elected operator)."""
+        """A pod of this scheduler waits for room (kopf saw it)."""
         self._waited = time.monotonic()
         self.request()
 

@@ -12,7 +12,8 @@ deserialisation and error handling:
 
 What it serves, by URL (`/api/v1/...` and `/apis/<group>/<version>/...`, any plural):
 list (with `fieldSelector` of `a.b=v` / `a.b!=v` terms and `labelSelector` of `k=v` terms),
-get, create (409 if the name is taken, `generateName` honoured), JSON patch (a list body)
+get, create (409 if the name is taken, `generateName` honoured), replace (PUT: 409 when its
+`resourceVersion` is not the stored one, as optimistic concurrency asks), JSON patch (a list body)
 and merge patch (a dict body; strategic merge is taken as a merge patch, which is the same
 for the maps netsched patches), delete, the `status` subresource (a patch there changes
 only `status`), `eviction` (deletes the pod) and watches. A watch replays the changes made
@@ -52,7 +53,7 @@ from kubernetes.client import rest
 
 @dataclass(frozen=True)
 class Call:
-    """One request the code made: `verb` is list, watch, get, create, patch or delete."""
+    """One request the code made: `verb` is list, watch, get, create, replace, patch or delete."""
     verb: str
     plural: str
     namespace: str | None
@@ -145,7 +146,7 @@ class FakeKube(client.ApiClient):
         name, sub = (rest_[1:] + [None, None])[:2]
         watch = query.get("watch") == "true"
         verb = {"GET": "watch" if watch else ("get" if name else "list"), "POST": "create",
-                "PATCH": "patch", "DELETE": "delete"}[method]
+                "PUT": "replace", "PATCH": "patch", "DELETE": "delete"}[method]
         call = Call(verb, plural, namespace, name, sub, copy.deepcopy(body), query)
         self.calls.append(call)
         try:
@@ -206,6 +207,20 @@ class FakeKube(client.ApiClient):
         if (plural, namespace or "", meta.get("name")) in self._objects:
             return _status(409, f'{plural} "{meta.get("name")}" already exists', "AlreadyExists")
         return 201, _json(self._write(plural, "ADDED", obj))
+
+    def _replace(self, plural, namespace, name, sub, body, query):
+        old = self._objects.get((plural, namespace or "", name))
+        if old is None:
+            return _not_found(plural, name)
+        given = (body.get("metadata") or {}).get("resourceVersion")
+        if given and given != old["metadata"]["resourceVersion"]:
+            return _status(409, f'Operation cannot be fulfilled on {plural} "{name}": the object has been '
+                           "modified; please apply your changes to the latest version and try again",
+                           "Conflict")
+        new = copy.deepcopy(body)
+        new["metadata"] = {**new.get("metadata", {}), "uid": old["metadata"]["uid"],
+                           "creationTimestamp": old["metadata"]["creationTimestamp"]}
+        return 200, _json(self._write(plural, "MODIFIED", new))
 
     def _patch(self, plural, namespace, name, sub, body, query):
         old = self._objects.get((plural, namespace or "", name))

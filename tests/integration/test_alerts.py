@@ -89,6 +89,8 @@ def test_the_rendered_rules_pass_promtool_check(promtool, groups, tmp_path):
 HEALTHY = [
     series("up", {**EXTENDER, "pod": "e1"}, "1x60"),
     series("up", {**OPERATOR, "pod": "o1"}, "1x60"),
+    series("netsched_operator_leader", {**OPERATOR, "pod": "o1"}, "1x60"),
+    series("netsched_operator_leader", {**OPERATOR, "pod": "o2"}, "0x60"),  # a replica standing by
     series("netsched_extender_cache_age_seconds", {**EXTENDER, "pod": "e1"}, "2x60"),
     series("netsched_extender_model_fallbacks_total", {**EXTENDER, "pod": "e1", "reason": "no_model"},
            "3x60"),  # fell back once, long ago
@@ -124,6 +126,9 @@ FIRING = {
                                              "reason": "DeadlineExceeded"}, "0+1x10")], "10m",
                                     {"severity": "warning", "namespace": NS}),
     "NetschedOperatorDown": ([], "10m", {"severity": "critical", **OPERATOR}),  # never scraped: absent
+    "NetschedOperatorNoLeader": (  # two replicas up, neither holding the Lease
+        [series("netsched_operator_leader", {**OPERATOR, "pod": pod}, "0x20") for pod in ("o1", "o2")],
+        "10m", {"severity": "critical", "namespace": NS}),
     "NetschedWebhookErrors": (  # the operator gone: the API server cannot call its webhook
         [series("apiserver_admission_webhook_rejection_count", REFUSED,
                 "0+2x30")], "15m", {"severity": "warning", "namespace": NS}),

@@ -36,9 +36,9 @@ from netsched.telemetry.agent import AgentMetrics
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "netsched"
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
-PEERING_RULE = {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
-                "verbs": ["get", "list", "watch", "patch"]}
-# Everything but the defaults: HA operator (kopf peering), more extenders, telemetry, monitoring.
+LEASE_RULE = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+              "resourceNames": ["netsched-operator"], "verbs": ["get", "update"]}
+# Everything but the defaults: HA operator (a leader elected), more extenders, telemetry, monitoring.
 CUSTOM_VALUES = {
     "operator": {"replicas": 2, "records": {"persistence": {"accessModes": ["ReadWriteMany"],
                                                             "storageClassName": "shared"}},
@@ -160,7 +160,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert [p["containerPort"] for p in agent["ports"]] == [9101, 9102]
     assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert agent["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}  # Ready once it serves
-    assert not any(d["kind"] in ("ServiceMonitor", "ClusterKopfPeering") for d in docs)
+    assert not any(d["kind"] in ("ServiceMonitor", "Lease") for d in docs)
 
 
 def test_every_pod_runs_non_root_with_a_read_only_root_and_no_capabilities(bin_dir):
@@ -181,15 +181,19 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-8:] == [
+    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-9:] == [
         "--scheduler-name=netsched-chart-test", "--topology=netsched",
         "--model=/var/lib/netsched-models/current.json",
         "--no-packer",
         "--webhook-port=9443",
         "--webhook-cert-file=/etc/netsched/webhook/tls.crt",
-        "--webhook-key-file=/etc/netsched/webhook/tls.key", "--peering=netsched"]
-    assert find(docs, "ClusterKopfPeering", "netsched")["apiVersion"] == "kopf.dev/v1"
-    assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES + [PEERING_RULE]
+        "--webhook-key-file=/etc/netsched/webhook/tls.key",
+        "--leader-lease=netsched-system/netsched-operator", "--lease-duration=15"]
+    assert container(docs, "Deployment", "netsched-operator")["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert find(docs, "Lease", "netsched-operator")["metadata"]["namespace"] == "netsched-system"
+    assert find(docs, "ClusterRole", "netsched-operator")["rules"] == OPERATOR_RULES
+    assert find(docs, "Role", "netsched-operator")["rules"] == [LEASE_RULE]
     pvc = find(docs, "PersistentVolumeClaim", "netsched-operator-records")["spec"]
     assert pvc["accessModes"] == ["ReadWriteMany"] and pvc["storageClassName"] == "shared"
 
@@ -303,7 +307,7 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
         assert (parsed["retrain"].data, parsed["retrain"].models, parsed["retrain"].holdout) == (
             [Path("/var/lib/netsched/job-records.jsonl")], "/var/lib/netsched-models", 0.25)
     assert parsed["operator"].records == Path("/var/lib/netsched/job-records.jsonl")
-    assert parsed["operator"].peering == ("netsched" if values else None)
+    assert parsed["operator"].leader_lease == ("netsched-system/netsched-operator" if values else None)
     expected_url = values["extender"]["telemetry"]["prometheusUrl"] if values else None
     assert parsed["extender"].prometheus_url == expected_url
     assert (parsed["agent"].port, parsed["agent"].probe_port) == (9101, 9102)
@@ -619,7 +623,7 @@ def test_the_values_users_set_most_are_refused_in_plain_words(bin_dir, setting, 
 
 # Every decimal of values.schema.json, as `--set` hands it over: the string "0.5".
 DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds": "7.5",
-            "operator.neverFitsTimeout": "90.5",
+            "operator.neverFitsTimeout": "90.5", "operator.leaseDurationSeconds": "7.5",
             "operator.packer.budgetSeconds": "0.5", "operator.packer.waitSeconds": "2.5",
             "operator.packer.cooldownSeconds": "0.5", "operator.packer.policy.pointsPerMinute": "0.5",
             "extender.maxCacheAge": "12.5", "extender.holdSeconds": "7.5",
@@ -633,7 +637,7 @@ DECIMALS = {"operator.intervalSeconds": "0.5", "operator.forecastIntervalSeconds
 def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_path):
     schema = (CHART / "values.schema.json").read_text()
     assert schema.count('"$ref": "#/definitions/decimal"') == len(DECIMALS)  # none left out here
-    sets = [arg for name, value in {**DECIMALS, "retrain.enabled": "true"}.items()
+    sets = [arg for name, value in {**DECIMALS, "retrain.enabled": "true", "operator.replicas": "2"}.items()
             for arg in ("--set", f"{name}={value}")]
     assert "1 chart(s) linted, 0 chart(s) failed" in ok([bin_dir / "helm", "lint", "--strict", CHART, *sets])
     docs = [d for d in yaml.safe_load_all(ok([bin_dir / "helm", "template", "netsched", CHART, *sets])) if d]
@@ -643,8 +647,9 @@ def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_pat
 
     operator = vars(args("Deployment", "operator"))
     assert [operator[k] for k in ("interval", "forecast_interval", "never_fits_timeout", "packer.budget",
-                                  "packer.wait", "packer.cooldown", "telemetry_max_age")] == [
-        0.5, 7.5, 90.5, 0.5, 2.5, 0.5, 60.5]
+                                  "packer.wait", "packer.cooldown", "telemetry_max_age",
+                                  "lease_duration")] == [
+        0.5, 7.5, 90.5, 0.5, 2.5, 0.5, 60.5, 7.5]
     extender = args("Deployment", "extender")
     assert (extender.max_cache_age, extender.hold_seconds, extender.model_reload_seconds) == (12.5, 7.5, 2.5)
     assert args("DaemonSet", "agent").interval == 7.5
@@ -678,16 +683,6 @@ def test_the_scheduler_image_follows_the_clusters_version_unless_set(bin_dir, ar
 # ---- against the dev-cluster ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def kopf_crds(bin_dir, dev_cluster):
-    """The chart's kopf peering CRDs, really installed (a ClusterKopfPeering needs them), then removed."""
-    crds = CHART / "crds" / "kopf.dev-peerings.yaml"
-    ok(kubectl(bin_dir, dev_cluster, "apply", "-f", crds))
-    ok(kubectl(bin_dir, dev_cluster, "wait", "--for=condition=Established", "--timeout=30s", "-f", crds))
-    yield
-    run(kubectl(bin_dir, dev_cluster, "delete", "-f", crds, "--ignore-not-found"))
-
-
-@pytest.fixture(scope="module")
 def release(bin_dir, dev_cluster):
     """A unique release name and namespace, so cluster-scoped names collide with nothing."""
     name = f"netsched-t{uuid.uuid4().hex[:6]}"
@@ -700,13 +695,12 @@ def test_the_chart_crds_are_the_source_files_and_accepted(bin_dir, dev_cluster):
     for source in (ROOT / "netsched" / "crds").glob("*.yaml"):
         assert (CHART / "crds" / source.name).read_bytes() == source.read_bytes(), source.name
     out = ok(kubectl(bin_dir, dev_cluster, "apply", "--dry-run=server", "-f", CHART / "crds"))
-    for crd in ("gpujobs.netsched.io", "packingplans.netsched.io", "clusterkopfpeerings.kopf.dev",
-                "kopfpeerings.kopf.dev"):
+    for crd in ("gpujobs.netsched.io", "packingplans.netsched.io"):
         assert f"customresourcedefinition.apiextensions.k8s.io/{crd}" in out
 
 
 @pytest.mark.parametrize("values", [{}, CUSTOM_VALUES], ids=["defaults", "custom"])
-def test_the_apiserver_accepts_every_rendered_object(bin_dir, dev_cluster, kopf_crds, release, values):
+def test_the_apiserver_accepts_every_rendered_object(bin_dir, dev_cluster, release, values):
     docs = render(bin_dir, values, release=release, namespace=release)
     # No ServiceMonitor CRD here (no Prometheus Operator): those are checked by their own test.
     docs = [d for d in docs if d["kind"] != "ServiceMonitor"]
@@ -722,7 +716,7 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
     ({}, ["The extender places by topology only", "pods use\n    schedulerName: netsched and",
           "you opt in:\n      kubectl label namespace <namespace> netsched.io/gang-scheduling=enabled"],
      []),
-    (CUSTOM_VALUES, ["The operator runs 2 replicas in ClusterKopfPeering",
+    (CUSTOM_VALUES, ["The operator runs 2 replicas; the one that holds Lease",
                      "pods use\n    schedulerName: netsched-chart-test and",
                      "gang-gated as they are, in every namespace but kube-system and"], []),
     ({"operator": {"replicas": 2}}, [],
@@ -737,8 +731,8 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
      ["WARNING: the extender reads models from claim {release}-models, which the retrain CronJob writes, "
       "but it is ReadWriteOnce, not ReadWriteMany"]),
 ], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo"])
-def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, kopf_crds, release,
-                                                                values, notes, warnings):
+def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, release, values, notes,
+                                                                warnings):
     # ServiceMonitor has no CRD here; everything else goes through helm's own install path.
     values = yaml.safe_load(yaml.safe_dump(values).replace("{release}", release))
     values = values | {"serviceMonitor": {"enabled": False}}
@@ -772,7 +766,9 @@ CAN_I = [  # (component, kubectl auth can-i arguments, allowed)
     ("operator", "create pods -n default", True),
     ("operator", "delete pods -n default", True),
     ("operator", "patch gpujobs.netsched.io --subresource=status -n default", True),
-    ("operator", "patch clusterkopfpeerings.kopf.dev", True),
+    ("operator", "update leases.coordination.k8s.io/{ns}-operator -n {ns}", True),
+    ("operator", "update leases.coordination.k8s.io/{ns}-scheduler -n {ns}", False),
+    ("operator", "create leases.coordination.k8s.io -n {ns}", False),
     ("operator", "create pods --subresource=eviction -n default", True),
     ("operator", "create packingplans.netsched.io", True),
     ("operator", "list poddisruptionbudgets.policy -A", True),
@@ -866,6 +862,5 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
     assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
         [("Namespace", "netsched-system")] + [(d["kind"], d["metadata"]["name"]) for d in chart]
         + [("CustomResourceDefinition", n) for n in
-           ("gpujobs.netsched.io", "packingplans.netsched.io", "clusterkopfpeerings.kopf.dev",
-            "kopfpeerings.kopf.dev")])
+           ("gpujobs.netsched.io", "packingplans.netsched.io")])
     assert (committed / "examples" / "single-gpu.yaml").exists()  # examples stay, outside the kustomization

@@ -219,6 +219,7 @@ not see; the schema lets a numeric string through (definitions/decimal).
   (dict "name" "operator.intervalSeconds" "value" $v.operator.intervalSeconds "above" 0 "means" "seconds between two reconciles of a GPUJob, e.g. 0.5")
   (dict "name" "operator.forecastIntervalSeconds" "value" $v.operator.forecastIntervalSeconds "above" 0 "means" "seconds between two forecasts of start and finish times")
   (dict "name" "operator.neverFitsTimeout" "value" $v.operator.neverFitsTimeout "atLeast" 0 "means" "seconds a job that could never fit stays Blocked before it fails; 0: no limit")
+  (dict "name" "operator.leaseDurationSeconds" "value" $v.operator.leaseDurationSeconds "atLeast" 2 "means" "seconds after which a leader that has not renewed its Lease is replaced")
   (dict "name" "operator.packer.budgetSeconds" "value" $v.operator.packer.budgetSeconds "above" 0 "atMost" 60 "means" "seconds each packer solve may take, e.g. 0.5")
   (dict "name" "operator.packer.waitSeconds" "value" $v.operator.packer.waitSeconds "atLeast" 0 "means" "seconds a pod waits before the packer looks")
   (dict "name" "operator.packer.cooldownSeconds" "value" $v.operator.packer.cooldownSeconds "atLeast" 0 "means" "least seconds between two packer solves")
