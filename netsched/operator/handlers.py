@@ -195,8 +195,9 @@ class Operator:
         near_data = self._near_data(job, labels)
         for replica, attempt, gated in actions.create:
             try:
+                pin = None if gated else actions.pin  # a gated pod is pinned as its gate lifts
                 self.core.create_namespaced_pod(job.namespace, replica_pod(job, replica, attempt, gated,
-                                                                           self.scheduler, near_data))
+                                                                           self.scheduler, near_data, pin))
             except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
                 # 409: created by an earlier tick whose pod the index has not shown yet
                 if not isinstance(exc, client.ApiException) or exc.status != 409:
