@@ -1,7 +1,7 @@
 """The extender stopped (SIGSTOP: it takes connections and never answers; kube-scheduler times out and
-skips it, since it is ignorable): the data limits of a GPUJob and of a bare pod hold all the same, kept
-by kube-scheduler itself from the node affinity netsched wrote on the pods; nothing is lost once it
-goes on."""
+skips it, since it is ignorable): the data limits of a GPUJob, of a batch Job's gang and of a bare pod
+hold all the same, kept by kube-scheduler itself from the node affinity netsched wrote on the pods;
+nothing is lost once it goes on."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kubernetes import client
+
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, ZONE_LABEL
 from netsched.devcluster.devcluster import EXTENDER, DevCluster
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
 
@@ -36,6 +38,13 @@ def stopped(cluster: DevCluster, component: str) -> Iterator[int]:
 def is_stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _name(pod: client.V1Pod) -> str:
+    """A pod's name, a batch Job's pods by their index: gang-0, gang-1."""
+    index = (pod.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index")
+    job = (pod.metadata.labels or {}).get("batch.kubernetes.io/job-name")
+    return f"{job}-{index}" if job and index is not None else pod.metadata.name
 
 
 def busy_pod(node: str) -> dict:
@@ -65,18 +74,20 @@ def test_data_limits_hold_while_the_extender_is_stopped_and_nothing_is_lost(faul
             dataSources=[{"name": "corpus", "kind": "zone", "location": DATA_ZONE}],
             network={"maxDataDistance": "zone"}))
         core.create_namespaced_pod(namespace, gpu_pod("bare", 1, duration="600s", annotations=limit))
+        client.BatchV1Api(fault_cluster.api_client()).create_namespaced_job(
+            namespace, gated_job("gang", 2, 1, "600s", annotations=limit))
         # no limit: where kube-scheduler alone puts a pod, so this test could fail
         core.create_namespaced_pod(namespace, gpu_pod("free", 1, duration="600s"))
-        wanted = {"near-data-0", "near-data-1", "bare", "free"}
-        pods = poll(lambda: (found := {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items
-                                       if p.metadata.name in wanted and p.spec.node_name})
+        wanted = {"near-data-0", "near-data-1", "bare", "free", "gang-0", "gang-1"}
+        pods = poll(lambda: (found := {name: p for p in core.list_namespaced_pod(namespace).items
+                                       if (name := _name(p)) in wanted and p.spec.node_name})
                     and len(found) == len(wanted) and found, 180,
                     "the pods to be bound with the extender stopped")
         assert is_stopped(pid)  # bound without the extender's word
 
     placed = {name: zone_of[p.spec.node_name] for name, p in pods.items()}
     assert placed["free"] != DATA_ZONE, placed
-    assert {placed[n] for n in ("near-data-0", "near-data-1", "bare")} == {DATA_ZONE}, placed
+    assert {placed[n] for n in wanted - {"free"}} == {DATA_ZONE}, placed
     required = pods["bare"].spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     written = [(e.key, e.operator, e.values)
                for t in required.node_selector_terms for e in t.match_expressions]
@@ -93,5 +104,6 @@ def test_data_limits_hold_while_the_extender_is_stopped_and_nothing_is_lost(faul
     members = sorted(p.metadata.name for p in pods_now
                      if (p.metadata.labels or {}).get(JOB_LABEL) == "near-data")
     assert members == ["near-data-0", "near-data-1"]
-    assert {p.metadata.name for p in pods_now} >= wanted | {"after"}
+    assert {_name(p) for p in pods_now} >= wanted | {"after"}
+    assert len([p for p in pods_now if _name(p).startswith("gang-")]) == 2  # none made twice
     assert zone_of[next(p for p in pods_now if p.metadata.name == "after").spec.node_name] == DATA_ZONE

@@ -1,16 +1,24 @@
 """An admitted GPUJob's pods that join it later (replacements of failed pods, pods whose gate was left
 behind) are pinned to the domain its running pods are in, so kube-scheduler keeps maxPeerDistance
 without the extender; the pod built for such a replacement carries the pin; and a PackingPlan pins
-a GPUJob's pods to its planned node's domain as it pins a pod gang's."""
+a GPUJob's pods to its planned node's domain as it pins a pod gang's. The operator creates a GPUJob's
+pods with its data limit as required node affinity."""
+
+from dataclasses import replace
 
 import pytest
 
+from netsched.api.gpujob import PLURAL
 from netsched.api.labels import JOB_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.jobs.capacity import node_room
 from netsched.jobs.replica_pods import GANG_GATE, replica_pod
+from netsched.operator.cluster_index import ClusterIndex
+from netsched.operator.handlers import Operator
 from netsched.operator.reconcile import reconcile
 from netsched.packer.config import PackerConfig
 from netsched.packer.controller import Packer
-from netsched.testing.builders import CLUSTER, LABELS, NOW, FitStub, ago, job, make_pod
+from netsched.records.writer import JobRecords
+from netsched.testing.builders import CLUSTER, LABELS, NOW, FitStub, ago, job, make_gpujob, make_pod
 from netsched.testing.builders import pod_view as pod
 from netsched.testing.kube import FakeKube
 
@@ -62,3 +70,18 @@ def test_a_plan_releases_a_gpujobs_pod_pinned_to_its_planned_nodes_domain(labels
     released = kube.get("pods", "ml", "train-0")
     assert "schedulingGates" not in released["spec"]
     assert released["spec"].get("nodeSelector") == pinned
+
+
+def test_the_operator_creates_a_gpujobs_pods_with_its_data_limit_as_node_affinity(tmp_path):
+    kube = FakeKube([make_gpujob(dataSources=[{"name": "d", "kind": "rack", "location": "rack-b1"}],
+                                 network={"maxDataDistance": "zone"})])
+    index = ClusterIndex()
+    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    operator.tick(kube.get(PLURAL, "ml", "train"), [node_room(n) for n in CLUSTER],
+                  replace(index.indices({}), used={}, pending=[]))
+    pods = kube.list("pods", "ml")
+    assert len(pods) == 2
+    for p in pods:
+        required = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert required == {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE_LABEL, "operator": "In", "values": ["zone-b"]}]}]}
