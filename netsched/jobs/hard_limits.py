@@ -65,7 +65,7 @@ def data_requirement(needs: NetworkNeeds, nodes: Iterable[NodeLabels],
                if (name == location if label is None else labels.get(label) == location)]
     if not holders:
         where = f"node {location}" if label is None else f"node with {label}={location}"
-        raise Unwritable(f"no {where} exists")
+        raise Unwritable(f"no {where} exists (the extender refuses every node for it): fix the data source")
     if distance == NODE:
         return NodeRequirement(fields=({"key": "metadata.name", "operator": "In", "values": [location]},))
     wanted = topology.levels[:topology.names.index(distance) + 1]
@@ -73,7 +73,7 @@ def data_requirement(needs: NetworkNeeds, nodes: Iterable[NodeLabels],
     for level in wanted:
         lacking = sorted(name for name, labels in holders if not labels.get(level.label))
         if lacking:
-            raise Unwritable(f"node {lacking[0]} holds the data but has no {level.label} label")
+            raise Unwritable(f"node {lacking[0]} holds the data but has no {level.label} label: label it")
         values = sorted({labels[level.label] for _, labels in holders})
         expressions.append({"key": level.label, "operator": "In", "values": values})
     return NodeRequirement(tuple(expressions))

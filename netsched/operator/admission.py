@@ -103,9 +103,8 @@ def keep_near_data(pod: Mapping[str, Any], scheduler: str, holders: Holders, top
         affinity = near_data(pod, scheduler, holders, topology)
     except Unwritable as exc:
         annotations = meta.get("annotations") or {}
-        return None, (f"netsched: pod {who}: {DATA_SOURCE}={annotations.get(DATA_SOURCE)}: {exc}, so "
-                      f"kube-scheduler is not told its {MAX_DATA_DISTANCE}; the extender still keeps it "
-                      "and refuses every node while the data source names none: fix the annotation")
+        return None, (f"netsched: pod {who}: {DATA_SOURCE}={annotations.get(DATA_SOURCE)}: {exc}; until "
+                      f"then kube-scheduler is not told its {MAX_DATA_DISTANCE}, only the extender keeps it")
     except Exception as exc:  # the API out of reach, a bug: the pod goes on as without this webhook
         metrics.webhook_requests.labels("error").inc()
         log.exception("hard limits of pod %s failed", who)

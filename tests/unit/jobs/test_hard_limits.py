@@ -60,7 +60,8 @@ def test_a_three_level_topology_names_all_three():
                  id="a-domain-no-node-has"),
     pytest.param(("node", "gone"), NODES, "no node gone exists", id="a-node-that-is-not-there"),
     pytest.param(("rack", "loose"), [("x", {RACK: "loose"})],
-                 f"node x holds the data but has no {ZONE} label", id="a-holder-without-the-wider-label"),
+                 f"node x holds the data but has no {ZONE} label: label it",
+                 id="a-holder-without-the-wider-label"),
 ])
 def test_what_cannot_be_said_exactly_is_unwritable_with_the_reason(data, nodes, why):
     with pytest.raises(Unwritable, match=why):

@@ -55,8 +55,8 @@ def test_a_data_source_no_node_has_is_a_warning_and_the_pod_goes_on():
     affinity, warning = keep_near_data(pod, SCHEDULER_NAME, holders, DEFAULT, metrics)
     assert affinity is None
     assert warning == (f"netsched: pod ml/bare: {DATA_SOURCE}=zone:zone-q: no node with {ZONE}=zone-q "
-                       f"exists, so kube-scheduler is not told its {MAX_DATA_DISTANCE}; the extender still "
-                       "keeps it and refuses every node while the data source names none: fix the annotation")
+                       "exists (the extender refuses every node for it): fix the data source; until then "
+                       f"kube-scheduler is not told its {MAX_DATA_DISTANCE}, only the extender keeps it")
     assert metrics.registry.get_sample_value("netsched_webhook_requests_total", {"outcome": "limited"}) == 0
 
 
