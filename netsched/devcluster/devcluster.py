@@ -37,7 +37,12 @@ from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 from netsched.devcluster.wait import poll
-from netsched.operator.admission import HANDLER_ID, webhook_configuration
+from netsched.operator.admission import (
+    HANDLER_ID,
+    LIMITS_HANDLER_ID,
+    hard_limits_configuration,
+    webhook_configuration,
+)
 
 EXTENDER = "netsched-extender"
 OPERATOR = "netsched-operator"
@@ -47,7 +52,8 @@ NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_n
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-WEBHOOK_CONFIGURATION = "netsched-gang-gate"  # the operator's admission webhook, as the chart names it
+WEBHOOK_CONFIGURATION = "netsched-gang-gate"  # the operator's admission webhooks, as the chart names them
+LIMITS_CONFIGURATION = "netsched-hard-limits"
 
 
 def default_dir() -> Path:
@@ -335,14 +341,20 @@ class DevCluster:
 
     def _register_webhook(self, port: int, pki: pkilib.Pki) -> None:
         """The operator's admission webhook at https://127.0.0.1:<port>, with a certificate of its own
-        for that address; it gates gang pods in namespaces labelled netsched.io/gang-scheduling=enabled."""
+        for that address; it gates gang pods in namespaces labelled netsched.io/gang-scheduling=enabled
+        and writes the data limit of pods that ask for one as node affinity, in every namespace."""
         ca, cert, key = pkilib.serving_certificate("127.0.0.1", ["localhost"], ip_addresses=("127.0.0.1",))
         webhook_cert(pki).write_bytes(cert)
         webhook_key(pki).write_bytes(key)
         webhook_key(pki).chmod(0o600)
-        url = {"url": f"https://127.0.0.1:{port}/{HANDLER_ID}", "caBundle": base64.b64encode(ca).decode()}
-        client.AdmissionregistrationV1Api(self.api_client()).create_mutating_webhook_configuration(
-            webhook_configuration(WEBHOOK_CONFIGURATION, url, SCHEDULER_NAME))
+        bundle = base64.b64encode(ca).decode()
+        admission = client.AdmissionregistrationV1Api(self.api_client())
+        def at(path: str) -> dict[str, str]:
+            return {"url": f"https://127.0.0.1:{port}/{path}", "caBundle": bundle}
+        admission.create_mutating_webhook_configuration(
+            webhook_configuration(WEBHOOK_CONFIGURATION, at(HANDLER_ID), SCHEDULER_NAME))
+        admission.create_mutating_webhook_configuration(
+            hard_limits_configuration(LIMITS_CONFIGURATION, at(LIMITS_HANDLER_ID), SCHEDULER_NAME))
 
     def _create_nodes(self) -> None:
         api = self.api_client()

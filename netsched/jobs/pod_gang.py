@@ -14,14 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from netsched.api.labels import (
-    DATA_SOURCE,
-    EXPECTED_SECONDS,
-    GPU_RESOURCE,
-    MAX_DATA_DISTANCE,
-    MAX_PEER_DISTANCE,
-    WORKLOAD_KIND,
-)
+from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE, WORKLOAD_KIND
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.pod_gangs import GangRef
 from netsched.jobs.workload import NetworkNeeds
@@ -66,9 +59,7 @@ class PodGang:
     @property
     def needs(self) -> NetworkNeeds:
         """As the annotations say; netsched.jobs.validation.problems says what is wrong with them."""
-        kind, _, location = (self.annotations.get(DATA_SOURCE) or "").partition(":")
-        return NetworkNeeds(self.annotations.get(MAX_PEER_DISTANCE), self.annotations.get(MAX_DATA_DISTANCE),
-                            (kind, location) if location else None)
+        return NetworkNeeds.of_annotations(self.annotations)
 
     @property
     def workload_kind(self) -> str:

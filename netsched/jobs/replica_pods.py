@@ -33,6 +33,7 @@ from netsched.api.labels import (
     WORKLOAD_KIND,
 )
 from netsched.api.resources import Resources, pod_requests
+from netsched.jobs.hard_limits import NodeRequirement, with_requirement
 
 if TYPE_CHECKING:  # GPUJob works out its replicas' request here
     from netsched.jobs.gpujob import GPUJob
@@ -84,7 +85,11 @@ def pod_annotations(job: GPUJob) -> dict[str, str]:
 
 
 def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
-                scheduler: str = SCHEDULER_NAME) -> dict[str, Any]:
+                scheduler: str = SCHEDULER_NAME, near_data: NodeRequirement | None = None,
+                pin: tuple[str, str] | None = None) -> dict[str, Any]:
+    """`near_data`: the job's data limit as kube-scheduler keeps it (netsched.jobs.hard_limits), put
+    in the pod's required node affinity; `pin`: (label, value) put in its nodeSelector, the domain its
+    running peers are in, unless the template's selector names that label."""
     template = copy.deepcopy(job.template)
     meta = template.get("metadata") or {}
     spec = template["spec"]
@@ -95,6 +100,10 @@ def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
     spec.setdefault("restartPolicy", "Never")
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
+    if pin is not None:
+        spec["nodeSelector"] = {pin[0]: pin[1], **(spec.get("nodeSelector") or {})}
+    if near_data is not None:
+        spec["affinity"] = with_requirement(spec, near_data) or spec.get("affinity")
     if gated:
         spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": GANG_GATE}]
     _give_gpus(spec["containers"][0], job.gpus_per_replica)

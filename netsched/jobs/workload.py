@@ -7,9 +7,11 @@ one more class with these properties: the rules then count, place and forecast i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 
 
@@ -20,6 +22,14 @@ class NetworkNeeds:
     max_peer_distance: str | None = None
     max_data_distance: str | None = None  # node, rack or zone: every member within this of the data
     data: tuple[str, str] | None = None  # (kind, location) of the data source that steers placement
+
+    @classmethod
+    def of_annotations(cls, annotations: Mapping[str, str]) -> NetworkNeeds:
+        """As a pod's `netsched.io/*` annotations say them (netsched.jobs.validation says what is wrong
+        with them)."""
+        kind, _, location = (annotations.get(DATA_SOURCE) or "").partition(":")
+        return cls(annotations.get(MAX_PEER_DISTANCE), annotations.get(MAX_DATA_DISTANCE),
+                   (kind, location) if location else None)
 
 
 class Workload(Protocol):

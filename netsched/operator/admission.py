@@ -1,10 +1,17 @@
-"""The operator's mutating admission webhook: netsched's gang gate on each pod of a recognised gang
-(batch Job, JobSet, LeaderWorkerSet, Kubeflow, PodGroup, Kueue pod group: netsched.jobs.pod_gangs) as it
-is created, so that no member is scheduled before the whole gang fits. A scheduling gate can only be
-added when a pod is created (the API server refuses a new gate later), so this is the one place to add it.
+"""The operator's mutating admission webhooks, served by every replica, leader or not.
 
-The operator serves it through kopf (`settings.admission.server`); the MutatingWebhookConfiguration that
-sends pods here is the chart's (or a test's), built from `webhook_configuration`, never kopf's managed one:
+The gang gate: netsched's gang gate on each pod of a recognised gang (batch Job, JobSet, LeaderWorkerSet,
+Kubeflow, PodGroup, Kueue pod group: netsched.jobs.pod_gangs) as it is created, so that no member is
+scheduled before the whole gang fits. A scheduling gate can only be added when a pod is created (the API
+server refuses a new gate later), so this is the one place to add it.
+
+The hard limits: a pod's data limit (netsched.io/max-data-distance of netsched.io/data-source) as
+required node affinity (netsched.jobs.hard_limits), so kube-scheduler keeps it even when it skips the
+extender. Never a refusal: a limit it cannot write is left to the extender, with an admission warning.
+
+The operator serves them through kopf (`settings.admission.server`); the MutatingWebhookConfigurations that
+send pods here are the chart's (or a test's), built from `webhook_configuration` and
+`hard_limits_configuration`, never kopf's managed one:
 kopf's cannot select namespaces or match conditions, and the operator then needs no RBAC on webhook
 configurations.
 """
@@ -12,20 +19,25 @@ configurations.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import kopf
+from kubernetes import client
 
 from netsched.api.gpujob import GROUP, KIND
-from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE
+from netsched.api.labels import DATA_SOURCE, GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, MAX_DATA_DISTANCE
+from netsched.api.topology import NODE, Topology
+from netsched.jobs.hard_limits import NodeLabels, Unwritable, data_requirement, with_requirement
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.workload import NetworkNeeds
 from netsched.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 HANDLER_ID = "gang-gate"  # kopf serves the handler at this URL path: /gang-gate
+LIMITS_HANDLER_ID = "hard-limits"  # and this one at /hard-limits
 TIMEOUT_SECONDS = 5  # a pod create waits at most this long for the webhook
 
 
@@ -59,8 +71,75 @@ def admit(pod: Mapping[str, Any], scheduler: str, metrics: OperatorMetrics) -> l
     return gates
 
 
-def register_admission(registry: kopf.OperatorRegistry, metrics: OperatorMetrics, scheduler: str) -> None:
-    """The webhook's kopf handler, served at /gang-gate."""
+Holders = Callable[[str, str], list[NodeLabels]]  # (kind, location) -> the nodes holding that data
+
+
+def near_data(pod: Mapping[str, Any], scheduler: str, holders: Holders,
+              topology: Topology) -> dict[str, Any] | None:
+    """The pod's `affinity` with its data limit added, or None to leave the pod as it is: it names
+    another scheduler, a GPUJob owns it (the operator writes its pods' limit), it has no data limit a
+    topology level can say, or holds it already. Unwritable (no node holds the data, ...) passes up."""
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    if spec.get("schedulerName") != scheduler or any(
+            o.get("kind") == KIND and str(o.get("apiVersion", "")).startswith(f"{GROUP}/")
+            for o in meta.get("ownerReferences") or ()):
+        return None
+    needs = NetworkNeeds.of_annotations(meta.get("annotations") or {})
+    kind, location = needs.data or ("", "")
+
+    def nodes() -> Iterator[NodeLabels]:  # read only when the limit is one a level can say
+        yield from holders(kind, location)
+    requirement = data_requirement(needs, nodes(), topology)
+    return with_requirement(spec, requirement) if requirement else None
+
+
+def keep_near_data(pod: Mapping[str, Any], scheduler: str, holders: Holders, topology: Topology,
+                   metrics: OperatorMetrics) -> tuple[dict[str, Any] | None, str | None]:
+    """`near_data` and the warning for the pod's creator when the limit cannot be written (counted
+    `limited` when it is); never a refusal: the extender still keeps the limit."""
+    meta = pod.get("metadata") or {}
+    who = f"{meta.get('namespace')}/{meta.get('name') or (meta.get('generateName') or '') + '*'}"
+    try:
+        affinity = near_data(pod, scheduler, holders, topology)
+    except Unwritable as exc:
+        annotations = meta.get("annotations") or {}
+        return None, (f"netsched: pod {who}: {DATA_SOURCE}={annotations.get(DATA_SOURCE)}: {exc}; until "
+                      f"then kube-scheduler is not told its {MAX_DATA_DISTANCE}, only the extender keeps it")
+    except Exception as exc:  # the API out of reach, a bug: the pod goes on as without this webhook
+        metrics.webhook_requests.labels("error").inc()
+        log.exception("hard limits of pod %s failed", who)
+        return None, (f"netsched: pod {who}: its data limit could not be written as node affinity "
+                      f"({type(exc).__name__}); the extender still keeps it")
+    if affinity is not None:
+        metrics.webhook_requests.labels("limited").inc()
+    return affinity, None
+
+
+def api_holders(core: client.CoreV1Api, topology: Topology) -> Holders:
+    """The nodes holding data at (kind, location), from the API server's cache."""
+    def holders(kind: str, location: str) -> list[NodeLabels]:
+        selector = (f"metadata.name={location}" if kind == NODE else None,
+                    None if kind == NODE else f"{topology.label_of(kind)}={location}")
+        nodes = core.list_node(field_selector=selector[0], label_selector=selector[1], resource_version="0",
+                               _request_timeout=TIMEOUT_SECONDS - 1)
+        return [(n.metadata.name, n.metadata.labels or {}) for n in nodes.items]
+    return holders
+
+
+def register_admission(registry: kopf.OperatorRegistry, metrics: OperatorMetrics, scheduler: str,
+                       core: client.CoreV1Api, topology: Topology) -> None:
+    """The webhooks' kopf handlers, served at /gang-gate and /hard-limits."""
+    holders = api_holders(core, topology)
+
+    @kopf.on.mutate("v1", "pods", id=LIMITS_HANDLER_ID, operations=["CREATE"], side_effects=False,
+                    registry=registry)
+    def hard_limits(body: kopf.Body, patch: kopf.Patch, warnings: list[str], **_: Any) -> None:
+        affinity, warning = keep_near_data(body, scheduler, holders, topology, metrics)
+        if affinity is not None:
+            patch.spec["affinity"] = affinity
+        if warning is not None:
+            warnings.append(warning)
+            log.warning("%s", warning)
 
     @kopf.on.mutate("v1", "pods", id=HANDLER_ID, operations=["CREATE"], side_effects=False,
                     registry=registry)
@@ -103,6 +182,23 @@ def webhook_configuration(name: str, client_config: Mapping[str, Any], scheduler
             "admissionReviewVersions": ["v1"],
         }],
     }
+
+
+def hard_limits_configuration(name: str, client_config: Mapping[str, Any], scheduler: str,
+                              exclude_namespaces: tuple[str, ...] = ("kube-system",)) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration sending the creation of each pod that asks for a data limit
+    to /hard-limits (the chart renders the same one): pods of `scheduler` in every namespace but
+    `exclude_namespaces`, no GPUJob's. `Ignore` when it cannot answer: the extender still keeps the
+    limit, so no pod waits on the operator."""
+    config = webhook_configuration(name, client_config, scheduler, exclude_namespaces, opt_in=False,
+                                   failure_policy="Ignore")
+    [hook] = config["webhooks"]
+    hook["name"] = f"{LIMITS_HANDLER_ID}.netsched.io"
+    hook["matchConditions"] = [*match_conditions(scheduler), {
+        "name": "asks-for-a-data-limit", "expression":
+            f"has(object.metadata.annotations) && '{MAX_DATA_DISTANCE}' in object.metadata.annotations "
+            f"&& '{DATA_SOURCE}' in object.metadata.annotations"}]
+    return config
 
 
 def match_conditions(scheduler: str) -> list[dict[str, str]]:

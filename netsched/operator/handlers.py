@@ -45,6 +45,7 @@ from netsched.api.resources import Resources
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
 from netsched.jobs.gpujob import GPUJob
+from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement
 from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
 from netsched.operator.cluster_index import ClusterIndex, Indices, JobKey
@@ -176,7 +177,7 @@ class Operator:
     def _apply(self, job: GPUJob, old_status: dict[str, Any], actions: Actions,
                labels: dict[str, dict[str, str]], pods: list[PodView]) -> None:
         if actions.create:
-            self._create(job, actions)
+            self._create(job, actions, labels)
         others = {p.name: p.other_gates for p in pods}
         # the pin goes in the same patch as the gate: only a gated pod's nodeSelector may change
         pin = pin_patch(job.template["spec"].get("nodeSelector"), *actions.pin) if actions.pin else []
@@ -197,16 +198,18 @@ class Operator:
             self._call("event", self.core.create_namespaced_event, job.namespace,
                        event(job.involved(), reason, message, COMPONENT, type_))
 
-    def _create(self, job: GPUJob, actions: Actions) -> None:
+    def _create(self, job: GPUJob, actions: Actions, labels: dict[str, dict[str, str]]) -> None:
         """Create the pods in replica order, stopping at the first failure: the next ones would meet
         the same refusal. Events for the pods made; a condition and a backoff for a refusal."""
         status = actions.status
         known = status.get(CREATED, 0)
         made = []
+        near_data = self._near_data(job, labels)
         for replica, attempt, gated in actions.create:
             try:
-                self.core.create_namespaced_pod(job.namespace,
-                                                replica_pod(job, replica, attempt, gated, self.scheduler))
+                pin = None if gated else actions.pin  # a gated pod is pinned as its gate lifts
+                self.core.create_namespaced_pod(job.namespace, replica_pod(job, replica, attempt, gated,
+                                                                           self.scheduler, near_data, pin))
             except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
                 # 409: created by an earlier tick whose pod the index has not shown yet
                 if not isinstance(exc, client.ApiException) or exc.status != 409:
@@ -219,6 +222,16 @@ class Operator:
                 status[BACKOFF] = None  # every pod made: a merge patch deletes the backoff
         status[CREATED] = max([known, *(i + 1 for i, _, _ in made)])
         actions.events[:0] = [("Normal", reason, text) for reason, text in created_events(job, made, known)]
+
+    def _near_data(self, job: GPUJob, labels: dict[str, dict[str, str]]) -> NodeRequirement | None:
+        """The job's data limit as its pods' required node affinity; one that cannot be written is
+        kept by the extender alone, and said in the log (the spec was validated: it is rare)."""
+        try:
+            return data_requirement(job.needs, labels.items(), self.topology)
+        except Unwritable as exc:
+            log.warning("GPUJob %s/%s: its data limit is kept by the extender only: %s", job.namespace,
+                        job.name, exc)
+            return None
 
     def _create_failed(self, job: GPUJob, actions: Actions, failure: NetschedError) -> None:
         """One Event per new reason; the condition holds the latest message; the next try waits."""

@@ -50,8 +50,9 @@ class OperatorMetrics(PackerMetrics):
         self.webhook_requests = Counter(
             "netsched_webhook_requests_total", "Pod creations the admission webhook answered, by outcome: "
             "gated (the gang gate added), passed (left as it was), error (refused: the pod's controller "
-            "creates it again)", ["outcome"], registry=self.registry)
-        for outcome in ("gated", "passed", "error"):
+            "creates it again; or its data limit not written), limited (its data limit written as node "
+            "affinity)", ["outcome"], registry=self.registry)
+        for outcome in ("gated", "passed", "error", "limited"):
             self.webhook_requests.labels(outcome)  # 0 from the start: rate() and alerts see the first one
         self.leader = Gauge(
             "netsched_operator_leader", "1 on the replica that leads (runs GPUJobs, pod gangs, the forecast "

@@ -33,6 +33,7 @@ from netsched.api.resources import Resources
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, gang_fit
 from netsched.jobs.gang_size import read_size
+from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement, requirement_patch
 from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef, gang_of, involved
@@ -90,12 +91,13 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     fit = gang_fit(nodes, used, pending, workload, topology)
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
+    near_data = _near_data(workload, nodes, topology)
     release = {}
     for m in gated[:to_release]:
         assert m.pod is not None
         spec = m.pod.get("spec") or {}
         pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain else []
-        release[m.name] = [*pin, _ungate(m)]
+        release[m.name] = [*pin, *requirement_patch(spec, near_data), _ungate(m)]
     where = f" in {fit.domain[0]}={fit.domain[1]}" if fit.domain else ""
     return Decision("Normal", c.GANG_RELEASED, f"{what}: released {len(release)} pods{where}: {fit.message}",
                     release)
@@ -114,6 +116,17 @@ def _kueue_places(what: str, mark: str, gated: list[GangMember]) -> Decision:
                     "Ask Kueue for the domain instead (kueue.x-k8s.io/podset-required-topology on the pod "
                     "template) and remove the netsched annotation, or queue the workload in a ClusterQueue "
                     "whose ResourceFlavor has no spec.topologyName to have netsched place it", release)
+
+
+def _near_data(gang: PodGang, nodes: list[NodeRoom], topology: Topology) -> NodeRequirement | None:
+    """The gang's data limit as required node affinity, added as its gates lift (the webhook may have
+    added it at creation); one that cannot be written is kept by the extender alone."""
+    try:
+        return data_requirement(gang.needs, ((n.name, n.labels) for n in nodes), topology)
+    except Unwritable as exc:
+        log.info("%s %s/%s: its data limit is kept by the extender only: %s", gang.ref.kind,
+                 gang.ref.namespace, gang.ref.name, exc)
+        return None
 
 
 def _ungate(member: GangMember) -> dict[str, Any]:

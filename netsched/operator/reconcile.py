@@ -61,7 +61,8 @@ class PodView:
 class Actions:
     create: list[tuple[int, int, bool]] = field(default_factory=list)  # (replica, attempt, gated)
     ungate: list[str] = field(default_factory=list)
-    pin: tuple[str, str] | None = None  # (node label, value) added to the ungated pods' nodeSelector
+    # (node label, value) added to the nodeSelector of the pods it ungates and creates ungated
+    pin: tuple[str, str] | None = None
     delete: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)  # the whole new status
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -118,11 +119,26 @@ def reconcile(job: GPUJob, status: dict[str, Any], pods: list[PodView],
                         "gang scheduling is off: pods are scheduled one by one", job.generation)
     else:  # admitted earlier: lift any gate left behind (a failed patch, a restart between patches)
         out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
+        # those and replacements join the running pods' domain, kept there by kube-scheduler itself
+        out.pin = _peers_domain(job, latest, node_labels, topology)
         if not c.is_true(conds, c.ADMITTED):  # a PackingPlan, or a restart between our patches, lifted it
             _admitted_elsewhere(out, job, conds, latest)
     _phase(out, job, new, latest, admitted, now)
     out.status = _summary(new, job, latest, node_labels, topology)
     return out
+
+
+def _peers_domain(job: GPUJob, latest: dict[int, PodView], node_labels: dict[str, dict[str, str]],
+                  topology: Topology) -> tuple[str, str] | None:
+    """(label, value) of the one domain of the job's maxPeerDistance level its live bound pods are in;
+    None without such a level or a single such domain."""
+    level = job.needs.max_peer_distance
+    if level not in topology.names:  # none, node (one node only the extender picks) or unknown
+        return None
+    label = topology.label_of(level)
+    found = {value for p in latest.values() if p.node and p.phase not in DONE
+             and (value := node_labels.get(p.node, {}).get(label)) is not None}
+    return (label, found.pop()) if len(found) == 1 else None
 
 
 def _latest(pods: list[PodView]) -> dict[int, PodView]:

@@ -69,7 +69,8 @@ def run_operator(settings: OperatorConfig) -> None:
     operator.packer_note = lambda job: packing.blocked.get(job)  # read at each use: a pass replaces it
     register_packer(registry, packing, settings.interval)
     if webhook is not None:
-        register_admission(registry, operator.metrics, settings.scheduler_name)
+        register_admission(registry, operator.metrics, settings.scheduler_name, operator.core,
+                           settings.topology)
 
         @kopf.on.startup(registry=registry)
         def serve_admission(**kwargs: Any) -> None:  # every replica serves it, leader or not

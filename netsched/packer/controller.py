@@ -35,7 +35,14 @@ from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
-from netsched.api.labels import EVICTED_BY, MAX_PEER_DISTANCE, RELEASED_BY, ROOM_FREED_BY, SCHEDULER_NAME
+from netsched.api.labels import (
+    EVICTED_BY,
+    JOB_LABEL,
+    MAX_PEER_DISTANCE,
+    RELEASED_BY,
+    ROOM_FREED_BY,
+    SCHEDULER_NAME,
+)
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
 from netsched.api.topology import DEFAULT, Topology
@@ -364,11 +371,13 @@ class Packer:
                 raise
 
     def _domain_pin(self, pod: KubeObject, node: str) -> list[dict[str, Any]]:
-        """A pod gang's pod is pinned to its planned node's domain of its level in the patch that releases it,
-        as the pod-gang controller pins the gangs it releases: kube-scheduler then keeps the gang there
-        even if the plan ends before all are bound (a GPUJob's gang the extender keeps together)."""
-        label = level_label((pod["metadata"].get("annotations") or {}).get(MAX_PEER_DISTANCE), self.topology)
-        if label is None or pod_gang(pod, self.scheduler) is None:
+        """A gang's pod (a GPUJob's or a pod gang's) is pinned to its planned node's domain of its level
+        in the patch that releases it, as the operator pins the gangs it releases: kube-scheduler then
+        keeps the gang there even if the plan ends before all are bound, or the extender is away."""
+        meta = pod["metadata"]
+        label = level_label((meta.get("annotations") or {}).get(MAX_PEER_DISTANCE), self.topology)
+        gang = pod_gang(pod, self.scheduler) or (meta.get("labels") or {}).get(JOB_LABEL)
+        if label is None or gang is None:
             return []
         value = (self.core.read_node(node).metadata.labels or {}).get(label)
         return pin_patch(pod["spec"].get("nodeSelector"), label, value) if value else []

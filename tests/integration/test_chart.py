@@ -28,7 +28,7 @@ from netsched.devcluster.scheduler_config import ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
-from netsched.operator.admission import webhook_configuration
+from netsched.operator.admission import hard_limits_configuration, webhook_configuration
 from netsched.operator.metrics import OperatorMetrics
 from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.telemetry.agent import AgentMetrics
@@ -437,6 +437,22 @@ def test_the_webhook_values_reach_its_configuration_and_disabled_it_leaves_nothi
     assert not [d for d in off if d["kind"] == "MutatingWebhookConfiguration"]
     assert not [a for a in container(off, "Deployment", "netsched-operator")["args"] if "webhook" in a]
     assert [p["name"] for p in find(off, "Service", "netsched-operator")["spec"]["ports"]] == ["metrics"]
+
+
+def test_the_hard_limits_webhook_is_the_operators_for_pods_asking_for_a_data_limit(bin_dir):
+    docs = render(bin_dir, {"operator": {"webhook": {"excludeNamespaces": ["batch-infra"],
+                                                     "objectSelector": {"matchLabels": {"team": "ml"}}}}},
+                  namespace="gpu-sched")
+    [hook] = find(docs, "MutatingWebhookConfiguration", "netsched-hard-limits")["webhooks"]
+    excluded = ("kube-system", "gpu-sched", "batch-infra")
+    [same] = hard_limits_configuration("x", {}, "netsched", exclude_namespaces=excluded)["webhooks"]
+    assert {k: v for k, v in hook.items() if k not in ("clientConfig", "objectSelector")} == {
+        k: v for k, v in same.items() if k != "clientConfig"}
+    assert hook["objectSelector"] == {"matchLabels": {"team": "ml"}}
+    assert hook["clientConfig"]["service"] == {"name": "netsched-operator", "namespace": "gpu-sched",
+                                               "path": "/hard-limits", "port": 443}
+    [gate] = find(docs, "MutatingWebhookConfiguration", "netsched-gang-gate")["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == gate["clientConfig"]["caBundle"]
 
 
 def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):

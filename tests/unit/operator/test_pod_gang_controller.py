@@ -37,6 +37,17 @@ def test_all_members_released_together_pinned_to_the_roomiest_rack():
                                     {"op": "remove", "path": "/spec/schedulingGates"}]
 
 
+def test_a_gangs_data_limit_is_written_as_node_affinity_in_the_patch_that_releases_it():
+    limit = {"netsched.io/data-source": "rack:rack-1", "netsched.io/max-data-distance": "rack"}
+    d = decide(REF, 2, gang([member(i, annotations=limit) for i in range(2)]), NODES, {}, [])
+    [affinity, ungate] = d.release["train-0"]
+    assert (affinity["path"], ungate["path"]) == ("/spec/affinity", "/spec/schedulingGates")
+    assert affinity["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]},
+            {"key": "netsched.io/rack", "operator": "In", "values": ["rack-1"]}]}]}
+
+
 @pytest.mark.parametrize("pods, size, used, reason", [
     pytest.param([member(i) for i in range(3)], 4, {}, "WaitingForPods", id="a-member-missing"),
     pytest.param([member(i, gpus=8) for i in range(4)], 4, {"n0": {"nvidia.com/gpu": 1}},
