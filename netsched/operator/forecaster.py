@@ -104,7 +104,8 @@ class Forecaster:
                 self._gauge({}, datetime.now(UTC))  # the leader exports the forecast
                 continue
             try:
-                self.run_once()
+                with self.metrics.forecast_seconds.time():
+                    self.run_once()
             except client.ApiException as exc:
                 self.metrics.api_errors.labels("forecast").inc()
                 log.warning("forecast: %s; trying again in %g s", api_message(exc), self.interval)

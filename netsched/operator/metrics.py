@@ -43,6 +43,10 @@ class OperatorMetrics(PackerMetrics):
         self.reconcile_errors = Counter(
             "netsched_operator_reconcile_errors_total", "GPUJob ticks that raised (logged, said on the job)",
             registry=self.registry)
+        self.forecast_seconds = Histogram(
+            "netsched_operator_forecast_pass_seconds", "Time one forecast pass takes (the leader's), "
+            "failed passes included: it grows with the jobs and nodes of the cluster",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")), registry=self.registry)
         self.predicted_remaining = Gauge(
             "netsched_gpujob_predicted_remaining_seconds", "Seconds until each unfinished GPUJob is "
             "predicted to complete (waiting jobs: from their predicted start)", ["namespace", "gpujob"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from netsched.api.labels import (
     PREDICTED_START,
     PREDICTED_START_RANGE,
 )
+from netsched.devcluster.wait import poll
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
@@ -235,3 +237,24 @@ def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_an
         kube.add(kube.get("pods", "ml", f"g-{i}") | {"status": {"phase": "Succeeded"}})
     forecaster.run_once(NOW + timedelta(seconds=400))
     assert PREDICTED_FINISH not in kube.get("pods", "ml", "g-0")["metadata"]["annotations"]
+
+
+def test_only_a_leading_forecaster_runs_its_passes_and_each_is_timed(tmp_path):
+    metrics = OperatorMetrics()
+    leading = {"now": False}
+    kube = FakeKube([*CLUSTER, make_gpujob("waits")])
+    forecaster = Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), metrics, interval=0.01,
+                            leads=lambda: leading["now"])
+
+    def passes() -> float:
+        return metrics.registry.get_sample_value("netsched_operator_forecast_pass_seconds_count") or 0.0
+
+    forecaster.start()
+    try:
+        time.sleep(0.2)  # many intervals: a replica that stands by passes on each
+        assert passes() == 0 and not kube.made("list", "gpujobs")
+        leading["now"] = True
+        poll(lambda: passes() >= 2, 30, "two timed passes once it leads", interval=0.01)
+        assert kube.made("list", "gpujobs")
+    finally:
+        forecaster.stop()
