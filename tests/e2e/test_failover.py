@@ -43,20 +43,20 @@ ONE_NODE_SHARE = 0.95
 
 
 @dataclass
-class Wave:
-    """The workloads of one wave: GPUJob name -> (replicas, its hard limit as (node label, or None)),
-    batch Jobs, bare pods and the bare pods with a data limit."""
+class Burst:
+    """What the burst created: GPUJob -> (replicas, the node label its peers share, if any), batch
+    Jobs, bare pods, and the GPUJobs and pods whose data is in DATA_ZONE."""
     gpujobs: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     batch_jobs: list[str] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
-    data_bound: list[str] = field(default_factory=list)  # GPUJobs and pods whose data is in DATA_ZONE
+    data_bound: list[str] = field(default_factory=list)
 
 
 GANG_GPUS = {"pair": 8, "wide": 16, "data": 4, "batch": 8}  # by the name's prefix
 
 
 def submit_wave(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: client.BatchV1Api, ns: str,
-                w: int, plan: Wave) -> None:
+                w: int, plan: Burst) -> None:
     """A 2x4 gang within a rack, a 2x8 gang within a zone, a 2x2 gang next to its data, a 2x4 batch Job
     gang, two 1-GPU pods and a 1-GPU pod next to its data: 39 GPUs."""
     jobs = {
@@ -197,7 +197,7 @@ def restarted(core: client.CoreV1Api, pod: client.V1Pod) -> bool:
 
 
 def wait_done(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: client.BatchV1Api, ns: str,
-              plan: Wave) -> None:
+              plan: Burst) -> None:
     def unfinished() -> list[str]:
         left = [j for j in plan.gpujobs if (custom.get_namespaced_custom_object(
             GROUP, VERSION, ns, PLURAL, j).get("status") or {}).get("phase") != "Succeeded"]
@@ -217,7 +217,7 @@ def wait_done(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: cl
         raise AssertionError(f"{exc}; unfinished: {last[0]}") from exc
 
 
-def check_ran_once(core: client.CoreV1Api, ns: str, plan: Wave) -> None:
+def check_ran_once(core: client.CoreV1Api, ns: str, plan: Burst) -> None:
     """Each GPUJob replica had one pod (its first attempt), each batch Job one pod per index, each bare
     pod ran: nothing lost, nothing run twice."""
     pods = core.list_namespaced_pod(ns).items
@@ -232,7 +232,7 @@ def check_ran_once(core: client.CoreV1Api, ns: str, plan: Wave) -> None:
         assert len(by_gang.get(job, [])) == 2, f"batch Job {job}: pods {by_gang.get(job)}, want 2"
 
 
-def check_limits(core: client.CoreV1Api, ns: str, plan: Wave) -> None:
+def check_limits(core: client.CoreV1Api, ns: str, plan: Burst) -> None:
     """Peers within their rack or zone; GPUJob and bare pods with data in DATA_ZONE within it."""
     of_node = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
     pods = core.list_namespaced_pod(ns).items
@@ -266,7 +266,7 @@ def failover_chart(cluster, image) -> Iterator[client.ApiClient]:
     core = client.CoreV1Api(api)
     t = time.monotonic()
     chart.helm(cluster, "install", chart.RELEASE, ROOT / "charts/netsched", "-n", chart.NAMESPACE,
-               "--create-namespace", "-f", VALUES, *(f"--set={c}.replicas=2" for c in DOUBLED),
+               "--create-namespace", "-f", VALUES, *(f"--set={c}.replicas={REPLICAS[c]}" for c in DOUBLED),
                "--wait", "--timeout", "6m")
     poll(lambda: chart.all_pods_ready(core, REPLICAS), 180, f"the netsched pods ({REPLICAS}) Ready")
     chart.timed("helm install --wait with 2 extender, 2 operator and 2 kube-scheduler replicas", t)
@@ -295,7 +295,7 @@ def test_a_burst_survives_killing_the_serving_extender_the_operator_leader_and_t
         cluster, failover_chart):
     api = failover_chart
     core, custom, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
-    plan = Wave()
+    plan = Burst()
     started = time.monotonic()
     with scratch_namespace(core, "e2e-failover") as ns:
         opt_in = {labels.GANG_OPT_IN_LABEL: labels.GANG_OPT_IN_VALUE}
@@ -319,7 +319,7 @@ def test_a_burst_survives_killing_the_serving_extender_the_operator_leader_and_t
     chart.timed("failover burst in all (after install)", started)
 
 
-def burst_with_kills(cluster, api: client.ApiClient, ns: str, plan: Wave, watcher: Watcher) -> None:
+def burst_with_kills(cluster, api: client.ApiClient, ns: str, plan: Burst, watcher: Watcher) -> None:
     """Waves 0 and 1, then each kill followed at once by the next wave, so that pods wait while the
     component is down."""
     core, custom, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
