@@ -36,7 +36,7 @@ VALUES = ROOT / "tests/e2e/values.yaml"
 DOUBLED = ("operator", "extender", "scheduler")
 REPLICAS = dict.fromkeys(DOUBLED, 2) | {"agent": 1}
 DURATION = "20s"  # each workload's run time on its KWOK node
-WAVES = 5  # of ~39 GPUs each, on 64: the queue never empties while a component is down
+WAVES = 5  # of 47 GPUs each, on 64: the queue never empties while a component is down
 JOB_NAME = "batch.kubernetes.io/job-name"
 DATA_ZONE = "zone-a"
 ONE_NODE_SHARE = 0.95
@@ -69,13 +69,13 @@ class Burst:
                 time.sleep(0.5)
 
 
-GANG_GPUS = {"pair": 8, "wide": 16, "data": 4, "batch": 8}  # by the name's prefix
+GANG_GPUS = {"pair": 8, "wide": 16, "data": 4, "duo": 4, "batch": 8}  # by the name's prefix
 
 
 def submit_wave(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: client.BatchV1Api, ns: str,
                 w: int, plan: Burst) -> None:
-    """A 2x4 gang within a rack, a 2x8 gang within a zone, a 2x2 gang next to its data, a 2x4 batch Job
-    gang, two 1-GPU pods and a 1-GPU pod next to its data: 39 GPUs."""
+    """A 2x4 gang within a rack, a 2x8 gang within a zone, a 2x2 gang next to its data, two 2x2 gangs,
+    a 2x4 batch Job gang, two 1-GPU pods and a 1-GPU pod next to its data: 47 GPUs."""
     jobs = {
         f"pair-{w}": make_gpujob(f"pair-{w}", replicas=2, gpus=4, manifest=True, duration=DURATION,
                                  gang={"minAvailable": 2}, network={"maxPeerDistance": "rack"}),
@@ -84,11 +84,13 @@ def submit_wave(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: 
         f"data-{w}": make_gpujob(f"data-{w}", replicas=2, gpus=2, manifest=True, duration=DURATION,
                                  gang={"minAvailable": 2}, network={"maxDataDistance": "zone"},
                                  dataSources=[{"name": "input", "kind": "zone", "location": DATA_ZONE}]),
+        **{f"duo-{w}-{i}": make_gpujob(f"duo-{w}-{i}", replicas=2, gpus=2, manifest=True, duration=DURATION,
+                                       gang={"minAvailable": 2}) for i in range(2)},
     }
     for body in jobs.values():
         plan.create(custom.create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, body)
-    plan.gpujobs |= {f"pair-{w}": (2, labels.RACK_LABEL), f"wide-{w}": (2, labels.ZONE_LABEL),
-                     f"data-{w}": (2, None)}
+    plan.gpujobs |= {name: (2, {"pair": labels.RACK_LABEL, "wide": labels.ZONE_LABEL}.get(name.split("-")[0]))
+                     for name in jobs}
     plan.data_bound.append(f"data-{w}")
     job = indexed_job(f"batch-{w}", 2, 4, duration=DURATION)
     job["spec"]["template"]["spec"]["schedulerName"] = chart.SCHEDULER_NAME
