@@ -108,14 +108,15 @@ def submit_wave(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: 
 
 
 def gang_of(pod: client.V1Pod) -> str | None:
+    """The GPUJob or batch Job a pod belongs to."""
     on_pod = pod.metadata.labels or {}
     return on_pod.get(labels.JOB_LABEL) or on_pod.get(JOB_NAME)
 
 
 class Watcher:
     """Looks at the cluster about twice a second while the burst runs: every node's bound GPUs against
-    its capacity, when each pod was first seen bound, and for each gang the most free GPUs any node
-    had at the look before its first pod was bound."""
+    its capacity, when each pod was first seen bound, and for each gang every node's free GPUs at the
+    look before its first pod was bound."""
 
     def __init__(self, core: client.CoreV1Api, ns: str) -> None:
         self.core, self.ns = core, ns
