@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from netsched.devcluster.binaries import ensure_binaries, read_versions
 from netsched.devcluster.devcluster import DevCluster
@@ -35,11 +34,6 @@ def cluster(tmp_path_factory) -> Iterator[DevCluster]:
         assert not host_network_traces(), "the real node wrote to the host's network namespace"
     assert not real_node(cluster).leftovers(), "the real node left host state"
     assert not host_network_traces()
-
-
-@pytest.fixture(scope="session")
-def api(cluster) -> client.ApiClient:
-    return cluster.api_client()
 
 
 def host_network_traces() -> list[str]:
