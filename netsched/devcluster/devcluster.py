@@ -49,6 +49,7 @@ OPERATOR = "netsched-operator"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", EXTENDER, "kube-scheduler", OPERATOR,
               "kwok", kueuelib.KUEUE)
 NODE_COMPONENTS = ("node-net", "containerd", "kubelet", "kube-proxy")  # `real_node`, in start order
+EGRESS_SELECTION = "egress-selection.yaml"  # `real_node`: the apiserver reaches the cluster through node-net
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -312,6 +313,8 @@ class DevCluster:
         )
         stages = d / "kwok-stages.yaml"
         stages.write_text(stages_yaml())
+        if self.real_node:
+            (d / EGRESS_SELECTION).write_text(yaml.safe_dump(self._node(bin_dir).egress_selection()))
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages, self.real_node)
         plan[EXTENDER] += self.extender_args
@@ -408,7 +411,8 @@ def _component_argv(
         # The `kubernetes` Service's endpoint is the node IP, where node-net relays to the apiserver,
         # so pods reach it through kube-proxy. KWOK leaves the real node to its kubelet.
         endpoints = [f"--advertise-address={NODE_IP}", "--endpoint-reconciler-type=lease",
-                     "--kubelet-preferred-address-types=InternalIP,Hostname"]
+                     "--kubelet-preferred-address-types=InternalIP,Hostname",
+                     f"--egress-selector-config-file={d / EGRESS_SELECTION}"]
         kwok_nodes = ["--manage-all-nodes=false",
                       f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake"]
     else:

@@ -8,10 +8,14 @@ process opens its listening sockets inside that namespace and connects out from 
   and, through the `kubernetes` Service's endpoint, every pod reach the apiserver;
 - UDP on <node IP>:53 answers A queries for `<service>.<namespace>.svc.cluster.local` with the
   Service's ClusterIP (NXDOMAIN otherwise): the cluster DNS the kubelet hands to pods, a
-  stand-in for CoreDNS.
+  stand-in for CoreDNS;
+- the other way, a Unix socket on the host takes HTTP CONNECT requests and connects from inside
+  the namespace: the apiserver's egress to the cluster (its `cluster` egress selection), so that it
+  reaches admission webhooks behind Services and the kubelet, as a konnectivity proxy would.
 
 Nothing binds or changes anything in the host's network namespace.
-    python -m netsched.devcluster.nodenet --netns NAME --node-ip IP --apiserver-port P --kubeconfig F
+    python -m netsched.devcluster.nodenet --netns NAME --node-ip IP --apiserver-port P --kubeconfig F \
+        --egress-socket PATH
 """
 
 from __future__ import annotations
@@ -75,6 +79,42 @@ def relay(listener: socket.socket, target: tuple[str, int]) -> None:
             threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
 
 
+def serve_egress(listener: socket.socket, netns: str) -> None:
+    """HTTP CONNECT over the Unix socket: each tunnel connects to its target from inside `netns`."""
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=_tunnel, args=(conn, netns), daemon=True).start()
+
+
+def _tunnel(conn: socket.socket, netns: str) -> None:
+    request = b""
+    while b"\r\n\r\n" not in request and len(request) < 8192:
+        chunk = conn.recv(4096)
+        if not chunk:
+            conn.close()
+            return
+        request += chunk
+    head, _, early = request.partition(b"\r\n\r\n")
+    method, target, *_ = head.split(b"\r\n", 1)[0].decode(errors="replace").split(" ") + ["", ""]
+    host, _, port = target.rpartition(":")
+    try:
+        if method != "CONNECT" or not port.isdigit():
+            raise OSError(f"not a CONNECT request: {method} {target}")
+        with in_netns(netns):  # the socket keeps the namespace it was made in
+            upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
+        upstream.settimeout(None)
+    except OSError:
+        with contextlib.suppress(OSError):
+            conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+        conn.close()
+        return
+    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    if early:
+        upstream.sendall(early)
+    for a, b in ((conn, upstream), (upstream, conn)):
+        threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+
 class Services:
     """`name.namespace` -> ClusterIP, refreshed at most once a second."""
 
@@ -132,12 +172,19 @@ def main() -> None:
     parser.add_argument("--node-ip", required=True)
     parser.add_argument("--apiserver-port", type=int, required=True)
     parser.add_argument("--kubeconfig", required=True, help="for the Service lookups of the DNS")
+    parser.add_argument("--egress-socket", required=True, help="the apiserver's HTTP CONNECT proxy (a path)")
     args = parser.parse_args()
     with in_netns(args.netns):
         api = socket.create_server((args.node_ip, args.apiserver_port), backlog=128)
         dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         dns.bind((args.node_ip, 53))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(args.egress_socket)  # left by a killed earlier run
+    egress = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    egress.bind(args.egress_socket)
+    egress.listen(128)
     threading.Thread(target=serve_dns, args=(dns, Services(args.kubeconfig)), daemon=True).start()
+    threading.Thread(target=serve_egress, args=(egress, args.netns), daemon=True).start()
     print(f"relaying {args.node_ip}:{args.apiserver_port} in netns {args.netns} to 127.0.0.1; "
           f"DNS for *.{DOMAIN} on {args.node_ip}:53", flush=True)
     relay(api, ("127.0.0.1", args.apiserver_port))

@@ -106,6 +106,20 @@ class RealNode:
         return self.directory / "containerd" / "containerd.sock"
 
     @property
+    def egress_socket(self) -> Path:
+        """Where node-net takes the apiserver's HTTP CONNECT requests into the node's network."""
+        return self.directory / "egress.sock"
+
+    def egress_selection(self) -> dict:
+        """The apiserver's EgressSelectorConfiguration: its traffic to the cluster (admission webhooks,
+        aggregated APIs, kubelets) through node-net into the node's network, where Service and pod IPs
+        answer; the apiserver itself stays on the host's 127.0.0.1."""
+        uds = {"udsName": str(self.egress_socket)}
+        return {"apiVersion": "apiserver.k8s.io/v1beta1", "kind": "EgressSelectorConfiguration",
+                "egressSelections": [{"name": "cluster", "connection": {
+                    "proxyProtocol": "HTTPConnect", "transport": {"uds": uds}}}]}
+
+    @property
     def manifest_file(self) -> Path:
         """What `prepare` made on the host, for `remove` to undo, even after a crash."""
         return self.directory / "host-changes.json"
@@ -231,7 +245,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if component == "node-net":
             return [sys.executable, "-m", "netsched.devcluster.nodenet", f"--netns={self.netns}",
                     f"--node-ip={NODE_IP}", f"--apiserver-port={self._apiserver_port(kubeconfigs)}",
-                    f"--kubeconfig={kubeconfigs['admin']}"]
+                    f"--kubeconfig={kubeconfigs['admin']}", f"--egress-socket={self.egress_socket}"]
         if component == "containerd":
             mounts = [f"mount --bind {d / 'sysctl' / k.replace('/', '.')} /proc/sys/{k} && "
                       f"mount -o remount,bind,ro /proc/sys/{k}" for k in KUBELET_SYSCTLS]

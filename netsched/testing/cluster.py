@@ -51,8 +51,10 @@ def scratch_namespace(core: client.CoreV1Api, prefix: str = "t") -> Iterator[str
 
 
 def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
-    """Node -> GPUs no live pod holds (their limits), as kube-scheduler counts them."""
-    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items}
+    """GPU node -> GPUs no live pod holds (their limits), as kube-scheduler counts them; nodes
+    without GPUs (a real node running the chart's pods) are left out."""
+    free = {n.metadata.name: int(n.status.allocatable[GPU_RESOURCE]) for n in core.list_node().items
+            if GPU_RESOURCE in (n.status.allocatable or {})}
     for p in core.list_pod_for_all_namespaces().items:
         if p.spec.node_name in free and p.status.phase not in ("Succeeded", "Failed"):
             free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))

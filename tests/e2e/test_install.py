@@ -15,37 +15,42 @@ from __future__ import annotations
 import base64
 import re
 import shutil
-import subprocess
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 from kubernetes import client
 
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL
-from netsched.devcluster.binaries import ensure_binaries, read_versions
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.nodenet import in_netns
 from netsched.devcluster.pki import serving_certificate
-from netsched.devcluster.realnode import NODE_IP, NODE_LABEL, RealNode
+from netsched.devcluster.realnode import NODE_IP, NODE_LABEL
 from netsched.devcluster.wait import poll
 from netsched.extender.explain import EVENT_REASON
 from netsched.testing.builders import make_gpujob
-from netsched.testing.cluster import running, scratch_namespace
+from netsched.testing.chart import (
+    COMPONENT,
+    NAMESPACE,
+    RELEASE,
+    SCHEDULER_NAME,
+    all_pods_ready,
+    component_pods,
+    helm,
+    kubectl,
+    real_node,
+    timed,
+)
+from netsched.testing.cluster import scratch_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
-RELEASE, NAMESPACE = "netsched", "netsched-system"
-SCHEDULER_NAME = "netsched-chart"  # tests/e2e/values.yaml
 VALUES = ROOT / "tests/e2e/values.yaml"
 EXTENDER_DNS = [f"{RELEASE}-extender.{NAMESPACE}.svc", f"{RELEASE}-extender.{NAMESPACE}"]
 USER_SECRET = "e2e-extender-tls"
-COMPONENT = "app.kubernetes.io/component"
 EXPECTED_PODS = {"operator": 1, "extender": 2, "scheduler": 1, "agent": 1}  # one node for all of them
 # What a kube-scheduler logs when kube-system/extension-apiserver-authentication lacks the front
 # proxy's CA (seen: `configmap_cafile_content.go:246] "Unhandled Error" err="kube-system/extension-
@@ -53,72 +58,6 @@ EXPECTED_PODS = {"operator": 1, "extender": 2, "scheduler": 1, "agent": 1}  # on
 # extension-apiserver-authentication::requestheader-client-ca-file""`, 28 lines in its first
 # minute), or when it may not read that ConfigMap: klog warnings and errors naming either.
 REQUESTHEADER_NOISE = re.compile(r"^[EW]\d{4} .*(requestheader|extension-apiserver-authentication)")
-
-
-def timed(what: str, since: float) -> float:
-    now = time.monotonic()
-    print(f"[e2e] {what}: {now - since:.1f} s", flush=True)
-    return now
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[DevCluster]:
-    t = time.monotonic()
-    cluster = DevCluster(directory=tmp_path_factory.mktemp("e2e-cluster"), nodes=4, real_node=True,
-                         run_extender=False, run_operator=False)  # the chart brings its own
-    with running(cluster):
-        timed("dev-cluster up --real-node", t)
-        yield cluster
-        assert not host_network_traces(), "the real node wrote to the host's network namespace"
-    assert not RealNode(cluster.directory / "node", Path()).leftovers(), "the real node left host state"
-    assert not host_network_traces()
-
-
-def host_network_traces() -> list[str]:
-    """kube-proxy's and the CNI's iptables chains, and the node's bridge, in the host's namespace."""
-    rules = sh("iptables-save").splitlines()
-    links = sh("ip", "-o", "link", "show").splitlines()
-    return [r for r in rules if "KUBE-" in r or "CNI-" in r] + [x for x in links if ": cni0:" in x]
-
-
-def sh(*argv: str | Path) -> str:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
-    command = " ".join(map(str, argv))
-    assert proc.returncode == 0, f"{command} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
-def load_images(cluster: DevCluster, work: Path) -> str:
-    """netsched's image, and the upstream kube-scheduler's layout (the binary built here at
-    /usr/local/bin, on the same base: it links glibc) under the chart's default name. Returns
-    netsched's image name."""
-    bin_dir = ensure_binaries(quiet=True, node=True)
-    node = RealNode(cluster.directory / "node", bin_dir)
-    archive = Path(sh("bash", ROOT / "hack/image/build.sh", "--archive").strip().splitlines()[-1])
-    node.import_image(archive)
-    scheduler = f"registry.k8s.io/kube-scheduler:{read_versions()['KUBERNETES_VERSION']}"
-    ctr = sh("buildah", "from", "--pull=never", "docker.io/library/python:3.11-slim").strip()
-    try:
-        sh("buildah", "copy", ctr, bin_dir / "kube-scheduler", "/usr/local/bin/kube-scheduler")
-        sh("buildah", "config", "--entrypoint", '["/usr/local/bin/kube-scheduler"]', "--user", "65532", ctr)
-        sh("buildah", "commit", "--quiet", ctr, scheduler)
-    finally:
-        subprocess.run(["buildah", "rm", ctr], capture_output=True)
-    tarball = work / "kube-scheduler.tar"
-    sh("buildah", "push", "--quiet", scheduler, f"docker-archive:{tarball}:{scheduler}")
-    sh("buildah", "rmi", scheduler)  # made again next run: no untagged copy piles up per run
-    node.import_image(tarball)
-    version = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
-    assert version, "no version in pyproject.toml"
-    return f"netsched:{version[1]}"  # hack/image/build.sh's tag
-
-
-def helm(cluster: DevCluster, *args: str | Path) -> str:
-    return sh(ensure_binaries(quiet=True) / "helm", "--kubeconfig", cluster.kubeconfig, *args)
-
-
-def kubectl(cluster: DevCluster, *args: str | Path) -> str:
-    return sh(ensure_binaries(quiet=True) / "kubectl", "--kubeconfig", cluster.kubeconfig, *args)
 
 
 def upgrade(cluster: DevCluster, *sets: str) -> None:
@@ -129,25 +68,6 @@ def upgrade(cluster: DevCluster, *sets: str) -> None:
 def deployments(apps: client.AppsV1Api) -> dict[str, int]:
     """Deployment name -> metadata.generation, in the release's namespace."""
     return {d.metadata.name: d.metadata.generation for d in apps.list_namespaced_deployment(NAMESPACE).items}
-
-
-def component_pods(core: client.CoreV1Api, component: str) -> list[client.V1Pod]:
-    """The component's pods that are not on their way out."""
-    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{COMPONENT}={component}").items
-    return [p for p in pods if not p.metadata.deletion_timestamp]
-
-
-def all_pods_ready(core: client.CoreV1Api, expected: dict[str, int]) -> bool:
-    """Exactly `expected` pods per component in the namespace, each Ready."""
-    pods = core.list_namespaced_pod(NAMESPACE).items
-    counts: dict[str, int] = {}
-    for pod in pods:
-        statuses = pod.status.container_statuses or []
-        if pod.metadata.deletion_timestamp or not statuses or not all(s.ready for s in statuses):
-            return False
-        component = pod.metadata.labels.get(COMPONENT)
-        counts[component] = counts.get(component, 0) + 1
-    return counts == expected
 
 
 def check_pods_ready_on_the_real_node(core: client.CoreV1Api) -> None:
@@ -376,13 +296,11 @@ def check_manifests(cluster: DevCluster, core: client.CoreV1Api, custom: client.
     timed("kubectl delete -k, no netsched pod left", t)
 
 
-def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly(cluster, tmp_path):
+def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly(cluster, image, tmp_path):
     api = cluster.api_client()
     core, custom, apps = client.CoreV1Api(api), client.CustomObjectsApi(api), client.AppsV1Api(api)
     coordination, scheduling = client.CoordinationV1Api(api), client.SchedulingV1Api(api)
     started = t = time.monotonic()
-    image = load_images(cluster, tmp_path)
-    t = timed("image built and loaded, kube-scheduler image loaded", t)
 
     helm(cluster, "install", RELEASE, ROOT / "charts/netsched", "-n", NAMESPACE, "--create-namespace",
          "-f", VALUES, "--wait", "--timeout", "6m")
@@ -390,7 +308,7 @@ def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly
     check_pods_ready_on_the_real_node(core)
     print_extender_start_to_ready(core, "install")
 
-    node = RealNode(cluster.directory / "node", Path())
+    node = real_node(cluster)
 
     def scrape() -> str:
         with in_netns(node.netns):  # the agent serves on the node's network (hostNetwork)

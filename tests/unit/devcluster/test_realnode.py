@@ -1,12 +1,16 @@
-"""The real node's command lines, prerequisites and cluster DNS answers, without starting anything."""
+"""The real node's command lines, prerequisites, cluster DNS answers and the apiserver's tunnel into
+the node's network, without starting anything."""
 
+import contextlib
 import socket
 import struct
+import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
-from netsched.devcluster import realnode
+from netsched.devcluster import nodenet, realnode
 from netsched.devcluster.nodenet import answer
 from netsched.devcluster.realnode import RealNode
 
@@ -72,3 +76,45 @@ def test_cluster_dns_answers_services_only(name, qtype, rcode, ip):
     assert ancount == (1 if ip else 0)
     if ip:
         assert socket.inet_ntoa(response[-4:]) == ip
+
+
+def tunnel(request: bytes, monkeypatch) -> bytes:
+    """What the apiserver reads back after sending `request` to node-net's egress socket, whose
+    connections are made here in the test's own network namespace; a server on 127.0.0.1 echoes."""
+    monkeypatch.setattr(nodenet, "in_netns", lambda name: contextlib.nullcontext())
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+    threading.Thread(target=echo, daemon=True).start()
+    apiserver, proxy = socket.socketpair()
+    threading.Thread(target=nodenet._tunnel, args=(proxy, "netns"), daemon=True).start()
+    apiserver.settimeout(5)
+    apiserver.sendall(request.replace(b"PORT", str(port).encode()))
+    reply = b""
+    while not reply.endswith(b"early") and (chunk := apiserver.recv(4096)):  # or until node-net closes
+        reply += chunk
+    return reply
+
+
+def test_the_egress_socket_tunnels_the_apiservers_connect_requests(monkeypatch):
+    reply = tunnel(b"CONNECT 127.0.0.1:PORT HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\n\r\nearly", monkeypatch)
+    assert reply == b"HTTP/1.1 200 Connection established\r\n\r\nearly"  # bytes sent ahead pass through
+
+
+def test_the_egress_socket_refuses_what_is_not_a_connect(monkeypatch):
+    assert tunnel(b"GET / HTTP/1.1\r\n\r\n", monkeypatch).startswith(b"HTTP/1.1 502 ")
+
+
+def test_the_apiserver_reaches_the_cluster_through_node_nets_socket(tmp_path):
+    n = node(tmp_path)
+    admin = tmp_path / "admin.kubeconfig"
+    admin.write_text(yaml.safe_dump({"clusters": [{"cluster": {"server": "https://127.0.0.1:6443"}}]}))
+    assert f"--egress-socket={n.egress_socket}" in n.argv("node-net", {"admin": admin})
+    [selection] = n.egress_selection()["egressSelections"]
+    assert selection["name"] == "cluster"
+    assert selection["connection"]["transport"]["uds"]["udsName"] == str(n.egress_socket)
