@@ -74,7 +74,7 @@ def test_a_jobs_pods_land_together_where_the_scorer_prefers(dev_cluster, core, n
     assert "peers" in decision["top"][0]["factors"]
 
 
-def test_a_node_the_filter_rejects_is_never_chosen(core, namespace):
+def test_a_pod_kept_near_its_data_waits_when_that_zone_is_full_and_says_why(core, namespace):
     labels = _nodes(core)
     zone_a_gpus = sum(8 for n in labels.values() if n["topology.kubernetes.io/zone"] == "zone-a")
     needs = {"netsched.io/data-source": "zone:zone-a", "netsched.io/max-data-distance": "zone"}
@@ -83,12 +83,16 @@ def test_a_node_the_filter_rejects_is_never_chosen(core, namespace):
     placed = _bound(core, namespace, zone_a_gpus // 4)
     assert {labels[n]["topology.kubernetes.io/zone"] for n in placed.values()} == {"zone-a"}
 
-    # zone-a is full and zone-b is too far from the data: the next pod waits, and says why
-    core.create_namespaced_pod(namespace, gpu_pod("one-more", 4, annotations=needs))
+    # the operator's webhook wrote the limit as required node affinity, so kube-scheduler keeps it itself
+    pod = core.create_namespaced_pod(namespace, gpu_pod("one-more", 4, annotations=needs))
+    required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    assert [[e.to_dict() for e in term.match_expressions] for term in required.node_selector_terms] == [
+        [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]]
+    # zone-a is full and zone-b is too far from the data: the pod waits, and says why
     event = poll(lambda: next(iter(core.list_namespaced_event(
         namespace, field_selector="involvedObject.name=one-more,reason=FailedScheduling").items), None),
         30, "a FailedScheduling event for one-more")
-    assert "not within the zone of the input data (zone zone-a" in event.message
+    assert "Insufficient nvidia.com/gpu" in event.message and "node affinity" in event.message, event.message
     assert core.read_namespaced_pod("one-more", namespace).spec.node_name is None
 
 
