@@ -2,15 +2,15 @@
 serves, as deployed and on shared cores.
 
     python bench/stack_scale.py [--nodes 1000,5000,10000] [--pairs 200] [--pods 1000] [--rounds 2] \
-        [--window 60] [--no-write]
+        [--window 60] [--no-write] [--results FILE]
 
 Per size, one dev-cluster: real kube-apiserver, etcd, kube-controller-manager, kube-scheduler with
 netsched's extender (`--model models/default`), the GPUJob operator (forecaster and packer on), KWOK
 nodes heartbeating in 4 zones of 80-node racks; a fifth of the nodes run bound GPU pods and nodes/100
 GPUJobs of 2 x 8 GPUs run through the operator. Then, in each arrangement:
 
-  as deployed  the extender's serving and watch processes on CPU 1, every other process on CPU 0,
-               as if the extender had a node of its own
+  as deployed  the extender's serving and watch processes on CPU 1, every other process on the
+               machine on CPU 0, as if the extender had a node of its own
   shared       every process on both CPUs
 
 it measures
@@ -107,20 +107,29 @@ def components(state: dict) -> dict[str, int]:
     return pids
 
 
+def every_process() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
 @contextlib.contextmanager
 def arranged(name: str, pids: dict[str, int]) -> Iterator[None]:
-    """The processes (and this bench, and what it starts) on their CPUs for arrangement `name`."""
-    both = {CONTROL_CPU, EXTENDER_CPU}
+    """The processes on their CPUs for arrangement `name`. As deployed, the extender has CPU 1 to itself:
+    every other process on the machine (the control plane, this bench and what it starts, and anything
+    else running here, which inherits CPU 0 when it starts processes) goes to CPU 0, as if the extender
+    ran on a node of its own; each process gets its own CPUs back after."""
+    before = {}
     if name == "as deployed":
-        for key, pid in pids.items():
-            pin(tree(pid), {EXTENDER_CPU} if key.startswith(EXTENDER) else {CONTROL_CPU})
-        pin([os.getpid()], {CONTROL_CPU})
+        extender = {p for key, pid in pids.items() if key.startswith(EXTENDER) for p in tree(pid)}
+        for pid in every_process():
+            with contextlib.suppress(OSError):  # gone, or a kernel thread that stays where it is
+                before[pid] = os.sched_getaffinity(pid)
+                pin([pid], {EXTENDER_CPU} if pid in extender else {CONTROL_CPU})
     try:
         yield
     finally:
-        for pid in pids.values():
-            pin(tree(pid), both)
-        pin([os.getpid()], both)
+        if before:
+            for pid in every_process():  # one started meanwhile inherited CPU 0: it gets both
+                pin([pid], before.get(pid, {CONTROL_CPU, EXTENDER_CPU}))
 
 
 # ---- the API server's view ----------------------------------------------------------------------
@@ -296,7 +305,8 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              f"--pods {args.pods} --rounds {args.rounds} --window {args.window:g}` "
              f"({time.strftime('%Y-%m-%d')}). "
              "As deployed: the extender's serving and watch processes on CPU 1, every other process "
-             "(control plane, operator, bench client, kube-schedulers) on CPU 0; shared: all on both.", "",
+             "on the machine (control plane, operator, bench client, kube-schedulers, other work) on CPU 0; "
+             "shared: all on both.", "",
              "| nodes | arrangement | filter / prioritize p99, ms | throughput vs no extender, per round | "
              "whatif median, s | extender MB (serving + watch) | operator MB | netsched API requests/s "
              "(extender, operator) |",
@@ -348,11 +358,21 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state measured")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
+    parser.add_argument("--results", type=Path, help="keep each size's figures in this JSON file as it is "
+                        "measured, and take the sizes it already holds from it (a long run that stopped "
+                        "goes on where it stopped)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs 2 CPUs: one for the extender, one for everything else")
     exit_on_sigterm()
-    sizes = [measure_size(int(n), args) for n in args.nodes.split(",")]
+    kept = json.loads(args.results.read_text()) if args.results and args.results.exists() else {}
+    sizes = []
+    for n in args.nodes.split(","):
+        if n not in kept:  # a size measured by an earlier run of the same command is not measured again
+            kept[n] = measure_size(int(n), args)
+            if args.results:
+                args.results.write_text(json.dumps(kept))
+        sizes.append(kept[n])
     section = report(args, sizes)
     if args.no_write:
         print(section)

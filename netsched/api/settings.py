@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -70,6 +72,32 @@ def parse_topology(text: str) -> Topology:
         return Topology.parse(text)
     except BadTopology as exc:  # argparse then says it in one line and exits 2
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def number(*, above: float | None = None, at_least: float | None = None, below: float | None = None,
+           at_most: float | None = None, kind: type[int] | type[float] = float) -> Callable[[str], Any]:
+    """A numeric flag's parser that keeps the range the chart's values-check keeps: a value outside it is
+    argparse's one-line error naming the range, not a process that starts and misbehaves."""
+    rules = [(bound, words, test) for bound, words, test in (
+        (above, "more than", operator.gt), (at_least, "at least", operator.ge),
+        (below, "less than", operator.lt), (at_most, "at most", operator.le)) if bound is not None]
+    wanted = " and ".join(f"{words} {bound:g}" for bound, words, _ in rules)
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            whole = "whole " if kind is int else ""
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {whole}number") from None
+        if not math.isfinite(value) or not all(test(value, bound) for bound, _, test in rules):
+            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be {wanted}")
+        return value
+    return parse
+
+
+PORT = number(at_least=1, at_most=65535, kind=int)
+SECONDS = number(above=0)
+SECONDS_OR_ZERO = number(at_least=0)
 
 
 def flag_of(field: dataclasses.Field[Any]) -> Flag | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsched.api.settings import setting, topology_setting
+from netsched.api.settings import SECONDS, number, setting, topology_setting
 from netsched.api.topology import Topology
 from netsched.extender.holds import HOLD_SECONDS
 
@@ -33,15 +33,15 @@ class ExtenderConfig:
         flag="--tls-private-key-file", metavar="PEM", fixed=CHART_TLS,
         help="the private key of --tls-cert-file")
     shortlist: int = setting(
-        1, flag="--shortlist", metavar="N", helm="extender.shortlist",
+        1, flag="--shortlist", metavar="N", parse=number(at_least=0, kind=int), helm="extender.shortlist",
         help="filter hands back at most the N best nodes of the best network tier "
         "(default 1: one scheduling round trip; 0 returns every feasible node)")
     max_cache_age: float = setting(
-        30.0, flag="--max-cache-age", metavar="SECONDS", helm="extender.maxCacheAge",
+        30.0, flag="--max-cache-age", metavar="SECONDS", parse=SECONDS, helm="extender.maxCacheAge",
         help="oldest cache the extender answers from; older means filter returns Error "
         "and kube-scheduler decides alone if the extender is ignorable (default 30)")
     hold_seconds: float = setting(
-        HOLD_SECONDS, flag="--hold-seconds", metavar="SECONDS", helm="extender.holdSeconds",
+        HOLD_SECONDS, flag="--hold-seconds", metavar="SECONDS", parse=SECONDS, helm="extender.holdSeconds",
         help="a job's first node keeps the rest of its room for the job's other replicas this long "
         "after that pod was bound; give every replica the same value (default 15)")
     prometheus_url: str | None = setting(
@@ -49,7 +49,8 @@ class ExtenderConfig:
         help="read link telemetry (the agents' metrics) from this "
         "Prometheus, e.g. http://prometheus:9090 (default: none; topology only)")
     telemetry_max_age: float = setting(
-        120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        120.0, flag="--telemetry-max-age", metavar="SECONDS", parse=SECONDS,
+        helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is unknown, never used (default 120)")
     # The chart derives the path from extender.model.source too (the image's model, a claim, or none).
     model: Path | None = setting(
@@ -58,7 +59,8 @@ class ExtenderConfig:
         "manifest from `netsched train`/`retrain` (default: none; the topology heuristic). "
         "Re-read when its files change; a bad artifact falls back to the heuristic")
     model_reload_seconds: float = setting(
-        5.0, flag="--model-reload-seconds", metavar="SECONDS", helm="extender.model.reloadSeconds",
+        5.0, flag="--model-reload-seconds", metavar="SECONDS", parse=SECONDS,
+        helm="extender.model.reloadSeconds",
         help="how often the model's files are checked for a new artifact (default 5)")
     gpu_table: Path | None = setting(
         flag="--gpu-table", metavar="FILE", fixed=CHART_GPU_TABLE,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsched.api.labels import SCHEDULER_NAME
-from netsched.api.settings import setting, topology_setting
+from netsched.api.settings import SECONDS, SECONDS_OR_ZERO, number, setting, topology_setting
 from netsched.api.topology import Topology
 from netsched.packer.config import PackerConfig
 
@@ -42,14 +42,16 @@ class OperatorConfig:
     metrics_port: int = setting(9090, flag="--metrics-port", fixed=CHART_PORTS,
                                 help="Prometheus /metrics (default 9090)")
     interval: float = setting(
-        1.0, flag="--interval", metavar="SECONDS", helm="operator.intervalSeconds",
+        1.0, flag="--interval", metavar="SECONDS", parse=SECONDS, helm="operator.intervalSeconds",
         help="how often each unfinished GPUJob is reconciled (default 1)")
     forecast_interval: float = setting(
-        15.0, flag="--forecast-interval", metavar="SECONDS", helm="operator.forecastIntervalSeconds",
+        15.0, flag="--forecast-interval", metavar="SECONDS", parse=SECONDS,
+        helm="operator.forecastIntervalSeconds",
         help="how often every unfinished GPUJob's predicted start and completion are worked out again "
         "(default 15)")
     never_fits_timeout: float = setting(
-        0.0, flag="--never-fits-timeout", metavar="SECONDS", helm="operator.neverFitsTimeout",
+        0.0, flag="--never-fits-timeout", metavar="SECONDS", parse=SECONDS_OR_ZERO,
+        helm="operator.neverFitsTimeout",
         help="a GPUJob that could never fit the cluster as it is (phase Blocked, reason NeverFits) fails "
         "after this many seconds Blocked; 0 (default): it stays Blocked until nodes are added or the "
         "job is changed")
@@ -65,7 +67,8 @@ class OperatorConfig:
         "serves the admission webhook, only the leader runs GPUJobs, the pod gangs, the forecast and the "
         "packer (default: none, this replica acts alone)")
     lease_duration: float = setting(
-        15.0, flag="--lease-duration", metavar="SECONDS", helm="operator.leaseDurationSeconds",
+        15.0, flag="--lease-duration", metavar="SECONDS", parse=number(at_least=2),
+        helm="operator.leaseDurationSeconds",
         help="with --leader-lease: a leader that has not renewed the Lease for this long is replaced; it "
         "stops acting after two thirds of it (default 15)")
     prometheus_url: str | None = setting(
@@ -78,7 +81,8 @@ class OperatorConfig:
         "current.json manifest, re-read when it changes) beside the user's hint and the records "
         "(default: none; the chart passes the extender's)")
     telemetry_max_age: float = setting(
-        120.0, flag="--telemetry-max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        120.0, flag="--telemetry-max-age", metavar="SECONDS", parse=SECONDS,
+        helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is not recorded (default 120)")
     webhook_port: int = setting(
         0, flag="--webhook-port", fixed=CHART_WEBHOOK,

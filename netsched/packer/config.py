@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsched.api.settings import setting
+from netsched.api.settings import SECONDS_OR_ZERO, number, setting
 
 
 @dataclass(frozen=True)
@@ -15,14 +15,17 @@ class PackerConfig:
         True, flag="--no-packer", helm="operator.packer.enabled",
         help="never evict or move pods to make room (no PackingPlans)")
     budget: float = setting(
-        1.0, flag="--pack-budget", metavar="SECONDS", helm="operator.packer.budgetSeconds",
+        1.0, flag="--pack-budget", metavar="SECONDS", parse=number(above=0, at_most=60),
+        helm="operator.packer.budgetSeconds",
         help="wall-clock budget of each packer solve, never overrun (default 1)")
     wait: float = setting(
-        5.0, flag="--pack-after", metavar="SECONDS", helm="operator.packer.waitSeconds",
+        5.0, flag="--pack-after", metavar="SECONDS", parse=SECONDS_OR_ZERO,
+        helm="operator.packer.waitSeconds",
         help="how long a pod must wait (Unschedulable, or a gang at its gate) before the packer "
         "looks for room (default 5)")
     cooldown: float = setting(
-        10.0, flag="--pack-cooldown", metavar="SECONDS", helm="operator.packer.cooldownSeconds",
+        10.0, flag="--pack-cooldown", metavar="SECONDS", parse=SECONDS_OR_ZERO,
+        helm="operator.packer.cooldownSeconds",
         help="least time between two packer solves (default 10)")
     policy: Path | None = setting(
         flag="--pack-policy", metavar="FILE",
@@ -32,5 +35,6 @@ class PackerConfig:
         "(a pod is never disturbed for work below its own priority), prices, minimum gain and rules per "
         "priority class (docs/packer.md)")
     deadline: int = setting(
-        120, flag="--plan-deadline", metavar="SECONDS", helm="operator.packer.planDeadlineSeconds",
+        120, flag="--plan-deadline", metavar="SECONDS", parse=number(at_least=5, at_most=3600, kind=int),
+        helm="operator.packer.planDeadlineSeconds",
         help="a PackingPlan not done by then is abandoned and its pins released (default 120)")

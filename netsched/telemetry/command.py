@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from netsched.api.settings import setting, topology_setting
+from netsched.api.settings import PORT, SECONDS, number, setting, topology_setting
 from netsched.api.topology import Topology
 
 CHART_DISCOVERY = "the chart finds the agents as its own pods: the release's namespace and component label"
@@ -21,9 +21,9 @@ class AgentSettings:
                                     help="the node this agent measures from (default: $NODE_NAME)")
     host: str = setting("0.0.0.0", flag="--host", fixed="hostNetwork: it listens on every node address",
                         help="address to listen on (default 0.0.0.0)")
-    port: int = setting(9101, flag="--port", helm="agent.port",
+    port: int = setting(9101, flag="--port", parse=PORT, helm="agent.port",
                         help="HTTP: /metrics, /matrix, /healthz (default 9101)")
-    probe_port: int = setting(9102, flag="--probe-port", helm="agent.probePort",
+    probe_port: int = setting(9102, flag="--probe-port", parse=PORT, helm="agent.probePort",
                               help="TCP port answering probes (default 9102)")
     peer: tuple[str, ...] = setting((), flag="--peer", metavar="NODE=HOST:PORT", fixed=CHART_DISCOVERY,
                                     help="a peer agent to probe (repeatable)")
@@ -38,18 +38,20 @@ class AgentSettings:
         help="label selector of the agent pods (default app.kubernetes.io/component=agent)")
     kubeconfig: str | None = setting(flag="--kubeconfig", fixed=IN_CLUSTER,
                                      help="for discovery (default: in-cluster, then ~/.kube/config)")
-    interval: float = setting(30.0, flag="--interval", metavar="SECONDS", helm="agent.interval",
+    interval: float = setting(30.0, flag="--interval", metavar="SECONDS", parse=SECONDS,
+                              helm="agent.interval",
                               help="seconds between probe rounds, jittered x0.8-1.2 (default 30)")
-    peers_per_round: int = setting(8, flag="--peers-per-round", fixed=NOT_SET,
-                                   help="targets probed per round (default 8)")
+    peers_per_round: int = setting(8, flag="--peers-per-round", parse=number(at_least=1, kind=int),
+                                   fixed=NOT_SET, help="targets probed per round (default 8)")
     budget_bytes_per_minute: int = setting(
-        64 * 1024 * 1024, flag="--budget-bytes-per-minute", helm="agent.budgetBytesPerMinute",
+        64 * 1024 * 1024, flag="--budget-bytes-per-minute", parse=number(at_least=0, kind=int),
+        helm="agent.budgetBytesPerMinute",
         help="cap on bandwidth-probe bytes sent per minute (default 64 MiB)")
     max_age: float = setting(
-        120.0, flag="--max-age", metavar="SECONDS", helm="extender.telemetry.maxAgeSeconds",
+        120.0, flag="--max-age", metavar="SECONDS", parse=SECONDS, helm="extender.telemetry.maxAgeSeconds",
         help="how long the extender uses a measurement: each domain pair is sampled once in it (default 120)")
     max_links: int = setting(
-        16, flag="--max-links", helm="agent.maxLinks",
+        16, flag="--max-links", parse=number(at_least=1, kind=int), helm="agent.maxLinks",
         help="destinations whose link metrics are exported, the most recently measured (default 16)")
     topology: Topology = topology_setting()
 

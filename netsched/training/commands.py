@@ -5,14 +5,13 @@ only when a command runs."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netsched.api.settings import NOT_IN_CHART, option, setting
+from netsched.api.settings import NOT_IN_CHART, number, option, setting
 from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
 
 DATA_HELP = "dataset CSV or operator records (.jsonl) files"
@@ -26,13 +25,6 @@ TRAIN_DATA_HELP = (f"{DATA_HELP}; at least {MIN_JOBS} usable jobs (with fewer, n
 MODEL_HELP = "artifact directory or current.json manifest"
 CHART_RETRAIN = "the chart's CronJob passes its mounted records and models volumes"
 TRAIN_EXTRA = {"sklearn", "skl2onnx", "scipy", "matplotlib"}  # what `pip install netsched` leaves out
-
-
-def share(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a share in [0, 1)")
-    return value
 
 
 def gpu_table_setting(fixed: str = NOT_IN_CHART) -> Any:
@@ -77,7 +69,7 @@ class TrainSettings:
         "train refuses a name whose directory exists under --out")
     force: bool = option(False, flag="--force", help="replace the artifact directory if it exists already")
     seed: int = option(0, flag="--seed", help="seeds the regressors (default 0)")
-    holdout: float = option(0.2, flag="--holdout", parse=share, metavar="SHARE",
+    holdout: float = option(0.2, flag="--holdout", parse=number(at_least=0, below=1), metavar="SHARE",
                             help="most recent share of jobs the pick is scored on after cross-validation; "
                             "the model is then refit on all jobs, these included (default 0.2)")
     clusters_by_file: bool = option(
@@ -128,7 +120,8 @@ class RetrainSettings:
     data: tuple[Path, ...] = setting(flag="data", required=True, help=TRAIN_DATA_HELP, fixed=CHART_RETRAIN)
     models: str = setting("models", flag="--models", fixed=CHART_RETRAIN,
                           help="models directory with current.json (default models)")
-    holdout: float = setting(0.2, flag="--holdout", parse=share, metavar="SHARE", helm="retrain.holdout",
+    holdout: float = setting(0.2, flag="--holdout", parse=number(above=0, below=1), metavar="SHARE",
+                             helm="retrain.holdout",
                              help="most recent share of jobs both models are judged on (default 0.2)")
     seed: int = setting(0, flag="--seed", fixed="the chart keeps the default",
                         help="seeds the regressors (default 0)")
@@ -141,10 +134,6 @@ def retrain_main(settings: RetrainSettings) -> int:
     from netsched.training.retrain import retrain
     from netsched.training.train import stderr_progress
 
-    if settings.holdout == 0:
-        print("netsched: error: retrain: --holdout must be above 0: both models are judged on the held-out "
-              "recent jobs", file=sys.stderr)
-        return 2
     return kept_unless_enough(
         "retrain", lambda: retrain(settings.data, Path(settings.models), holdout=settings.holdout,
                                    seed=settings.seed, progress=stderr_progress),

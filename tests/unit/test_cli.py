@@ -196,6 +196,20 @@ def test_a_command_without_a_cluster_says_so_in_one_line(tmp_path, command, kind
     assert proc.stderr.startswith(f"netsched: error: {said.format(path=path)}"), proc.stderr
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["extender", "--hold-seconds", "0"],
+     "argument --hold-seconds: 0 is out of range: it must be more than 0"),
+    (["operator", "--plan-deadline=2"],
+     "argument --plan-deadline: 2 is out of range: it must be at least 5 and at most 3600"),
+    (["agent", "--max-links", "1O"], "argument --max-links: '1O' is not a whole number"),
+])
+def test_a_number_out_of_range_is_one_line_and_exit_2_before_anything_starts(tmp_path, argv, said):
+    proc = _netsched(tmp_path, argv, capture_output=True)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == f"netsched {argv[0]}: error: {said}", proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("argv", [
     pytest.param(["pack", str(EXAMPLES / "packing" / "snapshot.yaml"), "--json"], id="pack"),
     pytest.param(["simulate", "--jobs=20", "--out=/dev/stdout"], id="simulate-to-stdout"),

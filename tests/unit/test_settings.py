@@ -228,3 +228,32 @@ def test_the_dev_cluster_starts_the_extender_and_operator_with_real_flags(tmp_pa
     for name, command in ((devcluster.EXTENDER, "extender"), (devcluster.OPERATOR, "operator")):
         args = argv[name][argv[name].index(command):]
         build_parser().parse_args(args)  # exits on an unknown flag
+
+
+# the chart's plain-words range checks: (dict "name" "<value>" ... "above" 0 "atMost" 60 ...)
+CHECKED = {m[0]: dict(re.findall(r'"(above|atLeast|below|atMost)" (-?[\d.]+)', m[1]))
+           for m in re.findall(r'\(dict "name" "([\w.]+)" "value" \S+ (.*?) "means"',
+                               (CHART / "templates" / "_helpers.tpl").read_text())}
+
+
+@CHART_RUN
+def test_a_flag_refuses_what_the_chart_refuses_for_its_value(command, cls):
+    """A number the chart's values-check refuses is refused by the flag too (someone running the command
+    by hand gets argparse's one line, not a process that misbehaves), and the bounds it allows pass."""
+    checked = 0
+    for flag, path, kind in helm_fields(cls):
+        rules = CHECKED.get(path)
+        if not rules or kind not in (int, float):
+            continue
+        parse = flag_of(next(f for _, f, _ in settings_fields(cls) if flag_of(f).name == flag)).parse
+        assert parse is not None, f"{flag} takes any number, but the chart checks {path}: {rules}"
+        step = 1 if kind is int else 0.001
+        for rule, bound in rules.items():
+            b = kind(float(bound))
+            outside = {"above": b, "atLeast": b - step, "below": b, "atMost": b + step}[rule]
+            inside = {"above": b + step, "atLeast": b, "below": b - step, "atMost": b}[rule]
+            with pytest.raises(argparse.ArgumentTypeError):
+                parse(str(outside))
+            assert parse(str(inside)) == inside
+        checked += 1
+    assert checked, f"no {command} flag has a checked range: is the pattern still right?"
