@@ -81,6 +81,14 @@ class Replica:
         poll(lambda: not self.process.alive(), 30, f"operator replica {self.name} to die")
 
 
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen as a hung node or a long GC pause freezes it; its clock runs on."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
+
 def lease_holder(cluster: DevCluster, name: str) -> str | None:
     lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(name, LEASE_NAMESPACE)
     return lease.spec.holder_identity

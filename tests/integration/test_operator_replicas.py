@@ -1,7 +1,8 @@
 """Operator replicas on one real control plane, electing their leader through a Lease: one acts (GPUJobs,
 the forecast), all answer the admission webhook; when the leader is SIGKILLed the other takes over and
 runs the next GPUJob, and in a rolling update a new replica stands by until the old leader stops and
-gives the Lease up."""
+gives the Lease up; a leader frozen (SIGSTOP) past the Lease's duration is replaced and, thawed, acts no
+more."""
 
 from __future__ import annotations
 
@@ -159,3 +160,34 @@ def test_one_replica_acts_all_admit_a_killed_leader_is_replaced_and_a_stopped_on
         last, _ = one_leader(cluster, replicas.all)
         print(f"handover {time.monotonic() - stopping:.1f} s after SIGTERM")
         assert last is joined and lease_transitions(cluster) == 3
+
+
+def test_a_frozen_leader_is_replaced_and_once_thawed_acts_no_more(dev_cluster, core, custom, namespace):
+    """SIGSTOP stops a process without a word, as a hung node does; its monotonic clock runs on, so when it
+    thaws it knows its renewal is too old before it acts, and finds the Lease held by another."""
+    cluster = dev_cluster
+    with operator_replicas(cluster, 2, f"--lease-duration={LEASE_SECONDS}") as replicas:
+        leader, [standby] = one_leader(cluster, replicas.all)
+        transitions = lease_transitions(cluster)
+        frozen = time.monotonic()
+        leader.pause()
+        try:
+            # a frozen leader cannot answer its /metrics: only the standby and the Lease are asked
+            poll(lambda: standby.leads() and lease_holder(cluster, LEASE) == standby.identity, 60,
+                 "the standby to take the Lease from the frozen leader")
+            print(f"takeover {time.monotonic() - frozen:.1f} s after SIGSTOP (lease {LEASE_SECONDS} s)")
+            run_job(custom, core, namespace, "while-frozen")
+        finally:
+            leader.resume()
+        poll(lambda: f"stands by: {standby.identity} leads" in leader.log(), 60,
+             "the thawed replica to stand by")
+        assert (leader.leads(), standby.leads()) == (False, True)
+        assert lease_transitions(cluster) == transitions + 1
+
+        # the thawed replica makes nothing: each job's pods are made once, by the leader
+        run_job(custom, core, namespace, "after-thaw")
+        for job in ("while-frozen", "after-thaw"):
+            assert len(pods_created_events(core, namespace, job)) == 1, job
+        assert sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items) == [
+            "after-thaw-0", "after-thaw-1", "while-frozen-0", "while-frozen-1"]
+        assert lease_holder(cluster, LEASE) == standby.identity
