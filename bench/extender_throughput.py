@@ -265,7 +265,10 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
         seconds, count = (after - before for after, before in zip(writer_totals(extender_url), written,
                                                                    strict=True))
         result["writer"] = seconds / count if count else float("nan")
-    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    # one request for every pod: on a busy API server it can outlast the request timeout, and it is safe
+    # to ask again
+    poll(lambda: core.delete_collection_namespaced_pod(ns, grace_period_seconds=0) or True, 600,
+         f"the pods of {ns} deleted", interval=5)
     poll(lambda: not core.list_namespaced_pod(ns, limit=1).items, 600, f"pods of {ns} to go", interval=1)
     core.delete_namespace(ns)
     return result

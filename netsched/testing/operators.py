@@ -80,7 +80,6 @@ class Replica:
         os.kill(self.process.pid, signal.SIGKILL)
         poll(lambda: not self.process.alive(), 30, f"operator replica {self.name} to die")
 
-
     def pause(self) -> None:
         """SIGSTOP: the process is frozen as a hung node or a long GC pause freezes it; its clock runs on."""
         os.kill(self.process.pid, signal.SIGSTOP)
@@ -125,7 +124,7 @@ class Replicas:
 def operator_replicas(cluster: DevCluster, count: int, *args: str, lease: str = "netsched-operator",
                       ) -> Iterator[Replicas]:
     """`count` replicas electing through Lease default/`lease`, each with `args` besides; all
-    stopped afterwards (and the Lease deleted)."""
+    stopped afterwards (and the Lease, its Role and binding deleted, so the next test can make its own)."""
     api = cluster.api_client()
     _authorise(api, lease)
     ca, cert, key = pkilib.serving_certificate("127.0.0.1", ["localhost"], ip_addresses=("127.0.0.1",))
@@ -142,6 +141,9 @@ def operator_replicas(cluster: DevCluster, count: int, *args: str, lease: str = 
         for replica in replicas.all:
             processes.stop(replica.process.pid)
         client.CoordinationV1Api(api).delete_namespaced_lease(lease, LEASE_NAMESPACE)
+        rbac = client.RbacAuthorizationV1Api(api)
+        rbac.delete_namespaced_role_binding(f"{lease}-election", LEASE_NAMESPACE)
+        rbac.delete_namespaced_role(f"{lease}-election", LEASE_NAMESPACE)
 
 
 def _authorise(api: client.ApiClient, lease: str) -> None:
