@@ -265,13 +265,24 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
         seconds, count = (after - before for after, before in zip(writer_totals(extender_url), written,
                                                                    strict=True))
         result["writer"] = seconds / count if count else float("nan")
-    # one request for every pod: on a busy API server it can outlast the request timeout, and it is safe
-    # to ask again
-    poll(lambda: core.delete_collection_namespaced_pod(ns, grace_period_seconds=0) or True, 600,
-         f"the pods of {ns} deleted", interval=5)
+    # pod by pod, as they were made: one deletecollection of every pod outlasted a busy API server's
+    # request timeout again and again
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: delete_pod(core, ns, name), watch.bound))
     poll(lambda: not core.list_namespaced_pod(ns, limit=1).items, 600, f"pods of {ns} to go", interval=1)
     core.delete_namespace(ns)
     return result
+
+
+def delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
+    def gone() -> bool:
+        try:
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        return True
+    poll(gone, 300, f"pod {namespace}/{name} deleted", interval=2)
 
 
 def one_rack_share(bound: dict[str, tuple[float, str]], racks: dict[str, str]) -> float:
