@@ -44,7 +44,7 @@ from netsched.packing.problem import Node, Pod, Problem
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 VARS_PER_SECOND = 10000
-SWAPS_SHARE = 0.5  # of what is left, at most, for adding pending pods by moves and swaps (`swaps`)
+SWAPS_SHARE = 0.4  # of what is left, at most, for adding pending pods by moves and swaps (`swaps`)
 IDENTICAL_SHARE = 0.5  # of what is left then, for the placements over identical nodes (the rest prices them)
 MAX_VARS = 20000  # placement variables one model may have; larger problems are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)

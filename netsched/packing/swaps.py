@@ -22,6 +22,7 @@ import numpy as np
 from netsched.packing.problem import Pod, Problem
 
 STEPS = 400  # moves or swaps one pod may take to fit: most that fit at all do in a few dozen
+AWAY = 0.01  # overload (in shares of a node) worth taking one running pod from its node: fewer restarts
 
 
 def add_pending(problem: Problem, start: dict[str, str | None], mobile: set[str],
@@ -43,15 +44,52 @@ def add_pending(problem: Problem, start: dict[str, str | None], mobile: set[str]
         if p.allowed is not None:
             ok[i] &= np.isin([n.name for n in problem.nodes], p.allowed)
     moves = np.array([not p.running or p.name in mobile for p in pods])
+    home = np.array([index[p.node] if p.node is not None else -1 for p in pods])
     rng = np.random.default_rng(seed)
+    failed: list[np.ndarray] = []  # what lone pods that found no room asked for
     for group in _unplaced(pods, where, need, scale):
         if time.monotonic() > deadline:
             break
+        lone = len(group) == 1 and pods[group[0]].allowed is None
+        if lone and any((need[group[0]] >= f).all() for f in failed):
+            continue  # as large as one that found no room: the time goes to smaller pods
         if all(ok[i].any() for i in group):
-            found = _fit(group, where, cap, need, scale, ok, moves, rng, deadline)
+            found = _fit(group, where, home, cap, need, scale, ok, moves, rng, deadline)
             if found is not None:
                 where = found
+            elif lone:
+                failed.append(need[group[0]])
+    where = _home(where, home, cap, need, ok, moves)
     return {p.name: problem.nodes[b].name if b >= 0 else None for p, b in zip(pods, where, strict=True)}
+
+
+def _home(where: np.ndarray, home: np.ndarray, cap: np.ndarray, need: np.ndarray, ok: np.ndarray,
+          moves: np.ndarray) -> np.ndarray:
+    """Running pods the search moved go back to their own node where it has room for them again, or
+    by swapping with a pod there that is not at home: the search's swaps out of dead ends leave
+    pods moved for nothing, each a restart. Every step brings one more pod home, so it ends."""
+    load = np.zeros_like(cap)
+    on = where >= 0
+    np.add.at(load, where[on], need[on])
+    back = True
+    while back:
+        back = False
+        for i in np.flatnonzero((home >= 0) & (where >= 0) & (where != home)):
+            h, d = int(home[i]), int(where[i])
+            if (load[h] + need[i] <= cap[h]).all():
+                load[d] -= need[i]
+                load[h] += need[i]
+                where[i], back = h, True
+                continue
+            there = np.flatnonzero((where == h) & (home != h) & moves & ok[:, d])
+            fit = ((load[h] - need[there] + need[i] <= cap[h]).all(axis=1)
+                   & (load[d] - need[i] + need[there] <= cap[d]).all(axis=1))
+            if fit.any():
+                j = int(there[np.argmax(fit)])
+                load[h] += need[i] - need[j]
+                load[d] += need[j] - need[i]
+                where[i], where[j], back = h, d, True
+    return where
 
 
 def _unplaced(pods: list[Pod], where: np.ndarray, need: np.ndarray, scale: np.ndarray) -> list[list[int]]:
@@ -64,9 +102,11 @@ def _unplaced(pods: list[Pod], where: np.ndarray, need: np.ndarray, scale: np.nd
     return sorted(out, key=lambda g: (-pods[g[0]].priority, -float((need[g] * scale).sum())))
 
 
-def _fit(group: list[int], where: np.ndarray, cap: np.ndarray, need: np.ndarray, scale: np.ndarray,
-         ok: np.ndarray, moves: np.ndarray, rng: np.random.Generator, deadline: float) -> np.ndarray | None:
-    """`where` with `group` placed and no node overloaded, or None."""
+def _fit(group: list[int], where: np.ndarray, home: np.ndarray, cap: np.ndarray, need: np.ndarray,
+         scale: np.ndarray, ok: np.ndarray, moves: np.ndarray, rng: np.random.Generator,
+         deadline: float) -> np.ndarray | None:
+    """`where` with `group` placed and no node overloaded, or None. A step's gain is the overload it
+    removes less `AWAY` for each running pod it takes from its own node (plus for each it brings back)."""
     w = where.copy()
     load = np.zeros_like(cap)
     on = w >= 0
@@ -90,6 +130,8 @@ def _fit(group: list[int], where: np.ndarray, cap: np.ndarray, need: np.ndarray,
         # move i to another node: overload removed at the source minus overload added there
         left = (np.maximum(0, load[src] - need[i] - cap[src]) * scale).sum()
         gain_move = over[src] - left + over - (np.maximum(0, load + need[i] - cap) * scale).sum(axis=1)
+        if home[i] >= 0:
+            gain_move -= AWAY * ((np.arange(len(cap)) != home[i]).astype(float) - (src != home[i]))
         gain_move[~ok[i]] = -np.inf
         gain_move[src] = -np.inf
         # swap i with a pod j on another node
@@ -101,6 +143,9 @@ def _fit(group: list[int], where: np.ndarray, cap: np.ndarray, need: np.ndarray,
             after_src = (np.maximum(0, load[src] - need[i] + need[others] - cap[src]) * scale).sum(axis=1)
             after_dst = (np.maximum(0, load[dst] - need[others] + need[i] - cap[dst]) * scale).sum(axis=1)
             gain_swap = over[src] - after_src + over[dst] - after_dst
+            hj = home[others]
+            gain_swap -= AWAY * ((home[i] >= 0) * ((dst != home[i]).astype(float) - (src != home[i]))
+                                 + (hj >= 0) * ((src != hj).astype(float) - (dst != hj)))
         if len(gain_swap) and rng.random() < 0.1:  # a random swap that adds little overload, out of dead ends
             near = np.flatnonzero(gain_swap > -0.05)
             if len(near):

@@ -42,6 +42,7 @@ def test_a_swap_makes_room_that_no_move_into_free_room_can():
     assert found["new"] is not None
     assert all(found[p.name] is not None for p in problem.pods)  # nothing stopped for it
     assert within_capacity(problem, found)
+    assert sum(found[p.name] != p.node for p in problem.pods if p.running) == 2  # one swap, no more
     plan = solve(problem, budget=1.0, policy=PRICED)  # and the packer uses it over identical nodes
     assert plan.placement["new"] is not None and within_capacity(problem, plan.placement)
 
@@ -55,7 +56,8 @@ def test_pods_that_may_not_move_stay_and_then_nothing_is_added():
 def test_a_pod_that_fits_nowhere_changes_nothing():
     problem = crossed()
     problem = replace(problem, pods=(*problem.pods[:4], replace(problem.pods[4], requests={"cpu": 5})))
-    assert swaps.add_pending(problem, current(problem), {p.name for p in problem.pods}, LATER) == current(problem)
+    everyone = {p.name for p in problem.pods}
+    assert swaps.add_pending(problem, current(problem), everyone, LATER) == current(problem)
 
 
 def test_a_gang_is_added_whole_or_not_at_all():
