@@ -22,6 +22,7 @@ import numpy as np
 from netsched.packing.problem import Pod, Problem
 
 STEPS = 400  # moves or swaps one pod may take to fit: most that fit at all do in a few dozen
+SEARCH_SHARE = 0.85  # of the time given, for adding pods; the rest brings moved pods home (`_home`)
 AWAY = 0.01  # overload (in shares of a node) worth taking one running pod from its node: fewer restarts
 
 
@@ -46,33 +47,35 @@ def add_pending(problem: Problem, start: dict[str, str | None], mobile: set[str]
     moves = np.array([not p.running or p.name in mobile for p in pods])
     home = np.array([index[p.node] if p.node is not None else -1 for p in pods])
     rng = np.random.default_rng(seed)
+    search_until = time.monotonic() + SEARCH_SHARE * max(0.0, deadline - time.monotonic())
     failed: list[np.ndarray] = []  # what lone pods that found no room asked for
     for group in _unplaced(pods, where, need, scale):
-        if time.monotonic() > deadline:
+        if time.monotonic() > search_until:
             break
         lone = len(group) == 1 and pods[group[0]].allowed is None
         if lone and any((need[group[0]] >= f).all() for f in failed):
             continue  # as large as one that found no room: the time goes to smaller pods
         if all(ok[i].any() for i in group):
-            found = _fit(group, where, home, cap, need, scale, ok, moves, rng, deadline)
+            found = _fit(group, where, home, cap, need, scale, ok, moves, rng, search_until)
             if found is not None:
                 where = found
             elif lone:
                 failed.append(need[group[0]])
-    where = _home(where, home, cap, need, ok, moves)
+    where = _home(where, home, cap, need, ok, moves, deadline)
     return {p.name: problem.nodes[b].name if b >= 0 else None for p, b in zip(pods, where, strict=True)}
 
 
 def _home(where: np.ndarray, home: np.ndarray, cap: np.ndarray, need: np.ndarray, ok: np.ndarray,
-          moves: np.ndarray) -> np.ndarray:
+          moves: np.ndarray, deadline: float) -> np.ndarray:
     """Running pods the search moved go back to their own node where it has room for them again, or
     by swapping with a pod there that is not at home: the search's swaps out of dead ends leave
-    pods moved for nothing, each a restart. Every step brings one more pod home, so it ends."""
+    pods moved for nothing, each a restart. Every step brings one more pod home, so it ends; the
+    deadline ends it sooner, with every node still within its capacity."""
     load = np.zeros_like(cap)
     on = where >= 0
     np.add.at(load, where[on], need[on])
     back = True
-    while back:
+    while back and time.monotonic() < deadline:
         back = False
         for i in np.flatnonzero((home >= 0) & (where >= 0) & (where != home)):
             h, d = int(home[i]), int(where[i])
