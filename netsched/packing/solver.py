@@ -12,8 +12,9 @@ Two disruption policies (`Policy`):
   every move and eviction (a restart throws away the pod's run time so far), over candidate
   nodes restricted per pod and hinted with a greedy repair of the current placement; the
   policy says which pods may be moved or evicted for lower-priority work (by default only
-  stateless replicas move for it). Over identical nodes the pending pods are first added by moving
-  and swapping pods (`swaps`), then the placements solved without the nodes' symmetry (`identical`).
+  stateless replicas move for it). The pods the repair leaves out are first added by moving and
+  swapping pods (`swaps`); over identical nodes the placements are then solved without the nodes'
+  symmetry (`identical`).
 
 Guarantees, both policies:
 - a hard wall-clock budget: every solve gets at most what is left of it, less a margin
@@ -273,8 +274,8 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     if whole:
         stages = []
         left = deadline - time.monotonic()
-        if identical.applies(problem, policy) and any(hint[p.name] is None for p in problem.pods):
-            stage, added = _swaps(problem, hint, time.monotonic() + SWAPS_SHARE * left)
+        if policy.priced and policy.repair and any(hint[p.name] is None for p in problem.pods):
+            stage, added = _swaps(problem, policy, hint, time.monotonic() + SWAPS_SHARE * left)
             stages.append(stage)
             options.append((rate(added), "solver", added))
             hint = max(options, key=lambda o: o[0])[2]
@@ -312,12 +313,14 @@ def splits_a_gang(problem: Problem, placement: dict[str, str | None]) -> bool:
     return any(p.gang in stopped and placement.get(p.name) is not None for p in problem.pods)
 
 
-def _swaps(problem: Problem, hint: dict[str, str | None],
+def _swaps(problem: Problem, policy: Policy, hint: dict[str, str | None],
            stop_at: float) -> tuple[dict[str, Any], dict[str, str | None]]:
-    """The pods the hint leaves out, added by moving and swapping pods (`swaps`): every running pod
-    may move here (`identical.applies`)."""
+    """The pods the hint leaves out, added by moving and swapping pods (`swaps`). The pods it may
+    move are those the policy lets move for any work, outside every disruption budget."""
     t0 = time.monotonic()
-    found = swaps.add_pending(problem, hint, {p.name for p in problem.pods}, stop_at)
+    mobile = {p.name for p in problem.pods
+              if p.running and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
+    found = swaps.add_pending(problem, hint, mobile, stop_at)
     added = sum(hint[p.name] is None and found[p.name] is not None for p in problem.pods)
     return {"stage": "pending pods added by moves and swaps", "status": f"{added} added",
             "seconds": round(time.monotonic() - t0, 3)}, found

@@ -87,3 +87,21 @@ def test_the_deadline_stops_the_search_with_a_valid_answer():
     problem = next(s for seed in range(5000, 5050) if failing(s := scenario(32, 4, 4, 1.05, seed)))
     start = repair(problem, greedy(problem), policy=PRICED)
     assert swaps.add_pending(problem, start, {p.name for p in problem.pods}, time.monotonic() - 1) == start
+
+
+def test_nodes_need_not_be_alike_and_pods_that_may_not_move_stay():
+    """A larger third node, a protected pod and a job's pod on it, a replica that may use only two
+    nodes: the packer still adds the pending pod by a swap, moving only stateless replicas."""
+    base = crossed()
+    nodes = (*base.nodes, Node("n3", {"cpu": 20}))
+    problem = Problem(nodes, (
+        *base.pods[:4],
+        Pod("daemon", {"cpu": 12}, 0, "n3", movable=False),
+        Pod("job", {"cpu": 7}, 0, "n3"),  # a job's pod: it stays for work of its own priority
+        Pod("pinned", {"cpu": 1}, 0, "n3", stateless=True, allowed=("n3",)),
+        base.pods[4]))
+    assert repair(problem, greedy(problem), policy=PRICED)["new"] is None
+    plan = solve(problem, budget=1.0, policy=PRICED)
+    assert plan.placement["new"] is not None and within_capacity(problem, plan.placement)
+    assert [plan.placement[n] for n in ("daemon", "job", "pinned")] == ["n3", "n3", "n3"]
+    assert any("swaps" in s["stage"] and s["status"] == "1 added" for s in plan.stages), plan.stages
