@@ -274,8 +274,11 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     if whole:
         stages = []
         left = deadline - time.monotonic()
-        if policy.priced and policy.repair and any(hint[p.name] is None for p in problem.pods):
-            stage, added = _swaps(problem, policy, hint, time.monotonic() + SWAPS_SHARE * left)
+        # the pods the policy lets move for any work, outside every disruption budget
+        mobile = {p.name for p in problem.pods if policy.priced and policy.repair and p.running
+                  and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
+        if mobile and any(hint[p.name] is None for p in problem.pods):
+            stage, added = _swaps(problem, mobile, hint, time.monotonic() + SWAPS_SHARE * left)
             stages.append(stage)
             options.append((rate(added), "solver", added))
             hint = max(options, key=lambda o: o[0])[2]
@@ -313,13 +316,10 @@ def splits_a_gang(problem: Problem, placement: dict[str, str | None]) -> bool:
     return any(p.gang in stopped and placement.get(p.name) is not None for p in problem.pods)
 
 
-def _swaps(problem: Problem, policy: Policy, hint: dict[str, str | None],
+def _swaps(problem: Problem, mobile: set[str], hint: dict[str, str | None],
            stop_at: float) -> tuple[dict[str, Any], dict[str, str | None]]:
-    """The pods the hint leaves out, added by moving and swapping pods (`swaps`). The pods it may
-    move are those the policy lets move for any work, outside every disruption budget."""
+    """The pods the hint leaves out, added by moving and swapping the `mobile` pods (`swaps`)."""
     t0 = time.monotonic()
-    mobile = {p.name for p in problem.pods
-              if p.running and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
     found = swaps.add_pending(problem, hint, mobile, stop_at)
     added = sum(hint[p.name] is None and found[p.name] is not None for p in problem.pods)
     return {"stage": "pending pods added by moves and swaps", "status": f"{added} added",

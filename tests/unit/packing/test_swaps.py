@@ -105,3 +105,13 @@ def test_nodes_need_not_be_alike_and_pods_that_may_not_move_stay():
     assert plan.placement["new"] is not None and within_capacity(problem, plan.placement)
     assert [plan.placement[n] for n in ("daemon", "job", "pinned")] == ["n3", "n3", "n3"]
     assert any("swaps" in s["stage"] and s["status"] == "1 added" for s in plan.stages), plan.stages
+
+
+def test_with_no_pod_the_policy_lets_move_the_search_does_not_run():
+    """A job's pods stay for work of their own priority: nothing to swap, no time spent on it."""
+    base = crossed()
+    problem = replace(base, pods=tuple(replace(p, stateless=False) for p in base.pods))
+    plan = solve(problem, budget=1.0, policy=PRICED)
+    assert plan.placement == current(problem)
+    assert not any("swaps" in s["stage"] for s in plan.stages), plan.stages
+    assert any("swaps" in s["stage"] for s in solve(base, budget=1.0, policy=PRICED).stages)
