@@ -54,7 +54,7 @@ class Policy:
     prices: tuple[tuple[int, int, int], ...] = ()  # (priority, move price, evict price) of some classes
     min_gain: int = 0
     candidates: int | None = 6  # nodes a pod may go to besides its own and the repair's; None: all
-    repair: bool = True  # hint the solver with a greedy repair of the current placement
+    repair: bool = True  # hint the solver with a greedy repair of the current placement, then `swaps`
     identical: bool = True  # over identical nodes, solve the placements first without node symmetry
 
     def may_move_for_lower(self, p: Pod) -> bool:

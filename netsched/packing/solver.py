@@ -12,8 +12,9 @@ Two disruption policies (`Policy`):
   every move and eviction (a restart throws away the pod's run time so far), over candidate
   nodes restricted per pod and hinted with a greedy repair of the current placement; the
   policy says which pods may be moved or evicted for lower-priority work (by default only
-  stateless replicas move for it). Over identical nodes the placements are solved first without
-  the nodes' symmetry (`identical`).
+  stateless replicas move for it). The pods the repair leaves out are first added by moving and
+  swapping pods (`swaps`); over identical nodes the placements are then solved without the nodes'
+  symmetry (`identical`).
 
 Guarantees, both policies:
 - a hard wall-clock budget: every solve gets at most what is left of it, less a margin
@@ -36,7 +37,7 @@ from typing import Any, TypedDict
 import numpy as np
 from ortools.sat.python import cp_model
 
-from netsched.packing import identical
+from netsched.packing import identical, swaps
 from netsched.packing.default_scheduler import fits, free_room, preemption, schedule
 from netsched.packing.policy import PRICED, STRICT, Policy
 from netsched.packing.problem import Node, Pod, Problem
@@ -44,7 +45,8 @@ from netsched.packing.problem import Node, Pod, Problem
 MOVE, EVICT = 2, 1
 PIECE_PENDING = 8  # pending pods per piece: small pieces solve exactly within a fraction of a second
 VARS_PER_SECOND = 10000
-IDENTICAL_SHARE = 0.5  # of what is left, for the placements over identical nodes (the rest prices them)
+SWAPS_SHARE = 0.4  # of what is left, at most, for adding pending pods by moves and swaps (`swaps`)
+IDENTICAL_SHARE = 0.5  # of what is left then, for the placements over identical nodes (the rest prices them)
 MAX_VARS = 20000  # placement variables one model may have; larger problems are solved in pieces
 Expr = cp_model.LinearExpr | int  # what the model adds up (a constant where a pod cannot be disrupted)
 
@@ -272,6 +274,15 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     if whole:
         stages = []
         left = deadline - time.monotonic()
+        # the pods the policy lets move for any work, outside every disruption budget
+        mobile = {p.name for p in problem.pods if policy.priced and policy.repair and p.running
+                  and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
+        if mobile and any(hint[p.name] is None for p in problem.pods):
+            stage, added = _swaps(problem, mobile, hint, time.monotonic() + SWAPS_SHARE * left)
+            stages.append(stage)
+            options.append((rate(added), "solver", added))
+            hint = max(options, key=lambda o: o[0])[2]
+            left = deadline - time.monotonic()
         if (identical.applies(problem, policy) and any(hint[p.name] is None for p in problem.pods)
                 and identical.size(problem) <= IDENTICAL_SHARE * VARS_PER_SECOND * left):
             stage, found = _placements_first(problem, policy, hint, deadline, workers)
@@ -303,6 +314,16 @@ def splits_a_gang(problem: Problem, placement: dict[str, str | None]) -> bool:
     preempts pod by pod, as kube-scheduler does; such an answer is no plan.)"""
     stopped = {p.gang for p in problem.pods if p.gang and p.running and placement.get(p.name) is None}
     return any(p.gang in stopped and placement.get(p.name) is not None for p in problem.pods)
+
+
+def _swaps(problem: Problem, mobile: set[str], hint: dict[str, str | None],
+           stop_at: float) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """The pods the hint leaves out, added by moving and swapping the `mobile` pods (`swaps`)."""
+    t0 = time.monotonic()
+    found = swaps.add_pending(problem, hint, mobile, stop_at)
+    added = sum(hint[p.name] is None and found[p.name] is not None for p in problem.pods)
+    return {"stage": "pending pods added by moves and swaps", "status": f"{added} added",
+            "seconds": round(time.monotonic() - t0, 3)}, found
 
 
 def _placements_first(problem: Problem, policy: Policy, hint: dict[str, str | None], deadline: float,
