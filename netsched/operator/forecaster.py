@@ -3,7 +3,9 @@ unfinished GPUJob (netsched.jobs.forecast), written into its status and a gauge.
 
 Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
 whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
-`predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
+`predictedDurationSeconds` and `predictionBasis` (where the estimate comes from), and once, the first
+forecast as played (`firstForecast`, kept until the job ends and recorded with it: how far such
+forecasts missed corrects the next ones' intervals, netsched.jobs.forecast_errors).
 Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue; a gang's times are
 annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or runs) on the objects
 netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
