@@ -3,6 +3,7 @@ on the dev-cluster.
 
     python bench/forecast_accuracy.py [--nodes 12] [--jobs 60] [--history 60] [--scale 50]
                                       [--seeds 1 2 3] [--model models/current.json | none]
+                                      [--warm-up OFFSET]
 
 The workload is the simulator's (netsched.datagen.simulator.runs, its default cluster): job kinds,
 shapes (replicas × GPUs), arrival gaps, the user's duration hint (missing for 20% of jobs) and each
@@ -21,6 +22,11 @@ finished jobs of another seed (what it would have recorded before, with the GPU 
 its status, the first time one is written after submission (predictedStartTime while it waits,
 predictedCompletionTime, and the P10/P90 beside each), and compared with its real startTime and
 completionTime once all have finished.
+
+With --warm-up OFFSET, seed+OFFSET's jobs run first on the same cluster, unmeasured: the operator has
+then recorded its own first forecasts and what happened, which its intervals are corrected by
+(netsched/jobs/forecast_errors.py), as in a cluster it has run in for a while. Without, the records
+hold no forecast: intervals are corrected only once enough of the seed's own jobs have ended.
 
 Baselines from the same run: start = submission ("now"); completion = submission + the mean run
 of the history, and = submission + the job's own duration hint at the bench's scale (the mean where
@@ -132,8 +138,6 @@ def run(args: argparse.Namespace, seed: int) -> dict:
     past = workload(seed + 1000, args.history, args.scale, args.nodes)
     jobs = workload(seed, args.jobs, args.scale, args.nodes)
     mean_run = statistics.fmean(j.run for j in past)
-    submitted: dict[str, float] = {}
-    first_seen: dict[str, dict] = {}
     model = () if args.model == "none" else (f"--model={Path(args.model).resolve()}",)
     with tempfile.TemporaryDirectory() as d, running(DevCluster(
             directory=Path(d), nodes=args.nodes, progress=lambda m: print(m, file=sys.stderr),
@@ -141,37 +145,47 @@ def run(args: argparse.Namespace, seed: int) -> dict:
         (cluster.directory / "job-records.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in history_rows(past)))
         api = cluster.api_client()
-        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        ns = "forecast"
-        core.create_namespace({"metadata": {"name": ns}})
-        poll(lambda: core.read_namespaced_service_account("default", ns), 60, "the default SA")
-        t0 = time.time()
-
-        def submit() -> None:
-            for job in jobs:
-                time.sleep(max(0.0, t0 + job.arrival - time.time()))
-                sent = time.time()
-                custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest(job))
-                submitted[job.name] = sent
-        feeder = threading.Thread(target=submit, daemon=True)
-        feeder.start()
-        done: dict[str, dict] = {}
-        while len(done) < len(jobs):
-            if not feeder.is_alive() and len(submitted) < len(jobs):
-                raise RuntimeError(f"submitting stopped after {len(submitted)} of {len(jobs)} jobs: see the "
-                                   "thread's traceback above")
-            for body in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]:
-                name, status = body["metadata"]["name"], body.get("status") or {}
-                if name not in first_seen and status.get(PREDICTED_FINISH):
-                    first_seen[name] = {key: status.get(field) for key, field in FIELDS.items()} | {
-                        "phase": status.get("phase"), "basis": status.get("predictionBasis")}
-                if status.get("phase") in ("Succeeded", "Failed"):
-                    done[name] = status
-            print(f"\r{len(submitted)}/{len(jobs)} submitted, {len(first_seen)} forecast, "
-                  f"{len(done)} done", end="", file=sys.stderr)
-            time.sleep(1.0)
-        print(file=sys.stderr)
+        if args.warm_up is not None:  # the operator records these jobs and its forecasts of them
+            play(api, "warm-up", workload(args.warm_up + seed, args.jobs, args.scale, args.nodes))
+        submitted, first_seen, done = play(api, "forecast", jobs)
     return measure(jobs, submitted, first_seen, done, mean_run, seed)
+
+
+def play(api: client.ApiClient, ns: str, jobs: list[SimJob]) -> tuple[dict, dict, dict]:
+    """Submit `jobs` into namespace `ns` on their schedule and wait for all to end: when each was
+    submitted, its first forecast, its final status."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    submitted: dict[str, float] = {}
+    first_seen: dict[str, dict] = {}
+    core.create_namespace({"metadata": {"name": ns}})
+    poll(lambda: core.read_namespaced_service_account("default", ns), 60, "the default SA")
+    t0 = time.time()
+
+    def submit() -> None:
+        for job in jobs:
+            time.sleep(max(0.0, t0 + job.arrival - time.time()))
+            sent = time.time()
+            custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest(job))
+            submitted[job.name] = sent
+    feeder = threading.Thread(target=submit, daemon=True)
+    feeder.start()
+    done: dict[str, dict] = {}
+    while len(done) < len(jobs):
+        if not feeder.is_alive() and len(submitted) < len(jobs):
+            raise RuntimeError(f"submitting stopped after {len(submitted)} of {len(jobs)} jobs: see the "
+                               "thread's traceback above")
+        for body in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]:
+            name, status = body["metadata"]["name"], body.get("status") or {}
+            if name not in first_seen and status.get(PREDICTED_FINISH):
+                first_seen[name] = {key: status.get(field) for key, field in FIELDS.items()} | {
+                    "phase": status.get("phase"), "basis": status.get("predictionBasis")}
+            if status.get("phase") in ("Succeeded", "Failed"):
+                done[name] = status
+        print(f"\r{ns}: {len(submitted)}/{len(jobs)} submitted, {len(first_seen)} forecast, "
+              f"{len(done)} done", end="", file=sys.stderr)
+        time.sleep(1.0)
+    print(file=sys.stderr)
+    return submitted, first_seen, done
 
 
 def measure(jobs: list[SimJob], submitted: dict, first_seen: dict, done: dict, mean_run: float,
@@ -237,7 +251,9 @@ def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str
     lines = [SECTION, "",
              f"`{command}` (code {code()}; {load}): per seed, simulated jobs (times ÷ {args.scale:g}) "
              f"arriving into a fresh {args.nodes}-node dev-cluster whose operator forecasts with {model}, "
-             f"run times learned from {args.history} recorded jobs of another seed. Absolute error in "
+             f"run times learned from {args.history} recorded jobs of another seed"
+             + (f", after the jobs of seed + {args.warm_up} ran unmeasured on the same cluster"
+                if args.warm_up is not None else "") + ". Absolute error in "
              "seconds, median / p90, of the first forecast written into each job's status after "
              "submission; baselines from the same run. Coverage: actual times inside the forecast's "
              "P10-P90 (target 75-85%).", "",
@@ -262,6 +278,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--model", default="models/current.json",
                         help="the operator's completion-time model (an artifact or manifest), or none")
+    parser.add_argument("--warm-up", type=int, metavar="OFFSET",
+                        help="before each seed's jobs, run seed+OFFSET's on the same cluster, unmeasured: "
+                             "the operator has recorded its own forecasts (and their errors) before")
     parser.add_argument("--json", help="also write the figures and per-job rows here")
     parser.add_argument("--no-publish", action="store_true", help="print; do not write docs/benchmarks.md")
     args = parser.parse_args()
@@ -275,7 +294,8 @@ def main() -> None:
         "load average:")[-1].strip() + " at the end, on a shared 2-core machine"
     command = "python bench/forecast_accuracy.py " + " ".join(
         f"--{k} {getattr(args, k)}" for k in ("nodes", "jobs", "history", "scale", "model")) + (
-        " --seeds " + " ".join(map(str, args.seeds)))
+        " --seeds " + " ".join(map(str, args.seeds))) + (
+        f" --warm-up {args.warm_up}" if args.warm_up is not None else "")
     text = section(results, args, command, load)
     print(text) if args.no_publish else publish(text)
 

@@ -29,3 +29,5 @@ PREDICTED_FINISH = "predictedCompletionTime"
 PREDICTED_START_RANGE = (PREDICTED_START + "P10", PREDICTED_START + "P90")
 PREDICTED_FINISH_RANGE = (PREDICTED_FINISH + "P10", PREDICTED_FINISH + "P90")
 PREDICTED_SECONDS, PREDICTION_BASIS = "predictedDurationSeconds", "predictionBasis"
+# the first forecast, kept until the job ends (netsched.jobs.forecast_errors)
+FIRST_FORECAST = "firstForecast"

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api.connect import items
+from netsched.api.connect import call, listed_together
 from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
 from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
@@ -85,20 +85,18 @@ class Live:
 
     @classmethod
     def read(cls, api: client.ApiClient, kind: str, namespace: str, name: str) -> Live:
+        """Plain GETs, asked at once (no API class of the client: each builds hundreds of model classes)."""
         group, version, plural = WORKLOADS[kind]
+        jobs, events = listed_together(api, [f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                                             f"/api/v1/namespaces/{namespace}/events"])
         try:
-            if kind == "Job":
-                job = client.BatchV1Api(api).read_namespaced_job(name, namespace)
-                body = api.sanitize_for_serialization(job)
-            else:
-                body = client.CustomObjectsApi(api).get_namespaced_custom_object(group, version, namespace,
-                                                                                  plural, name)
+            body: dict[str, Any] | None = call(api, "GET", f"/apis/{group}/{version}/namespaces/{namespace}/"
+                                                          f"{plural}/{name}")
         except client.ApiException as exc:
             if exc.status != 404:  # 404: no such object, or no such kind served
                 raise
             body = None
-        return cls(body, items(client.BatchV1Api(api).list_namespaced_job, namespace),
-                   items(client.CoreV1Api(api).list_namespaced_event, namespace))
+        return cls(body, jobs, events)
 
 
 def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: str) -> dict[str, Any]:

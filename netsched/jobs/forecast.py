@@ -22,8 +22,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, placement
+from netsched.jobs.forecast_errors import Correction, corrections
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang
 from netsched.jobs.pod_gang import PodGang
@@ -146,6 +147,30 @@ class Forecast:
     unreadable: bool = False  # its spec cannot be read: no times, and the basis says why
     start_range: tuple[datetime, datetime] | None = None  # P10 and P90 of the start (None: no interval)
     finish_range: tuple[datetime, datetime] | None = None  # P10 and P90 of the completion
+    # the same as the cluster was played, before the correction by past forecasts' errors: what a
+    # job's first forecast keeps, so that corrections are read from played intervals alone
+    start_played: tuple[datetime, datetime] | None = None
+    finish_played: tuple[datetime, datetime] | None = None
+
+    def corrected(self, now: datetime, by: Mapping[str, Correction]) -> Forecast:
+        """This forecast with each interval moved by the correction of its time (netsched.jobs.
+        forecast_errors), played intervals kept beside them."""
+        start_range, finish_range = self.start_range, self.finish_range
+        if self.start is not None and "start" in by:
+            start_range = by["start"].apply(now, self.start, start_range)
+        if self.finish is not None and "completion" in by:
+            finish_range = by["completion"].apply(now, self.finish, finish_range)
+        return replace(self, start_range=start_range, finish_range=finish_range,
+                       start_played=self.start_range, finish_played=self.finish_range)
+
+
+class Learned:
+    """What the forecast learns from the finished jobs (records rows) and the model: run times and the
+    corrections of intervals; learned once and used for as many forecasts as the history stays."""
+
+    def __init__(self, history: list[dict[str, Any]], model: Predictor | None = None):
+        self.run_times = RunTimes(history, model)
+        self.corrections = corrections(history)
 
 
 def _unreadable(body: dict[str, Any], exc: Exception, topology: Topology) -> str:
@@ -158,20 +183,22 @@ def _unreadable(body: dict[str, Any], exc: Exception, topology: Topology) -> str
 
 
 def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, Any]],
-                     jobs: list[dict[str, Any]], history: list[dict[str, Any]],
+                     jobs: list[dict[str, Any]], history: list[dict[str, Any]] | Learned,
                      gangs: Iterable[LiveGang] = (), model: Predictor | None = None,
                      topology: Topology = DEFAULT) -> dict[str, Forecast]:
     """A forecast for every unfinished GPUJob in `jobs` (keyed namespace/name) and every pod gang in
     `gangs` whose size is known (keyed LiveGang.key), played in one queue by the same rules, from the
     cluster's nodes and pods (plain dicts), the finished-job `history` and the completion-time
-    `model` (None: none). A Blocked job has none; one whose spec cannot be read has no times, and its
-    basis says what is wrong, as has one naming a level `topology` lacks (a pod gang that does is left
-    out: its pods stay gated).
+    `model` (None: none), or what was `Learned` of them before. A Blocked job has none; one whose
+    spec cannot be read has no times, and its basis says what is wrong, as has one naming a level
+    `topology` lacks (a pod gang that does is left out: its pods stay gated).
 
     The cluster is played three times: with every run at its P10, its estimate and its P90 (as if all
     jobs ran fast, or slow, together: the start a waiting job gets then bounds its start's interval).
-    A waiting job's completion interval adds its start's and its own run's, taken as independent."""
-    run_times = RunTimes(history, model)
+    A waiting job's completion interval adds its start's and its own run's, taken as independent.
+    Each interval is then corrected by how far the recorded first forecasts missed theirs."""
+    learned = history if isinstance(history, Learned) else Learned(history, model)
+    run_times = learned.run_times
     labels = {n.name: n.labels for n in nodes}
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
     unfinished: dict[str, GPUJob] = {}
@@ -238,7 +265,8 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
         estimates[w.key] = w.run("")
     out = dict(unreadable)
     for key, estimate in estimates.items():
-        out[key] = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
+        forecast = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
+        out[key] = forecast.corrected(now, learned.corrections)
     return out
 
 

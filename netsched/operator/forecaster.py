@@ -3,7 +3,9 @@ unfinished GPUJob (netsched.jobs.forecast), written into its status and a gauge.
 
 Status fields: `predictedStartTime` while the job waits for room (and `predictedAfter`, the jobs
 whose predicted end lets it start), `predictedCompletionTime` while it waits or runs,
-`predictedDurationSeconds` and `predictionBasis` (where the estimate comes from).
+`predictedDurationSeconds` and `predictionBasis` (where the estimate comes from), and once, the first
+forecast as played (`firstForecast`, kept until the job ends and recorded with it: how far such
+forecasts missed corrects the next ones' intervals, netsched.jobs.forecast_errors).
 Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue; a gang's times are
 annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or runs) on the objects
 netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
@@ -28,7 +30,7 @@ from kubernetes import client
 
 from netsched.api.connect import api_message, items
 from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
+from netsched.api.gpujob import FIRST_FORECAST, GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.gpujob import PREDICTED_AFTER as AFTER
 from netsched.api.gpujob import PREDICTED_FINISH as FINISH
 from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
@@ -44,7 +46,8 @@ from netsched.api.labels import (
 )
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import node_room
-from netsched.jobs.forecast import Forecast, cluster_forecast
+from netsched.jobs.forecast import Forecast, Learned, cluster_forecast
+from netsched.jobs.forecast_errors import first_forecast
 from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.models.artifact import Stamp, artifact_stamp
 from netsched.models.predictor import Predictor
@@ -80,6 +83,7 @@ class Forecaster:
         self._last_error: str | None = None
         self._gauged: set[tuple[str, str]] = set()
         self._unreadable: dict[str, str] = {}  # namespace/name -> why it has no forecast, as last logged
+        self._learned: tuple[Any, Learned] | None = None  # (what it was learned from, what was learned)
 
     def start(self) -> None:
         threading.Thread(target=self._loop, name="forecast", daemon=True).start()
@@ -133,8 +137,8 @@ class Forecaster:
         objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
         gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
                                   for j in objects["jobs"]})
-        forecasts = cluster_forecast(now, nodes, pods, jobs, self.records.rows(), gangs.values(),
-                                     self._predictor(), self.topology)
+        forecasts = cluster_forecast(now, nodes, pods, jobs, self._learn(), gangs.values(),
+                                     topology=self.topology)
         self._say_unreadable(forecasts)
         for body in jobs:
             meta, status = body["metadata"], body.get("status") or {}
@@ -147,6 +151,16 @@ class Forecaster:
                 self._write(meta, patch)
         self._publish(objects, gangs, forecasts, now)
         self._gauge({k: f for k, f in forecasts.items() if k not in gangs}, now)
+
+    def _learn(self) -> Learned:
+        """What the records and the model teach, learned again only when either changed: up to 1,000
+        finished jobs calibrated in folds, with the model's prediction for each, is too much for
+        every pass."""
+        model = self._predictor()
+        source = (self.records.stamp(), id(model))
+        if self._learned is None or self._learned[0] != source:
+            self._learned = source, Learned(self.records.rows(), model)
+        return self._learned[1]
 
     def _predictor(self) -> Predictor | None:
         """The model at `model_path`, loaded again when its files change; None while it cannot be
@@ -249,6 +263,11 @@ def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> d
         patch[AFTER] = after or None
     if status.get(BASIS) != forecast.estimate.basis:
         patch[BASIS] = forecast.estimate.basis
+    if FIRST_FORECAST not in status and (forecast.start or forecast.finish):
+        played = {"start": forecast.start, "completion": forecast.finish}
+        for name, interval in (("start", forecast.start_played), ("completion", forecast.finish_played)):
+            played.update(zip((f"{name}P10", f"{name}P90"), interval or (None, None), strict=True))
+        patch[FIRST_FORECAST] = first_forecast(now, played)
     return patch
 
 

@@ -622,6 +622,9 @@ def neighbourhoods(problem: Problem, placement: dict[str, str | None], deadline:
         size = int(min(max_vars, max(1000, 6000 * (deadline - time.monotonic()))))
         t0 = time.monotonic()
         nodes = _roomiest(problem, working, seeds, size)
+        # a seed the greedy start took off its node is priced by that node: the piece must hold it
+        homes = {p.node for p in seeds} - {n.name for n in nodes}
+        nodes += [n for n in problem.nodes if n.name in homes]
         names = {n.name for n in nodes}
         members = [replace(p, node=working[p.name]) for p in problem.pods if working[p.name] in names]
         members += seeds

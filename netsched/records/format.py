@@ -42,5 +42,8 @@ ROW_FIELDS = {
     "distinct_zones": "int (of the zones column)",
     "telemetry": "links of the last replica at job start (records/link_columns.py: model feature "
                  "name -> value), or null without --prometheus-url",
+    "first_forecast": "the job's first forecast (status.firstForecast: at, start, completion and their "
+                      "P10/P90 as played, RFC 3339) or null (never forecast); absent from records written "
+                      "before it existed",
 }
 

@@ -27,6 +27,7 @@ from typing import Any
 from netsched.api.conditions import find
 from netsched.api.errors import RecordsUnavailable
 from netsched.api.events import now_rfc3339, parse_rfc3339
+from netsched.api.gpujob import FIRST_FORECAST
 from netsched.api.labels import GPU_LABELS, GPU_PRODUCT_LABEL
 from netsched.api.topology import DEFAULT, NODE, Topology
 from netsched.jobs.gpujob import DataSource, GPUJob
@@ -59,6 +60,14 @@ class JobRecords:
 
     def rows(self) -> list[dict[str, Any]]:
         return read_rows(self.path)
+
+    def stamp(self) -> tuple[int, int, int] | None:
+        """Changes whenever the file does (inode, size, modification time); None while it is missing."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
 
     def append(self, row: dict[str, Any]) -> bool:
         """Write the row unless its uid is already recorded; True if written."""
@@ -130,6 +139,7 @@ def job_record(job: GPUJob, status: dict[str, Any], node_labels: dict[str, dict[
         "distinct_nodes": len(set(nodes)), "distinct_racks": len(set(racks)),
         "distinct_zones": len(set(zones)),
         "telemetry": status.get("placementTelemetry"),
+        "first_forecast": status.get(FIRST_FORECAST),
     }
 
 

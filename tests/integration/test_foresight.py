@@ -155,3 +155,46 @@ def test_with_finished_jobs_recorded_each_predicted_time_has_its_80_percent_inte
     assert main(["why", "planned", "-n", namespace, f"--kubeconfig={dev_cluster.kubeconfig}"]) == 0
     said = capsys.readouterr().out
     assert f"Predicted completion: {status[FINISH]} (80% between " in said
+
+
+@pytest.fixture
+def late_starts(dev_cluster) -> Iterator[None]:
+    """12 finished jobs in the operator's records whose first forecast said "starts now, no doubt about
+    it" and which started 600 s later; taken out again afterwards."""
+    path = dev_cluster.records_file
+    said, began = "2026-01-01T10:00:00Z", "2026-01-01T10:10:00Z"
+    with path.open("a") as f:
+        for i in range(12):
+            f.write(json.dumps({"schema_version": 1, "uid": f"late-start-{i}", "outcome": "Succeeded",
+                                "duration_seconds": 600, "workload_kind": "training", "replicas": 2,
+                                "gpus_per_replica": 8, "gpus": 16, "expected_duration_seconds": 600,
+                                "start_time": began, "completion_time": "2026-01-01T10:20:00Z",
+                                "first_forecast": {"at": said, "start": said, "startP10": said,
+                                                   "startP90": said}}) + "\n")
+    yield
+    kept = [line for line in path.read_text().splitlines(keepends=True) if "late-start-" not in line]
+    path.write_text("".join(kept))
+
+
+def test_a_start_interval_is_widened_by_how_late_recorded_first_forecasts_were(
+        dev_cluster, core, jobs, namespace, late_starts):
+    _fill(jobs, core, namespace)
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "late", replicas=2, gpus=8, duration="600s", manifest=True, workload=RUN))
+    status = poll(lambda: (s := _status(jobs, namespace, "late")).get(START_RANGE[1])
+                  and s.get("firstForecast") and s, 60, "the waiting job's start interval and first forecast")
+    first = status["firstForecast"]
+    played = parse_rfc3339(first.get("startP90") or first["start"])  # as played: no correction in it
+    # every recorded start came 600 s after a forecast that looked 0 s ahead: the late end moves by
+    # 10 × (how far this one looks ahead + 60 s), 600 s at least
+    assert (parse_rfc3339(status[START_RANGE[1]]) - played).total_seconds() >= 590, (first, status)
+
+
+def test_a_finished_jobs_record_carries_its_first_forecast(dev_cluster, jobs, namespace):
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "brief", replicas=1, gpus=8, duration="30s", manifest=True, workload={"expectedDurationSeconds": 30}))
+    first = poll(lambda: _status(jobs, namespace, "brief").get("firstForecast"), 60, "a first forecast")
+    uid = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "brief")["metadata"]["uid"]
+    row = poll(lambda: next((r for line in dev_cluster.records_file.read_text().splitlines() if line.strip()
+                             and (r := json.loads(line)).get("uid") == uid), None), 120, "the job's record")
+    assert row["first_forecast"] == first and first["completion"]

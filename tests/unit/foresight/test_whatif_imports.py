@@ -1,4 +1,4 @@
-"""What a whatif process loads: the cluster read and the answer build no API class of the kubernetes
+"""What a whatif (and why) process loads: the cluster read and the answer build no API class of the kubernetes
 client (each imports hundreds of model classes: seconds of a short command on a busy machine), and a
 job that fits now loads neither OR-Tools nor numpy. Each case runs in a fresh interpreter, whose
 sys.modules says what the path imported."""
@@ -51,4 +51,24 @@ def test_the_packer_s_dry_run_loads_the_solver_and_still_no_client_api_class():
     out = run("full")
     assert out["fits"] is False and out["plan"] is True  # the dry run ran: the check below can see it
     assert "ortools" in out["modules"]
+    assert [m for m in out["modules"] if m.startswith(API_CLASSES)] == []
+
+
+WHY_SCRIPT = """
+import json, sys
+from netsched.foresight.why_workloads import Live
+from netsched.testing.builders import CLUSTER, make_batch_job
+from netsched.testing.kube import FakeKube
+
+kube = FakeKube([*CLUSTER, make_batch_job("train", 2)])
+found, gone = Live.read(kube, "Job", "ml", "train"), Live.read(kube, "JobSet", "ml", "llm")
+print(json.dumps({"found": (found.body or {}).get("metadata", {}).get("name"), "jobs": len(found.jobs),
+                  "gone": gone.body, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_why_reads_a_workload_with_no_client_api_class():
+    done = subprocess.run([sys.executable, "-c", WHY_SCRIPT], capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    assert out["found"] == "train" and out["jobs"] == 1 and out["gone"] is None
     assert [m for m in out["modules"] if m.startswith(API_CLASSES)] == []

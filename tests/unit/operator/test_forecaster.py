@@ -20,14 +20,16 @@ from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.operator import forecaster as forecaster_module
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
-from netsched.records.writer import JobRecords
+from netsched.records.writer import JobRecords, job_record
 from netsched.testing.builders import (
     CLUSTER,
     H100,
     NOW,
     ago,
+    job,
     make_batch_job,
     make_gpujob,
     make_job_pod,
@@ -47,7 +49,9 @@ def test_a_forecast_is_written_when_new_and_again_only_when_it_moved_by_more_tha
     first = status_patch({}, Forecast(at(100), at(700), estimate), NOW)
     assert first == {"predictedStartTime": rfc3339(at(100)),
                      "predictedCompletionTime": rfc3339(at(700)),
-                     "predictedDurationSeconds": 600, "predictionBasis": "basis"}
+                     "predictedDurationSeconds": 600, "predictionBasis": "basis",
+                     "firstForecast": {"at": rfc3339(NOW), "start": rfc3339(at(100)),
+                                       "completion": rfc3339(at(700))}}
     moved_a_bit = Forecast(at(120), at(760), estimate)
     assert status_patch(first, moved_a_bit, NOW) == {}
     moved_far = Forecast(at(400), at(1000), estimate)
@@ -258,3 +262,39 @@ def test_only_a_leading_forecaster_runs_its_passes_and_each_is_timed(tmp_path):
         assert kube.made("list", "gpujobs")
     finally:
         forecaster.stop()
+
+
+def test_what_the_records_teach_is_learned_again_only_when_they_change(tmp_path, monkeypatch):
+    learned = []
+
+    class Counted(forecaster_module.Learned):
+        def __init__(self, *args, **kwargs):
+            learned.append(1)
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(forecaster_module, "Learned", Counted)
+    records = JobRecords(tmp_path / "records.jsonl")
+    kube = FakeKube([*CLUSTER, make_gpujob("wait", replicas=1, gpus=8, created=ago(60))])
+    forecaster = Forecaster(kube, records, OperatorMetrics())
+    forecaster.run_once(NOW)
+    forecaster.run_once(NOW + timedelta(seconds=15))
+    assert len(learned) == 1
+    records.append({"uid": "u1", "outcome": "Succeeded", "duration_seconds": 300})
+    forecaster.run_once(NOW + timedelta(seconds=30))
+    assert len(learned) == 2
+
+
+def test_a_jobs_first_forecast_is_kept_as_played_until_it_ends_and_recorded_with_it():
+    estimate = Estimate(600, "basis", (0.8, 1.3))
+    waiting = Forecast(at(100), at(700), estimate, start_range=(at(50), at(300)),
+                       finish_range=(at(600), at(990)), start_played=(at(80), at(200)),
+                       finish_played=(at(600), at(900)))
+    status = status_patch({}, waiting, NOW)
+    assert status["firstForecast"] == {
+        "at": rfc3339(NOW), "start": rfc3339(at(100)), "startP10": rfc3339(at(80)),
+        "startP90": rfc3339(at(200)), "completion": rfc3339(at(700)), "completionP10": rfc3339(at(600)),
+        "completionP90": rfc3339(at(900))}
+    later = Forecast(at(500), at(1100), estimate)
+    assert "firstForecast" not in status_patch(status, later, at(60))
+    finished = status | {"phase": "Succeeded", "startTime": rfc3339(at(120)),
+                         "completionTime": rfc3339(at(800))}
+    assert job_record(job(), finished, {})["first_forecast"] == status["firstForecast"]

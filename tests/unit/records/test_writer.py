@@ -85,6 +85,7 @@ def test_job_record_row():
         "zones": ["zone-a", "zone-a", "zone-a"], "gpu_models": ["NVIDIA-H100-80GB-HBM3"] * 3,
         "gpu_labels": [{}, {}, {}],
         "distinct_nodes": 2, "distinct_racks": 2, "distinct_zones": 1, "telemetry": None,
+        "first_forecast": None,
         "topology": "zone=topology.kubernetes.io/zone,rack=netsched.io/rack",
         "domains": {"zone": ["zone-a", "zone-a", "zone-a"], "rack": ["rack-a1", "rack-a2", "rack-a1"]},
     }
