@@ -3,13 +3,16 @@ filter reasons: "bandwidth 9.1 Gbit/s, RTT 0.40 ms to gpu-3 (median of 12 probes
 
 from __future__ import annotations
 
+import numpy as np
+
 from netsched.extender.snapshot import NodeTable
 from netsched.telemetry.aggregates import NONE, PAIR, REVERSE, LinkAnswer, level_of
 
 
 def origin(table: NodeTable, links: LinkAnswer, i: int, target: str) -> str:
     """Where the value at table index i towards target came from: "measured", "measured <target> ->
-    <node>" (the reverse pair) or "median of N probes <from> -> <to>" (an aggregate)."""
+    <node>" (the reverse pair) or "median of N probes <from> -> <to>" (an aggregate, saying so when a
+    NIC's link speed lowered it)."""
     code, node = int(links.origin[i]), table.names[i]
     if code == PAIR:
         return "measured"
@@ -22,7 +25,8 @@ def origin(table: NodeTable, links: LinkAnswer, i: int, target: str) -> str:
     source = node if kind == "node" else _domain(table, k, i)
     j = table.index.get(target)
     to = _domain(table, k, j) if j is not None else target
-    return f"median of {int(links.samples[i])} probes {source} -> {to}"
+    capped = "" if np.isnan(links.cap[i]) else ", lowered to what the slower NIC's link speed allows"
+    return f"median of {int(links.samples[i])} probes {source} -> {to}{capped}"
 
 
 def _domain(table: NodeTable, k: int, i: int) -> str:

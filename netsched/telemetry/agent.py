@@ -35,7 +35,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from netsched.api.topology import DEFAULT, Topology
-from netsched.telemetry.nic import NicMonitor
+from netsched.telemetry.nic import NicMonitor, speed_towards
 from netsched.telemetry.probe import Bandwidth, ProbeError, ProbeServer, measure_bandwidth, measure_rtt
 from netsched.telemetry.targets import Budget, Endpoint, Found, Layout, choose
 
@@ -44,6 +44,7 @@ RTT_ROUNDS = 3  # the published RTT is the fastest seen in this many rounds: que
 Targets = Callable[[], Found | Mapping[str, Endpoint]]  # a plain mapping: name -> (host, port), no more
 MeasureRtt = Callable[[str, int], float]  # host, port -> milliseconds
 MeasureBandwidth = Callable[[str, int, int], Bandwidth]  # host, port, bytes
+NicSpeed = Callable[[str], float | None]  # host -> Mbit/s of the NIC traffic to it leaves by, None: unknown
 
 
 @dataclass(frozen=True)
@@ -85,19 +86,24 @@ class AgentMetrics:
                               ["node", "interface", "direction"], registry=r)
         self.nic_util = Gauge("netsched_nic_utilisation_ratio", "NIC traffic / link speed",
                               ["node", "interface", "direction"], registry=r)
+        # one series per node: what the extender caps domain aggregates touching this node by
+        self.nic_speed = Gauge("netsched_nic_speed_bytes_per_second",
+                               "Link speed of the interface probes leave by", ["node"], registry=r)
 
 
 class Agent:
-    """One node's prober. `rtt` and `bandwidth` measure a link (defaults: the real TCP probes); a
-    simulated network passes its own, and its clocks: `clock` for the probe budget, `wall` for the
-    time a link was measured (Unix seconds, what the extender ages)."""
+    """One node's prober. `rtt` and `bandwidth` measure a link (defaults: the real TCP probes) and
+    `nic_speed` reads the link speed of the NIC towards a target (default: the routed interface's, from
+    /sys); a simulated network passes its own, and its clocks: `clock` for the probe budget, `wall` for
+    the time a link was measured (Unix seconds, what the extender ages)."""
 
     def __init__(self, node: str, targets: Targets, plan: ProbePlan = ProbePlan(),
                  nics: NicMonitor | None = None, clock: Callable[[], float] = time.monotonic,
                  topology: Topology = DEFAULT, rtt: MeasureRtt = measure_rtt,
-                 bandwidth: MeasureBandwidth = measure_bandwidth, wall: Callable[[], float] = time.time):
+                 bandwidth: MeasureBandwidth = measure_bandwidth, wall: Callable[[], float] = time.time,
+                 nic_speed: NicSpeed = speed_towards):
         self.node, self.targets, self.plan, self.topology = node, targets, plan, topology
-        self.nics = nics or NicMonitor()
+        self.nics, self.nic_speed = nics or NicMonitor(), nic_speed
         self.clock, self.wall = clock, wall
         self.measure_rtt, self.measure_bandwidth = rtt, bandwidth
         self.metrics = AgentMetrics()
@@ -129,6 +135,7 @@ class Agent:
         for dst, (host, port) in chosen:
             self.probe(dst, host, port)
         self._sample_nics()
+        self._export_speed([host for _, (host, _) in chosen])
 
     def next_targets(self) -> list[tuple[str, Endpoint]]:
         """This round's targets with their endpoints (targets.choose), and the round counted."""
@@ -237,6 +244,15 @@ class Agent:
                 if util is not None:
                     self.metrics.nic_util.labels(self.node, rate.interface, direction).set(util)
 
+    def _export_speed(self, hosts: list[str]) -> None:
+        """The link speed of the NIC this round's probes left by (the first target's that is known): one
+        series, so that the extender can bound aggregate answers by this node's own NIC."""
+        for host in hosts:
+            mbps = self.nic_speed(host)
+            if mbps:
+                self.metrics.nic_speed.labels(self.node).set(mbps * 1e6 / 8)
+                return
+
     def matrix(self) -> dict[str, Any]:
         with self._lock:
             return {"node": self.node, "links": {k: dict(v) for k, v in self.row.items()}}
@@ -271,7 +287,7 @@ def serve_http(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
 
 
 def run_agent(node: str, targets: Targets, host: str, port: int, probe_port: int, plan: ProbePlan,
-              topology: Topology = DEFAULT) -> None:
+              topology: Topology = DEFAULT, nic_speed: NicSpeed = speed_towards) -> None:
     """Serve probes and HTTP, then probe until SIGINT/SIGTERM."""
     import signal
 
@@ -280,7 +296,7 @@ def run_agent(node: str, targets: Targets, host: str, port: int, probe_port: int
     # a `_created` sample per counter would double the counters' series (the library leaves this untyped)
     disable_created_metrics()  # type: ignore[no-untyped-call]
     ProbeServer(host, probe_port).start()
-    agent = Agent(node, targets, plan, topology=topology)
+    agent = Agent(node, targets, plan, topology=topology, nic_speed=nic_speed)
     serve_http(agent, host, port)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: agent.stop.set())

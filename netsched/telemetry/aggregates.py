@@ -30,10 +30,24 @@ A lookup (`Aggregates.answer`, vectorised over every node as source) takes, per 
 `origin` holds which, as an int8 per source (`PAIR`, `REVERSE`, `NODE_TO_DOMAIN + k`,
 `DOMAIN_TO_DOMAIN + k` for level k widest first, `NONE`).
 
+A median speaks for its domains' typical pair, not for the two ends of this one: a node that kept a
+25 Gbit/s NIC among 100 Gbit/s rack-mates gets their median. So, where the agents export their NIC's
+link speed (`speeds`, node -> Mbit/s), an aggregate's bandwidth for a pair whose slower NIC is B is at
+most
+
+    share x B   where the cell's pairs measured as slow a NIC as B (B >= the slowest of their slower NICs),
+    B           where they did not (only the link speed is known then),
+
+with share the NIC_SHARE_QUANTILE of the cell's measured bandwidth over each pair's slower NIC: what
+pairs this far apart pass of their NICs where nothing else limits them (a high quantile: a cap must
+not cut a well-connected pair below what it measures; where a path, not the NICs, limits the cell,
+its slow-NIC pairs reach the highest share, so a cap there rarely bites). `cap` says where it did.
+
 Cost: built once per store change (the feed refreshes it after each write; a request only reads),
 with one sort per level and kind over the fresh samples S: O(levels x S log S). Memory: one row per
 non-empty cell, so at most levels x 2 x S rows, and never more than levels x (nodes + domains) x
-destination domains; a row is 36 bytes, and the reverse view holds 32 bytes per node -> node sample.
+destination domains; a row is 52 bytes, the reverse view holds 32 bytes per node -> node sample, and
+the NIC speeds 8 bytes per node.
 A cell is fresh while its newest sample is (samples that age out between two writes still count until
 the next one).
 """
@@ -49,6 +63,7 @@ import numpy as np
 from netsched.api.topology import Topology
 
 MIN_SAMPLES = 3  # fresh samples an aggregate needs before it answers for a pair
+NIC_SHARE_QUANTILE = 0.9  # of measured bandwidth / the slower NIC: what a cell's best-connected pairs reach
 CLASSES = 8  # cells are also keyed by the pairs' topology distance (at most 6 levels + far + 1)
 NONE, PAIR, REVERSE = 0, 1, 2
 NODE_TO_DOMAIN, DOMAIN_TO_DOMAIN = 16, 32  # + level index, widest first
@@ -56,15 +71,17 @@ NODE_TO_DOMAIN, DOMAIN_TO_DOMAIN = 16, 32  # + level index, widest first
 
 class LinkAnswer(NamedTuple):
     """Per source (by table index or the candidates asked for): bandwidth (Mbit/s) and RTT (ms), NaN
-    where unknown; where each came from (an origin code) and how many measurements it is the median of."""
+    where unknown; where each came from (an origin code), how many measurements it is the median of, and
+    the NIC cap (Mbit/s) that lowered an aggregate's bandwidth (NaN where none did)."""
 
     bw: np.ndarray
     rtt: np.ndarray
     origin: np.ndarray
     samples: np.ndarray
+    cap: np.ndarray
 
     def at(self, idx: np.ndarray) -> LinkAnswer:
-        return LinkAnswer(self.bw[idx], self.rtt[idx], self.origin[idx], self.samples[idx])
+        return LinkAnswer(self.bw[idx], self.rtt[idx], self.origin[idx], self.samples[idx], self.cap[idx])
 
 
 def level_of(origin: int) -> tuple[str, int] | None:
@@ -85,18 +102,24 @@ class Cells:
     rtt: np.ndarray
     samples: np.ndarray  # int32
     newest: np.ndarray  # observation time of the newest sample (monotonic seconds)
+    share: np.ndarray  # NIC_SHARE_QUANTILE of bandwidth / the pair's slower NIC, NaN where no NIC is known
+    slowest: np.ndarray  # the slowest of those slower NICs (Mbit/s), NaN where none is known
 
     @classmethod
-    def of(cls, keys: np.ndarray, bw: np.ndarray, rtt: np.ndarray, seen: np.ndarray) -> Cells:
+    def of(cls, keys: np.ndarray, bw: np.ndarray, rtt: np.ndarray, seen: np.ndarray,
+           ratio: np.ndarray) -> Cells:
         if not len(keys):
             empty = np.empty(0)
-            return cls(np.empty(0, dtype=np.int64), empty, empty, np.empty(0, dtype=np.int32), empty)
+            return cls(np.empty(0, dtype=np.int64), empty, empty, np.empty(0, dtype=np.int32), empty, empty,
+                       empty)
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         unique, starts, counts = np.unique(keys, return_index=True, return_counts=True)
         newest = np.maximum.reduceat(seen[order], starts)
+        ratio = ratio[order]
         return cls(unique, _medians(bw[order], starts, counts), _medians(rtt[order], starts, counts),
-                   counts.astype(np.int32), newest)
+                   counts.astype(np.int32), newest, _quantiles(ratio, starts, counts, NIC_SHARE_QUANTILE),
+                   np.fmin.reduceat(bw[order] / ratio, starts))
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Row of each key (clipped) and whether it is there."""
@@ -106,7 +129,8 @@ class Cells:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.keys, self.bw, self.rtt, self.samples, self.newest))
+        return sum(a.nbytes for a in (self.keys, self.bw, self.rtt, self.samples, self.newest, self.share,
+                                      self.slowest))
 
 
 def _distances(domains: np.ndarray, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -119,6 +143,17 @@ def _distances(domains: np.ndarray, sources: np.ndarray, targets: np.ndarray) ->
     for k in range(depth):  # widest first: a narrower shared level overwrites
         apart[node & (domains[k][sources] == domains[k][np.where(node, targets, 0)])] = depth - k
     return apart
+
+
+def _quantiles(values: np.ndarray, starts: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile (nearest rank, lower) of each group's known values (NaN sorts last), NaN where a
+    group has none."""
+    group = np.repeat(np.arange(len(starts)), counts)
+    ordered = values[np.lexsort((values, group))]
+    known = np.add.reduceat(~np.isnan(values), starts) if len(values) else np.zeros(0, dtype=int)
+    at = starts + np.floor(q * np.maximum(known - 1, 0)).astype(np.int64)
+    out: np.ndarray = np.where(known > 0, ordered[np.minimum(at, len(values) - 1)], np.nan)
+    return out
 
 
 def _medians(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -144,11 +179,13 @@ class Aggregates:
     node_to_domain: tuple[Cells, ...]
     domain_to_domain: tuple[Cells, ...]
     outgoing: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # src -> dst, bw, rtt, seen
+    nic: np.ndarray  # per node: its NIC's link speed, Mbit/s (NaN: unknown)
 
     @classmethod
     def build(cls, links: Mapping[str, Mapping[str, Any]], index: Mapping[str, int], domains: np.ndarray,
-              now: float, max_age: float) -> Aggregates:
-        """From the store's links (destination -> source -> LinkStats), those fresh at `now`."""
+              now: float, max_age: float, speeds: Mapping[str, float] | None = None) -> Aggregates:
+        """From the store's links (destination -> source -> LinkStats), those fresh at `now`, and the
+        nodes' NIC link speeds (node -> Mbit/s) where known."""
         src, dst, bw, rtt, seen = [], [], [], [], []
         endpoints: dict[str, int] = {}
         for target, row in links.items():
@@ -171,11 +208,16 @@ class Aggregates:
         n2d, d2d = [], []
         node = d_ >= 0
         apart = _distances(domains, s_, np.where(node, d_, -1))
+        nic = np.full(domains.shape[1], np.nan)
+        for name, mbps in (speeds or {}).items():
+            if (i := index.get(name)) is not None and mbps > 0:
+                nic[i] = mbps
+        ratio = b_ / np.fmin(nic[s_], np.where(node, nic[np.where(node, d_, 0)], np.nan))
         for k in range(depth):
             width = int(widths[k]) + len(endpoints)
             to = np.where(node, domains[k][np.where(node, d_, 0)], widths[k] - 1 - d_)
-            n2d.append(Cells.of((s_ * width + to) * CLASSES + apart, b_, r_, t_))
-            d2d.append(Cells.of((domains[k][s_] * width + to) * CLASSES + apart, b_, r_, t_))
+            n2d.append(Cells.of((s_ * width + to) * CLASSES + apart, b_, r_, t_, ratio))
+            d2d.append(Cells.of((domains[k][s_] * width + to) * CLASSES + apart, b_, r_, t_, ratio))
         outgoing = {}
         if node.any():
             order = np.argsort(s_[node], kind="stable")
@@ -185,7 +227,7 @@ class Aggregates:
             ends = [*starts[1:].tolist(), len(srcs)]
             for i, a, b in zip(unique.tolist(), starts.tolist(), ends, strict=True):
                 outgoing[i] = (dsts[a:b], bws[a:b], rtts[a:b], seens[a:b])
-        return cls(index, domains, widths, endpoints, tuple(n2d), tuple(d2d), outgoing)
+        return cls(index, domains, widths, endpoints, tuple(n2d), tuple(d2d), outgoing, nic)
 
     @property
     def nbytes(self) -> int:
@@ -201,6 +243,7 @@ class Aggregates:
         bw, rtt = pair_bw.copy(), pair_rtt.copy()
         origin = np.where(np.isnan(bw), NONE, PAIR).astype(np.int8)
         samples = (origin == PAIR).astype(np.int32)
+        cap, share, slowest = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         j = self.index.get(target)
         if j is not None and j in self.outgoing:
             dsts, b, r, seen = self.outgoing[j]
@@ -211,7 +254,7 @@ class Aggregates:
             bw[dsts], rtt[dsts], origin[dsts], samples[dsts] = b, r, REVERSE, 1
         e = self.endpoints.get(target) if j is None else None
         if j is None and e is None:
-            return LinkAnswer(bw, rtt, origin, samples)
+            return LinkAnswer(bw, rtt, origin, samples, cap)
         everyone = np.arange(n, dtype=np.int64)
         apart = _distances(self.domains, everyone, np.full(n, -1 if j is None else j, dtype=np.int64))
         for k in reversed(range(len(self.widths))):
@@ -227,8 +270,16 @@ class Aggregates:
                 ok = found & (cells.samples[rows] >= min_samples) & (now - cells.newest[rows] <= max_age)
                 at, rows = todo[ok], rows[ok]
                 bw[at], rtt[at], samples[at] = cells.bw[rows], cells.rtt[rows], cells.samples[rows]
+                share[at], slowest[at] = cells.share[rows], cells.slowest[rows]
                 origin[at] = code
-        return LinkAnswer(bw, rtt, origin, samples)
+        # A median speaks for its domains' typical pair, not for the two ends of this one: a pair passes
+        # no more of its slower NIC than the cell's pairs passed of theirs, and no more than that NIC's
+        # link speed where the cell measured no NIC as slow (module docstring).
+        bottleneck = np.fmin(self.nic, self.nic[j] if j is not None else np.nan)
+        limit = np.where(bottleneck >= slowest, share, 1.0) * bottleneck
+        lowered = (origin >= NODE_TO_DOMAIN) & (limit < bw) & ~np.isclose(limit, bw)  # not by rounding
+        bw[lowered] = cap[lowered] = limit[lowered]
+        return LinkAnswer(bw, rtt, origin, samples, cap)
 
 
 def node_domains(labels: Mapping[str, Mapping[str, str] | None],

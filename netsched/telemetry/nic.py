@@ -1,13 +1,16 @@
-"""NIC counters from /proc/net/dev and link speed from /sys/class/net, as rates and utilisation."""
+"""NIC counters from /proc/net/dev and link speed from /sys/class/net, as rates and utilisation; and the
+link speed of the interface the probes leave by (the route to a peer, /proc/net/route)."""
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC_NET_DEV = Path("/proc/net/dev")
+PROC_NET_ROUTE = Path("/proc/net/route")
 SYS_NET = Path("/sys/class/net")
 
 
@@ -43,6 +46,32 @@ def link_speed_mbps(interface: str, sys_net: Path = SYS_NET) -> float | None:
     except (OSError, ValueError):
         return None
     return float(speed) if speed > 0 else None
+
+
+def route_interface(host: str, text: str | None = None) -> str | None:
+    """The interface the kernel's IPv4 routes send traffic to host by (the longest matching prefix, from
+    /proc/net/route's format: little-endian hex); None for a name, an IPv6 address or no route."""
+    try:
+        address = int(ipaddress.IPv4Address(host))
+        text = PROC_NET_ROUTE.read_text() if text is None else text
+    except (ValueError, OSError):
+        return None
+    best: tuple[int, str] | None = None
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        destination, mask = (int.from_bytes(bytes.fromhex(f), "little") for f in (fields[1], fields[7]))
+        prefix = bin(mask).count("1")
+        if address & mask == destination and (best is None or prefix > best[0]):
+            best = (prefix, fields[0])
+    return best[1] if best else None
+
+
+def speed_towards(host: str) -> float | None:
+    """Link speed (Mbit/s) of the interface traffic to host leaves by, None when the driver does not say."""
+    interface = route_interface(host)
+    return link_speed_mbps(interface) if interface else None
 
 
 class NicMonitor:

@@ -2,8 +2,9 @@
 
 Every `interval` seconds it runs three instant queries (bandwidth, RTT, last-measured
 time per src/dst link) and records each complete link with the time the *agent*
-measured it, not the time Prometheus scraped it; and one for each node's NIC utilisation
-(its busiest interface and direction), recorded as of the query.
+measured it, not the time Prometheus scraped it; and two for each node's NIC: its utilisation
+(its busiest interface and direction) and the link speed of the interface its probes leave by,
+recorded as of the query.
 
 Reads are bounded by what is new, not by the number of series: a refresh at wall time T reads
 only the links measured after `since`, the last measured time filtering all three queries
@@ -42,6 +43,7 @@ MEASURED = "netsched_link_measured_timestamp_seconds"
 VALUES = {"bandwidth": "netsched_link_bandwidth_bytes_per_second", "rtt": "netsched_link_rtt_seconds"}
 LAG = 60.0  # s: a measurement reaches Prometheus up to a scrape interval after it is taken
 NIC_QUERY = "max by (node) (netsched_nic_utilisation_ratio)"  # a node's busiest interface and direction
+SPEED_QUERY = "max by (node) (netsched_nic_speed_bytes_per_second)"  # one series per node
 
 
 def queries(since: float) -> dict[str, str]:
@@ -76,6 +78,8 @@ class PrometheusFeed:
         try:
             series = {name: self._query(q) for name, q in queries(self.since(started)).items()}
             nics = {labels[0]: value for labels, value in self._query(NIC_QUERY, ("node",)).items()}
+            speeds = {labels[0]: value * 8 / 1e6  # Mbit/s
+                      for labels, value in self._query(SPEED_QUERY, ("node",)).items()}
         except (OSError, ValueError, KeyError) as exc:
             self.last_error = f"Prometheus at {self.url} could not be read: {exc}"
             log.warning("%s; telemetry entries age out after %g s", self.last_error, self.store.max_age)
@@ -85,7 +89,8 @@ class PrometheusFeed:
                   now_mono - max(0.0, now_wall - measured))
                  for link, measured in series["measured"].items()
                  if link in series["bandwidth"] and link in series["rtt"]]
-        self.store.record_many(links, [(node, utilisation, now_mono) for node, utilisation in nics.items()])
+        self.store.record_many(links, [(node, utilisation, now_mono) for node, utilisation in nics.items()],
+                               [(node, mbps, now_mono) for node, mbps in speeds.items()])
         self.store.refresh_aggregates()
         self.last_error, self.last_success, self.last_read = None, now_mono, started
         return len(links)

@@ -43,7 +43,7 @@ class LinkStats:
 
 
 Links = Mapping[str, Mapping[str, LinkStats]]  # destination -> source -> stats
-Nics = Mapping[str, tuple[float, float]]  # node -> (NIC utilisation, observed_at)
+Nics = Mapping[str, tuple[float, float]]  # node -> (NIC utilisation or link speed in Mbit/s, observed_at)
 LinkRecord = tuple[str, str, float, float, float | None]  # src, dst, rtt ms, bandwidth Mbit/s, observed_at
 AGGREGATES_KEPT = 4  # built aggregates kept: the current links and table, and a few a request may still hold
 # Seconds a lookup's answer is reused by later requests for the same target over the same aggregates:
@@ -59,12 +59,13 @@ class TelemetryStore:
         self._lock = threading.Lock()
         self._links: Links = {}
         self._nics: Nics = {}
+        self._speeds: Nics = {}
         # Arrays aligned to a node table, kept across requests: keyed by the row object they were
         # built from, which a write replaces, so an entry is valid exactly while its row is current.
         self._aligned: dict[tuple[str, str, int],
                             tuple[object, Mapping[str, int], tuple[np.ndarray, ...]]] = {}
-        # Aggregates by the links and node table they were built from (identity, as for _aligned).
-        self._aggregates: list[tuple[Links, Mapping[str, int], np.ndarray, Aggregates]] = []
+        # Aggregates by the links, NIC speeds and node table they were built from (identity, as for _aligned).
+        self._aggregates: list[tuple[Links, Nics, Mapping[str, int], np.ndarray, Aggregates]] = []
         self._answers: dict[tuple[str, int], tuple[Aggregates, float, LinkAnswer]] = {}
         self._table: tuple[Mapping[str, int], np.ndarray] | None = None  # the node table followed
 
@@ -76,8 +77,13 @@ class TelemetryStore:
         """A node's NIC utilisation (busiest interface and direction, 0..1)."""
         self.record_many((), [(node, utilisation, observed_at)])
 
+    def record_nic_speed(self, node: str, mbps: float, observed_at: float | None = None) -> None:
+        """The link speed (Mbit/s) of the NIC a node's probes leave by."""
+        self.record_many((), (), [(node, mbps, observed_at)])
+
     def record_many(self, links: Iterable[LinkRecord],
-                    nics: Iterable[tuple[str, float, float | None]] = ()) -> None:
+                    nics: Iterable[tuple[str, float, float | None]] = (),
+                    speeds: Iterable[tuple[str, float, float | None]] = ()) -> None:
         """A round of measurements, published at once: readers see all of it or none."""
         now = self.clock()
         rows: dict[str, dict[str, LinkStats]] = {}
@@ -92,12 +98,16 @@ class TelemetryStore:
             new_nics = {node: (value, now if at is None else at) for node, value, at in nics}
             if new_nics:
                 self._nics = {**self._nics, **new_nics}
+            new_speeds = {node: (value, now if at is None else at) for node, value, at in speeds}
+            if new_speeds:
+                self._speeds = {**self._speeds, **new_speeds}
 
     def snapshot(self, now: float | None = None) -> TelemetrySnapshot:
         """The store as it is now, aged at `now` (the caller's clock reading, else the store's)."""
         with self._lock:
-            links, nics = self._links, self._nics
-        return TelemetrySnapshot(self, links, nics, self.clock() if now is None else now, self.max_age)
+            links, nics, speeds = self._links, self._nics, self._speeds
+        now = self.clock() if now is None else now
+        return TelemetrySnapshot(self, links, nics, now, self.max_age, speeds)
 
     def _arrays(self, dst: str, row: Mapping[str, Any], index: Mapping[str, int], size: int,
                 nic: bool = False) -> tuple[np.ndarray, ...]:
@@ -130,15 +140,20 @@ class TelemetryStore:
         return arrays
 
     def aggregates(self, links: Links, index: Mapping[str, int], domains: np.ndarray,
-                   now: float | None = None) -> Aggregates:
-        """The aggregates of `links` over the node table (index, domains), built on first use."""
+                   now: float | None = None, speeds: Nics | None = None) -> Aggregates:
+        """The aggregates of `links` over the node table (index, domains), their answers bounded by the
+        NIC speeds fresh at `now` (the store's own when not given), built on first use."""
+        speeds = self._speeds if speeds is None else speeds
         with self._lock:
             for built in self._aggregates:
-                if built[0] is links and built[1] is index and built[2] is domains:
-                    return built[3]
-        found = Aggregates.build(links, index, domains, self.clock() if now is None else now, self.max_age)
+                if built[0] is links and built[1] is speeds and built[2] is index and built[3] is domains:
+                    return built[4]
+        now = self.clock() if now is None else now
+        fresh = {node: mbps for node, (mbps, at) in speeds.items() if now - at <= self.max_age}
+        found = Aggregates.build(links, index, domains, now, self.max_age, fresh)
         with self._lock:
-            self._aggregates = [*self._aggregates[-(AGGREGATES_KEPT - 1):], (links, index, domains, found)]
+            self._aggregates = [*self._aggregates[-(AGGREGATES_KEPT - 1):],
+                                (links, speeds, index, domains, found)]
         return found
 
     def _answer(self, target: str, index: Mapping[str, int], found: Aggregates,
@@ -161,16 +176,16 @@ class TelemetryStore:
         """Aggregate over this node table from now on: built now (the extender's table publisher
         calls this with each new table) and after each write."""
         with self._lock:
-            links, self._table = self._links, (index, domains)
-        self.aggregates(links, index, domains)
+            links, speeds, self._table = self._links, self._speeds, (index, domains)
+        self.aggregates(links, index, domains, speeds=speeds)
 
     def refresh_aggregates(self) -> None:
         """Build the current links' aggregates for the node table followed, so the next request finds
         them built (the feed calls this after each write)."""
         with self._lock:
-            links, table = self._links, self._table
+            links, speeds, table = self._links, self._speeds, self._table
         if table is not None:
-            self.aggregates(links, *table)
+            self.aggregates(links, *table, speeds=speeds)
 
     # Reads of the current state, for callers that want one value (the operator, metrics, tests).
     def link(self, src: str, dst: str) -> LinkStats | None:
@@ -219,6 +234,7 @@ class TelemetrySnapshot:
     nics: Nics
     now: float
     max_age: float
+    speeds: Nics = field(default_factory=dict)  # node -> (NIC link speed in Mbit/s, observed_at)
 
     def fresh(self, observed_at: float) -> bool:
         return self.now - observed_at <= self.max_age
@@ -249,7 +265,7 @@ class TelemetrySnapshot:
     def answer(self, target: str, index: Mapping[str, int], domains: np.ndarray) -> LinkAnswer:
         """From every node (by the positions `index` gives) towards target: the fresh pair, else the
         reverse pair, else a domain aggregate, else NaN, with where each came from (aggregates.py)."""
-        found = self.store.aggregates(self.links, index, domains, self.now)
+        found = self.store.aggregates(self.links, index, domains, self.now, self.speeds)
         return self.store._answer(target, index, found, self)
 
     def _build_answer(self, target: str, index: Mapping[str, int], found: Aggregates) -> LinkAnswer:

@@ -105,6 +105,29 @@ def test_an_endpoint_aggregates_over_the_sources_of_a_domain():
     assert got.origin[index["n6"]] == NONE  # block b1 measured nothing towards it
 
 
+def test_an_aggregate_passes_no_more_of_a_pairs_slower_nic_than_its_cell_measured():
+    now = [0.0]
+    store, index, domains = _store(now)
+    speeds = {n: 100_000.0 for n in NODES} | {"n4": 25_000.0, "n5": 10_000.0}
+    for node, mbps in speeds.items():
+        store.record_nic_speed(node, mbps)
+    # rack r1 -> rack r2: two pairs of 100 Gbit/s NICs pass 90% of them, n4's 25 Gbit/s NIC 80%
+    store.record_many([("n3", "n6", 1.0, 90_000.0, None), ("n3", "n7", 1.0, 90_000.0, None),
+                       ("n4", "n8", 1.0, 20_000.0, None)])
+    n3, n4, n5 = index["n3"], index["n4"], index["n5"]
+    got = _answer(store, index, domains, "n8")  # n3 never probed n8: the cell's median, 90 Gbit/s
+    assert got.origin[n3] == DOMAIN_TO_DOMAIN + 1 and got.bw[n3] == 90_000.0 and np.isnan(got.cap[n3])
+    got = _answer(store, index, domains, "n6")
+    assert (got.origin[[n4, n5]] == DOMAIN_TO_DOMAIN + 1).all()
+    assert got.bw[n4] == got.cap[n4] == pytest.approx(0.9 * 25_000)  # the cell's 90th percentile share
+    assert got.bw[n5] == got.cap[n5] == 10_000.0  # slower than any NIC the cell saw: its link speed
+    now[0] = 101.0  # speeds age out like links: a fresh median, nothing to bound it by
+    store.record_many([("n3", "n6", 1.0, 90_000.0, None), ("n3", "n7", 1.0, 90_000.0, None),
+                       ("n4", "n8", 1.0, 20_000.0, None)])
+    got = _answer(store, index, domains, "n6")
+    assert got.bw[n5] == 90_000.0 and np.isnan(got.cap[n5])
+
+
 def test_aggregates_are_built_once_per_store_change_and_their_memory_is_bounded():
     now = [0.0]
     store, index, domains = _store(now)
@@ -118,7 +141,7 @@ def test_aggregates_are_built_once_per_store_change_and_their_memory_is_bounded(
     # its own zone a node has two, its rack-mates and the zone's other racks (pairs kept by distance)
     cells = [len(c.keys) for c in (*first.node_to_domain, *first.domain_to_domain)]
     assert cells == [12 * 3, 12 * 4, 2 * 2 + 2, 4 * 4]
-    assert first.nbytes <= 36 * sum(cells) + 32 * samples
+    assert first.nbytes <= 52 * sum(cells) + 32 * samples + 8 * len(NODES)
     store.record("n0", "n1", 1.0, 20.0)
     store.refresh_aggregates()  # what the feed does after a write: the new links' aggregates are built
     second = store.aggregates(store.snapshot().links, index, domains)

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from netsched.telemetry.prometheus import LAG, NIC_QUERY, PrometheusFeed, queries
+from netsched.telemetry.prometheus import LAG, NIC_QUERY, SPEED_QUERY, PrometheusFeed, queries
 from netsched.telemetry.store import TelemetryStore
 
 SHAPE = re.compile(r"^(?:(\w+) and on\(src, dst\) )?(\w+) > ([0-9.]+)$")
@@ -28,7 +28,7 @@ class _Prometheus(BaseHTTPRequestHandler):
         if self.down:
             self.send_error(503)
             return
-        result = [] if query == NIC_QUERY else self._evaluate(query)
+        result = [] if query in (NIC_QUERY, SPEED_QUERY) else self._evaluate(query)
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))

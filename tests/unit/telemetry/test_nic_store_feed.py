@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 import pytest
 
-from netsched.telemetry.nic import NicMonitor, read_counters
-from netsched.telemetry.prometheus import NIC_QUERY, PrometheusFeed
+from netsched.telemetry.nic import NicMonitor, read_counters, route_interface
+from netsched.telemetry.prometheus import NIC_QUERY, SPEED_QUERY, PrometheusFeed
 from netsched.telemetry.store import TelemetryStore
 
 PROC_NET_DEV = """\
@@ -20,6 +20,20 @@ Inter-|   Receive                                                |  Transmit
     lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
   eth0: 5000000    4000    0    0    0     0          0         0  2000000    3000    0    0    0     0       0          0
 """  # noqa: E501 - the kernel's own layout
+
+
+PROC_NET_ROUTE = """\
+Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
+eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+ib0\t0000000A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0
+"""  # the kernel's layout: 192.0.2.1 default gateway on eth0, 192.0.2.0/24 on eth0, 10.0.0.0/16 on ib0
+
+
+@pytest.mark.parametrize("host, interface", [
+    ("10.0.7.9", "ib0"), ("192.0.2.77", "eth0"), ("8.8.8.8", "eth0"), ("gpu-1", None), ("fd00::1", None)])
+def test_the_interface_towards_a_peer_is_the_longest_matching_route(host, interface):
+    assert route_interface(host, PROC_NET_ROUTE) == interface
 
 
 def test_proc_net_dev_is_parsed_into_rx_and_tx_bytes():
@@ -96,6 +110,8 @@ def prometheus():
         NIC_QUERY: {"status": "success", "data": {"resultType": "vector", "result": [
             {"metric": {"node": "a"}, "value": [0, "0.25"]},
             {"metric": {"node": "b"}, "value": [0, "0.5"]}]}},
+        SPEED_QUERY: {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"node": "a"}, "value": [0, str(25e9 / 8)]}]}},
     }
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -112,6 +128,7 @@ def test_the_feed_records_complete_links_aged_by_when_the_agent_measured_them(pr
     assert link.bandwidth_mbps == pytest.approx(80.0) and link.rtt_ms == pytest.approx(2.0)
     assert link.observed_at == pytest.approx(480.0)
     assert (store.nic("a"), store.nic("b"), store.nic("c")) == (0.25, 0.5, None)
+    assert store.snapshot().speeds == {"a": (pytest.approx(25_000.0), 500.0)}  # Mbit/s, read at 500
     now[0] = 511.0  # 31 s after the measurement
     assert store.link("a", "b") is None
     assert store.nic("a") == 0.25  # read at 500: still fresh

@@ -9,6 +9,8 @@ import urllib.request
 import pytest
 
 from netsched.telemetry.agent import Agent, ProbePlan, serve_http
+from netsched.telemetry.command import AgentSettings
+from netsched.telemetry.command import main as agent_main
 from netsched.telemetry.discovery import BadTarget, static_targets
 from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import ProbeError, ProbeServer, measure_bandwidth, measure_rtt, sink
@@ -77,6 +79,22 @@ def test_an_agent_round_measures_live_peers_and_counts_dead_ones(server):
     assert agent.metrics.probe_bytes._value.get() > 256 * 1024
 
 
+def test_the_agent_exports_the_link_speed_of_the_nic_its_probes_leave_by_as_one_series(server):
+    targets = {"b": ("127.0.0.1", server.port), "c": ("127.0.0.2", server.port)}
+    asked = []
+
+    def speed(host: str) -> float | None:
+        asked.append(host)
+        return 25_000.0 if host == "127.0.0.2" else None  # b's route has no speed (a virtual NIC)
+
+    agent = Agent("a", lambda: targets, ProbePlan(), quiet_nics(), nic_speed=speed)
+    agent.probe_round()
+    [family] = [f for f in agent.metrics.registry.collect()
+                if f.name == "netsched_nic_speed_bytes_per_second"]
+    assert [(s.labels, s.value) for s in family.samples] == [({"node": "a"}, 25_000 * 1e6 / 8)]
+    assert "127.0.0.2" in asked
+
+
 def test_the_agent_serves_metrics_matrix_and_health(server):
     agent = Agent("a", lambda: {"b": ("127.0.0.1", server.port)}, ProbePlan(), quiet_nics())
     agent.probe_round()
@@ -123,3 +141,10 @@ def test_a_transfer_too_small_to_time_is_delivered_not_an_error(server, monkeypa
     monkeypatch.setattr(testbed_worker, "sink", lambda *_, **__: (60, 0.5))
     with pytest.raises(ProbeError, match="the receiver got 60 of 100 bytes"):
         testbed_worker.push("127.0.0.1", 100)
+
+
+@pytest.mark.parametrize("speed", [0.0, -25_000.0])
+def test_a_nic_speed_that_is_no_speed_is_refused_in_one_line(speed, capsys):
+    assert agent_main(AgentSettings(node_name="a", nic_speed_mbps=speed)) == 2
+    assert capsys.readouterr().err == (f"netsched: error: agent: --nic-speed-mbps {speed:g}: write the NIC's "
+                                       "link speed in Mbit/s, e.g. 25000\n")
