@@ -54,7 +54,7 @@ class AgentSettings:
         16, flag="--max-links", parse=number(at_least=1, kind=int), helm="agent.maxLinks",
         help="destinations whose link metrics are exported, the most recently measured (default 16)")
     nic_speed_mbps: float | None = setting(
-        flag="--nic-speed-mbps", fixed=NOT_SET, metavar="MBPS",
+        flag="--nic-speed-mbps", parse=number(above=0), fixed=NOT_SET, metavar="MBPS",
         help="this node's NIC link speed, where the driver reports none or a wrong one (virtual NICs); "
              "default: /sys/class/net/<interface towards the peers>/speed")
     topology: Topology = topology_setting()
@@ -71,11 +71,6 @@ def main(settings: AgentSettings) -> int:
         print("netsched: error: agent: --node-name (or $NODE_NAME) is required: the node it measures from",
               file=sys.stderr)
         return 2
-    speed = settings.nic_speed_mbps
-    if speed is not None and not speed > 0:
-        print(f"netsched: error: agent: --nic-speed-mbps {speed:g}: write the NIC's link speed in Mbit/s, "
-              "e.g. 25000", file=sys.stderr)
-        return 2
     try:
         fixed = static_targets(list(settings.peer), list(settings.data))
     except BadTarget as exc:
@@ -90,6 +85,7 @@ def main(settings: AgentSettings) -> int:
     plan = ProbePlan(interval=settings.interval, peers_per_round=settings.peers_per_round,
                      budget_bytes_per_minute=settings.budget_bytes_per_minute, max_age=settings.max_age,
                      max_links=settings.max_links)
+    speed = settings.nic_speed_mbps
     run_agent(node, with_static(found, fixed, list(settings.data)), settings.host, settings.port,
               settings.probe_port, plan, settings.topology,
               speed_towards if speed is None else lambda _host: speed)

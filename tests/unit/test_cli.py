@@ -202,6 +202,8 @@ def test_a_command_without_a_cluster_says_so_in_one_line(tmp_path, command, kind
     (["operator", "--plan-deadline=2"],
      "argument --plan-deadline: 2 is out of range: it must be at least 5 and at most 3600"),
     (["agent", "--max-links", "1O"], "argument --max-links: '1O' is not a whole number"),
+    (["agent", "--nic-speed-mbps=-25000"],
+     "argument --nic-speed-mbps: -25000 is out of range: it must be more than 0"),
 ])
 def test_a_number_out_of_range_is_one_line_and_exit_2_before_anything_starts(tmp_path, argv, said):
     proc = _netsched(tmp_path, argv, capture_output=True)

@@ -9,8 +9,6 @@ import urllib.request
 import pytest
 
 from netsched.telemetry.agent import Agent, ProbePlan, serve_http
-from netsched.telemetry.command import AgentSettings
-from netsched.telemetry.command import main as agent_main
 from netsched.telemetry.discovery import BadTarget, static_targets
 from netsched.telemetry.nic import NicMonitor
 from netsched.telemetry.probe import ProbeError, ProbeServer, measure_bandwidth, measure_rtt, sink
@@ -143,8 +141,3 @@ def test_a_transfer_too_small_to_time_is_delivered_not_an_error(server, monkeypa
         testbed_worker.push("127.0.0.1", 100)
 
 
-@pytest.mark.parametrize("speed", [0.0, -25_000.0])
-def test_a_nic_speed_that_is_no_speed_is_refused_in_one_line(speed, capsys):
-    assert agent_main(AgentSettings(node_name="a", nic_speed_mbps=speed)) == 2
-    assert capsys.readouterr().err == (f"netsched: error: agent: --nic-speed-mbps {speed:g}: write the NIC's "
-                                       "link speed in Mbit/s, e.g. 25000\n")
