@@ -20,6 +20,13 @@ trees learn what the estimates miss. They use no constant fitted to any data sou
 Each is NaN where an input it needs is unknown (trees read NaN natively; linear models impute).
 A feature list without some inputs (the network-blind features) gets only the estimates its
 features allow (`estimate_names`): no estimate brings back a column the list left out.
+
+`peers_by_reach` restates where a job's peers are so that a model constrained to be monotone in
+each column can never prefer a node because fewer peers are near it: the shares become
+cumulative (within the node, within its rack, within its zone), so moving a peer closer raises
+one or more of them and lowers none; and where the exchange crosses no link (no peers, or every
+peer on the node itself) the weakest link is NO_LINK_MBPS and 0 ms, the extreme of each column,
+rather than NaN, which would read as "not measured" and could land on either side of a split.
 Pure numpy: the extender computes the same columns when it serves a model that uses them.
 """
 
@@ -29,6 +36,7 @@ import numpy as np
 
 REFERENCE_TFLOPS16, REFERENCE_MEM_BW_GBPS = 989.0, 3350.0  # H100-SXM: what expected_seconds is taken as
 MIN_NIC_SHARE = 0.05  # a NIC reported fully busy still moves some bytes
+NO_LINK_MBPS = 1e7  # the "weakest link" of an exchange that crosses none: faster than any network
 
 NEEDS = {
     "est_log_compute_s": ("expected_seconds", "gpu_tflops16", "gpu_mem_bw_gbps"),
@@ -43,6 +51,24 @@ def estimate_names(features: tuple[str, ...]) -> tuple[str, ...]:
     """The estimates `features` allow, in a fixed order."""
     names = tuple(name for name, needs in NEEDS.items() if set(needs) <= set(features))
     return (*names, TOTAL) if len(names) == len(NEEDS) else names
+
+
+def peers_by_reach(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
+    """X with peer_frac_rack and peer_frac_zone made cumulative (the share within the rack or the zone,
+    the node included), and peer_bw_mbps / peer_rtt_ms set to NO_LINK_MBPS / 0 where no peer is off
+    the node; X itself where `features` lack the peer columns."""
+    at = {name: j for j, name in enumerate(features)}
+    if not {"peer_count", "peer_frac_node", "peer_frac_rack", "peer_frac_zone"} <= set(at):
+        return X
+    out = np.array(X, dtype=np.float64, copy=True)
+    node = out[:, at["peer_frac_node"]].copy()
+    out[:, at["peer_frac_rack"]] += node
+    out[:, at["peer_frac_zone"]] += out[:, at["peer_frac_rack"]]
+    no_link = (out[:, at["peer_count"]] == 0) | (node >= 1)
+    for name, value in (("peer_bw_mbps", NO_LINK_MBPS), ("peer_rtt_ms", 0.0)):
+        if name in at:
+            out[no_link, at[name]] = value
+    return out
 
 
 def with_estimates(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
