@@ -65,9 +65,10 @@ class LinearPlusTrees:
 
     def inputs(self, X: np.ndarray) -> np.ndarray:
         """The columns both parts read: X's, restated by reach if trained so, and the physics estimates."""
+        Z = with_estimates(X, self.features)
         if getattr(self, "by_reach", False):  # a pickle from before peers_by_reach has none
-            X = peers_by_reach(X, self.features)
-        return with_estimates(X, self.features)
+            Z = peers_by_reach(Z, self.features)
+        return Z
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         Z = self.inputs(X)

@@ -24,9 +24,11 @@ features allow (`estimate_names`): no estimate brings back a column the list lef
 `peers_by_reach` restates where a job's peers are so that a model constrained to be monotone in
 each column can never prefer a node because fewer peers are near it: the shares become
 cumulative (within the node, within its rack, within its zone), so moving a peer closer raises
-one or more of them and lowers none; and where the exchange crosses no link (no peers, or every
-peer on the node itself) the weakest link is NO_LINK_MBPS and 0 ms, the extreme of each column,
-rather than NaN, which would read as "not measured" and could land on either side of a split.
+one or more of them and lowers none; the weakest link's bandwidth becomes its reciprocal
+(seconds per megabit), so that every link column grows as the link gets slower; and where the
+exchange crosses no link (no peers, or every peer on the node itself) both link columns are 0,
+their fastest value, rather than NaN ("not measured"). Gradient boosting may send NaN past the
+largest value it saw, so an unmeasured link can read as the slowest, never as faster than none.
 Pure numpy: the extender computes the same columns when it serves a model that uses them.
 """
 
@@ -36,7 +38,6 @@ import numpy as np
 
 REFERENCE_TFLOPS16, REFERENCE_MEM_BW_GBPS = 989.0, 3350.0  # H100-SXM: what expected_seconds is taken as
 MIN_NIC_SHARE = 0.05  # a NIC reported fully busy still moves some bytes
-NO_LINK_MBPS = 1e7  # the "weakest link" of an exchange that crosses none: faster than any network
 
 NEEDS = {
     "est_log_compute_s": ("expected_seconds", "gpu_tflops16", "gpu_mem_bw_gbps"),
@@ -54,9 +55,10 @@ def estimate_names(features: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def peers_by_reach(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
-    """X with peer_frac_rack and peer_frac_zone made cumulative (the share within the rack or the zone,
-    the node included), and peer_bw_mbps / peer_rtt_ms set to NO_LINK_MBPS / 0 where no peer is off
-    the node; X itself where `features` lack the peer columns."""
+    """X (or X with estimates appended) with peer_frac_rack and peer_frac_zone made cumulative (the
+    share within the rack or the zone, the node included), peer_bw_mbps read as seconds per megabit,
+    and both link columns 0 where no peer is off the node; X itself where `features` lack the peer
+    columns. Estimates are computed from the columns as written, before this."""
     at = {name: j for j, name in enumerate(features)}
     if not {"peer_count", "peer_frac_node", "peer_frac_rack", "peer_frac_zone"} <= set(at):
         return X
@@ -65,9 +67,12 @@ def peers_by_reach(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
     out[:, at["peer_frac_rack"]] += node
     out[:, at["peer_frac_zone"]] += out[:, at["peer_frac_rack"]]
     no_link = (out[:, at["peer_count"]] == 0) | (node >= 1)
-    for name, value in (("peer_bw_mbps", NO_LINK_MBPS), ("peer_rtt_ms", 0.0)):
+    if "peer_bw_mbps" in at:
+        with np.errstate(divide="ignore"):
+            out[:, at["peer_bw_mbps"]] = 1 / out[:, at["peer_bw_mbps"]]
+    for name in ("peer_bw_mbps", "peer_rtt_ms"):
         if name in at:
-            out[no_link, at[name]] = value
+            out[no_link, at[name]] = 0.0
     return out
 
 

@@ -28,7 +28,8 @@ read the peer columns restated by reach (netsched.models.physics.peers_by_reach)
 peer closer raises shares and lowers none, and an exchange over no link is the fastest value of
 each link column. A link left unmeasured is never read as faster than no link at all: the linear
 part's missing-value indicators of those columns (NO_FASTER_UNKNOWN) are held at 0 or above, and
-the trees place the no-link value at the fast end of every split. Trees alone score a GPU or
+in the trees the no-link value (0) is the fast end of every split, while NaN goes with a side or
+past the largest value. Trees alone score a GPU or
 link outside their training range like the nearest one they saw; the linear part in the logs
 carries it on. The trees learn each row's residual less its candidate set's mean residual:
 what the ridge missed about the job as a whole is the same on every candidate and decides no
@@ -73,11 +74,12 @@ MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_g
 WHOLE = {"hist_gradient_boosting_whole": "hist_gradient_boosting"}  # kind -> its trees' settings
 PHYSICS = "hist_gradient_boosting_physics"
 # +1: completion time never falls as the feature rises; -1: never rises. Every physics estimate is +1.
-# The peer shares are the cumulative ones of peers_by_reach: within the node, the rack, the zone.
-MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer_bw_mbps": -1,
+# The peer columns are as peers_by_reach restates them: the shares cumulative (within the node, the
+# rack, the zone), peer_bw_mbps as seconds per megabit.
+MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer_bw_mbps": 1,
             "data_rtt_ms": 1, "peer_rtt_ms": 1, "nic_util": 1,
             "peer_frac_node": -1, "peer_frac_rack": -1, "peer_frac_zone": -1}
-# columns whose value without a link (peers_by_reach) is their fastest: unknown must not read faster
+# columns whose value without a link (0, peers_by_reach) is their fastest: unknown must not read faster
 NO_FASTER_UNKNOWN = ("peer_bw_mbps", "peer_rtt_ms", "est_log1p_exchange_s")
 JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
 ESTIMATES = frozenset(estimate_names(tuple(f.name for f in FEATURES)))
@@ -139,7 +141,7 @@ def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds:
     estimates; its residual, each row's less its candidate set's mean residual (a set of one keeps its
     own), gives the offset per GPU product and workload kind the rows have enough jobs of (`products`),
     and monotone trees learn what is left."""
-    Z = _no_empty_columns(with_estimates(peers_by_reach(X, features), features))
+    Z = _no_empty_columns(peers_by_reach(with_estimates(X, features), features))
     names = (*features, *estimate_names(features))
     linear = _signed_linear(names, Z, log_seconds)
     residual = log_seconds - linear.predict(Z)

@@ -5,7 +5,6 @@ import pytest
 
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND
 from netsched.models.physics import (
-    NO_LINK_MBPS,
     REFERENCE_MEM_BW_GBPS,
     REFERENCE_TFLOPS16,
     TOTAL,
@@ -87,7 +86,7 @@ def test_the_physics_kind_ranks_a_gpu_faster_than_any_it_trained_on_as_faster():
     assert new == pytest.approx(seen)
 
 
-def test_peers_by_reach_counts_the_nearer_peers_in_every_wider_share_and_no_link_as_the_fastest():
+def test_peers_by_reach_counts_nearer_peers_in_every_wider_share_and_links_as_slowness_none_fastest():
     rows = np.vstack([
         row(peer_count=4.0, peer_frac_node=0.25, peer_frac_rack=0.25, peer_frac_zone=0.25),
         row(peer_count=2.0, peer_frac_node=1.0, peer_frac_rack=0.0, peer_frac_zone=0.0, peer_bw_mbps=math.nan,
@@ -99,9 +98,9 @@ def test_peers_by_reach_counts_the_nearer_peers_in_every_wider_share_and_no_link
     out = peers_by_reach(rows, FEATURE_NAMES)
     at = [INDEX[f] for f in ("peer_frac_node", "peer_frac_rack", "peer_frac_zone", "peer_bw_mbps",
                              "peer_rtt_ms")]
-    np.testing.assert_array_equal(out[0, at], [0.25, 0.5, 0.75, 4000.0, rows[0, INDEX["peer_rtt_ms"]]])
-    np.testing.assert_array_equal(out[1, at], [1.0, 1.0, 1.0, NO_LINK_MBPS, 0.0])
-    assert out[2, INDEX["peer_bw_mbps"]] == NO_LINK_MBPS and out[2, INDEX["peer_rtt_ms"]] == 0.0
+    np.testing.assert_array_equal(out[0, at], [0.25, 0.5, 0.75, 1 / 4000.0, rows[0, INDEX["peer_rtt_ms"]]])
+    np.testing.assert_array_equal(out[1, at], [1.0, 1.0, 1.0, 0.0, 0.0])  # no link: the fastest
+    assert out[2, INDEX["peer_bw_mbps"]] == 0.0 and out[2, INDEX["peer_rtt_ms"]] == 0.0
     assert np.isnan(out[3, INDEX["peer_bw_mbps"]]) and out[3, INDEX["peer_frac_rack"]] == 1.0
     assert np.isnan(rows[1, INDEX["peer_bw_mbps"]])  # the caller's rows are left as they were
     blind = rows[:, [INDEX[f] for f in NETWORK_BLIND]]
@@ -113,7 +112,7 @@ def test_a_physics_model_pickled_before_peers_by_reach_reads_the_peer_columns_as
     model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set,
                       seed=0)
     assert model.by_reach
-    np.testing.assert_array_equal(model.inputs(ds.X), with_estimates(peers_by_reach(ds.X, FEATURE_NAMES),
+    np.testing.assert_array_equal(model.inputs(ds.X), peers_by_reach(with_estimates(ds.X, FEATURE_NAMES),
                                                                      FEATURE_NAMES))
     del model.__dict__["by_reach"]  # as unpickled from an artifact written before it existed
     np.testing.assert_array_equal(model.inputs(ds.X), with_estimates(ds.X, FEATURE_NAMES))

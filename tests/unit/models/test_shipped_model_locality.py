@@ -1,7 +1,8 @@
-"""The model the image ships never predicts a node slower because more of the job's peers are near it,
-everything else equal: for simulated jobs of every cluster profile, each peer moved one level closer
-(far to zone, zone to rack, rack to the node itself) leaves the candidate's prediction as fast or
-faster, with the links measured, unknown, and with no job hints at all (a bare batch Job's pods)."""
+"""The model the image ships, and the physics kind fitted on any data, never predict a node slower
+because more of the job's peers are near it, everything else equal: for simulated jobs of every
+cluster profile, each peer moved one level closer (far to zone, zone to rack, rack to the node
+itself) leaves the candidate's prediction as fast or faster, with the links measured, unknown, and
+with no job hints at all (a bare batch Job's pods)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import pytest
 from netsched.datagen.simulator import PROFILES, profile_config, simulate
 from netsched.models.features import FEATURE_NAMES, INDEX
 from netsched.models.predictor import Predictor
+from netsched.testing.models import sim_rows
+from netsched.training.dataset import dataset_from_rows
+from netsched.training.fitting import fit_model
 
 SHIPPED = Path(__file__).resolve().parents[3] / "models" / "current.json"
 SHARES = ("peer_frac_node", "peer_frac_rack", "peer_frac_zone")  # then the rest: farther
@@ -67,13 +71,25 @@ def variants(rows: np.ndarray) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_moving_peers_closer_never_makes_the_shipped_models_prediction_slower(shipped, profile):
-    rows = rows_with_peers(profile)
+    assert_peers_closer_never_slower(shipped.predict, rows_with_peers(profile))
+
+
+@pytest.mark.parametrize("seed", [4, 9])
+def test_moving_peers_closer_never_makes_a_physics_model_fitted_on_one_small_cluster_slower(seed):
+    """Few rows, fitted here: the constraints hold whatever the data, not only for the shipped file."""
+    ds = dataset_from_rows(sim_rows(jobs=150, seed=seed))
+    model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set,
+                      seed=0)
+    assert_peers_closer_never_slower(lambda X: np.exp(model.predict(X)), rows_with_peers("default"))
+
+
+def assert_peers_closer_never_slower(predict, rows: np.ndarray) -> None:
     assert len(rows) >= 15, "too few simulated jobs with peers to test on"
     for variant, sample in variants(rows).items():
         moved = 0
         for row in sample:
             steps = peers_moved_closer(row)
-            seconds = shipped.predict(np.array(steps))
+            seconds = predict(np.array(steps))
             worse = np.flatnonzero(np.diff(seconds) > 1e-9 * seconds[:-1])
             assert not len(worse), (f"{variant}: peers moved closer, predicted slower: "
                                     f"{seconds[worse[0]]:.2f} s -> {seconds[worse[0] + 1]:.2f} s "
