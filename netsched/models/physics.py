@@ -69,7 +69,9 @@ def peers_by_reach(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
     no_link = (out[:, at["peer_count"]] == 0) | (node >= 1)
     if "peer_bw_mbps" in at:
         with np.errstate(divide="ignore"):
-            out[:, at["peer_bw_mbps"]] = 1 / out[:, at["peer_bw_mbps"]]
+            per_megabit = 1 / out[:, at["peer_bw_mbps"]]
+        # a link reported at 0 Mbit/s reads as unknown, not infinite
+        out[:, at["peer_bw_mbps"]] = np.where(np.isfinite(per_megabit), per_megabit, np.nan)
     for name in ("peer_bw_mbps", "peer_rtt_ms"):
         if name in at:
             out[no_link, at[name]] = 0.0

@@ -103,6 +103,7 @@ def test_peers_by_reach_counts_nearer_peers_in_every_wider_share_and_links_as_sl
     assert out[2, INDEX["peer_bw_mbps"]] == 0.0 and out[2, INDEX["peer_rtt_ms"]] == 0.0
     assert np.isnan(out[3, INDEX["peer_bw_mbps"]]) and out[3, INDEX["peer_frac_rack"]] == 1.0
     assert np.isnan(rows[1, INDEX["peer_bw_mbps"]])  # the caller's rows are left as they were
+    assert np.isnan(peers_by_reach(row(peer_bw_mbps=0.0), FEATURE_NAMES)[0, INDEX["peer_bw_mbps"]])
     blind = rows[:, [INDEX[f] for f in NETWORK_BLIND]]
     assert peers_by_reach(blind, NETWORK_BLIND) is blind  # no peer columns: nothing to restate
 
