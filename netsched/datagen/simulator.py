@@ -26,8 +26,13 @@ where bw and rtt are the true link values, volume_gb = gb_per_hour * work_s / 36
 drawn around its level's COMM_LEVELS, lognormal(0, COMM_SIGMA)), STEP_S its step_seconds,
 and e_job ~ lognormal(0, job_noise) is shared by all candidates of a job while
 e_node ~ lognormal(0, node_noise) is drawn per candidate. The job's other replicas (its
-peers) are already placed; the candidate hosts the last one, as the extender scores it.
-NIC load follows a daily cycle per node; CPU/memory load and free GPUs are drawn per job.
+peers) are already placed (PEER_STYLES: all on one node where they fit, as netsched places a gang
+that has a node with room, else packed in a rack or a zone, or scattered); the candidate hosts the
+last one, as the extender scores it. NIC load follows a daily cycle per node; CPU/memory load and
+free GPUs are drawn per job, a peer's node keeping no more free than its peers leave. Every peer's
+node with room for the last replica is among the candidates, as it is among the nodes
+kube-scheduler hands the extender: the rows show the candidates that hold some or all of the
+job's peers in the share a scheduler meets them.
 
 What a row shows is what telemetry would: bandwidth and RTT measured with lognormal(0,
 measure_noise) error, NIC utilisation +-0.02, and with probability `unmeasured` no link
@@ -124,6 +129,8 @@ INPUT_GB = {"training": (200, 1.0), "inference": (5, 0.8), "etl": (800, 0.8),  #
             "batch": (100, 1.0)}
 COMM = {"training": ("medium", "high"), "inference": ("low",), "etl": ("low", "medium"), "batch": ("low",)}
 DATA_SCOPE_SHARE = (0.15, 0.25, 0.4, 0.2)  # node, rack, zone, endpoint
+# the placed replicas: on one node (where they fit), in a rack, in a zone, anywhere
+PEER_STYLES = (0.3, 0.35, 0.2, 0.15)
 GPU_EXPONENT = {"training": 1.0, "inference": 0.8, "etl": 0.4, "batch": 0.7}
 CPU_SENSITIVITY = {"training": 0.15, "inference": 0.1, "etl": 0.5, "batch": 0.3}
 COMM_SIGMA = 0.6  # a job's GB/h: lognormal around its level's COMM_LEVELS
@@ -293,6 +300,7 @@ def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float,
          kind_share: tuple[float, ...]) -> Job:
     kind = str(rng.choice(WORKLOAD_KINDS, p=kind_share))
     replicas = int(_pick(rng, REPLICAS[kind]))
+    gpus = int(_pick(rng, GPUS_PER_REPLICA[kind]))
     work = float(rng.lognormal(math.log(WORK_S[0]), WORK_S[1]))
     scope = str(rng.choice(list(DATA_SCOPES), p=DATA_SCOPE_SHARE))
     places = {"node": len(cluster.names), "rack": cluster.racks, "zone": len(cluster.zone_names),
@@ -300,10 +308,10 @@ def _job(cluster: Cluster, rng: np.random.Generator, job_id: str, start: float,
     median, sigma = INPUT_GB[kind]
     hint = work * rng.lognormal(0, 0.3) if rng.random() < 0.8 else math.nan
     comm = str(rng.choice(COMM[kind]))
-    return Job(job_id, start, kind, replicas, int(_pick(rng, GPUS_PER_REPLICA[kind])), work,
+    return Job(job_id, start, kind, replicas, gpus, work,
                float(rng.lognormal(math.log(median), sigma)), comm,
                float(COMM_LEVELS[comm] * rng.lognormal(0, COMM_SIGMA)), scope,
-               int(rng.integers(places[scope])), hint, _peers(cluster, rng, replicas - 1))
+               int(rng.integers(places[scope])), hint, _peers(cluster, rng, replicas - 1, gpus))
 
 
 def _pick(rng: np.random.Generator, options: tuple[tuple, tuple]):
@@ -311,15 +319,25 @@ def _pick(rng: np.random.Generator, options: tuple[tuple, tuple]):
     return values[rng.choice(len(values), p=shares)]
 
 
-def _peers(cluster: Cluster, rng: np.random.Generator, count: int) -> tuple[int, ...]:
-    """Nodes of the job's replicas already placed: mostly packed in a rack or a zone, some scattered."""
+def _peers(cluster: Cluster, rng: np.random.Generator, count: int, gpus: int) -> tuple[int, ...]:
+    """Nodes of the job's `count` replicas of `gpus` GPUs already placed, in a style of PEER_STYLES:
+    at most GPUS_PER_NODE GPUs on any node."""
     if count == 0:
         return ()
-    anchor, style = int(rng.integers(len(cluster.names))), rng.random()
-    pool = (np.flatnonzero(cluster.rack == cluster.rack[anchor]) if style < 0.5
-            else np.flatnonzero(cluster.zone == cluster.zone[anchor]) if style < 0.8
+    anchor, style = int(rng.integers(len(cluster.names))), int(rng.choice(len(PEER_STYLES), p=PEER_STYLES))
+    if style == 0 and count * gpus <= GPUS_PER_NODE:
+        return (anchor,) * count
+    pool = (np.flatnonzero(cluster.rack == cluster.rack[anchor]) if style <= 1
+            else np.flatnonzero(cluster.zone == cluster.zone[anchor]) if style == 2
             else np.arange(len(cluster.names)))
-    return tuple(int(p) for p in rng.choice(pool, size=count))
+    room = np.full(len(cluster.names), GPUS_PER_NODE // gpus)
+    placed = []
+    for _ in range(count):  # a node full of the job's replicas takes no more; a full pool spills over
+        open_nodes = pool[room[pool] > 0]
+        node = int(rng.choice(open_nodes if len(open_nodes) else np.flatnonzero(room > 0)))
+        room[node] -= 1
+        placed.append(node)
+    return tuple(placed)
 
 
 def _candidate_rows(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job) -> Iterator[dict]:
@@ -329,13 +347,18 @@ def _candidate_rows(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, 
     cpu = np.clip(rng.beta(2, 3, n), 0, 1)
     mem = np.clip(0.6 * cpu + 0.4 * rng.beta(2, 3, n), 0, 1)
     free = rng.integers(0, GPUS_PER_NODE + 1, n)
+    peer_nodes, held = np.unique(np.array(job.peers, dtype=int), return_counts=True)
+    free[peer_nodes] = np.minimum(free[peer_nodes], GPUS_PER_NODE - held * job.gpus_per_replica)
     feasible = np.flatnonzero(free >= job.gpus_per_replica)
     if len(feasible) < cfg.candidates:  # a busy moment: make room so every job has a full candidate set
-        busy = np.setdiff1d(np.arange(n), feasible)
+        busy = np.setdiff1d(np.arange(n), np.union1d(feasible, peer_nodes))  # peers keep their GPUs
         extra = rng.choice(busy, cfg.candidates - len(feasible), replace=False)
         free[extra] = GPUS_PER_NODE
         feasible = np.flatnonzero(free >= job.gpus_per_replica)
-    candidates = rng.choice(feasible, size=min(cfg.candidates, len(feasible)), replace=False)
+    roomy_peers = np.intersect1d(peer_nodes, feasible)[: cfg.candidates]
+    others = np.setdiff1d(feasible, roomy_peers)
+    candidates = np.concatenate([roomy_peers, rng.choice(others, size=min(cfg.candidates - len(roomy_peers),
+                                                                          len(others)), replace=False)])
     rack_free = np.bincount(cluster.rack, weights=free, minlength=cluster.racks)
     e_job = rng.lognormal(0, cfg.job_noise)
     picked = candidates[np.argmax(least_allocated_balanced(cpu[candidates], mem[candidates]))]

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from netsched.models.physics import with_estimates
+from netsched.models.physics import peers_by_reach, with_estimates
 from netsched.models.products import ProductOffsets
 
 
@@ -51,17 +51,27 @@ class LinearPlusTrees:
     where the estimates are netsched.models.physics's for `features` (the columns of X, in order). The
     linear part carries what extrapolates to GPUs and links outside the training range; the product
     offsets (None: none learned, as in artifacts written before they were) what the history knows
-    about the GPUs it has seen; the trees learn the residual."""
+    about the GPUs it has seen; the trees learn the residual. With `by_reach` both parts read the
+    peer columns as physics.peers_by_reach restates them (False: as written, as artifacts written
+    before it did)."""
 
     def __init__(self, features: tuple[str, ...], linear: Regressor, trees: Regressor,
-                 products: ProductOffsets | None = None):
+                 products: ProductOffsets | None = None, by_reach: bool = False):
         self.features = tuple(features)
         self.linear = linear
         self.trees = trees
         self.products = products
+        self.by_reach = by_reach
+
+    def inputs(self, X: np.ndarray) -> np.ndarray:
+        """The columns both parts read: X's, restated by reach if trained so, and the physics estimates."""
+        Z = with_estimates(X, self.features)
+        if getattr(self, "by_reach", False):  # a pickle from before peers_by_reach has none
+            Z = peers_by_reach(Z, self.features)
+        return Z
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        Z = with_estimates(X, self.features)
+        Z = self.inputs(X)
         log_seconds: np.ndarray = self.linear.predict(Z) + self.trees.predict(Z)
         products = getattr(self, "products", None)  # a pickle from before product offsets has none
         if products is not None:

@@ -20,6 +20,15 @@ trees learn what the estimates miss. They use no constant fitted to any data sou
 Each is NaN where an input it needs is unknown (trees read NaN natively; linear models impute).
 A feature list without some inputs (the network-blind features) gets only the estimates its
 features allow (`estimate_names`): no estimate brings back a column the list left out.
+
+`peers_by_reach` restates where a job's peers are so that a model constrained to be monotone in
+each column can never prefer a node because fewer peers are near it: the shares become
+cumulative (within the node, within its rack, within its zone), so moving a peer closer raises
+one or more of them and lowers none; the weakest link's bandwidth becomes its reciprocal
+(seconds per megabit), so that every link column grows as the link gets slower; and where the
+exchange crosses no link (no peers, or every peer on the node itself) both link columns are 0,
+their fastest value, rather than NaN ("not measured"). Gradient boosting may send NaN past the
+largest value it saw, so an unmeasured link can read as the slowest, never as faster than none.
 Pure numpy: the extender computes the same columns when it serves a model that uses them.
 """
 
@@ -43,6 +52,30 @@ def estimate_names(features: tuple[str, ...]) -> tuple[str, ...]:
     """The estimates `features` allow, in a fixed order."""
     names = tuple(name for name, needs in NEEDS.items() if set(needs) <= set(features))
     return (*names, TOTAL) if len(names) == len(NEEDS) else names
+
+
+def peers_by_reach(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
+    """X (or X with estimates appended) with peer_frac_rack and peer_frac_zone made cumulative (the
+    share within the rack or the zone, the node included), peer_bw_mbps read as seconds per megabit,
+    and both link columns 0 where no peer is off the node; X itself where `features` lack the peer
+    columns. Estimates are computed from the columns as written, before this."""
+    at = {name: j for j, name in enumerate(features)}
+    if not {"peer_count", "peer_frac_node", "peer_frac_rack", "peer_frac_zone"} <= set(at):
+        return X
+    out = np.array(X, dtype=np.float64, copy=True)
+    node = out[:, at["peer_frac_node"]].copy()
+    out[:, at["peer_frac_rack"]] += node
+    out[:, at["peer_frac_zone"]] += out[:, at["peer_frac_rack"]]
+    no_link = (out[:, at["peer_count"]] == 0) | (node >= 1)
+    if "peer_bw_mbps" in at:
+        with np.errstate(divide="ignore"):
+            per_megabit = 1 / out[:, at["peer_bw_mbps"]]
+        # a link reported at 0 Mbit/s reads as unknown, not infinite
+        out[:, at["peer_bw_mbps"]] = np.where(np.isfinite(per_megabit), per_megabit, np.nan)
+    for name in ("peer_bw_mbps", "peer_rtt_ms"):
+        if name in at:
+            out[no_link, at[name]] = 0.0
+    return out
 
 
 def with_estimates(X: np.ndarray, features: tuple[str, ...]) -> np.ndarray:

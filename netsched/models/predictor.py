@@ -239,14 +239,15 @@ def _served(estimator: Regressor) -> Regressor:
     if isinstance(estimator, LinearPlusTrees) and not isinstance(estimator.linear, LinearScreen):
         names = (*estimator.features, *estimate_names(estimator.features))
         return LinearPlusTrees(estimator.features, LinearScreen(estimator.linear, names), estimator.trees,
-                               getattr(estimator, "products", None))
+                               getattr(estimator, "products", None), getattr(estimator, "by_reach", False))
     return estimator
 
 
 def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[str, bytes],
                        features: tuple[str, ...]) -> LinearPlusTrees:
     """A LinearPlusTrees from its serving spec, refused if it was trained on other physics estimates
-    than this netsched computes; without `products` (written before product offsets) it has none."""
+    than this netsched computes; without `products` (written before product offsets) it has none,
+    without `by_reach` (written before physics.peers_by_reach) it reads the peer columns as written."""
     estimates = estimate_names(features)
     if tuple(spec["estimates"]) != estimates:
         raise ArtifactError(f"{directory / SERVING_SPEC}: trained on the estimates {spec['estimates']}, this "
@@ -254,7 +255,8 @@ def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[
     linear = LinearScreen.of_params(spec["linear"], (*features, *estimates))
     products = spec.get("products")
     return LinearPlusTrees(features, linear, OnnxTrees(files[spec["trees"]]),
-                           None if products is None else ProductOffsets.of_params(products, features))
+                           None if products is None else ProductOffsets.of_params(products, features),
+                           bool(spec.get("by_reach", False)))
 
 
 def _check(directory: Path, version: object, features: Iterable[str] | None,

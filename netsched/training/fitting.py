@@ -20,8 +20,16 @@ the residual (docs/benchmarks.md). Cross-validation picks between them (train.SE
 `hist_gradient_boosting_physics` is one model over (job, candidate) rows too (LinearPlusTrees):
 ridge over the features and their physics estimates (netsched.models.physics: compute, transfer
 and exchange seconds), then the same trees learning its residual, constrained to be monotone
-where the direction is physics (MONOTONE: more GPU TFLOPS or bandwidth, more link bandwidth
-never slower; more RTT, NIC load or estimated seconds never faster). Trees alone score a GPU or
+where the direction is physics (MONOTONE: more GPU TFLOPS or bandwidth, more link bandwidth,
+more of the job's peers within reach never slower; more RTT, NIC load or estimated seconds never
+faster). The linear part keeps the same directions (SignedRidge: a coefficient of the wrong sign
+is held at 0), so neither part can rank a node lower because the job's peers are closer: both
+read the peer columns restated by reach (netsched.models.physics.peers_by_reach), where moving a
+peer closer raises shares and lowers none, and an exchange over no link is the fastest value of
+each link column. A link left unmeasured is never read as faster than no link at all: the linear
+part's missing-value indicators of those columns (NO_FASTER_UNKNOWN) are held at 0 or above, and
+in the trees the no-link value (0) is the fast end of every split, while NaN goes with a side or
+past the largest value. Trees alone score a GPU or
 link outside their training range like the nearest one they saw; the linear part in the logs
 carries it on. The trees learn each row's residual less its candidate set's mean residual:
 what the ridge missed about the job as a whole is the same on every candidate and decides no
@@ -46,6 +54,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.linalg import cholesky, solve_triangular
+from scipy.optimize import lsq_linear
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import Ridge
@@ -55,7 +66,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, log1p_columns
 from netsched.models.features import FEATURES
-from netsched.models.physics import estimate_names, with_estimates
+from netsched.models.physics import estimate_names, peers_by_reach, with_estimates
 from netsched.models.products import ProductOffsets
 
 MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
@@ -63,8 +74,13 @@ MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_g
 WHOLE = {"hist_gradient_boosting_whole": "hist_gradient_boosting"}  # kind -> its trees' settings
 PHYSICS = "hist_gradient_boosting_physics"
 # +1: completion time never falls as the feature rises; -1: never rises. Every physics estimate is +1.
-MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer_bw_mbps": -1,
-            "data_rtt_ms": 1, "peer_rtt_ms": 1, "nic_util": 1}
+# The peer columns are as peers_by_reach restates them: the shares cumulative (within the node, the
+# rack, the zone), peer_bw_mbps as seconds per megabit.
+MONOTONE = {"gpu_tflops16": -1, "gpu_mem_bw_gbps": -1, "data_bw_mbps": -1, "peer_bw_mbps": 1,
+            "data_rtt_ms": 1, "peer_rtt_ms": 1, "nic_util": 1,
+            "peer_frac_node": -1, "peer_frac_rack": -1, "peer_frac_zone": -1}
+# columns whose value without a link (0, peers_by_reach) is their fastest: unknown must not read faster
+NO_FASTER_UNKNOWN = ("peer_bw_mbps", "peer_rtt_ms", "est_log1p_exchange_s")
 JOB_FEATURES = frozenset(f.name for f in FEATURES if f.group == "job")
 ESTIMATES = frozenset(estimate_names(tuple(f.name for f in FEATURES)))
 KNN_MAX_ROWS = 10_000  # kNN keeps a random sample this big: its cost grows with every row it keeps
@@ -75,8 +91,7 @@ def make_model(kind: str, features: tuple[str, ...], seed: int):
     """An unfitted regressor of `kind` over `features` (a subset of the schema, in schema order)."""
     kind = WHOLE.get(kind, kind)
     if kind in ("hist_gradient_boosting", PHYSICS):
-        monotone = (None if kind != PHYSICS
-                    else [MONOTONE.get(f, 1 if f in ESTIMATES else 0) for f in features])
+        monotone = None if kind != PHYSICS else [direction(f) for f in features]
         return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.15, max_leaf_nodes=31,
                                              min_samples_leaf=20, early_stopping=False, random_state=seed,
                                              monotonic_cst=monotone)
@@ -88,6 +103,11 @@ def make_model(kind: str, features: tuple[str, ...], seed: int):
     if kind == "knn":
         return _scaled(features, KNeighborsRegressor(n_neighbors=KNN_NEIGHBORS, weights="distance"))
     raise ValueError(f"unknown model kind {kind!r}; one of {', '.join(MODEL_KINDS)}")
+
+
+def direction(name: str) -> int:
+    """The physics kind's constraint on a column of its inputs: MONOTONE's, +1 for an estimate, else 0."""
+    return MONOTONE.get(name, 1 if name in ESTIMATES else 0)
 
 
 def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
@@ -117,12 +137,13 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
 
 def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
                           sets: np.ndarray, seed: int, products: bool = True) -> LinearPlusTrees:
-    """Ridge on the features and their physics estimates; its residual, each row's less its candidate
-    set's mean residual (a set of one keeps its own), gives the offset per GPU product and workload
-    kind the rows have enough jobs of (`products`), and monotone trees learn what is left."""
-    Z = _no_empty_columns(with_estimates(X, features))
+    """Ridge with the MONOTONE signs on the features (peers restated by reach) and their physics
+    estimates; its residual, each row's less its candidate set's mean residual (a set of one keeps its
+    own), gives the offset per GPU product and workload kind the rows have enough jobs of (`products`),
+    and monotone trees learn what is left."""
+    Z = _no_empty_columns(peers_by_reach(with_estimates(X, features), features))
     names = (*features, *estimate_names(features))
-    linear = make_model("ridge", names, seed).fit(Z, log_seconds)
+    linear = _signed_linear(names, Z, log_seconds)
     residual = log_seconds - linear.predict(Z)
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
     set_mean = (np.bincount(inverse, weights=residual) / counts)[inverse]
@@ -131,7 +152,49 @@ def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds:
     if offsets is not None:
         residual = residual - offsets.predict(X)
     trees = make_model(PHYSICS, names, seed).fit(Z, residual)
-    return LinearPlusTrees(features, linear, trees, offsets)
+    return LinearPlusTrees(features, linear, trees, offsets, by_reach=True)
+
+
+def _signed_linear(names: tuple[str, ...], Z: np.ndarray, log_seconds: np.ndarray) -> Pipeline:
+    """The ridge pipeline over `names` with each column's coefficient of the sign `direction` gives it
+    and the missing-value indicators of NO_FASTER_UNKNOWN at 0 or above."""
+    model = _scaled(names, SignedRidge(alpha=1.0))
+    prepared = model[:-1].fit_transform(Z)
+    imputer = model.named_steps["simpleimputer"]
+    flagged = [] if imputer.indicator_ is None else list(imputer.indicator_.features_)
+    signs = [direction(n) for n in names] + [1 if names[j] in NO_FASTER_UNKNOWN else 0 for j in flagged]
+    model[-1].set_params(signs=signs).fit(prepared, log_seconds)
+    return model
+
+
+class SignedRidge(RegressorMixin, BaseEstimator):
+    """Ridge regression (an intercept, L2 penalty `alpha` on the coefficients) with a sign per
+    coefficient: +1 kept at 0 or above, -1 at 0 or below, 0 free (`signs` None: all free, Ridge's
+    answer). Solved as bounded least squares on the penalised normal equations' Cholesky factor."""
+
+    def __init__(self, alpha: float = 1.0, signs: list[int] | None = None):
+        self.alpha = alpha
+        self.signs = signs
+
+    def fit(self, X, y):
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        n = X.shape[1]
+        signs = np.zeros(n) if self.signs is None else np.asarray(self.signs, dtype=np.float64)
+        if len(signs) != n:
+            raise ValueError(f"{len(signs)} signs for {n} columns")
+        x_mean, y_mean = X.mean(axis=0), y.mean()
+        Xc = X - x_mean
+        R = cholesky(Xc.T @ Xc + self.alpha * np.eye(n))  # R.T @ R: the penalised Gram matrix
+        target = solve_triangular(R, Xc.T @ (y - y_mean), trans="T")
+        bounds = (np.where(signs > 0, 0.0, -np.inf), np.where(signs < 0, 0.0, np.inf))
+        self.coef_ = lsq_linear(R, target, bounds=bounds, method="bvls").x
+        self.intercept_ = float(y_mean - x_mean @ self.coef_)
+        self.n_features_in_ = n
+        return self
+
+    def predict(self, X):
+        prediction: np.ndarray = np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+        return prediction
 
 
 def _no_empty_columns(X: np.ndarray) -> np.ndarray:

@@ -49,8 +49,9 @@ def compiled(estimator: Regressor, n_features: int) -> Regressor:
         try:
             width = len(estimator.features) + len(estimate_names(estimator.features))
             trees = OnnxTrees(onnx_graph(estimator.trees, width))
-            return LinearPlusTrees(estimator.features, estimator.linear, trees,
-                                   getattr(estimator, "products", None))
+            products = getattr(estimator, "products", None)
+            return LinearPlusTrees(estimator.features, estimator.linear, trees, products,
+                                   getattr(estimator, "by_reach", False))
         except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
             log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s",
                         exc)

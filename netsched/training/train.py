@@ -370,7 +370,7 @@ def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print
         return None
     spec: dict = {"linear_plus_trees": {"estimates": list(estimate_names(estimator.features)),
                                         "linear": LinearScreen(estimator.linear, names).params(),
-                                        "trees": "trees.onnx"},
+                                        "trees": "trees.onnx", "by_reach": estimator.by_reach},
                   "screen": screen}
     if estimator.products is not None:
         spec["linear_plus_trees"]["products"] = estimator.products.params()

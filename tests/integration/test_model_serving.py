@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from kubernetes import client
 
-from netsched.api.labels import GPU_PRODUCT_LABEL, RACK_LABEL, ZONE_LABEL
+from netsched.api.labels import GPU_PRODUCT_LABEL, JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.datagen.simulator import SimConfig, simulate
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.pods import gpu_pod
@@ -27,6 +27,7 @@ from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
 from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, kind_features
 from netsched.models.gpus import gpu_features
 from netsched.models.predictor import Predictor
+from netsched.testing.cluster import free_gpus
 from netsched.training.dataset import write_dataset
 from netsched.training.train import train
 
@@ -114,6 +115,28 @@ def test_kube_scheduler_places_the_pod_where_the_model_predicts_it_finishes_firs
     with urllib.request.urlopen(f"{cluster.extender_url}/debug/decisions/default/fast", timeout=5) as resp:
         decision = resp.read().decode()
     assert '"scorer":"model"' in decision.replace(" ", "") and "predicted_seconds" in decision
+
+
+def test_a_gangs_second_pod_joins_its_peer_rather_than_an_empty_rack_mate(cluster, core, model):
+    """The first pod of a 2-pod job bound to a node with room for the second, whose rack-mate is empty:
+    kube-scheduler, asking the extender with the model, binds the second pod beside the first."""
+    free = free_gpus(core)
+    rack = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    pairs = [(a, b) for a in sorted(free) for b in sorted(free)
+             if a != b and rack[a] == rack[b] and free[a] >= 8 and free[b] == 8]
+    assert pairs, f"no two empty nodes in one rack: {free}"
+    peer_node, rack_mate = pairs[0]
+    notes = {"netsched.io/replicas": "2", "netsched.io/workload-kind": "training"}
+    first = gpu_pod("gang-0", 4, labels={JOB_LABEL: "gang"}, annotations=notes)
+    first["spec"]["nodeName"] = peer_node  # bound as if scheduled: the peer is where it is
+    core.create_namespaced_pod("default", first)
+    poll(lambda: core.read_namespaced_pod("gang-0", "default").status.phase == "Running", 30, "gang-0 to run")
+    core.create_namespaced_pod("default", gpu_pod("gang-1", 4, labels={JOB_LABEL: "gang"}, annotations=notes))
+    node = bound(core, "gang-1")
+    with urllib.request.urlopen(f"{cluster.extender_url}/debug/decisions/default/gang-1", timeout=5) as resp:
+        decision = resp.read().decode()
+    assert node == peer_node, f"bound to {node}, its peer on {peer_node}, empty {rack_mate}: {decision}"
+    assert '"scorer":"model"' in decision.replace(" ", "")
 
 
 def test_a_corrupt_model_degrades_to_the_heuristic_without_failing_a_request(cluster, core, model):

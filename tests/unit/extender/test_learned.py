@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +26,8 @@ from netsched.models.features import FEATURE_NAMES, INDEX, feature_matrix
 from netsched.models.predictor import Predictor
 from netsched.records.link_columns import placement_telemetry
 from netsched.telemetry.store import TelemetryStore
-from netsched.testing.extender import args, cache_of, pod
+from netsched.testing.extender import CLUSTER, args, cache_of, pod
+from netsched.testing.extender import NAMES as CLUSTER_NAMES
 from netsched.training.dataset import write_dataset
 from netsched.training.train import train
 
@@ -200,3 +202,25 @@ def test_rows_the_screen_drops_never_outrank_the_screened_ones(artifact, monkeyp
     assert np.allclose(seconds[screened], predictor.predict(X[screened]))  # the job part once = per row
     rest = np.setdiff1d(np.arange(len(X)), screened)
     assert seconds[rest].min() >= seconds[screened].max()
+
+
+SHIPPED = Path(__file__).resolve().parents[3] / "models" / "current.json"
+GANG_HINTS = {"netsched.io/replicas": "2", "netsched.io/workload-kind": "training",
+              "netsched.io/expected-duration-seconds": "1800"}
+
+
+@pytest.mark.parametrize("annotations", [
+    {}, {**GANG_HINTS, "netsched.io/communication-intensity": "low"},
+    {**GANG_HINTS, "netsched.io/communication-intensity": "high"}], ids=["no-hints", "low", "high"])
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_shipped_model_puts_a_gangs_second_pod_beside_its_peer_not_on_an_empty_rack_mate(
+        annotations, gpus):
+    """a1-0 holds the first pod and has room for the second; a1-1, its rack-mate, is empty; a2-0 and
+    b1-0 are farther. As kube-scheduler asks: filter (the chart's shortlist of 1), then prioritize."""
+    scorer, _, metrics = scorer_for(SHIPPED)
+    cluster = cache_of(CLUSTER, [pod("r0", "a1-0", gpus=gpus, job="train", annotations=annotations)])
+    second = pod("r1", job="train", gpus=gpus, annotations=annotations)
+    passed = Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, CLUSTER_NAMES)).passed
+    scores = Extender(cluster, scorer=scorer, shortlist=0).prioritize(args(second, CLUSTER_NAMES)).as_dict()
+    assert passed == ["a1-0"] and scores["a1-0"] > max(scores["a1-1"], scores["a2-0"], scores["b1-0"]), scores
+    assert sample(metrics, "netsched_extender_model_loaded") == 1

@@ -9,6 +9,7 @@ from netsched.models.physics import (
     REFERENCE_TFLOPS16,
     TOTAL,
     estimate_names,
+    peers_by_reach,
     with_estimates,
 )
 from netsched.testing.models import sim_rows
@@ -83,3 +84,36 @@ def test_the_physics_kind_ranks_a_gpu_faster_than_any_it_trained_on_as_faster():
     assert new < seen - 0.1
     seen, new = trees.predict(rows)
     assert new == pytest.approx(seen)
+
+
+def test_peers_by_reach_counts_nearer_peers_in_every_wider_share_and_links_as_slowness_none_fastest():
+    rows = np.vstack([
+        row(peer_count=4.0, peer_frac_node=0.25, peer_frac_rack=0.25, peer_frac_zone=0.25),
+        row(peer_count=2.0, peer_frac_node=1.0, peer_frac_rack=0.0, peer_frac_zone=0.0, peer_bw_mbps=math.nan,
+            peer_rtt_ms=math.nan),
+        row(peer_count=0.0, peer_frac_node=math.nan, peer_bw_mbps=math.nan, peer_rtt_ms=math.nan),
+        row(peer_count=1.0, peer_frac_node=0.0, peer_frac_rack=1.0, peer_frac_zone=0.0, peer_bw_mbps=math.nan,
+            peer_rtt_ms=math.nan),  # a remote peer whose link was not measured stays unknown
+    ])
+    out = peers_by_reach(rows, FEATURE_NAMES)
+    at = [INDEX[f] for f in ("peer_frac_node", "peer_frac_rack", "peer_frac_zone", "peer_bw_mbps",
+                             "peer_rtt_ms")]
+    np.testing.assert_array_equal(out[0, at], [0.25, 0.5, 0.75, 1 / 4000.0, rows[0, INDEX["peer_rtt_ms"]]])
+    np.testing.assert_array_equal(out[1, at], [1.0, 1.0, 1.0, 0.0, 0.0])  # no link: the fastest
+    assert out[2, INDEX["peer_bw_mbps"]] == 0.0 and out[2, INDEX["peer_rtt_ms"]] == 0.0
+    assert np.isnan(out[3, INDEX["peer_bw_mbps"]]) and out[3, INDEX["peer_frac_rack"]] == 1.0
+    assert np.isnan(rows[1, INDEX["peer_bw_mbps"]])  # the caller's rows are left as they were
+    assert np.isnan(peers_by_reach(row(peer_bw_mbps=0.0), FEATURE_NAMES)[0, INDEX["peer_bw_mbps"]])
+    blind = rows[:, [INDEX[f] for f in NETWORK_BLIND]]
+    assert peers_by_reach(blind, NETWORK_BLIND) is blind  # no peer columns: nothing to restate
+
+
+def test_a_physics_model_pickled_before_peers_by_reach_reads_the_peer_columns_as_written():
+    ds = dataset_from_rows(sim_rows(jobs=40, seed=5))
+    model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set,
+                      seed=0)
+    assert model.by_reach
+    np.testing.assert_array_equal(model.inputs(ds.X), peers_by_reach(with_estimates(ds.X, FEATURE_NAMES),
+                                                                     FEATURE_NAMES))
+    del model.__dict__["by_reach"]  # as unpickled from an artifact written before it existed
+    np.testing.assert_array_equal(model.inputs(ds.X), with_estimates(ds.X, FEATURE_NAMES))

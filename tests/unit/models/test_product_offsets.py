@@ -3,7 +3,6 @@ import numpy as np
 
 from netsched.models.features import FEATURE_NAMES, INDEX
 from netsched.models.gpus import GPU_FEATURES, gpu_features
-from netsched.models.physics import with_estimates
 from netsched.models.predictor import Predictor
 from netsched.models.products import KIND_COLUMNS, MIN_JOBS, ProductOffsets
 from netsched.testing.models import sim_rows
@@ -58,5 +57,5 @@ def test_a_physics_model_pickled_before_product_offsets_still_predicts():
     log_y = np.log(ds.y)
     model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
     del model.__dict__["products"]  # as unpickled from an artifact written before they existed
-    Z = with_estimates(ds.X, FEATURE_NAMES)
+    Z = model.inputs(ds.X)
     np.testing.assert_allclose(model.predict(ds.X), model.linear.predict(Z) + model.trees.predict(Z))
