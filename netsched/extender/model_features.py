@@ -40,9 +40,9 @@ def feature_values(req: Request, idx: np.ndarray) -> dict[str, float | np.ndarra
     snap = req.snapshot
     source = req.need(data_source)
     topology = snap.table.topology
-    return {**_job(req.pod, req.need(job_gpus), source, topology), **_node(snap, idx),
-            **_data(source, snap, idx),
-            **_peers(snap, idx), "nic_util": snap.nic(idx)}
+    job = _job(req.pod, req.need(job_gpus), source, topology)
+    peers = _peers(snap, idx) if snap.peers else _peers_to_come(snap, idx, req.pod, job["job_gpus"])
+    return {**job, **_node(snap, idx), **_data(source, snap, idx), **peers, "nic_util": snap.nic(idx)}
 
 
 def _job(pod: PodRef, gpus: int | None, source: DataSource | None, topology: Topology) -> dict[str, float]:
@@ -109,6 +109,26 @@ def _data(source: DataSource | None, snap: Snapshot, idx: np.ndarray) -> dict[st
             here = idx == place.node
             bw, rtt = np.where(here, NAN, bw), np.where(here, NAN, rtt)
     return {"data_distance": distance, "data_bw_mbps": bw, "data_rtt_ms": rtt}
+
+
+def _peers_to_come(snap: Snapshot, idx: np.ndarray, pod: PodRef,
+                   job_gpus: float) -> dict[str, float | np.ndarray]:
+    """A job's first pod, with replicas still to come: its peers as they would be placed if it went to
+    each candidate, at the nearest place with room for the whole job (the node, else its domain at the
+    narrowest level that holds it, else far). The model predicts the job's time, so a node with room
+    for the first pod alone must read as a job split across nodes, not as a one-pod job; links to the
+    peers to come are unknown."""
+    others = round(job_gpus / pod.gpus) - 1 if pod.job and pod.gpus else 0
+    if others < 1:
+        return _peers(snap, idx)
+    topology = snap.table.topology
+    levels = np.full(len(idx), topology.far, dtype=np.int64)
+    for k, name in enumerate(topology.names):  # widest first: a narrower level that holds it overwrites
+        levels[snap.domain_free(idx, name) >= job_gpus] = topology.depth - k
+    levels[snap.unheld(idx) >= job_gpus] = 0
+    on_scale = model_distances(topology, np.tile(levels, (others, 1)))
+    unknown = np.full(len(idx), NAN)
+    return {**peer_features(on_scale), "peer_bw_mbps": unknown, "peer_rtt_ms": unknown}
 
 
 def _peers(snap: Snapshot, idx: np.ndarray) -> dict[str, float | np.ndarray]:

@@ -7,6 +7,7 @@ Zone-a has H100 nodes, zone-b A100 nodes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -137,6 +138,37 @@ def test_a_gangs_second_pod_joins_its_peer_rather_than_an_empty_rack_mate(cluste
         decision = resp.read().decode()
     assert node == peer_node, f"bound to {node}, its peer on {peer_node}, empty {rack_mate}: {decision}"
     assert '"scorer":"model"' in decision.replace(" ", "")
+
+
+def test_a_gangs_first_pod_goes_where_the_whole_gang_fits(cluster, core, model):
+    """Every node but one has room for one 4-GPU pod only: the first pod of a 2 x 4 job is bound to the
+    one node its peer can join (the model predicts the job's time, peers to come included). That node
+    is an H100 one: on zone-b's A100s the model may rightly prefer H100s apart to A100s together."""
+    free = free_gpus(core)
+    zone = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in core.list_node().items}
+    whole = sorted(n for n, f in free.items() if f >= 8 and zone[n] == "zone-a")[0]
+    fillers = [n for n in sorted(free) if n != whole and free[n] > 4]
+    for i, node in enumerate(fillers):
+        filler = gpu_pod(f"filler-{i}", free[node] - 4)
+        filler["spec"]["nodeName"] = node
+        core.create_namespaced_pod("default", filler)
+    try:
+        poll(lambda: all(f <= 4 for n, f in free_gpus(core).items() if n != whole), 30, "the fillers")
+        notes = {"netsched.io/replicas": "2", "netsched.io/workload-kind": "training"}
+        core.create_namespaced_pod("default", gpu_pod("pair-0", 4, labels={JOB_LABEL: "pair"},
+                                                      annotations=notes))
+        node = bound(core, "pair-0")
+        url = f"{cluster.extender_url}/debug/decisions/default/pair-0"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            decision = resp.read().decode()
+        assert node == whole, f"bound to {node}, no room for its peer; room for both on {whole}: {decision}"
+    finally:
+        made = {"pair-0", *(f"filler-{i}" for i in range(len(fillers)))}
+        for name in made:
+            with contextlib.suppress(client.ApiException):  # one the test failed before making
+                core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        poll(lambda: not made & {p.metadata.name for p in core.list_namespaced_pod("default").items}, 60,
+             "the test's pods to go")
 
 
 def test_a_corrupt_model_degrades_to_the_heuristic_without_failing_a_request(cluster, core, model):

@@ -224,3 +224,37 @@ def test_the_shipped_model_puts_a_gangs_second_pod_beside_its_peer_not_on_an_emp
     scores = Extender(cluster, scorer=scorer, shortlist=0).prioritize(args(second, CLUSTER_NAMES)).as_dict()
     assert passed == ["a1-0"] and scores["a1-0"] > max(scores["a1-1"], scores["a2-0"], scores["b1-0"]), scores
     assert sample(metrics, "netsched_extender_model_loaded") == 1
+
+
+@pytest.mark.parametrize("annotations", [
+    {"netsched.io/replicas": "2"}, GANG_HINTS, {**GANG_HINTS, "netsched.io/communication-intensity": "high"}],
+    ids=["size-only", "hints", "high"])
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_shipped_model_sends_a_gangs_first_pod_where_the_whole_gang_fits(annotations, gpus):
+    """a1-0 has room for the first pod alone, its rack-mate a1-1 and the farther nodes for the whole
+    gang: the first pod goes where its peer can join it, as kube-scheduler's shortlist of 1 sees it."""
+    scorer, _, _ = scorer_for(SHIPPED)
+    cluster = cache_of(CLUSTER, [pod("other", "a1-0", gpus=8 - gpus)])
+    first = pod("r0", job="train", gpus=gpus, annotations=annotations)
+    passed = Extender(cluster, scorer=scorer, shortlist=1).filter(args(first, CLUSTER_NAMES)).passed
+    scores = Extender(cluster, scorer=scorer, shortlist=0).prioritize(args(first, CLUSTER_NAMES)).as_dict()
+    assert passed != ["a1-0"] and scores["a1-0"] < max(scores.values()), scores
+
+
+def test_a_jobs_first_pod_reads_its_peers_to_come_where_the_whole_job_would_fit():
+    """h-0 has room for the first pod alone, so its peer would land in the rack; elsewhere on the node
+    itself. A pod of no job has no peers to come."""
+    cache = cache_of(NODES, [pod("other", "h-0", gpus=6)])
+    idx = np.arange(4)
+
+    def columns(p: dict) -> dict:
+        ref = parse_args({"Pod": p, "NodeNames": NAMES}).pod
+        X = feature_matrix(features(ref, cache.snapshot(ref.namespace, ref.job), idx, TelemetryStore()), 4)
+        return {name: X[:, INDEX[name]] for name in FEATURE_NAMES}
+    first = columns(pod("r0", gpus=2, job="train", annotations={"netsched.io/replicas": "2"}))
+    assert first["peer_count"].tolist() == [1] * 4
+    assert first["peer_frac_node"].tolist() == [0, 1, 1, 1]
+    assert first["peer_frac_rack"].tolist() == [1, 0, 0, 0]
+    assert np.isnan(first["peer_bw_mbps"]).all()  # links to pods not yet placed are unknown
+    lone = columns(pod("lone", gpus=2, annotations={"netsched.io/replicas": "2"}))
+    assert lone["peer_count"].tolist() == [0] * 4
