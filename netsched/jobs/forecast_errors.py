@@ -78,7 +78,6 @@ def _conformal(scores: list[float]) -> float:
     return ordered[min(len(ordered), math.ceil((len(ordered) + 1) * HIGH)) - 1]
 
 
-
 def first_forecast(made: datetime, times: Mapping[str, datetime | None]) -> dict[str, str]:
     """`status.firstForecast`: `times` (start, completion and their P10/P90 by ACTUAL's names with
     suffixes; None: not predicted) as made at `made`."""
