@@ -1,7 +1,7 @@
 """Pods placed first, over identical nodes: the priced packer's placement stage.
 
-When every node is alike (same capacity and labels, none singled out by a pod's allowed nodes,
-a protected pod or a network preference), which node a pod lands on does not change how many
+When every node is alike (same capacity, none singled out by a pod's allowed nodes, a gang's
+topology domain, a protected pod or a network preference), which node a pod lands on does not change how many
 pods of each priority can run; only the moves it costs. The full model cannot see that: each
 packing exists once per permutation of the nodes, and CP-SAT spends the budget among copies.
 Here the nodes are interchangeable bins and the copies are cut (the i-th pod, in a fixed order,
@@ -24,13 +24,16 @@ from netsched.packing.problem import Pod, Problem
 
 def applies(problem: Problem, policy: Policy) -> bool:
     """Nodes interchangeable and the objective placements first (the priced default's values);
-    disruption rules this model cannot see (budgets, classes that may not move, domains) rule it out."""
+    disruption rules this model cannot see (budgets, classes that may not move, domains) rule it out.
+    Node labels are not compared: the problem reads them only for gang domains, ruled out below, and
+    every live node has labels of its own (its hostname), so comparing them would rule out every
+    live cluster."""
     if not (policy.priced and policy.identical and policy.values is None):
         return False
     if len(problem.nodes) < 2 or problem.budgets:
         return False
     first = problem.nodes[0]
-    if any(n.capacity != first.capacity or n.labels != first.labels for n in problem.nodes):
+    if any(n.capacity != first.capacity for n in problem.nodes):
         return False
     # the model lets any running pod move for any work: true when the policy lets each of them
     return not any((p.running and not (p.movable and policy.may_move_for_lower(p))) or p.allowed is not None

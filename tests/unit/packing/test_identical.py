@@ -87,6 +87,20 @@ def test_placements_over_identical_nodes_only_where_no_rule_tells_nodes_apart(ch
     assert not identical.applies(problem, replace(PRICED, identical=False))
 
 
+def test_nodes_that_differ_only_in_their_labels_are_identical_unless_a_gang_names_a_domain():
+    """Every live node has a hostname label of its own: that alone must not rule the stage out."""
+    problem = first_failing(4, 4, 0.95)
+    labelled = replace(problem, nodes=tuple(
+        replace(n, labels={"kubernetes.io/hostname": n.name, "topology.kubernetes.io/zone": f"z{i % 2}"})
+        for i, n in enumerate(problem.nodes)))
+    assert identical.applies(labelled, PRICED)
+    pending = next(p for p in labelled.pods if not p.running)
+    in_a_zone = replace(labelled, pods=tuple(
+        replace(p, gang="g", domain="topology.kubernetes.io/zone") if p is pending else p
+        for p in labelled.pods))
+    assert not identical.applies(in_a_zone, PRICED)
+
+
 def test_a_model_whose_building_passes_the_deadline_is_given_up_and_the_plan_stays_valid():
     problem = first_failing(32, 8, 1.0)
     with pytest.raises(OutOfTime):
