@@ -14,6 +14,12 @@ within 5% of the best the same rounded 10, and kube-scheduler could not tell the
 Over many candidates the model runs on the ones the artifact's linear screen ranks fastest
 (Predictor.predict_candidates); the others keep the screen's estimate, never better than
 the slowest screened one.
+
+Predictions within TIE_SLOWDOWN of each other are within the model's noise (its median regret is
+0, its p95 several times that), and at that distance a model can prefer an empty node to the one a
+gang's first pod runs on for no reason it could name. There the topology heuristic (closeness to
+the job's peers and data, then using a node's free GPUs exactly) decides: it weighs as much as
+TIE_SLOWDOWN of predicted time, so it orders near-ties and never outweighs a larger predicted gap.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from netsched.models.predictor import Predictor
 
 log = logging.getLogger(__name__)
 SLOWDOWN_AT_ZERO = 0.5  # predicted 50% slower than the best candidate scores 0: a point per 5%
+TIE_SLOWDOWN = 0.02  # predictions closer than this are ordered by the topology heuristic
+# the heuristic's share of the score: its whole range is worth TIE_SLOWDOWN of the model's value
+HEURISTIC_SHARE = (TIE_SLOWDOWN / SLOWDOWN_AT_ZERO) / (1 + TIE_SLOWDOWN / SLOWDOWN_AT_ZERO)
 
 
 class ModelSource:
@@ -103,8 +112,10 @@ class ModelScorer:
         if not np.isfinite(seconds).all() or (seconds <= 0).any():
             return self._fall_back("predict_error", req, idx)
         slowdown = seconds / seconds.min() - 1
-        value = np.clip(1 - slowdown / SLOWDOWN_AT_ZERO, 0, 1)
-        return Scored(value, value, {"predicted_seconds": seconds}, scorer=self.name)
+        heuristic = self.fallback.score(req, idx)
+        value = ((1 - HEURISTIC_SHARE) * np.clip(1 - slowdown / SLOWDOWN_AT_ZERO, 0, 1)
+                 + HEURISTIC_SHARE * heuristic.value)
+        return Scored(value, value, {"predicted_seconds": seconds, **heuristic.factors}, scorer=self.name)
 
     def _fall_back(self, reason: str, req: Request, idx: np.ndarray) -> Scored:
         self.metrics.model_fallbacks.labels(reason).inc()

@@ -258,3 +258,29 @@ def test_a_jobs_first_pod_reads_its_peers_to_come_where_the_whole_job_would_fit(
     assert np.isnan(first["peer_bw_mbps"]).all()  # links to pods not yet placed are unknown
     lone = columns(pod("lone", gpus=2, annotations={"netsched.io/replicas": "2"}))
     assert lone["peer_count"].tolist() == [0] * 4
+
+
+class _Predicts:
+    """A model source whose model predicts 1000 s everywhere but `slower` more on the node that holds
+    the job's first pod."""
+
+    def __init__(self, slower: float):
+        self.predictor = self
+        self.slower = slower
+
+    def predict_candidates(self, values: dict, n: int) -> np.ndarray:
+        return 1000.0 * (1 + self.slower * np.broadcast_to(values["peer_frac_node"], (n,)))
+
+
+@pytest.mark.parametrize(("slower", "chosen"), [(0.0, "a1-0"), (0.01, "a1-0"), (0.05, "a1-1")],
+                         ids=["tie", "within-noise", "clearly-slower"])
+def test_near_ties_of_the_model_go_beside_the_jobs_peer_and_a_clear_gap_stays_the_models(slower, chosen):
+    """a1-0 holds the job's first pod and has room for the second; a1-1 is its empty rack-mate. Within
+    TIE_SLOWDOWN the heuristic's closeness to the peer decides; beyond it the model does (and among
+    the nodes it predicts alike, the heuristic again: the rack-mate)."""
+    metrics = Metrics()
+    scorer = ModelScorer(_Predicts(slower), TopologyScorer(), metrics)
+    cluster = cache_of(CLUSTER, [pod("r0", "a1-0", gpus=2, job="train")])
+    second = pod("r1", job="train", gpus=2, annotations={"netsched.io/replicas": "2"})
+    assert Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, CLUSTER_NAMES)).passed == [chosen]
+    assert sample(metrics, "netsched_extender_model_fallbacks_total", reason="predict_error") == 0
