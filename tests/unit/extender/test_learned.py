@@ -282,5 +282,6 @@ def test_near_ties_of_the_model_go_beside_the_jobs_peer_and_a_clear_gap_stays_th
     scorer = ModelScorer(_Predicts(slower), TopologyScorer(), metrics)
     cluster = cache_of(CLUSTER, [pod("r0", "a1-0", gpus=2, job="train")])
     second = pod("r1", job="train", gpus=2, annotations={"netsched.io/replicas": "2"})
-    assert Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, CLUSTER_NAMES)).passed == [chosen]
+    passed = Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, CLUSTER_NAMES)).passed
+    assert passed == [chosen]
     assert sample(metrics, "netsched_extender_model_fallbacks_total", reason="predict_error") == 0
