@@ -263,7 +263,7 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
                                    control_plane)
                     row["filter_p99"] = float(np.percentile(timings["filter"], 99) * 1000)
                     row["prioritize_p99"] = float(np.percentile(timings["prioritize"], 99) * 1000)
-                    row["ratios"] = throughput(cluster, core, args, racks, k, pids)
+                    row["ratios"], row["runs"] = throughput(cluster, core, args, racks, k, pids)
                     # a user runs whatif from a machine of their own, not the control plane's: as
                     # deployed, on the extender's CPU (the extender is idle between scheduling bursts)
                     row["whatif"] = whatif_walls(cluster, Path(d), 3,
@@ -271,7 +271,8 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
                 out[arrangement] = row
                 print(f"{n} nodes, {arrangement}: filter p99 {row['filter_p99']:.1f} ms, prioritize p99 "
                       f"{row['prioritize_p99']:.1f} ms, throughput ratios "
-                      f"{', '.join(f'{r:.2f}' for r in row['ratios'])}, whatif "
+                      f"{', '.join(f'{r:.2f}' for r in row['ratios'])} (pods/s in run order: "
+                      f"{', '.join(f'{s}: {v:.1f}' for s, v in row['runs'])}), whatif "
                       f"{statistics.median(row['whatif']):.1f} s, extender "
                       f"{row['rss'][EXTENDER] + row['rss'].get(EXTENDER + ' watch', 0):.0f} MB",
                       file=sys.stderr)
@@ -286,8 +287,10 @@ def processes_of(state: dict) -> processes.Process:
 
 
 def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Namespace, racks: dict[str, str],
-               arrangement: int, pids: dict[str, int]) -> list[float]:
-    ratios = []
+               arrangement: int, pids: dict[str, int]) -> tuple[list[float], list[tuple[str, float]]]:
+    """Each round's ratio of pods/s with the extender to without, and every run's pods/s in the order
+    they ran (an order effect shows there)."""
+    ratios, every = [], []
     for rnd in range(args.rounds):
         order = [("bench-plain", None), ("bench-netsched", cluster.extender_url)]
         runs = {}
@@ -295,8 +298,9 @@ def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Names
             run = arrangement * args.rounds + rnd  # each run its own namespace
             runs[scheduler] = one_run(cluster, core, scheduler, url, args.pods, run, racks, explained=False,
                                       pids=pids)["pods_per_s"]
+            every.append((scheduler, runs[scheduler]))
         ratios.append(runs["bench-netsched"] / runs["bench-plain"])
-    return ratios
+    return ratios, every
 
 
 # ---- report -------------------------------------------------------------------------------------
