@@ -273,18 +273,9 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
     core.delete_namespace(ns)
     # the namespace's cleanup (the extender's NetworkPlacement Events among it) would otherwise run
     # during the next run and slow whichever configuration comes next
-    poll(lambda: gone(core, ns), 600, f"namespace {ns} to go", interval=1)
+    poll(lambda: not core.list_namespace(field_selector=f"metadata.name={ns}").items, 600,
+         f"namespace {ns} to go", interval=1)
     return result
-
-
-def gone(core: client.CoreV1Api, ns: str) -> bool:
-    try:
-        core.read_namespace(ns)
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return True
-        raise
-    return False
 
 
 def delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
