@@ -262,10 +262,11 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     whole = model_size(problem, policy) <= min(max_vars, VARS_PER_SECOND * budget)
     rate = Prices(problem, policy).score if policy.priced else lambda p: score(problem, p, policy)
     as_is = current(problem)
+    t = time.monotonic()
     options = [(rate(as_is), "current", as_is)]
     # every answer is rated once it is found, the last one after the stages: they stop that much
     # earlier (rating 10,000 pods takes a tenth of a second on a busy machine)
-    rating = time.monotonic() - started
+    rating = time.monotonic() - t
     deadline = started + budget - margin(budget) - rating
     firsts = [("greedy", greedy(problem, min(started + 0.3 * budget, deadline - rating)))]
     if policy.priced and policy.repair:
