@@ -4,6 +4,9 @@ Two profiles: `default-scheduler` for ordinary pods and `netsched` for GPU jobs.
 When an extender URL is given, the extender block sends only pods that request
 nvidia.com/gpu to it (managedResources) while the scheduler keeps counting GPUs
 itself (ignoredByScheduler: false; `true` lets a 9-GPU pod bind to an 8-GPU node).
+The `netsched` profile scores GPUs MostAllocated: when the ignorable extender is down or
+skipped, kube-scheduler still fills a node's GPUs before opening another, so a gang's pods
+tend to share a node instead of spreading as the default LeastAllocated would.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ class ExtenderSettings:
         }
 
 
+# Only GPU requests are scored: a pod that requests no GPU scores 0 on every node from it.
+PACK_GPUS = {"name": "NodeResourcesFit",
+             "args": {"scoringStrategy": {"type": "MostAllocated",
+                                          "resources": [{"name": GPU_RESOURCE, "weight": 1}]}}}
+
+
 def scheduler_config(kubeconfig: Path, extender: ExtenderSettings | None = None) -> dict:
     config: dict = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -45,7 +54,7 @@ def scheduler_config(kubeconfig: Path, extender: ExtenderSettings | None = None)
         "leaderElection": {"leaderElect": False},
         # Hard network constraints must see every node, not a sample.
         "percentageOfNodesToScore": 100,
-        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": SCHEDULER_NAME}],
+        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": SCHEDULER_NAME, "pluginConfig": [PACK_GPUS]}],
     }
     if extender is not None:
         config["extenders"] = [extender.block()]

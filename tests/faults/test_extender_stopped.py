@@ -47,28 +47,34 @@ def _name(pod: client.V1Pod) -> str:
     return f"{job}-{index}" if job and index is not None else pod.metadata.name
 
 
+BUSY_GPUS = 6  # of each far node's 8: the limited pods would fit beside them
+
+
 def busy_pod(node: str) -> dict:
-    """A pod bound straight to `node` that takes most of its CPU and memory: kube-scheduler's own
-    scoring (least allocated) then prefers every node of the other zone."""
-    requests = {"cpu": "64", "memory": "700Gi"}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"busy-{node}"},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busy:1",
-                                                       "resources": {"requests": requests,
-                                                                     "limits": requests}}]}}
+    """A pod bound straight to `node` that takes most of its GPUs: kube-scheduler's own scoring (the
+    netsched profile scores GPUs most-allocated) then prefers that node to an empty one."""
+    pod = gpu_pod(f"busy-{node}", BUSY_GPUS, duration="600s")
+    pod["spec"]["nodeName"] = node
+    return pod
 
 
 def test_data_limits_hold_while_the_extender_is_stopped_and_nothing_is_lost(fault_cluster, core, custom,
                                                                                namespace):
     zone_of = {n.metadata.name: n.metadata.labels[ZONE_LABEL] for n in core.list_node().items}
-    near = sorted(n for n, z in zone_of.items() if z == DATA_ZONE)
-    assert near and len(near) < len(zone_of)
-    for node in near:
+    far = sorted(n for n, z in zone_of.items() if z != DATA_ZONE)
+    assert far and len(far) < len(zone_of)
+    for node in far:
         core.create_namespaced_pod(namespace, busy_pod(node))
     poll(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items)
-         == len(near), 120, "the busy pods to run")
+         == len(far), 120, "the busy pods to run")
 
     limit = {DATA_SOURCE: f"zone:{DATA_ZONE}", MAX_DATA_DISTANCE: "zone"}
     with stopped(fault_cluster, EXTENDER) as pid:
+        # no limit, placed first so the data zone is still empty: where kube-scheduler alone puts a
+        # pod, and so where the limited ones would go without their affinity (this test could fail)
+        core.create_namespaced_pod(namespace, gpu_pod("free", 1, duration="600s"))
+        poll(lambda: core.read_namespaced_pod("free", namespace).spec.node_name, 120,
+             "the pod without a limit to be bound")
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
             "near-data", replicas=2, gpus=2, duration="600s", manifest=True,
             dataSources=[{"name": "corpus", "kind": "zone", "location": DATA_ZONE}],
@@ -76,8 +82,6 @@ def test_data_limits_hold_while_the_extender_is_stopped_and_nothing_is_lost(faul
         core.create_namespaced_pod(namespace, gpu_pod("bare", 1, duration="600s", annotations=limit))
         client.BatchV1Api(fault_cluster.api_client()).create_namespaced_job(
             namespace, gated_job("gang", 2, 1, "600s", annotations=limit))
-        # no limit: where kube-scheduler alone puts a pod, so this test could fail
-        core.create_namespaced_pod(namespace, gpu_pod("free", 1, duration="600s"))
         wanted = {"near-data-0", "near-data-1", "bare", "free", "gang-0", "gang-1"}
         pods = poll(lambda: (found := {name: p for p in core.list_namespaced_pod(namespace).items
                                        if (name := _name(p)) in wanted and p.spec.node_name})

@@ -24,7 +24,7 @@ from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, read_versions
 from netsched.devcluster.pki import serving_certificate
 from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
-from netsched.devcluster.scheduler_config import ExtenderSettings
+from netsched.devcluster.scheduler_config import PACK_GPUS, ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
@@ -316,7 +316,8 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
 def test_scheduler_config_calls_the_extender_as_the_dev_cluster_does(bin_dir):
     config = scheduler_yaml(render(bin_dir, release="netsched", namespace="gpu-sched"), "netsched")
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
-    assert config["profiles"] == [{"schedulerName": "netsched", "percentageOfNodesToScore": 100}]
+    assert config["profiles"] == [{"schedulerName": "netsched", "percentageOfNodesToScore": 100,
+                                   "pluginConfig": [PACK_GPUS]}]
     assert config["leaderElection"] == {"leaderElect": True, "resourceNamespace": "gpu-sched",
                                         "resourceName": "netsched-scheduler"}
     dev_cluster_block = ExtenderSettings(url_prefix="http://netsched-extender.gpu-sched.svc:8888").block()

@@ -21,3 +21,11 @@ def test_extender_block_manages_gpus_but_keeps_scheduler_gpu_accounting():
     assert block["nodeCacheCapable"] is True and block["ignorable"] is True
     assert block["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
     assert block["weight"] >= 1
+
+
+def test_netsched_profile_packs_gpus_so_a_fallback_without_the_extender_keeps_gangs_together():
+    (profile,) = [p for p in scheduler_config(Path("k"))["profiles"] if p["schedulerName"] == SCHEDULER_NAME]
+    (fit,) = profile["pluginConfig"]
+    assert fit["name"] == "NodeResourcesFit"
+    assert fit["args"]["scoringStrategy"] == {"type": "MostAllocated",
+                                              "resources": [{"name": "nvidia.com/gpu", "weight": 1}]}
