@@ -54,7 +54,8 @@ def scheduler_config(kubeconfig: Path, extender: ExtenderSettings | None = None)
         "leaderElection": {"leaderElect": False},
         # Hard network constraints must see every node, not a sample.
         "percentageOfNodesToScore": 100,
-        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": SCHEDULER_NAME, "pluginConfig": [PACK_GPUS]}],
+        "profiles": [{"schedulerName": "default-scheduler"},
+                     {"schedulerName": SCHEDULER_NAME, "pluginConfig": [PACK_GPUS]}],
     }
     if extender is not None:
         config["extenders"] = [extender.block()]
