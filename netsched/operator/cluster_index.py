@@ -2,6 +2,8 @@
 
 Gang admission reads it on every tick: each node's room, the requests of the live pods bound to
 each node, the requests of released pods not bound yet, and each GPUJob's replica pods. The
+forecaster reads every node's room and every pod as the API server sent it (without its
+managedFields, which nothing here reads and which are a large part of a pod). The
 watches (netsched.api.watch) run on two threads and keep plain dicts decoded by orjson. A node
 event that changes nothing about its room (a status heartbeat) costs one comparison; one that
 does calls `on_room_change` (the packer may now make room, or must no longer count on it).
@@ -82,6 +84,7 @@ class ClusterIndex:
         self._lock = threading.Lock()
         self._rooms: dict[str, NodeRoom] = {}
         self._pods: dict[str, _Pod] = {}
+        self._bodies: dict[str, KubeObject] = {}  # uid -> every pod not deleted, finished ones too
         self._on_node: dict[str, dict[str, Resources]] = defaultdict(dict)  # node -> uid -> requests
         self._used: dict[str, Resources] = {}  # node -> the sum of _on_node[node]
         self._jobs: dict[JobKey, dict[str, PodView]] = defaultdict(dict)
@@ -98,6 +101,11 @@ class ClusterIndex:
     def rooms(self) -> list[NodeRoom]:
         with self._lock:
             return list(self._rooms.values())
+
+    def pods(self) -> list[KubeObject]:
+        """Every pod not deleted, finished ones too; the dicts are shared: read them, do not change them."""
+        with self._lock:
+            return list(self._bodies.values())
 
     def indices(self, planned: Mapping[str, Collection[str]]) -> Indices:
         with self._lock:
@@ -126,6 +134,7 @@ class ClusterIndex:
             with self._lock:
                 for uid in list(self._pods):
                     self._forget(uid)
+                self._bodies.clear()
                 for o in objects:
                     self._apply_pod("ADDED", o)
         self._synced.add(kind)
@@ -159,7 +168,10 @@ class ClusterIndex:
     def _apply_pod(self, event_type: str, pod: KubeObject) -> None:
         uid = pod["metadata"].get("uid", "")
         self._forget(uid)
+        self._bodies.pop(uid, None)
         if event_type != "DELETED":
+            pod["metadata"].pop("managedFields", None)
+            self._bodies[uid] = pod
             facts = _facts(pod, self.topology)
             if facts is not None:
                 self._remember(uid, facts)

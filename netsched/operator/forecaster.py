@@ -11,7 +11,9 @@ annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or 
 netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
 once its pods are done or it has no forecast. A time is written again only when it moved by more
 than a tenth of what is left (at least MIN_MOVE seconds), so a steady forecast costs no API writes.
-One list of nodes, pods, GPUJobs and batch Jobs per pass. A Blocked job gets no predicted time; a
+Nodes and pods come from the operator's own watches (a ClusterView: the ClusterIndex), GPUJobs and
+batch Jobs from one list each per pass: listing every node and pod each pass grew faster than the
+cluster (0.34 s a pass at 1,000 nodes, 6.6 s at 5,000). A Blocked job gets no predicted time; a
 job whose spec cannot be read gets none either, its basis says why (its InvalidSpec condition names
 the fix), and the others are forecast as ever. What a pass raises is counted, logged once with its
 traceback, and the next pass runs.
@@ -24,7 +26,7 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -45,7 +47,7 @@ from netsched.api.labels import (
     PREDICTED_START_RANGE,
 )
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import node_room
+from netsched.jobs.capacity import NodeRoom
 from netsched.jobs.forecast import Forecast, Learned, cluster_forecast
 from netsched.jobs.forecast_errors import first_forecast
 from netsched.jobs.live_gangs import LiveGang, live_gangs
@@ -59,15 +61,28 @@ _KIND = {"jobs": "Job", "pods": "Pod"}
 MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 
 
+class ClusterView(Protocol):
+    """The nodes and pods a pass reads (netsched.operator.cluster_index.ClusterIndex)."""
+
+    @property
+    def synced(self) -> bool: ...  # every kind listed once: before that, what it holds is partial
+
+    def rooms(self) -> list[NodeRoom]: ...
+
+    def pods(self) -> list[dict[str, Any]]: ...  # every pod, finished ones too (they may carry times)
+
+
 class Forecaster:
     def __init__(self, api: client.ApiClient, records: JobRecords, metrics: OperatorMetrics,
-                 interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True,
+                 cluster: ClusterView, interval: float = 15.0, gangs_live: Callable[[], bool] = lambda: True,
                  model: Path | None = None, topology: Topology = DEFAULT,
                  leads: Callable[[], bool] = lambda: True):
-        """`gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list);
+        """`cluster` holds the nodes and pods;
+        `gangs_live` says whether any pod gang has a live pod (the ClusterIndex knows without a list);
         `model` is the completion-time model's artifact (None: forecasts without one); `leads` whether
         this operator replica acts (netsched.operator.leadership): only the leader forecasts."""
         self.api, self.records, self.metrics, self.interval = api, records, metrics, interval
+        self.cluster = cluster
         self.model_path = model
         self.model: Predictor | None = None
         self._model_stamp: Stamp | None = None
@@ -124,6 +139,8 @@ class Forecaster:
 
     def run_once(self, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
+        if not self.cluster.synced:
+            return  # a partial view would forecast jobs into room that is taken: the next pass
         jobs = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         if all((job.get("status") or {}).get("phase") in TERMINAL for job in jobs) and not self.gangs_live():
             # Nothing to forecast. Reading every node and pod anyway was about a sixth of the operator's
@@ -132,8 +149,7 @@ class Forecaster:
                 self._publish(self._annotatable(self._annotated), {}, {}, now)
             self._gauge({}, now)
             return
-        nodes = [node_room(n) for n in items(self.core.list_node)]
-        pods = items(self.core.list_pod_for_all_namespaces)
+        nodes, pods = self.cluster.rooms(), self.cluster.pods()
         objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
         gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
                                   for j in objects["jobs"]})
@@ -191,9 +207,8 @@ class Forecaster:
 
     def _annotatable(self, plurals: set[str]) -> dict[str, list[dict[str, Any]]]:
         """Every batch Job ("jobs") and pod ("pods") that `plurals` name."""
-        lists = {"jobs": self.batch.list_job_for_all_namespaces,
-                 "pods": self.core.list_pod_for_all_namespaces}
-        return {plural: items(lists[plural]) for plural in sorted(plurals)}
+        lists = {"jobs": lambda: items(self.batch.list_job_for_all_namespaces), "pods": self.cluster.pods}
+        return {plural: lists[plural]() for plural in sorted(plurals)}
 
     def _publish(self, objects: dict[str, list[dict[str, Any]]], gangs: dict[str, LiveGang],
                  forecasts: dict[str, Forecast], now: datetime) -> None:

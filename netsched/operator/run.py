@@ -75,9 +75,9 @@ def run_operator(settings: OperatorConfig) -> None:
         @kopf.on.startup(registry=registry)
         def serve_admission(**kwargs: Any) -> None:  # every replica serves it, leader or not
             kwargs["settings"].admission.server = webhook
-    forecaster = Forecaster(operator.api, operator.records, operator.metrics, settings.forecast_interval,
-                            gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,
-                            topology=settings.topology, leads=leadership.leads)
+    forecaster = Forecaster(operator.api, operator.records, operator.metrics, cluster,
+                            settings.forecast_interval, gangs_live=lambda: bool(cluster.pod_gangs()),
+                            model=settings.model, topology=settings.topology, leads=leadership.leads)
     pod_gangs = PodGangController(operator, cluster, settings.interval, leads=leadership.leads)
 
     def changed(leading: bool) -> None:

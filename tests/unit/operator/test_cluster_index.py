@@ -72,3 +72,20 @@ def test_it_is_synced_once_both_kinds_are_listed_through_the_watches():
     Reflector(kube, index, "pods")._list()
     assert index.synced and index.indices({}).used == {"n1": {GPU_RESOURCE: 2.0}}
     assert "fieldSelector" not in kube.made("list", "pods")[0].query  # finished replicas matter here
+
+
+def test_every_pod_is_kept_for_the_forecaster_finished_ones_too_and_a_deleted_one_is_let_go():
+    index = ClusterIndex()
+    running = make_pod("a", "n1", uid="a")
+    running["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    finished = make_pod("b", "n1", uid="b") | {"status": {"phase": "Succeeded"}}
+    index.replace("pods", [running, finished])
+    assert sorted(p["metadata"]["name"] for p in index.pods()) == ["a", "b"]
+    assert "managedFields" not in index.pods()[0]["metadata"]  # nothing reads them; they are much of a pod
+    index.apply("pods", "MODIFIED", running | {"status": {"phase": "Failed"}})
+    assert {p["metadata"]["name"]: p["status"]["phase"] for p in index.pods()} == {"a": "Failed",
+                                                                                "b": "Succeeded"}
+    index.apply("pods", "DELETED", finished)
+    assert [p["metadata"]["name"] for p in index.pods()] == ["a"]
+    index.replace("pods", [])
+    assert index.pods() == []

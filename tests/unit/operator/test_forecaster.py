@@ -7,6 +7,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from kubernetes import client
+
+from netsched.api.connect import items
 from netsched.api.events import rfc3339
 from netsched.api.labels import (
     EXPECTED_SECONDS,
@@ -16,11 +19,13 @@ from netsched.api.labels import (
     PREDICTED_START_RANGE,
 )
 from netsched.devcluster.wait import poll
+from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator import forecaster as forecaster_module
+from netsched.operator.cluster_index import ClusterIndex
 from netsched.operator.forecaster import Forecaster, status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords, job_record
@@ -38,6 +43,21 @@ from netsched.testing.builders import (
 from netsched.testing.kube import FakeKube
 
 MODELS = Path(__file__).resolve().parents[3] / "models"  # the model the image ships
+
+
+class Listed:
+    """The nodes and pods the operator's watches hold, here listed from the fake API server at each
+    read: the tests change them between passes, and what a pass read shows in `kube.calls`."""
+    synced = True
+
+    def __init__(self, kube: FakeKube):
+        self.core = client.CoreV1Api(kube)
+
+    def rooms(self):
+        return [node_room(n) for n in items(self.core.list_node)]
+
+    def pods(self):
+        return items(self.core.list_pod_for_all_namespaces)
 
 
 def at(seconds: float):
@@ -79,8 +99,8 @@ def test_the_interval_is_written_beside_each_predicted_time_and_taken_off_with_i
 
 
 def _forecaster(kube, tmp_path, gangs_live=lambda: True, model=None):
-    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), gangs_live=gangs_live,
-                      model=model)
+    return Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), Listed(kube),
+                      gangs_live=gangs_live, model=model)
 
 
 def test_the_shipped_model_prices_a_job_by_its_gpu_and_an_unusable_one_is_done_without(tmp_path, caplog):
@@ -92,7 +112,8 @@ def test_the_shipped_model_prices_a_job_by_its_gpu_and_an_unusable_one_is_done_w
     hint = {"expectedDurationSeconds": 300}
     waiting = make_gpujob("wait", replicas=1, gpus=8, created=ago(60), workload=hint)
     kube = FakeKube([*CLUSTER, waiting])
-    forecaster = Forecaster(kube, JobRecords(records), OperatorMetrics(), model=MODELS / "current.json")
+    forecaster = Forecaster(kube, JobRecords(records), OperatorMetrics(), Listed(kube),
+                            model=MODELS / "current.json")
     forecaster.run_once(NOW)
     status = kube.get("gpujobs", "ml", "wait")["status"]
     assert f"the completion-time model on {H100}" in status["predictionBasis"]
@@ -101,7 +122,7 @@ def test_the_shipped_model_prices_a_job_by_its_gpu_and_an_unusable_one_is_done_w
     broken = tmp_path / "broken"
     broken.mkdir()
     kube = FakeKube([*CLUSTER, waiting])
-    Forecaster(kube, JobRecords(records), OperatorMetrics(), model=broken).run_once(NOW)
+    Forecaster(kube, JobRecords(records), OperatorMetrics(), Listed(kube), model=broken).run_once(NOW)
     basis = kube.get("gpujobs", "ml", "wait")["status"]["predictionBasis"]
     assert "model" not in basis and "spec.workload.expectedDurationSeconds" in basis
     assert f"model {broken} not used" in caplog.text
@@ -247,7 +268,8 @@ def test_only_a_leading_forecaster_runs_its_passes_and_each_is_timed(tmp_path):
     metrics = OperatorMetrics()
     leading = {"now": False}
     kube = FakeKube([*CLUSTER, make_gpujob("waits")])
-    forecaster = Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), metrics, interval=0.01,
+    forecaster = Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), metrics, Listed(kube),
+                            interval=0.01,
                             leads=lambda: leading["now"])
 
     def passes() -> float:
@@ -274,7 +296,7 @@ def test_what_the_records_teach_is_learned_again_only_when_they_change(tmp_path,
     monkeypatch.setattr(forecaster_module, "Learned", Counted)
     records = JobRecords(tmp_path / "records.jsonl")
     kube = FakeKube([*CLUSTER, make_gpujob("wait", replicas=1, gpus=8, created=ago(60))])
-    forecaster = Forecaster(kube, records, OperatorMetrics())
+    forecaster = Forecaster(kube, records, OperatorMetrics(), Listed(kube))
     forecaster.run_once(NOW)
     forecaster.run_once(NOW + timedelta(seconds=15))
     assert len(learned) == 1
@@ -298,3 +320,16 @@ def test_a_jobs_first_forecast_is_kept_as_played_until_it_ends_and_recorded_with
     finished = status | {"phase": "Succeeded", "startTime": rfc3339(at(120)),
                          "completionTime": rfc3339(at(800))}
     assert job_record(job(), finished, {})["first_forecast"] == status["firstForecast"]
+
+
+def test_before_the_operators_watches_have_listed_nodes_and_pods_nothing_is_forecast_or_written(tmp_path):
+    kube = FakeKube([*CLUSTER, make_gpujob("wait", replicas=1, gpus=8, created=ago(60))])
+    index = ClusterIndex()
+    forecaster = Forecaster(kube, JobRecords(tmp_path / "records.jsonl"), OperatorMetrics(), index)
+    index.replace("nodes", CLUSTER)  # pods not listed yet: the job would look as if every GPU were free
+    forecaster.run_once(NOW)
+    assert not kube.calls
+    index.replace("pods", [make_pod("busy", "a1-0", gpus=8)])
+    forecaster.run_once(NOW)
+    assert "predictionBasis" in kube.get("gpujobs", "ml", "wait")["status"]
+    assert not kube.made("list", "nodes") and not kube.made("list", "pods")  # the watches' view, not lists
