@@ -122,7 +122,8 @@ class Watcher:
     def __init__(self, core: client.CoreV1Api, ns: str) -> None:
         self.core, self.ns = core, ns
         self.overcommitted: list[dict[str, int]] = []
-        self.bound_at: dict[str, tuple[float, str]] = {}  # pod -> when first seen bound, its workload
+        # pod -> when first seen bound, its workload, its node
+        self.bound_at: dict[str, tuple[float, str, str]] = {}
         self.free_before: dict[str, dict[str, int]] = {}  # gang -> free GPUs by node before it was bound
         self.looks = self.failed_looks = 0
         self._stop = threading.Event()
@@ -155,14 +156,14 @@ class Watcher:
         for pod in pods:
             if pod.spec.node_name and pod.metadata.name not in self.bound_at:
                 gang = gang_of(pod)
-                self.bound_at[pod.metadata.name] = now, gang or pod.metadata.name
+                self.bound_at[pod.metadata.name] = now, gang or pod.metadata.name, pod.spec.node_name
                 if gang and gang not in self.free_before and self._free:
                     self.free_before[gang] = self._free
         self._free = free
 
     def first_bound(self, workloads: set[str]) -> float | None:
         """When the first pod of these workloads was seen bound."""
-        seen = [t for t, workload in self.bound_at.values() if workload in workloads]
+        seen = [t for t, workload, _ in self.bound_at.values() if workload in workloads]
         return min(seen) if seen else None
 
 
@@ -297,10 +298,15 @@ def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher) -> tuple[list
     events = core.list_namespaced_event(ns, field_selector="reason=NetworkPlacement").items
     split = {}
     for gang in (g for g in roomy if len(nodes[g]) > 1):
-        bound = sorted(f"{t - watcher.started:.1f}" for t, of in watcher.bound_at.values() if of == gang)
+        times = sorted((t, node) for t, of, node in watcher.bound_at.values() if of == gang)
+        (first, node), last = times[0], times[-1][0]
+        # what took the room its first pod's node had for the rest of it
+        meanwhile = sorted(f"{pod} ({of})" for pod, (t, of, on) in watcher.bound_at.items()
+                           if on == node and of != gang and first - 0.5 <= t <= last)
         said = [e.message for e in events if e.involved_object.name.startswith(gang + "-")]
         split[gang] = (f"nodes {sorted(nodes[gang])}, room {room(gang)} before, bound at "
-                       f"{bound} s; extender: {said or 'no placement event'}")
+                       f"{[f'{t - watcher.started:.1f}' for t, _ in times]} s; bound on {node} "
+                       f"meanwhile: {meanwhile or 'nothing seen'}; extender: {said or 'no placement event'}")
     return roomy, split
 
 
