@@ -44,3 +44,8 @@ def test_manifest_is_a_kwok_gpu_node():
 def test_rejects_empty_shapes(kwargs):
     with pytest.raises(ValueError, match="at least 1"):
         gpu_nodes(**kwargs)
+
+
+def test_kwok_leases_last_as_kubelets_up_to_5000_nodes_and_longer_above_so_heartbeat_writes_stay_level():
+    from netsched.devcluster.devcluster import lease_seconds
+    assert [lease_seconds(n) for n in (8, 1000, 5000, 10_000, 15_000)] == [40, 40, 40, 80, 120]
