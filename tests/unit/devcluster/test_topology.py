@@ -1,6 +1,7 @@
 import pytest
 
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.devcluster.devcluster import lease_seconds
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 
 
@@ -47,5 +48,4 @@ def test_rejects_empty_shapes(kwargs):
 
 
 def test_kwok_leases_last_as_kubelets_up_to_5000_nodes_and_longer_above_so_heartbeat_writes_stay_level():
-    from netsched.devcluster.devcluster import lease_seconds
     assert [lease_seconds(n) for n in (8, 1000, 5000, 10_000, 15_000)] == [40, 40, 40, 80, 120]
