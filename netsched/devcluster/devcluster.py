@@ -378,8 +378,11 @@ class DevCluster:
             list(pool.map(core.create_node, manifests))
         # KWOK marks them Ready and the controller-manager lifts their not-ready taint in batches:
         # about 10 nodes a second here when the machine is busy
+        # a look lists every node: at 10,000 nodes, looking every 0.2 s kept the API server so busy
+        # serialising them that KWOK's leases fell behind and nodes went unreachable again
         poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=120 + self.nodes / 5,
-             what=f"{self.nodes} GPU nodes to become Ready and schedulable (kwok)")
+             what=f"{self.nodes} GPU nodes to become Ready and schedulable (kwok)",
+             interval=max(0.2, self.nodes / 1000))
 
     @staticmethod
     def _ready_node_count(api: client.ApiClient) -> int:
