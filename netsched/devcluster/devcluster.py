@@ -319,10 +319,10 @@ class DevCluster:
             (d / EGRESS_SELECTION).write_text(yaml.safe_dump(self._node(bin_dir).egress_selection()))
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages, self.real_node)
-        plan["kwok"].append(f"--node-lease-duration-seconds={lease_seconds(self.nodes)}")
-        if lease_seconds(self.nodes) > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable
-            plan["kube-controller-manager"].append(
-                f"--node-monitor-grace-period={lease_seconds(self.nodes) + 10}s")
+        lease = lease_seconds(self.nodes)
+        plan["kwok"].append(f"--node-lease-duration-seconds={lease}")
+        if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable
+            plan["kube-controller-manager"].append(f"--node-monitor-grace-period={lease + 10}s")
         plan[EXTENDER] += self.extender_args
         plan[OPERATOR] += self.operator_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
