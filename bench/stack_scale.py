@@ -21,8 +21,8 @@ it measures
   - filter and prioritize p99 with the model, heartbeats live: --pairs sequential pairs naming every
     node, as kube-scheduler sends them (bench/live_latency.py's requests);
   - throughput: --pods pods (jobs of 4 x 2 GPUs) through a real kube-scheduler with the extender and
-    through one without, --rounds pairs alternating A B B A (bench/extender_throughput.py's runs); each
-    round's ratio divides by that round's run without;
+    through one without, after one discarded run without, --rounds pairs alternating A B B A
+    (bench/extender_throughput.py's runs); each round's ratio divides by that round's run without;
   - `netsched whatif` for a 2 x 8 GPUs job, wall time as a user runs it (its own process), 3 runs; as
     deployed on CPU 1, as if from the user's own machine.
 
@@ -294,6 +294,11 @@ def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Names
     """Each round's ratio of pods/s with the extender to without, and every run's pods/s in the order
     they ran (an order effect shows there)."""
     ratios, every = [], []
+    # The first run of each arrangement was the slowest of its four, whichever scheduler ran it: one
+    # discarded run, as extender_throughput has, so that the holds compare warmed runs
+    warm = one_run(cluster, core, "bench-plain", None, args.pods, -1 - arrangement, racks, explained=False,
+                   pids=pids)["pods_per_s"]
+    print(f"warm-up (discarded): {warm:.1f} pods/s", file=sys.stderr)
     for rnd in range(args.rounds):
         order = [("bench-plain", None), ("bench-netsched", cluster.extender_url)]
         runs = {}
@@ -320,7 +325,8 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              "As deployed: the extender's serving and watch processes on CPU 1, every other process "
              "on the machine (control plane, operator, bench client, kube-schedulers, other work) on CPU 0, "
              "`netsched whatif` on CPU 1 (a user's own machine); "
-             "shared: all on both.", "",
+             "shared: all on both. Throughput: one discarded run without the extender per arrangement, "
+             "then pairs alternating A B B A; each ratio divides by its round's run without.", "",
              "| nodes | arrangement | filter / prioritize p99, ms | throughput vs no extender, per round | "
              "whatif median, s | extender MB (serving + watch) | operator MB | netsched API requests/s "
              "(extender, operator) |",
