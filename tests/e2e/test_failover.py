@@ -300,13 +300,20 @@ def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher) -> tuple[list
     for gang in (g for g in roomy if len(nodes[g]) > 1):
         times = sorted((t, node) for t, of, node in watcher.bound_at.values() if of == gang)
         (first, node), last = times[0], times[-1][0]
-        # what took the room its first pod's node had for the rest of it
-        meanwhile = sorted(f"{pod} ({of})" for pod, (t, of, on) in watcher.bound_at.items()
-                           if on == node and of != gang and first - 0.5 <= t <= last)
-        said = [e.message for e in events if e.involved_object.name.startswith(gang + "-")]
+        # what took the room its first pod's node had for the rest of it: kube-scheduler may have
+        # assumed a pod there before the gang's next pod and bound it after, so a few seconds on
+        meanwhile = {pod: t for pod, (t, of, on) in watcher.bound_at.items()
+                     if on == node and of != gang and first - 0.5 <= t <= last + 5.0}
+        # which extender replica placed each pod: the Event's reporting instance is its pod's name
+        said = [f"{e.reporting_instance}: {e.message}" for e in events
+                if e.involved_object.name.startswith(gang + "-")]
+        theirs = [f"{e.reporting_instance}: {e.message}" for e in events
+                  if e.involved_object.name in meanwhile]
+        seen = [f"{pod} at {t - watcher.started:.1f} s" for pod, t in sorted(meanwhile.items())]
         split[gang] = (f"nodes {sorted(nodes[gang])}, room {room(gang)} before, bound at "
                        f"{[f'{t - watcher.started:.1f}' for t, _ in times]} s; bound on {node} "
-                       f"meanwhile: {meanwhile or 'nothing seen'}; extender: {said or 'no placement event'}")
+                       f"meanwhile: {seen or 'nothing seen'}; extender: {said or 'no placement event'}; "
+                       f"extender on what was bound there: {theirs or 'none'}")
     return roomy, split
 
 
