@@ -1,7 +1,8 @@
 """Room held on a job's first node for its other replicas, derived from the watched pods.
 
-When a job's first pod is bound, the rest of the room on its node is *held* for the job's other
-replicas for `hold_ttl` seconds (or until they are all there): snapshots for other pods show those
+When a job's first pod is bound, the room on its node that the job's other replicas still need (its
+GPUs less those of its pods bound or assumed anywhere: a pod placed elsewhere awaits nothing more) is
+*held* for them for `hold_ttl` seconds (or until they are all there): snapshots for other pods show those
 GPUs as held, so scoring steers single pods and other jobs elsewhere
 (netsched.extender.plugins.gang_hold). A hold never outlives its TTL, so no node is blocked for long
 by a job that never sends its other replicas.
@@ -111,9 +112,10 @@ class JobPods:
         """Nodes holding the job's bound pods, with counts."""
         return self._nodes.get(job) or Counter()
 
-    def gpus_on(self, job: str, node: str) -> int:
+    def gpus(self, job: str) -> int:
+        """GPUs the job's bound pods hold, on every node."""
         gpus = self._gpus.get(job)
-        return 0 if gpus is None else gpus[node]
+        return 0 if gpus is None else sum(gpus.values())
 
     def size(self, job: str) -> int | None:
         """GPUs of the whole job, the largest its live pods give (they agree unless edited by hand)."""

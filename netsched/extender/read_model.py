@@ -312,9 +312,9 @@ class ReadModel:
             i = table.index.get(hold.node)
             if other == job or i is None:
                 continue
-            assumed = count_by_node(reserved.of_job(other))[1]
-            there = self.jobs.gpus_on(other, hold.node) + assumed[hold.node]
-            want = free[i] if hold.size is None else min(max(hold.size - there, 0), free[i])
+            # what is still to come: a job whose other pods went to other nodes awaits no more room
+            placed = self.jobs.gpus(other) + sum(p.gpus for p in reserved.of_job(other))
+            want = free[i] if hold.size is None else min(max(hold.size - placed, 0), free[i])
             if want > 0:
                 held = np.zeros(len(free), dtype=free.dtype) if held is None else held
                 held[i] += want

@@ -54,11 +54,11 @@ def test_the_same_pods_hold_the_same_room_until_the_same_moment_whatever_order_t
         a.cache.apply("pods", kind, p)
     for i in order:
         b.cache.apply("pods", *events[i])
-    for r in (a, b):
-        assert r.held("a1-1") == 4 and r.held("a2-0") == 0 and r.held("b1-0") == 0
+    for r in (a, b):  # r2's 2 GPUs are all the job still awaits: r1 went elsewhere
+        assert r.held("a1-1") == 2 and r.held("a2-0") == 0 and r.held("b1-0") == 0
         assert r.holders() == {"a1-1:ml/train"} and r.held("a1-1", job="train") == 0
     later(7.5, wall, a, b)  # 9.5 s after r0 was bound
-    assert a.held("a1-1") == b.held("a1-1") == 4
+    assert a.held("a1-1") == b.held("a1-1") == 2
     later(1, wall, a, b)
     assert a.held("a1-1") == b.held("a1-1") == 0
 
@@ -159,3 +159,15 @@ def test_the_watch_process_relays_a_pods_binding_time_and_no_other_condition():
     assert bound_at(slim) == WALL + 5
     slim["status"]["conditions"] = []
     assert bound_at(slim) == WALL  # created on its node: its creation
+
+
+def test_a_job_split_over_nodes_holds_nothing_once_all_its_pods_are_bound():
+    wall = Clock(WALL)
+    gang = {"netsched.io/replicas": "2"}  # 2 x 4 GPUs
+    r1 = pod("r1", job="pair", gpus=4, annotations=gang)
+    replica = Replica(wall, 0.0, [r1, pod("r0", "a1-1", job="pair", gpus=4, annotations=gang, bound_at=WALL)])
+    assert replica.held("a1-1") == 4  # r1's 4 GPUs, awaited on r0's node
+    bound = pod("r1", "a2-0", job="pair", gpus=4, annotations=gang, bound_at=WALL)
+    bound["metadata"]["uid"] = r1["metadata"]["uid"]
+    replica.cache.apply("pods", "MODIFIED", bound)  # kube-scheduler put r1 on another node
+    assert replica.held("a1-1") == 0  # nothing is awaited: a1-1's room is anyone's again
