@@ -111,11 +111,28 @@ class ModelScorer:
             return self._fall_back("predict_error", req, idx)
         if not np.isfinite(seconds).all() or (seconds <= 0).any():
             return self._fall_back("predict_error", req, idx)
+        pace = self._pace(predictor, req)
+        if pace is not None:
+            seconds = np.maximum(seconds, pace)
         slowdown = seconds / seconds.min() - 1
         heuristic = self.fallback.score(req, idx)
         value = ((1 - HEURISTIC_SHARE) * np.clip(1 - slowdown / SLOWDOWN_AT_ZERO, 0, 1)
                  + HEURISTIC_SHARE * heuristic.value)
         return Scored(value, value, {"predicted_seconds": seconds, **heuristic.factors}, scorer=self.name)
+
+    @staticmethod
+    def _pace(predictor: Predictor, req: Request) -> float | None:
+        """The job's predicted time on the nodes its placed pods run on, the slowest of them (None: no
+        pod placed). A job's pods keep one another's pace, so a pod sent to a faster GPU than its
+        peers' finishes the job no sooner; predictions are raised to it, and where they meet it the
+        topology heuristic (closeness to the peers) decides."""
+        snap = req.snapshot
+        index = snap.table.index
+        at = np.array(sorted({index[p] for p in snap.peers if p in index}), dtype=np.int64)
+        if not len(at):
+            return None
+        seconds = predictor.predict_candidates(feature_values(req, at), len(at))
+        return float(seconds.max()) if np.isfinite(seconds).all() else None
 
     def _fall_back(self, reason: str, req: Request, idx: np.ndarray) -> Scored:
         self.metrics.model_fallbacks.labels(reason).inc()

@@ -272,12 +272,12 @@ class _Predicts:
         return 1000.0 * (1 + self.slower * np.broadcast_to(values["peer_frac_node"], (n,)))
 
 
-@pytest.mark.parametrize(("slower", "chosen"), [(0.0, "a1-0"), (0.01, "a1-0"), (0.05, "a1-1")],
+@pytest.mark.parametrize(("slower", "chosen"), [(0.0, "a1-0"), (0.01, "a1-0"), (0.05, "a1-0")],
                          ids=["tie", "within-noise", "clearly-slower"])
-def test_near_ties_of_the_model_go_beside_the_jobs_peer_and_a_clear_gap_stays_the_models(slower, chosen):
-    """a1-0 holds the job's first pod and has room for the second; a1-1 is its empty rack-mate. Within
-    TIE_SLOWDOWN the heuristic's closeness to the peer decides; beyond it the model does (and among
-    the nodes it predicts alike, the heuristic again: the rack-mate)."""
+def test_a_gangs_second_pod_stays_beside_its_peer_whose_pace_the_job_keeps_wherever_it_goes(slower, chosen):
+    """a1-0 holds the job's first pod and has room for the second; a1-1 is its empty rack-mate. Even
+    predicted clearly slower there, the job runs at its first pod's pace on a1-0 wherever the second
+    goes: no node is faster for it, and closeness to the peer decides."""
     metrics = Metrics()
     scorer = ModelScorer(_Predicts(slower), TopologyScorer(), metrics)
     cluster = cache_of(CLUSTER, [pod("r0", "a1-0", gpus=2, job="train")])
@@ -285,3 +285,27 @@ def test_near_ties_of_the_model_go_beside_the_jobs_peer_and_a_clear_gap_stays_th
     passed = Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, CLUSTER_NAMES)).passed
     assert passed == [chosen]
     assert sample(metrics, "netsched_extender_model_fallbacks_total", reason="predict_error") == 0
+
+
+
+class _RackSlower:
+    """A model source whose model predicts 1000 s everywhere but `slower` more on the peer's rack-mates."""
+
+    def __init__(self, slower: float):
+        self.predictor = self
+        self.slower = slower
+
+    def predict_candidates(self, values: dict, n: int) -> np.ndarray:
+        return 1000.0 * (1 + self.slower * np.broadcast_to(values["peer_frac_rack"], (n,)))
+
+
+@pytest.mark.parametrize(("slower", "chosen"), [(0.0, "a1-1"), (0.05, "a2-0")], ids=["tie", "clearly-slower"])
+def test_beyond_the_peers_pace_a_clear_gap_stays_the_models(slower, chosen):
+    """a1-0, the peer's node, is not among the candidates (full): a rack-mate predicted alike goes
+    first (closest to the peer); predicted clearly slower than the peer's pace it loses to a farther
+    node that keeps that pace."""
+    scorer = ModelScorer(_RackSlower(slower), TopologyScorer(), Metrics())
+    cluster = cache_of(CLUSTER, [pod("r0", "a1-0", gpus=2, job="train")])
+    second = pod("r1", job="train", gpus=2, annotations={"netsched.io/replicas": "2"})
+    others = [n for n in CLUSTER_NAMES if n != "a1-0"]
+    assert Extender(cluster, scorer=scorer, shortlist=1).filter(args(second, others)).passed == [chosen]
