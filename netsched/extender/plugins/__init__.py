@@ -18,7 +18,9 @@ from netsched.extender.plugins.network_limits import NetworkLimits
 from netsched.extender.plugins.peer_distance import PeerDistance
 from netsched.extender.plugins.peers import PeerCloseness
 from netsched.extender.plugins.plan_pins import PlanPins
+from netsched.extender.plugins.whole_job import WholeJob
 
-FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PlanPins(), GangHold())
+FILTERS: tuple[Filter, ...] = (PeerDistance(), DataDistance(), NetworkLimits(), PlanPins(), GangHold(),
+                              WholeJob())
 SCORERS: tuple[Scorer, ...] = (PeerCloseness(), JobRoom(), DataCloseness())
 TIE_BREAK = BinPacking()

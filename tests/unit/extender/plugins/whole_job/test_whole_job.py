@@ -1,0 +1,49 @@
+import pytest
+
+from netsched.extender.plugin import Request
+from netsched.extender.plugins.whole_job import WholeJob
+from netsched.extender.reservations import Placement
+from netsched.testing.extender import CLUSTER, NAMES, args, assume, cache_of, plugin_request, pod
+
+PART = [pod("x", "a1-0", gpus=4), pod("y", "a1-1", gpus=6)]  # 4 and 2 free; a2-0 and b1-0 8 each
+
+
+@pytest.mark.parametrize("annotations, job, gpus, pods, preempting, rejected", [
+    pytest.param({"netsched.io/replicas": "2"}, "train", 4, PART, False, {"a1-0", "a1-1"},
+                 id="the-first-pod-keeps-to-nodes-with-room-for-the-whole-job"),
+    pytest.param({"netsched.io/job-gpus": "6"}, "train", 2, PART, False, {"a1-0", "a1-1"},
+                 id="job-gpus-sizes-it"),
+    pytest.param({"netsched.io/replicas": "2"}, "train", 8, PART, False, set(),
+                 id="no-node-holds-the-whole-job-nothing-rejected"),
+    pytest.param({"netsched.io/replicas": "2"}, "train", 1, PART, False, set(),
+                 id="every-node-holds-it-nothing-rejected"),
+    pytest.param({}, "train", 4, PART, False, set(), id="unknown-size-left-alone"),
+    pytest.param({"netsched.io/replicas": "1"}, "train", 4, PART, False, set(), id="a-one-pod-job"),
+    pytest.param({"netsched.io/replicas": "2"}, None, 4, PART, False, set(), id="a-pod-of-no-job"),
+    pytest.param({"netsched.io/replicas": "2"}, "train", 4,
+                 [*PART, pod("r0", "b1-0", gpus=4, job="train")], False, set(),
+                 id="a-later-pod-is-left-alone"),
+    pytest.param({"netsched.io/replicas": "2"}, "train", 4, PART, True, set(), id="preemption-left-alone"),
+])
+def test_whole_job(annotations, job, gpus, pods, preempting, rejected):
+    req, idx, names = plugin_request(annotations, pods, job=job, gpus=gpus, preempting=preempting)
+    assert {names[pos] for pos in WholeJob().reject(req, idx)} == rejected
+
+
+def test_the_reason_names_the_node_its_room_and_the_job():
+    req, idx, names = plugin_request({"netsched.io/replicas": "2"}, PART, job="train", gpus=4)
+    reasons = {names[pos]: why for pos, why in WholeJob().reject(req, idx).items()}
+    assert reasons["a1-0"] == ("netsched: a1-0 has room for 4 of the 8 GPUs of job ml/train; its first pod "
+                               "goes to a node with room for all of them while there is one")
+
+
+def test_room_held_for_another_job_is_not_room_and_a_peer_assumed_on_this_replica_counts():
+    cache = cache_of(CLUSTER, PART)
+    assume(cache, "uid-o0", Placement("ml/other", "a2-0", 2))  # the rest of a2-0 is held for ml/other
+    ref = args(pod("p", job="train", gpus=4, annotations={"netsched.io/replicas": "2"}), NAMES).pod
+    snap = cache.snapshot("ml", "train")
+    idx = snap.table.positions(NAMES)[0]
+    assert {NAMES[pos] for pos in WholeJob().reject(Request(ref, snap), idx)} == {"a1-0", "a1-1", "a2-0"}
+    assume(cache, "uid-t0", Placement("ml/train", "b1-0", 4))  # its own first pod, assumed here
+    snap = cache.snapshot("ml", "train")
+    assert WholeJob().reject(Request(ref, snap), idx) == {}
