@@ -40,6 +40,7 @@ from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
 from netsched.extender.plugins import FILTERS, SCORERS
+from netsched.extender.plugins.whole_job import room_words
 from netsched.extender.protocol import ExtenderArgs, PodRef
 from netsched.extender.read_model import ReadModel
 from netsched.extender.reservations import Placement
@@ -135,7 +136,8 @@ class Extender:
             strict = any(f.binds(req) for f in self.filters)
             passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
             ints = scored.scores()
-            self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable)
+            self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable,
+                         room_words(req, idx))
             self._filtered.pop(pod.uid, None)
             if len(passed) > 1 and pod.uid:
                 self._keep(pod.uid, _Scores(self.cluster.clock(), snap.table, ok_idx, ints,
@@ -234,7 +236,7 @@ class Extender:
             self._filtered.popitem(last=False)
 
     def _record(self, pod: PodRef, snap: Snapshot, idx: np.ndarray, scored: Scored, ints: np.ndarray,
-                order: list[int], candidates: int, rejected: dict[str, str]) -> None:
+                order: list[int], candidates: int, rejected: dict[str, str], room: str = "") -> None:
         if not pod.uid:
             return
         names, read = snap.table.names, snap.links_read()
@@ -246,7 +248,7 @@ class Extender:
         ]
         examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
         self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
-                                       candidates, examples, len(rejected), top))
+                                       candidates, examples, len(rejected), top, room=room))
 
 
 def check_needs(req: Request, plugins: Sequence[Filter | Scorer]) -> None:

@@ -50,6 +50,7 @@ class Decision:
     top: list[Candidate]
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
     node: str | None = None  # where the pod was bound, once the watch saw it
+    room: str = ""  # a job's first pod: how many candidates had room for the whole job, in words
 
     def summary(self) -> str:
         chosen = next((c for c in self.top if c.node == self.node), None)
@@ -62,6 +63,8 @@ class Decision:
         parts = [head, f"{self.candidates} candidates"]
         if others:
             parts.append("next best " + ", ".join(others))
+        if self.room:
+            parts.append(self.room)
         if self.rejected_count:
             parts.append(f"{self.rejected_count} rejected, e.g. {next(iter(self.rejected.values()))}")
         return "; ".join(parts)

@@ -275,10 +275,15 @@ def limits_broken(core: client.CoreV1Api, ns: str, plan: Burst) -> list[str]:
     return problems
 
 
-def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher) -> tuple[list[str], dict[str, str]]:
-    """Gangs of at most one node's GPUs that had a node with room for them just before their first
-    pod was bound, and those of them that did not land on one node, each with what explains it: its
-    nodes, the room seen, when it was bound and the extender's NetworkPlacement messages."""
+def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher
+                ) -> tuple[list[str], dict[str, str], list[str]]:
+    """Gangs of at most one node's GPUs that had a node with room for them when their first pod was
+    placed, and those of them that did not land on one node, each with what explains it: its nodes,
+    the room seen, when it was bound and the extender's NetworkPlacement messages; and the gangs the
+    look before showed room for that had none by then. Room when placed: the look before the first
+    pod was bound showed a node with room (up to half a second old, and pods bound in the same look
+    may have taken it first), and the extender, where it placed the first pod, did not find every
+    candidate short of it (its message says so)."""
     nodes: dict[str, set[str]] = {}
     for pod in core.list_namespaced_pod(ns).items:
         if gang := gang_of(pod):
@@ -294,8 +299,11 @@ def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher) -> tuple[list
                 "data": lambda n: node_labels[n][labels.ZONE_LABEL] == DATA_ZONE}.get(kind, lambda n: True)
         return max((free for n, free in watcher.free_before[gang].items() if keep(n)), default=0)
 
-    roomy = [g for g in watcher.free_before if GANG_GPUS[g.split("-")[0]] <= min(8, room(g))]
+    looked = [g for g in watcher.free_before if GANG_GPUS[g.split("-")[0]] <= min(8, room(g))]
     events = core.list_namespaced_event(ns, field_selector="reason=NetworkPlacement").items
+    taken = sorted({g for g in looked for e in events if e.involved_object.name.startswith(g + "-")
+                    and "no candidate had room for all" in e.message})
+    roomy = [g for g in looked if g not in taken]
     split = {}
     for gang in (g for g in roomy if len(nodes[g]) > 1):
         times = sorted((t, node) for t, of, node in watcher.bound_at.values() if of == gang)
@@ -314,7 +322,7 @@ def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher) -> tuple[list
                        f"{[f'{t - watcher.started:.1f}' for t, _ in times]} s; bound on {node} "
                        f"meanwhile: {seen or 'nothing seen'}; extender: {said or 'no placement event'}; "
                        f"extender on what was bound there: {theirs or 'none'}")
-    return roomy, split
+    return roomy, split, taken
 
 
 @pytest.fixture
@@ -374,21 +382,19 @@ def test_a_burst_survives_killing_the_serving_extender_the_operator_leader_and_t
               f"{len(watcher.bound_at)} pods seen bound", flush=True)
         problems = [f"GPUs over-committed: {free}" for free in watcher.overcommitted[:3]]
         problems += not_run_once(core, ns, plan) + limits_broken(core, ns, plan)
-        roomy, split = split_gangs(core, ns, watcher)
-        print(f"[e2e] gangs of one node's GPUs with a node that had room: {len(roomy) - len(split)} of "
-              f"{len(roomy)} on one node", flush=True)
+        roomy, split, taken = split_gangs(core, ns, watcher)
+        print(f"[e2e] gangs of one node's GPUs with a node that had room when placed: "
+              f"{len(roomy) - len(split)} of {len(roomy)} on one node; {len(taken)} more had room at the "
+              f"look before but none when the extender placed their first pod: {taken}", flush=True)
         for gang, why in split.items():
             print(f"[e2e]   {gang} split: {why}", flush=True)
         assert watcher.looks > 0 and roomy
         assert not problems, "\n".join(problems)
         chart.timed("failover burst in all (after install)", started)
         if len(split) > (1 - ONE_NODE_SHARE) * len(roomy):
-            # Known short of the target, for measured reasons outside the model's ranking (which puts a
-            # peer's node first, tests/unit/models/test_shipped_model_locality.py): pods scheduled while
-            # the killed extender is still an endpoint skip it (it is ignorable); a gang's next pod gets
-            # candidates without its peer's node although no other pod was seen bound there (not traced:
-            # kube-scheduler's assumed pods, or the extender's hold for another job assumed there); and
-            # the peer's node is held for another gang whose first pod went there too. Everything above is
+            # Known short of the target when it happens: a gang whose pods kube-scheduler placed
+            # while the killed extender was still an endpoint (it is ignorable, so skipped; no
+            # placement event) is placed by kube-scheduler's own scores alone. Everything above is
             # asserted; this part is expected to fail until then.
             pytest.xfail(f"{len(split)} of {len(roomy)} gangs that had a node with room split "
                          f"(target: at most {1 - ONE_NODE_SHARE:.0%}): {sorted(split)}")

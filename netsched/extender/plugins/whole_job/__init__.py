@@ -25,18 +25,38 @@ class WholeJob:
         return False  # a preference among candidates: with none that holds the job, any will do
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
-        snap, pod = req.snapshot, req.pod
-        if req.preempting or not pod.job or snap.peers:
+        found = whole_room(req, idx)
+        if found is None:
             return {}
-        size = req.need(job_gpus) or job_size(pod.annotations, pod.gpus)
-        if size is None or size <= pod.gpus:
-            return {}
-        room = snap.unheld(idx)
-        whole = room >= size
+        whole, size = found
         if not whole.any() or whole.all():
             return {}
-        names = snap.table.names
+        names, room = req.snapshot.table.names, req.snapshot.unheld(idx)
         return {int(pos): (f"netsched: {names[idx[pos]]} has room for {int(room[pos])} of the "
-                           f"{size} GPUs of job {pod.namespace}/{pod.job}; its first pod goes to a "
+                           f"{size} GPUs of job {req.pod.namespace}/{req.pod.job}; its first pod goes to a "
                            "node with room for all of them while there is one")
                 for pos in np.flatnonzero(~whole)}
+
+
+def whole_room(req: Request, idx: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """For a job's first pod with more to come: which candidates have room for the whole job, and its
+    GPUs; None for any other pod (of no job, of unknown size, with pods placed, or preempting)."""
+    snap, pod = req.snapshot, req.pod
+    if req.preempting or not pod.job or snap.peers:
+        return None
+    size = req.need(job_gpus) or job_size(pod.annotations, pod.gpus)
+    if size is None or size <= pod.gpus:
+        return None
+    return snap.unheld(idx) >= size, size
+
+
+def room_words(req: Request, idx: np.ndarray) -> str:
+    """How many candidates had room for a job's first pod's whole job, for its placement's explanation
+    (a split gang's pods say why); empty for any other pod."""
+    found = whole_room(req, idx)
+    if found is None:
+        return ""
+    whole, size = found
+    count = int(whole.sum())
+    return (f"room for all {size} GPUs of the job on {count} of {len(idx)} candidates" if count
+            else f"no candidate had room for all {size} GPUs of the job, so its pods may be split")

@@ -1,5 +1,6 @@
 import pytest
 
+from netsched.extender.engine import Extender
 from netsched.extender.plugin import Request
 from netsched.extender.plugins.whole_job import WholeJob
 from netsched.extender.reservations import Placement
@@ -47,3 +48,20 @@ def test_room_held_for_another_job_is_not_room_and_a_peer_assumed_on_this_replic
     assume(cache, "uid-t0", Placement("ml/train", "b1-0", 4))  # its own first pod, assumed here
     snap = cache.snapshot("ml", "train")
     assert WholeJob().reject(Request(ref, snap), idx) == {}
+
+
+@pytest.mark.parametrize("gpus, pods, said", [
+    pytest.param(4, PART, "room for all 8 GPUs of the job on 2 of 4 candidates", id="some-have-room"),
+    pytest.param(8, PART, "no candidate had room for all 16 GPUs of the job, so its pods may be split",
+                 id="none-has-room"),
+    pytest.param(4, [*PART, pod("r0", "b1-0", gpus=4, job="train")], None, id="a-later-pod-says-nothing"),
+])
+def test_a_first_pods_placement_says_how_many_candidates_had_room_for_its_whole_job(gpus, pods, said):
+    """As `kubectl describe pod` shows it: the NetworkPlacement summary of the pod's filter."""
+    ext = Extender(cache_of(CLUSTER, pods), shortlist=1)
+    first = pod("p", job="train", gpus=gpus, annotations={"netsched.io/replicas": "2"})
+    out = ext.filter(args(first, NAMES))
+    decision = ext.decisions.find("ml", "p")
+    decision.node = out.passed[0]
+    parts = decision.summary().split("; ")
+    assert (said in parts) if said else not any("room for all" in p for p in parts), parts
