@@ -139,6 +139,26 @@ def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> l
     return [{"op": "add", "path": f"/spec/nodeSelector/{escaped}", "value": value}]
 
 
+def annotate_patch(annotations: dict[str, str] | None, key: str, value: str) -> dict[str, Any]:
+    """The JSON patch op setting annotation key=value on a pod whose annotations are `annotations`
+    (a pod with none has no map to add a key to: the op adds the map)."""
+    if not annotations:
+        return {"op": "add", "path": "/metadata/annotations", "value": {key: value}}
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    return {"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value}
+
+
+def size_patch(annotations: dict[str, str] | None, members: int, gpus_per_member: int
+               ) -> list[dict[str, Any]]:
+    """JSON patch ops telling the extender the size of a gang a pod belongs to (`netsched.io/job-gpus`),
+    for its first pod to go where the whole gang fits and its node to hold room for the rest; none when
+    the pod already says it or has no GPUs."""
+    said = annotations or {}
+    if JOB_GPUS in said or REPLICAS in said or gpus_per_member < 1:
+        return []
+    return [annotate_patch(annotations, JOB_GPUS, str(members * gpus_per_member))]
+
+
 def gang_gated(pod: dict[str, Any]) -> bool:
     """Whether netsched's gang gate still holds the pod."""
     return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())

@@ -37,7 +37,7 @@ from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirem
 from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef, gang_of, involved
-from netsched.jobs.replica_pods import pin_patch, ungate_patch
+from netsched.jobs.replica_pods import pin_patch, size_patch, ungate_patch
 from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
 from netsched.operator.handlers import COMPONENT, Operator
@@ -97,7 +97,8 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
         assert m.pod is not None
         spec = m.pod.get("spec") or {}
         pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain else []
-        release[m.name] = [*pin, *requirement_patch(spec, near_data), _ungate(m)]
+        sized = size_patch((m.pod.get("metadata") or {}).get("annotations"), size, workload.gpus_per_member)
+        release[m.name] = [*pin, *requirement_patch(spec, near_data), *sized, _ungate(m)]
     where = f" in {fit.domain[0]}={fit.domain[1]}" if fit.domain else ""
     return Decision("Normal", c.GANG_RELEASED, f"{what}: released {len(release)} pods{where}: {fit.message}",
                     release)

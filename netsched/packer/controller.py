@@ -46,7 +46,7 @@ from netsched.api.labels import (
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.replica_pods import pin_patch, ungate_patch
+from netsched.jobs.replica_pods import annotate_patch, pin_patch, ungate_patch
 from netsched.packer.config import PackerConfig
 from netsched.packer.live_cluster import cluster_state, gang_sizes, level_label, pod_gang, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
@@ -360,10 +360,7 @@ class Packer:
         meta = pod["metadata"]
         gate = [*self._domain_pin(pod, node),
                 ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])]
-        key = RELEASED_BY.replace("/", "~1")  # JSON pointer escaping
-        sign: dict[str, Any] = {"op": "add", "path": f"/metadata/annotations/{key}", "value": plan}
-        if not meta.get("annotations"):
-            sign = {"op": "add", "path": "/metadata/annotations", "value": {RELEASED_BY: plan}}
+        sign = annotate_patch(meta.get("annotations"), RELEASED_BY, plan)
         try:
             self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [sign, *gate])
         except client.ApiException as exc:

@@ -34,14 +34,28 @@ def test_all_members_released_together_pinned_to_the_roomiest_rack():
     assert d.reason == "GangReleased" and set(d.release) == {f"train-{i}" for i in range(4)}
     assert d.release["train-0"] == [{"op": "add", "path": "/spec/nodeSelector",
                                      "value": {"netsched.io/rack": "rack-1"}},
+                                    {"op": "add", "path": "/metadata/annotations/netsched.io~1job-gpus",
+                                     "value": "16"},
                                     {"op": "remove", "path": "/spec/schedulingGates"}]
+
+
+@pytest.mark.parametrize("annotations, said", [
+    pytest.param(None, [{"op": "add", "path": "/metadata/annotations",
+                         "value": {"netsched.io/job-gpus": "8"}}], id="no-annotations-the-map-is-added"),
+    pytest.param({"netsched.io/replicas": "2"}, [], id="its-own-size-kept"),
+    pytest.param({"netsched.io/job-gpus": "8"}, [], id="its-own-gpus-kept"),
+])
+def test_the_release_tells_the_extender_the_gangs_gpus_unless_the_pods_say_it(annotations, said):
+    d = decide(REF, 2, gang([member(i, annotations=annotations) for i in range(2)]), NODES, {}, [])
+    assert d.release["train-1"] == [*said, {"op": "remove", "path": "/spec/schedulingGates"}]
 
 
 def test_a_gangs_data_limit_is_written_as_node_affinity_in_the_patch_that_releases_it():
     limit = {"netsched.io/data-source": "rack:rack-1", "netsched.io/max-data-distance": "rack"}
     d = decide(REF, 2, gang([member(i, annotations=limit) for i in range(2)]), NODES, {}, [])
-    [affinity, ungate] = d.release["train-0"]
-    assert (affinity["path"], ungate["path"]) == ("/spec/affinity", "/spec/schedulingGates")
+    [affinity, sized, ungate] = d.release["train-0"]
+    assert (affinity["path"], sized["path"], ungate["path"]) == (
+        "/spec/affinity", "/metadata/annotations/netsched.io~1job-gpus", "/spec/schedulingGates")
     assert affinity["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]},
