@@ -6,8 +6,8 @@ first node's room is held, netsched.extender.holds), and the job ends split acro
 on the slowest of the GPUs it got. So where the whole job fits on some candidate, the others are
 rejected; the model and the heuristic then choose among those that hold it. Where none does, nothing
 is rejected and scoring weighs how close the rest would be (job_room). GPUs held for other jobs'
-replicas are not room. A job of unknown size, a pod whose job has pods placed already, and preemption
-are left alone."""
+replicas are not room. A job of unknown size, a pod whose job has pods placed already, a pod a
+PackingPlan places, and preemption are left alone."""
 
 from __future__ import annotations
 
@@ -40,10 +40,11 @@ class WholeJob:
 
 def whole_room(req: Request, idx: np.ndarray) -> tuple[np.ndarray, int] | None:
     """For a job's first pod with more to come: which candidates have room for the whole job, and its
-    GPUs; None for any other pod (of no job, of unknown size, with pods placed, or preempting)."""
+    GPUs; None for any other pod (of no job, of unknown size, with pods placed, pinned by a
+    PackingPlan, or preempting)."""
     snap, pod = req.snapshot, req.pod
-    if req.preempting or not pod.job or snap.peers:
-        return None
+    if req.preempting or not pod.job or snap.peers or (snap.pins and snap.pins.pinned(pod)):
+        return None  # a planned pod goes where its PackingPlan puts it
     size = req.need(job_gpus) or job_size(pod.annotations, pod.gpus)
     if size is None or size <= pod.gpus:
         return None

@@ -31,3 +31,16 @@ def test_gang_hold(gpus, job, preempting, rejected):
 def test_without_holds_nothing_is_rejected():
     req, idx, _ = plugin_request(gpus=1, job=None, pods=FULL)
     assert GangHold().reject(req, idx) == {}
+
+
+def test_a_pod_a_packing_plan_places_ignores_holds():
+    """ml/p is planned onto a1-1, whose room is held for ml/train's other replicas."""
+    cache = cache_of(CLUSTER, FULL, plans=[{
+        "metadata": {"name": "pack-1"}, "status": {"phase": "Placing", "arrived": []},
+        "spec": {"reason": "test", "evictions": [], "moves": [],
+                 "placements": [{"pod": "ml/p", "uid": "u", "node": "a1-1", "gpus": 1}]}}])
+    assume(cache, "uid-r0", Placement("ml/train", "a1-1", 2))
+    ref = args(pod("p", gpus=1), NAMES).pod
+    snap = cache.snapshot("ml", None)
+    assert GangHold().reject(Request(ref, snap), snap.table.positions(NAMES)[0]) == {}
+

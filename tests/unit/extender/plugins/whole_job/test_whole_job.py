@@ -65,3 +65,14 @@ def test_a_first_pods_placement_says_how_many_candidates_had_room_for_its_whole_
     decision.node = out.passed[0]
     parts = decision.summary().split("; ")
     assert (said in parts) if said else not any("room for all" in p for p in parts), parts
+
+
+def test_a_pod_a_packing_plan_places_goes_where_the_plan_puts_it():
+    """The plan put ml/p on a1-0, where only part of its job fits: no other room overrides it."""
+    planned = {"metadata": {"name": "pack-1"},
+               "spec": {"reason": "test", "evictions": [], "moves": [],
+                        "placements": [{"pod": "ml/p", "uid": "u", "node": "a1-0", "gpus": 4}]},
+               "status": {"phase": "Placing", "arrived": []}}
+    req, idx, _ = plugin_request({"netsched.io/replicas": "2"}, PART, job="train", gpus=4, plans=[planned])
+    assert WholeJob().reject(req, idx) == {}
+
