@@ -261,20 +261,25 @@ def check_needs(req: Request, plugins: Sequence[Filter | Scorer]) -> None:
 def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
                 on_reject: Callable[[str, int], object] = lambda name, n: None) -> dict[int, str]:
     """Reasons by position in idx, by filter in registry order: the first filter to reject a node names it
-    (and its rejections come first among the examples an explanation shows).
+    (and its rejections come first among the examples an explanation shows). Each filter sees only the
+    candidates the ones before it left: a preference among candidates (gang_hold, whole_job) must not
+    count a node a limit already rejected as somewhere else to go.
     `on_reject(filter name, nodes)` hears how many nodes each filter was first to reject."""
     reasons: dict[int, str] = {}
+    left = np.arange(len(idx))
     for f in filters:
+        if not len(left):
+            break
         try:
-            found = f.reject(req, idx)
+            found = f.reject(req, idx[left])
         except Refused as refused:
             on_reject(f.name, len(idx))
             return dict.fromkeys(range(len(idx)), str(refused))
-        before = len(reasons)
-        for pos, why in found.items():
-            reasons.setdefault(pos, why)
-        if len(reasons) > before:
-            on_reject(f.name, len(reasons) - before)
+        if found:
+            for pos, why in found.items():
+                reasons[int(left[pos])] = why
+            on_reject(f.name, len(found))
+            left = np.delete(left, list(found))
     return reasons
 
 

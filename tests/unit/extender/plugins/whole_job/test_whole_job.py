@@ -76,3 +76,13 @@ def test_a_pod_a_packing_plan_places_goes_where_the_plan_puts_it():
     req, idx, _ = plugin_request({"netsched.io/replicas": "2"}, PART, job="train", gpus=4, plans=[planned])
     assert WholeJob().reject(req, idx) == {}
 
+
+
+def test_a_node_a_limit_rejected_is_not_somewhere_else_to_go():
+    """ml/p's job (8 GPUs) must stay within rack-a1, where no node has room for all of it: it still
+    gets a node there, not a rejection everywhere because nodes outside the rack have room."""
+    limit = {"netsched.io/replicas": "2", "netsched.io/data-source": "rack:rack-a1",
+             "netsched.io/max-data-distance": "rack"}
+    ext = Extender(cache_of(CLUSTER, PART), shortlist=1)
+    out = ext.filter(args(pod("p", job="train", gpus=4, annotations=limit), NAMES))
+    assert out.passed == ["a1-0"] and set(out.unresolvable) == {"a2-0", "b1-0"}, out
