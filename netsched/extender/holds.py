@@ -49,7 +49,6 @@ class JobPods:
         self.hold_ttl = hold_ttl
         self._bound: dict[str, dict[str, Placement]] = {}  # job -> pod uid -> placement of its bound pods
         self._nodes: dict[str, Counter[str]] = {}  # job -> nodes holding its bound pods, with counts
-        self._gpus: dict[str, Counter[str]] = {}  # job -> GPUs its bound pods hold per node
         self._sizes: dict[str, Counter[int]] = {}  # job -> the sizes its live pods give, with counts
         self._size_of: dict[str, tuple[str, int]] = {}  # pod uid -> its job and the size it gives
         self._first: dict[str, Placement] = {}  # job -> its pod bound first
@@ -95,17 +94,12 @@ class JobPods:
         self._first[job] = self._live[job] = first
 
     def _count(self, job: str, p: Placement, sign: int) -> None:
-        nodes, gpus = self._nodes.get(job), self._gpus.get(job)
-        if nodes is None or gpus is None:
-            nodes = self._nodes[job] = Counter()
-            gpus = self._gpus[job] = Counter()
+        nodes = self._nodes.setdefault(job, Counter())
         nodes[p.node] += sign
-        gpus[p.node] += sign * p.gpus
         if nodes[p.node] <= 0:
             del nodes[p.node]
-            gpus.pop(p.node, None)
         if not nodes:
-            del self._nodes[job], self._gpus[job]
+            del self._nodes[job]
 
     # ---- read into a snapshot ---------------------------------------------------
     def nodes(self, job: str) -> Counter[str]:
@@ -114,8 +108,7 @@ class JobPods:
 
     def gpus(self, job: str) -> int:
         """GPUs the job's bound pods hold, on every node."""
-        gpus = self._gpus.get(job)
-        return 0 if gpus is None else sum(gpus.values())
+        return sum(p.gpus for p in self._bound.get(job, {}).values())
 
     def size(self, job: str) -> int | None:
         """GPUs of the whole job, the largest its live pods give (they agree unless edited by hand)."""
