@@ -137,7 +137,7 @@ class Extender:
             passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
             ints = scored.scores()
             self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable,
-                         room_words(req, idx))
+                         room_words(req, ok_idx, len(idx)))
             self._filtered.pop(pod.uid, None)
             if len(passed) > 1 and pod.uid:
                 self._keep(pod.uid, _Scores(self.cluster.clock(), snap.table, ok_idx, ints,
@@ -236,7 +236,7 @@ class Extender:
             self._filtered.popitem(last=False)
 
     def _record(self, pod: PodRef, snap: Snapshot, idx: np.ndarray, scored: Scored, ints: np.ndarray,
-                order: list[int], candidates: int, rejected: dict[str, str], room: str = "") -> None:
+                order: list[int], candidates: int, rejected: dict[str, str], room: str) -> None:
         if not pod.uid:
             return
         names, read = snap.table.names, snap.links_read()

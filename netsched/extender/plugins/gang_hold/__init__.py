@@ -20,8 +20,8 @@ class GangHold:
 
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
         snap = req.snapshot
-        if snap.held is None or req.preempting or (snap.pins and snap.pins.pinned(req.pod)):
-            return {}  # a planned pod goes where its PackingPlan puts it
+        if snap.held is None or req.preempting:
+            return {}
         fits = snap.free[idx] >= req.pod.gpus
         short = fits & (snap.unheld(idx) < req.pod.gpus)
         if not short.any() or not (fits & ~short).any():

@@ -1,5 +1,6 @@
 import pytest
 
+from netsched.extender.engine import Extender
 from netsched.extender.plugin import Request
 from netsched.extender.plugins.gang_hold import GangHold
 from netsched.extender.reservations import Placement
@@ -34,13 +35,11 @@ def test_without_holds_nothing_is_rejected():
 
 
 def test_a_pod_a_packing_plan_places_ignores_holds():
-    """ml/p is planned onto a1-1, whose room is held for ml/train's other replicas."""
+    """ml/p is planned onto a1-1, whose room is held for ml/train's other replicas: the filters in
+    their order (plan_pins first) leave it its planned node."""
     cache = cache_of(CLUSTER, FULL, plans=[{
         "metadata": {"name": "pack-1"}, "status": {"phase": "Placing", "arrived": []},
         "spec": {"reason": "test", "evictions": [], "moves": [],
                  "placements": [{"pod": "ml/p", "uid": "u", "node": "a1-1", "gpus": 1}]}}])
     assume(cache, "uid-r0", Placement("ml/train", "a1-1", 2))
-    ref = args(pod("p", gpus=1), NAMES).pod
-    snap = cache.snapshot("ml", None)
-    assert GangHold().reject(Request(ref, snap), snap.table.positions(NAMES)[0]) == {}
-
+    assert Extender(cache, shortlist=1).filter(args(pod("p", gpus=1), NAMES)).passed == ["a1-1"]

@@ -73,9 +73,9 @@ def test_a_pod_a_packing_plan_places_goes_where_the_plan_puts_it():
                "spec": {"reason": "test", "evictions": [], "moves": [],
                         "placements": [{"pod": "ml/p", "uid": "u", "node": "a1-0", "gpus": 4}]},
                "status": {"phase": "Placing", "arrived": []}}
-    req, idx, _ = plugin_request({"netsched.io/replicas": "2"}, PART, job="train", gpus=4, plans=[planned])
-    assert WholeJob().reject(req, idx) == {}
-
+    ext = Extender(cache_of(CLUSTER, PART, plans=[planned]), shortlist=1)
+    p = pod("p", job="train", gpus=4, annotations={"netsched.io/replicas": "2"})
+    assert ext.filter(args(p, NAMES)).passed == ["a1-0"]
 
 
 def test_a_node_a_limit_rejected_is_not_somewhere_else_to_go():
@@ -86,3 +86,6 @@ def test_a_node_a_limit_rejected_is_not_somewhere_else_to_go():
     ext = Extender(cache_of(CLUSTER, PART), shortlist=1)
     out = ext.filter(args(pod("p", job="train", gpus=4, annotations=limit), NAMES))
     assert out.passed == ["a1-0"] and set(out.unresolvable) == {"a2-0", "b1-0"}, out
+    decision = ext.decisions.find("ml", "p")
+    decision.node = "a1-0"  # its placement counts the nodes the limit left, none of which holds the job
+    assert "no candidate had room for all 8 GPUs of the job, so its pods may be split" in decision.summary()
