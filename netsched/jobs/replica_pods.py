@@ -135,8 +135,7 @@ def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> l
         return [{"op": "add", "path": "/spec/nodeSelector", "value": {label: value}}]
     if label in node_selector:
         return []
-    escaped = label.replace("~", "~0").replace("/", "~1")
-    return [{"op": "add", "path": f"/spec/nodeSelector/{escaped}", "value": value}]
+    return [{"op": "add", "path": f"/spec/nodeSelector/{_pointer(label)}", "value": value}]
 
 
 def annotate_patch(annotations: dict[str, str] | None, key: str, value: str) -> dict[str, Any]:
@@ -144,8 +143,12 @@ def annotate_patch(annotations: dict[str, str] | None, key: str, value: str) -> 
     (a pod with none has no map to add a key to: the op adds the map)."""
     if not annotations:
         return {"op": "add", "path": "/metadata/annotations", "value": {key: value}}
-    escaped = key.replace("~", "~0").replace("/", "~1")
-    return {"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value}
+    return {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}
+
+
+def _pointer(key: str) -> str:
+    """A map key as one JSON pointer segment (RFC 6901: "~" and "/" escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def size_patch(annotations: dict[str, str] | None, members: int, gpus_per_member: int
