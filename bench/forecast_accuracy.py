@@ -207,8 +207,8 @@ def measure(jobs: list[SimJob], submitted: dict, first_seen: dict, done: dict, m
             "finish_mean": abs(sub + mean_run - end),
             "finish_hint": abs(sub + (job.hint or mean_run) - end),
             "pending_at_forecast": seen["phase"] == "Pending", "basis": seen["basis"], "gpu": job.gpu,
-            "start_inside": _inside(when["start_p10"], start, when["start_p90"]),
-            "finish_inside": _inside(when["finish_p10"], end, when["finish_p90"])})
+            "start_side": _side(when["start_p10"], start, when["start_p90"]),
+            "finish_side": _side(when["finish_p10"], end, when["finish_p90"])})
     waited = [r for r in rows if r["pending_at_forecast"]]
 
     def stats(key: str, among: list[dict]) -> dict:
@@ -219,8 +219,8 @@ def measure(jobs: list[SimJob], submitted: dict, first_seen: dict, done: dict, m
                 "p90": values[min(len(values) - 1, int(0.9 * len(values)))]}
     return {"jobs": len(jobs), "measured": len(rows), "waited": len(waited), "seed": seed,
             "mean_history_run": mean_run,
-            "coverage": {"start_waiting": _coverage(waited, "start_inside"),
-                         "finish": _coverage(rows, "finish_inside")},
+            "coverage": {"start_waiting": _coverage(waited, "start_side"),
+                         "finish": _coverage(rows, "finish_side")},
             "start_all": {"forecast": stats("start_error", rows), "now": stats("start_baseline", rows)},
             "start_waiting": {"forecast": stats("start_error", waited),
                               "now": stats("start_baseline", waited)},
@@ -229,16 +229,19 @@ def measure(jobs: list[SimJob], submitted: dict, first_seen: dict, done: dict, m
             "rows": rows}
 
 
-def _inside(low: float | None, actual: float, high: float | None) -> bool | None:
-    """Whether `actual` fell inside [low, high]; None without an interval. A second of slack each
-    side: the times are written in whole seconds."""
-    return None if low is None or high is None else low - 1 <= actual <= high + 1
+def _side(low: float | None, actual: float, high: float | None) -> str | None:
+    """Where `actual` fell against [low, high]: "early", "inside" or "late"; None without an
+    interval. A second of slack each side: the times are written in whole seconds."""
+    if low is None or high is None:
+        return None
+    return "early" if actual < low - 1 else "late" if actual > high + 1 else "inside"
 
 
 def _coverage(rows: list[dict], key: str) -> dict:
     judged = [r[key] for r in rows if r[key] is not None]
-    return {"with_interval": len(judged), "inside": sum(judged),
-            "share": sum(judged) / len(judged) if judged else None}
+    sides = Counter(judged)
+    return {"with_interval": len(judged), "inside": sides["inside"], "early": sides["early"],
+            "late": sides["late"], "share": sides["inside"] / len(judged) if judged else None}
 
 
 def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str) -> str:
@@ -246,7 +249,10 @@ def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str
         return "–" if s["median"] is None else f"{s['median']:.1f} / {s['p90']:.1f}"
 
     def share(c: dict) -> str:
-        return "–" if c["share"] is None else f"{100 * c['share']:.0f}% ({c['inside']}/{c['with_interval']})"
+        if c["share"] is None:
+            return "–"
+        return (f"{100 * c['share']:.0f}% ({c['inside']}/{c['with_interval']}; {c['early']} early, "
+                f"{c['late']} late)")
     model = "no model" if args.model == "none" else f"the model {args.model}"
     lines = [SECTION, "",
              f"`{command}` (code {code()}; {load}): per seed, simulated jobs (times ÷ {args.scale:g}) "
@@ -256,7 +262,7 @@ def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str
                 if args.warm_up is not None else "") + ". Absolute error in "
              "seconds, median / p90, of the first forecast written into each job's status after "
              "submission; baselines from the same run. Coverage: actual times inside the forecast's "
-             "P10-P90 (target 75-85%).", "",
+             "P10-P90 (target 75-85%), and how many came before the P10 (early) or after the P90 (late).", "",
              "| seed | jobs (waited) | completion: forecast | now + mean run | now + hint | "
              "start of waiting jobs: forecast | now | completion coverage | waiting start coverage |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -1,7 +1,7 @@
 """The whole stack at 1,000 / 5,000 / 10,000 KWOK nodes: what each component costs, how the extender
 serves, as deployed and on shared cores.
 
-    python bench/stack_scale.py [--nodes 1000,5000,10000] [--pairs 200] [--pods 1000] [--rounds 2] \
+    python bench/stack_scale.py [--nodes 1000,5000,10000] [--pairs 1000] [--pods 1000] [--rounds 2] \
         [--window 60] [--no-write] [--results FILE]
 
 Per size, one dev-cluster: real kube-apiserver, etcd, kube-controller-manager, kube-scheduler with
@@ -19,7 +19,9 @@ it measures
     bench adds one FlowSchema per user, at the priority level those users get anyway); the
     forecaster's and the packer's passes (the operator's histograms);
   - filter and prioritize p99 with the model, heartbeats live: --pairs sequential pairs naming every
-    node, as kube-scheduler sends them (bench/live_latency.py's requests);
+    node, as kube-scheduler sends them (bench/live_latency.py's requests), and of each filter the
+    extender's own part (its request thread on a CPU or waiting for one; as deployed the client
+    waits for CPU 0 with the control plane);
   - throughput: --pods pods (jobs of 4 x 2 GPUs) through a real kube-scheduler with the extender and
     through one without, after one discarded run without, --rounds pairs alternating A B B A
     (bench/extender_throughput.py's runs); each round's ratio divides by that round's run without;
@@ -266,13 +268,18 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
                                    control_plane)
                     row["filter_p99"] = float(np.percentile(timings["filter"], 99) * 1000)
                     row["prioritize_p99"] = float(np.percentile(timings["prioritize"], 99) * 1000)
+                    # the client runs beside the control plane: what of a filter's wall time was the
+                    # extender's own (its request thread on a CPU or waiting for one)
+                    own = timings["filter_thread"].sum(axis=1)
+                    row["filter_own_p99"] = float(np.percentile(own, 99) * 1000)
                     row["ratios"], row["runs"] = throughput(cluster, core, args, racks, k, pids)
                     # a user runs whatif from a machine of their own, not the control plane's: as
                     # deployed, on the extender's CPU (the extender is idle between scheduling bursts)
                     row["whatif"] = whatif_walls(cluster, Path(d), 3,
                                                  {EXTENDER_CPU} if arrangement == "as deployed" else None)
                 out[arrangement] = row
-                print(f"{n} nodes, {arrangement}: filter p99 {row['filter_p99']:.1f} ms, prioritize p99 "
+                print(f"{n} nodes, {arrangement}: filter p99 {row['filter_p99']:.1f} ms (the extender's "
+                      f"own {row['filter_own_p99']:.1f} ms), prioritize p99 "
                       f"{row['prioritize_p99']:.1f} ms, throughput ratios "
                       f"{', '.join(f'{r:.2f}' for r in row['ratios'])} (pods/s in run order: "
                       f"{', '.join(f'{s}: {v:.1f}' for s, v in row['runs'])}), whatif "
@@ -325,17 +332,21 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              "As deployed: the extender's serving and watch processes on CPU 1, every other process "
              "on the machine (control plane, operator, bench client, kube-schedulers, other work) on CPU 0, "
              "`netsched whatif` on CPU 1 (a user's own machine); "
-             "shared: all on both. Throughput: one discarded run without the extender per arrangement, "
+             "shared: all on both. The extender's own part of a filter: its request thread's time on a CPU "
+             "and in the run queue (/proc schedstat), the rest being the client's and the loopback's. "
+             "Throughput: one discarded run without the extender per arrangement, "
              "then pairs alternating A B B A; each ratio divides by its round's run without.", "",
-             "| nodes | arrangement | filter / prioritize p99, ms | throughput vs no extender, per round | "
+             "| nodes | arrangement | filter / prioritize p99, ms | filter p99, the extender's own, ms | "
+             "throughput vs no extender, per round | "
              "whatif median, s | extender MB (serving + watch) | operator MB | netsched API requests/s "
              "(extender, operator) |",
-             "|---:|---|---:|---|---:|---:|---:|---|"]
+             "|---:|---|---:|---:|---|---:|---:|---:|---|"]
     for s in sizes:
         for arrangement in ("as deployed", "shared"):
             r = s[arrangement]
             lines.append(
                 f"| {s['nodes']:,} | {arrangement} | {r['filter_p99']:.1f} / {r['prioritize_p99']:.1f} | "
+                + (f"{r['filter_own_p99']:.1f} | " if "filter_own_p99" in r else "– | ") +
                 f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | {statistics.median(r['whatif']):.2f} | "
                 f"{r['rss'][EXTENDER]:.0f} + {r['rss'].get(EXTENDER + ' watch', 0):.0f} | "
                 f"{r['rss'][OPERATOR]:.0f} | "
@@ -372,7 +383,8 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="1000,5000,10000")
-    parser.add_argument("--pairs", type=int, default=200, help="filter + prioritize pairs per arrangement")
+    parser.add_argument("--pairs", type=int, default=1000,
+                        help="filter + prioritize pairs per arrangement (of 200, p99 is the second slowest)")
     parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run")
     parser.add_argument("--rounds", type=int, default=2, help="throughput pairs per arrangement")
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state measured")
