@@ -34,7 +34,7 @@ from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, placement
-from netsched.jobs.forecast_errors import Correction, corrections
+from netsched.jobs.forecast_errors import Correction, Scores
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang
 from netsched.jobs.pod_gang import PodGang
@@ -165,12 +165,12 @@ class Forecast:
 
 
 class Learned:
-    """What the forecast learns from the finished jobs (records rows) and the model: run times and the
-    corrections of intervals; learned once and used for as many forecasts as the history stays."""
+    """What the forecast learns from the finished jobs (records rows) and the model: run times and how
+    far recorded forecasts missed; learned once and used for as many forecasts as the history stays."""
 
     def __init__(self, history: list[dict[str, Any]], model: Predictor | None = None):
         self.run_times = RunTimes(history, model)
-        self.corrections = corrections(history)
+        self.misses = Scores(history)
 
 
 def _unreadable(body: dict[str, Any], exc: Exception, topology: Topology) -> str:
@@ -196,7 +196,8 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     The cluster is played three times: with every run at its P10, its estimate and its P90 (as if all
     jobs ran fast, or slow, together: the start a waiting job gets then bounds its start's interval).
     A waiting job's completion interval adds its start's and its own run's, taken as independent.
-    Each interval is then corrected by how far the recorded first forecasts missed theirs."""
+    Each interval is then corrected by how far the first forecasts of the recorded jobs and of the
+    unfinished ones in `jobs` missed theirs (netsched.jobs.forecast_errors)."""
     learned = history if isinstance(history, Learned) else Learned(history, model)
     run_times = learned.run_times
     labels = {n.name: n.labels for n in nodes}
@@ -264,9 +265,10 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     for w in queue:  # placed by the play: its run there (Start.estimate); else on no node in particular
         estimates[w.key] = w.run("")
     out = dict(unreadable)
+    corrections = learned.misses.corrections(jobs, now)
     for key, estimate in estimates.items():
         forecast = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
-        out[key] = forecast.corrected(now, learned.corrections)
+        out[key] = forecast.corrected(now, corrections)
     return out
 
 
