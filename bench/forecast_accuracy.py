@@ -272,6 +272,14 @@ def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str
             f"{cell(r['finish']['mean'])} | {cell(r['finish']['hint'])} | "
             f"{cell(r['start_waiting']['forecast'])} | {cell(r['start_waiting']['now'])} | "
             f"{share(r['coverage']['finish'])} | {share(r['coverage']['start_waiting'])} |")
+    if len(runs_) > 1:  # a seed's waiting jobs are few: pooled, the coverage says more
+        pooled = {key: {k: sum(r["coverage"][key][k] for r in runs_) for k in ("with_interval", "inside",
+                                                                               "early", "late")}
+                  for key in ("finish", "start_waiting")}
+        for c in pooled.values():
+            c["share"] = c["inside"] / c["with_interval"] if c["with_interval"] else None
+        lines += ["", f"All seeds together: completion coverage {share(pooled['finish'])}, waiting start "
+                  f"coverage {share(pooled['start_waiting'])}."]
     return "\n".join([*lines, ""])
 
 
