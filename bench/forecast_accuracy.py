@@ -251,7 +251,7 @@ def section(runs_: list[dict], args: argparse.Namespace, command: str, load: str
     def share(c: dict) -> str:
         if c["share"] is None:
             return "–"
-        return (f"{100 * c['share']:.0f}% ({c['inside']}/{c['with_interval']}; {c['early']} early, "
+        return (f"{100 * c['share']:.1f}% ({c['inside']}/{c['with_interval']}; {c['early']} early, "
                 f"{c['late']} late)")
     model = "no model" if args.model == "none" else f"the model {args.model}"
     lines = [SECTION, "",
