@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from netsched.api.events import parse_rfc3339, rfc3339
+from netsched.api.events import rfc3339
 from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import cluster_forecast
 from netsched.jobs.forecast_errors import FLOOR, MIN_SCORED, Correction, Scores
@@ -48,28 +48,28 @@ def test_too_few_recorded_forecasts_and_records_from_before_they_were_kept_leave
     assert Scores([*old, *old, {"first_forecast": None}]).corrections() == {}
 
 
-def unfinished(name: str, phase: str, started: float | None = None) -> dict:
-    """A GPUJob whose first forecast (made at NOW) said it starts 40 s later, P10-P90 20-60 s; started
-    `started` s after NOW (None: not yet)."""
+def unfinished(name: str, phase: str, started: float | None = None, made: float = 0.0) -> dict:
+    """A GPUJob whose first forecast, made `made` s after NOW, said it starts 40 s later, P10-P90
+    20-60 s; started `started` s after NOW (None: not yet)."""
     job = make_gpujob(name, replicas=1, gpus=8, created=ago(10))
     job["status"] = {"phase": phase, "firstForecast": {
-        "at": rfc3339(NOW), "start": rfc3339(at(40)), "startP10": rfc3339(at(20)),
-        "startP90": rfc3339(at(60))}}
+        "at": rfc3339(at(made)), "start": rfc3339(at(made + 40)), "startP10": rfc3339(at(made + 20)),
+        "startP90": rfc3339(at(made + 60))}}
     if started is not None:
         job["status"]["startTime"] = rfc3339(at(started))
     return job
 
 
 def test_unfinished_jobs_count_a_start_that_came_and_how_far_past_its_p90_one_still_waits():
-    ahead_ = 40 + FLOOR
-    recorded_ = [recorded(late=0, ahead=40 - 0.0, start_p90=60) for _ in range(MIN_SCORED - 3)]
+    looked = 40 + FLOOR  # how far each forecast looked ahead
+    recorded_ = [recorded(late=0, ahead=40, start_p90=60) for _ in range(MIN_SCORED - 3)]
     started = unfinished("started", "Running", started=70)  # 10 s past its P90
     waiting = [unfinished(f"wait-{i}", "Pending") for i in range(2)]  # still waiting at 160 s: 100 s past
     scores = Scores(recorded_)
     assert scores.corrections([started, *waiting]) == {}  # without a time, nothing is scored
     start = scores.corrections([started, *waiting], now=at(160))["start"]
     assert start.count == MIN_SCORED
-    assert start.high == pytest.approx(100 / ahead_)  # the largest of ten: a waiting job's lower bound
+    assert start.high == pytest.approx(100 / looked)  # the largest of ten: a waiting job's lower bound
     assert start.low == 0.0  # eight starts came: too few for the low end, which stays as played
     # Before their P90, waiting jobs say nothing yet; ended and Blocked jobs are not scored live
     assert scores.corrections([started, *waiting], now=at(50)) == {}
@@ -83,16 +83,22 @@ def test_a_correction_gives_an_interval_where_none_was_played_and_never_starts_o
     assert correction.apply(NOW, at(40), None) == (NOW, at(40 + 0.5 * (40 + FLOOR)))
 
 
-def test_a_waiting_jobs_start_interval_is_widened_by_how_late_past_starts_came():
-    history = [recorded(late=60 + i) for i in range(MIN_SCORED)]  # late by 60-69 s over 100 s ahead
-    before_kept = [{k: v for k, v in r.items() if k != "first_forecast"} for r in history]
+def one_running_one_waiting() -> tuple[list, list, dict, dict]:
+    """The cluster's nodes, and ml/big running on 4 of them since 100 s ago (for 300 s, as its
+    history says) while ml/next waits for 2 of them: nodes, pods, and the two GPUJobs."""
     running = make_gpujob("big", replicas=4, gpus=8, created=ago(300))
     running["status"] = {"phase": "Running", "startTime": ago(100)}
     waiting = make_gpujob("next", replicas=2, gpus=8, created=ago(60))
     waiting["status"] = {"phase": "Pending"}
     pods = [make_pod(f"big-{i}", n, gpus=8, job="big")
             for i, n in enumerate(("a1-0", "a1-1", "a2-0", "b1-0"))]
-    nodes = [node_room(n) for n in CLUSTER]
+    return [node_room(n) for n in CLUSTER], pods, running, waiting
+
+
+def test_a_waiting_jobs_start_interval_is_widened_by_how_late_past_starts_came():
+    history = [recorded(late=60 + i) for i in range(MIN_SCORED)]  # late by 60-69 s over 100 s ahead
+    before_kept = [{k: v for k, v in r.items() if k != "first_forecast"} for r in history]
+    nodes, pods, running, waiting = one_running_one_waiting()
     played = cluster_forecast(NOW, nodes, pods, [running, waiting], before_kept)["ml/next"]
     corrected = cluster_forecast(NOW, nodes, pods, [running, waiting], history)["ml/next"]
     # every run took its 300 s: the played interval is the running job's end, 200 s on
@@ -102,19 +108,9 @@ def test_a_waiting_jobs_start_interval_is_widened_by_how_late_past_starts_came()
 
 
 def test_the_forecast_widens_a_waiting_jobs_start_by_how_late_unfinished_jobs_started():
-    running = make_gpujob("big", replicas=4, gpus=8, created=ago(300))
-    running["status"] = {"phase": "Running", "startTime": ago(100)}
-    waiting = make_gpujob("next", replicas=2, gpus=8, created=ago(60))
-    waiting["status"] = {"phase": "Pending"}
-    pods = [make_pod(f"big-{i}", n, gpus=8, job="big")
-            for i, n in enumerate(("a1-0", "a1-1", "a2-0", "b1-0"))]
-    nodes = [node_room(n) for n in CLUSTER]
+    nodes, pods, running, waiting = one_running_one_waiting()
     # ten jobs forecast at NOW - 200 s to start 40 s on (P90 60 s), which started 50 s past it
-    late = [unfinished(f"late-{i}", "Running", started=110) for i in range(MIN_SCORED)]
-    for job in late:
-        job["status"]["firstForecast"] = {k: rfc3339(parse_rfc3339(v) - timedelta(seconds=200))
-                                          for k, v in job["status"]["firstForecast"].items()}
-        job["status"]["startTime"] = rfc3339(at(110 - 200))
+    late = [unfinished(f"late-{i}", "Running", started=-90, made=-200) for i in range(MIN_SCORED)]
     history = [{k: v for k, v in recorded(late=0).items() if k != "first_forecast"}] * MIN_SCORED
     alone = cluster_forecast(NOW, nodes, pods, [running, waiting], history)["ml/next"]
     beside = cluster_forecast(NOW, nodes, pods, [running, waiting, *late], history)["ml/next"]
