@@ -108,16 +108,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def children(pid: int) -> list[int]:
-    """The processes `pid` started that are running (an extender's watch process)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):  # a process that has gone is left out
-            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-    return found
-
-
 def cpu_by_process(pids: dict[str, int]) -> dict[str, float]:
     out = {}
     for name, pid in pids.items():
@@ -326,7 +316,7 @@ def main() -> int:
             watched = {name: info["pid"] for name, info in state["components"].items()} | {
                 "bench extender (--shortlist 0)": ext_pid}
             watched |= {f"{name} watches": child for name in (EXTENDER, "bench extender (--shortlist 0)")
-                        for child in children(watched[name])}
+                        for child in processes.children(watched[name])}
             urls = dict(zip(order, (None, cluster.extender_url, all_url), strict=True))
             # The first minutes after 1,000 nodes appear are slow for everyone (KWOK and the
             # controller-manager settle them); one discarded run takes that out of the figures.

@@ -42,7 +42,7 @@ from netsched.devcluster.wait import poll
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_latency import JOB, measure_http, request_bodies  # noqa: E402
-from extender_throughput import _serving, children, cpu_by_process  # noqa: E402
+from extender_throughput import _serving, cpu_by_process  # noqa: E402
 from report import exit_on_sigterm, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def hold(proc: processes.Process, port: int, bodies: list[bytes], count: int,
     """`count` filter + prioritize pairs: seconds of each, and the extender's CPU seconds per pair
     (when that stays put while latency grows, requests wait for the CPU, not for the extender); and
     the cores the control plane's processes kept busy meanwhile."""
-    extender = {str(pid): pid for pid in (proc.pid, *children(proc.pid))}  # with its watch process
+    extender = {str(pid): pid for pid in (proc.pid, *processes.children(proc.pid))}  # with its watch process
     before, load = sum(cpu_by_process(extender).values()), os.getloadavg()[0]
     others, started = sum(cpu_by_process(control_plane).values()), time.monotonic()
     times = measure_http(port, bodies, count, WARMUP, pid=proc.pid)

@@ -61,7 +61,7 @@ from netsched.testing.builders import make_gpujob
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extender_latency import request_bodies  # noqa: E402
-from extender_throughput import children, cpu_by_process, one_run  # noqa: E402
+from extender_throughput import cpu_by_process, one_run  # noqa: E402
 from live_latency import MODEL, hold, populate  # noqa: E402
 from report import exit_on_sigterm, publish  # noqa: E402
 
@@ -74,16 +74,6 @@ PASS_METRICS = {"forecaster pass": "netsched_operator_forecast_pass_seconds",
 
 
 # ---- processes ----------------------------------------------------------------------------------
-
-
-def tree(pid: int) -> list[int]:
-    """A process and every process it started, at any depth."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children(p))
-    return out
 
 
 def pin(pids: list[int], cpus: set[int]) -> None:
@@ -106,7 +96,7 @@ def components(state: dict) -> dict[str, int]:
     """Each process by the name the table gives it: the dev-cluster's components and the extender's
     watch process."""
     pids = {name: info["pid"] for name, info in state["components"].items()}
-    for child in children(pids[EXTENDER]):
+    for child in processes.children(pids[EXTENDER]):
         pids[f"{EXTENDER} watch"] = child
     return pids
 
@@ -123,7 +113,7 @@ def arranged(name: str, pids: dict[str, int]) -> Iterator[None]:
     ran on a node of its own; each process gets its own CPUs back after."""
     before = {}
     if name == "as deployed":
-        extender = {p for key, pid in pids.items() if key.startswith(EXTENDER) for p in tree(pid)}
+        extender = {p for key, pid in pids.items() if key.startswith(EXTENDER) for p in processes.tree(pid)}
         for pid in every_process():
             with contextlib.suppress(OSError):  # gone, or a kernel thread that stays where it is
                 before[pid] = os.sched_getaffinity(pid)

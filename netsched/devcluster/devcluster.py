@@ -55,6 +55,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"  # must not overlap the service range
 LEASE_SECONDS = 40  # kubelet's node lease duration
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+START_ATTEMPTS = 3  # dev-cluster starts, each on new ports, when one was taken by another process
 WEBHOOK_CONFIGURATION = "netsched-gang-gate"  # the operator's admission webhooks, as the chart names them
 LIMITS_CONFIGURATION = "netsched-hard-limits"
 
@@ -134,18 +135,25 @@ class DevCluster:
         bin_dir = ensure_binaries(node=self.real_node)
         kueue_dir = ensure_kueue() if self.kueue else None
         self._remove_real_node()  # what a killed earlier run may have left
-        self._reset_directory()
-        state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports(),
-                       "real_node": self.real_node, "kueue_dir": str(kueue_dir) if kueue_dir else None}
-        try:
-            self._start_all(bin_dir, state)
-            self._create_nodes()
-            if self.real_node:
-                self._start_real_node(bin_dir, state)
-        except BaseException:
-            self.progress("start failed; stopping the components that started")
-            self.down(quiet=True)
-            raise
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self._reset_directory()
+            state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports(),
+                           "real_node": self.real_node, "kueue_dir": str(kueue_dir) if kueue_dir else None}
+            try:
+                self._start_all(bin_dir, state)
+                self._create_nodes()
+                if self.real_node:
+                    self._start_real_node(bin_dir, state)
+                break
+            except BaseException as exc:
+                self.progress("start failed; stopping the components that started")
+                self.down(quiet=True)
+                # ports are picked free before the components start: another process (a second
+                # dev-cluster starting beside this one) can bind one first
+                if not (isinstance(exc, processes.ComponentFailed) and exc.port_taken()
+                        and attempt < START_ATTEMPTS):
+                    raise
+                self.progress(f"{exc.name}'s port was taken by another process; starting again on new ports")
         state["start_seconds"] = round(time.monotonic() - started, 1)
         self._save(state)
         real = f" and real node {self._node(bin_dir).name}" if self.real_node else ""
@@ -272,7 +280,8 @@ class DevCluster:
         pki = pkilib.Pki(self.directory / "pki")
         admin = pkilib.read_tokens(pki)["admin"]
         checks = _health_checks(state["ports"], state["apiserver"], pki.ca_cert, admin)
-        processes.wait_until(proc, checks[name], timeout=60)
+        port = state["ports"].get(HEALTH_PORTS.get(name, ""))
+        processes.wait_until(proc, checks[name], timeout=60, port=port)
 
     def _extender(self, ports: dict[str, int]) -> ExtenderSettings | None:
         if self.extender is not None:
@@ -340,7 +349,8 @@ class DevCluster:
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
                 self._save(state)
-            processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60)
+            processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60,
+                                 port=ports.get(HEALTH_PORTS.get(name, "")))
             if name == "kube-apiserver":  # the extender watches PackingPlans, operator or not
                 install_crds(self.api_client())
             if name == kueuelib.KUEUE:  # the apiserver calls Kueue's webhooks only once it serves them
@@ -519,6 +529,14 @@ def webhook_cert(pki: pkilib.Pki) -> Path:
 
 def webhook_key(pki: pkilib.Pki) -> Path:
     return pki.dir / "operator-webhook.key"
+
+
+# the port each component's health check asks (of the dev-cluster's ports): the component must be the
+# one listening there
+HEALTH_PORTS = {"etcd": "etcd", "kube-apiserver": "apiserver",
+                "kube-controller-manager": "controller-manager",
+                "kube-scheduler": "scheduler", "kwok": "kwok", EXTENDER: "extender",
+                OPERATOR: "operator-health", kueuelib.KUEUE: "kueue-health"}
 
 
 def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None) -> dict:

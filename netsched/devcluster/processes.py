@@ -24,6 +24,10 @@ class ComponentFailed(RuntimeError):
         self.name, self.log = name, log
         super().__init__(f"{name} {reason}; last lines of {log}:\n{log_tail(log)}")
 
+    def port_taken(self) -> bool:
+        """Whether the component stopped because a port it was given was bound by another process."""
+        return "address already in use" in str(self).lower()
+
 
 def log_tail(path: Path, lines: int = 25) -> str:
     try:
@@ -82,19 +86,64 @@ def start(name: str, argv: list[str], log: Path, cwd: Path) -> Process:
     return Process(name, popen.pid, log, popen)
 
 
-def wait_until(proc: Process, ready: Callable[[], bool], timeout: float) -> None:
-    """Poll `ready` until true; fail naming the component if it dies or times out."""
+def wait_until(proc: Process, ready: Callable[[], bool], timeout: float, port: int | None = None) -> None:
+    """Poll `ready` until true, and with `port` until the process (or one it started) listens on
+    it: a port picked free can be taken by another process before the component binds it, and then
+    that process answers `ready` while the component fails. Fail naming the component if it dies
+    or times out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.alive():
             raise ComponentFailed(proc.name, "exited during start-up", proc.log)
         try:
-            if ready():
+            if ready() and (port is None or listens(proc.pid, port)):
                 return
         except OSError:
             pass  # not listening yet
         time.sleep(0.2)
     raise ComponentFailed(proc.name, f"was not ready after {timeout:.0f} s", proc.log)
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether `pid` or a process it started holds a listening TCP socket on `port` (this network
+    namespace's /proc/net/tcp and tcp6)."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    sockets.add(f"socket:[{fields[9]}]")
+    if not sockets:
+        return False
+    for p in tree(pid):
+        with contextlib.suppress(OSError):  # a process that has gone is left out
+            if any(os.readlink(fd) in sockets for fd in Path(f"/proc/{p}/fd").iterdir()):
+                return True
+    return False
+
+
+LISTEN = "0A"  # a socket's state in /proc/net/tcp
+
+
+def children(pid: int) -> list[int]:
+    """The running processes `pid` started (e.g. an extender's watch process)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # a process that has gone is left out
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def tree(pid: int) -> list[int]:
+    """A process and every process it started, at any depth."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children(p))
+    return out
 
 
 def pid_alive(pid: int) -> bool:

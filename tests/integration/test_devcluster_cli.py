@@ -7,13 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from netsched.devcluster.binaries import ensure_binaries, read_versions
 from netsched.devcluster.devcluster import COMPONENTS, DevCluster
-from netsched.devcluster.processes import pid_alive
+from netsched.devcluster.processes import listens, pid_alive
 from netsched.devcluster.wait import poll
 
 NETSCHED = [sys.executable, "-m", "netsched"]
@@ -166,3 +169,38 @@ def test_a_failed_start_names_the_component_shows_its_log_and_cleans_up(tmp_path
     assert "invalid scheduler config: boom" in result.stderr
     assert str(cluster_dir / "logs" / "kube-scheduler.log") in result.stderr
     assert not processes_using(cluster_dir)
+
+
+def test_a_port_taken_before_its_component_binds_it_starts_the_cluster_again(tmp_path, bin_dir, monkeypatch):
+    # Another process (as a second dev-cluster starting beside this one would) holds the port picked
+    # for KWOK and answers its health check: KWOK cannot bind it and exits, the cluster starts again.
+    class Healthy(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    squatter = ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    taken = squatter.server_address[1]
+    picks, pick = [], DevCluster._pick_ports
+
+    def pick_ports():
+        picks.append({**pick(), **({} if picks else {"kwok": taken})})
+        return picks[-1]
+
+    monkeypatch.setattr(DevCluster, "_pick_ports", staticmethod(pick_ports))
+    said: list[str] = []
+    cluster = DevCluster(directory=tmp_path / "cluster", nodes=2, progress=said.append)
+    try:
+        state = cluster.up()
+        assert picks[0]["kwok"] == taken and state["ports"]["kwok"] != taken
+        assert any("kwok's port was taken by another process; starting again on new ports" in m for m in said)
+        assert listens(state["components"]["kwok"]["pid"], state["ports"]["kwok"])
+        assert len(client.CoreV1Api(cluster.api_client()).list_node().items) == 2
+    finally:
+        cluster.down(quiet=True)
+        squatter.shutdown()
+    assert not processes_using(tmp_path / "cluster")
