@@ -79,7 +79,7 @@ def start_scheduler(cluster: DevCluster, name: str,
         "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={d / 'certs'}",
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
     ], cluster.log(name), cwd=d)
-    processes.wait_until(proc, lambda: _serving(f"https://127.0.0.1:{port}/healthz"), timeout=60)
+    processes.wait_until(proc, lambda: _serving(f"https://127.0.0.1:{port}/healthz"), timeout=60, port=port)
     return proc, f"https://127.0.0.1:{port}/metrics"
 
 
@@ -90,7 +90,7 @@ def start_extender(cluster: DevCluster, shortlist: int, flags: tuple[str, ...] =
         ".kubeconfig", "--host=127.0.0.1", f"--port={port}", f"--shortlist={shortlist}", *flags,
     ], cluster.log("bench-extender"), cwd=cluster.directory)
     url = f"http://127.0.0.1:{port}"
-    processes.wait_until(proc, lambda: _serving(f"{url}/readyz"), timeout=60)
+    processes.wait_until(proc, lambda: _serving(f"{url}/readyz"), timeout=60, port=port)
     return proc.pid, url
 
 

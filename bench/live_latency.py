@@ -78,7 +78,8 @@ def start_extender(cluster: DevCluster, model: Path | None) -> tuple[processes.P
         argv.append(f"--model={model}")
     proc = processes.start("bench-extender", argv, cluster.log("bench-extender"), cwd=cluster.directory)
     try:
-        processes.wait_until(proc, lambda: _serving(f"http://127.0.0.1:{port}/readyz"), timeout=120)
+        processes.wait_until(proc, lambda: _serving(f"http://127.0.0.1:{port}/readyz"), timeout=120,
+                             port=port)
     except BaseException:
         processes.stop(proc.pid)
         raise

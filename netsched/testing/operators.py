@@ -116,7 +116,8 @@ class Replicas:
                                    cwd=self.cluster.directory)
             replica = Replica(f"r{i}", proc, metrics, webhook, self.files / "webhook-ca.crt")
             self.all.append(replica)
-        processes.wait_until(proc, functools.partial(_serves, f"http://127.0.0.1:{health}/healthz"), 60)
+        processes.wait_until(proc, functools.partial(_serves, f"http://127.0.0.1:{health}/healthz"), 60,
+                             port=health)
         return replica
 
 

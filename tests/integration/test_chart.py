@@ -842,7 +842,8 @@ def test_kube_scheduler_runs_the_rendered_config_with_the_rendered_rbac(bin_dir,
     proc = processes.start("chart-kube-scheduler", [str(a) for a in argv], tmp_path / "scheduler.log",
                            cwd=tmp_path)
     try:
-        processes.wait_until(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), timeout=30)
+        processes.wait_until(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), timeout=30,
+                             port=port)
         poll(lambda: _lease_holder(bin_dir, dev_cluster, release), 30,
              f"kube-scheduler to hold Lease {release}/{release}-scheduler")
     finally:

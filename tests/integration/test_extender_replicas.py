@@ -60,7 +60,7 @@ def test_a_replica_started_after_a_gangs_first_binding_holds_its_room_as_the_one
             f"--port={port}", f"--hold-seconds={HOLD}", "--no-explain-events",
         ], dev_cluster.log("extender-2"), cwd=dev_cluster.directory)
         urls = [dev_cluster.extender_url, f"http://127.0.0.1:{port}"]
-        processes.wait_until(second, lambda: _ready(urls[1]), timeout=120)
+        processes.wait_until(second, lambda: _ready(urls[1]), timeout=120, port=port)
 
         # a single pod fits anywhere: both replicas keep it off the room held for the gang's second pod
         single = _probe("single", namespace, 1)
