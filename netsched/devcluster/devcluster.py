@@ -280,8 +280,8 @@ class DevCluster:
         pki = pkilib.Pki(self.directory / "pki")
         admin = pkilib.read_tokens(pki)["admin"]
         checks = _health_checks(state["ports"], state["apiserver"], pki.ca_cert, admin)
-        port = state["ports"].get(HEALTH_PORTS.get(name, ""))
-        processes.wait_until(proc, checks[name], timeout=60, port=port)
+        ready, port = checks[name]
+        processes.wait_until(proc, ready, timeout=60, port=port)
 
     def _extender(self, ports: dict[str, int]) -> ExtenderSettings | None:
         if self.extender is not None:
@@ -349,8 +349,8 @@ class DevCluster:
                 proc = processes.start(name, plan[name], self.log(name), cwd=d)
                 state["components"][name] = {"pid": proc.pid, "log": str(proc.log), "argv": plan[name]}
                 self._save(state)
-            processes.wait_until(proc, checks[name], timeout=120 if name == "kube-apiserver" else 60,
-                                 port=ports.get(HEALTH_PORTS.get(name, "")))
+            ready, port = checks[name]
+            processes.wait_until(proc, ready, timeout=120 if name == "kube-apiserver" else 60, port=port)
             if name == "kube-apiserver":  # the extender watches PackingPlans, operator or not
                 install_crds(self.api_client())
             if name == kueuelib.KUEUE:  # the apiserver calls Kueue's webhooks only once it serves them
@@ -531,26 +531,23 @@ def webhook_key(pki: pkilib.Pki) -> Path:
     return pki.dir / "operator-webhook.key"
 
 
-# the port each component's health check asks (of the dev-cluster's ports): the component must be the
-# one listening there
-HEALTH_PORTS = {"etcd": "etcd", "kube-apiserver": "apiserver",
-                "kube-controller-manager": "controller-manager",
-                "kube-scheduler": "scheduler", "kwok": "kwok", EXTENDER: "extender",
-                OPERATOR: "operator-health", kueuelib.KUEUE: "kueue-health"}
+def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None
+                   ) -> dict[str, tuple[Callable[[], bool], int]]:
+    """component -> a call that is True once it serves, and the port it asks: the component must be the
+    process listening there (processes.wait_until)."""
+    def at(port: str, path: str, scheme: str = "http") -> tuple[Callable[[], bool], int]:
+        return (lambda: _http_ok(f"{scheme}://127.0.0.1:{ports[port]}{path}")), ports[port]
 
-
-def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None) -> dict:
-    """component -> a call that is True once it serves."""
-    local = "127.0.0.1"
     return {
-        "etcd": lambda: _http_ok(f"http://{local}:{ports['etcd']}/health"),
-        "kube-apiserver": lambda: _http_ok(f"{server}/readyz", ca=ca, token=admin_token),
-        "kube-controller-manager": lambda: _http_ok(f"https://{local}:{ports['controller-manager']}/healthz"),
-        "kube-scheduler": lambda: _http_ok(f"https://{local}:{ports['scheduler']}/healthz"),
-        "kwok": lambda: _http_ok(f"http://{local}:{ports['kwok']}/healthz"),
-        EXTENDER: lambda: _http_ok(f"http://{local}:{ports['extender']}/readyz"),
-        OPERATOR: lambda: _http_ok(f"http://{local}:{ports['operator-health']}/healthz"),
-        kueuelib.KUEUE: lambda: _http_ok(f"http://{local}:{ports['kueue-health']}/readyz"),
+        "etcd": at("etcd", "/health"),
+        "kube-apiserver": ((lambda: _http_ok(f"{server}/readyz", ca=ca, token=admin_token)),
+                           ports["apiserver"]),
+        "kube-controller-manager": at("controller-manager", "/healthz", "https"),
+        "kube-scheduler": at("scheduler", "/healthz", "https"),
+        "kwok": at("kwok", "/healthz"),
+        EXTENDER: at("extender", "/readyz"),
+        OPERATOR: at("operator-health", "/healthz"),
+        kueuelib.KUEUE: at("kueue-health", "/readyz"),
     }
 
 
