@@ -7,8 +7,8 @@ process opens its listening sockets inside that namespace and connects out from 
 - TCP on <node IP>:<apiserver port> is relayed to 127.0.0.1:<apiserver port>, so the kubelet
   and, through the `kubernetes` Service's endpoint, every pod reach the apiserver;
 - UDP on <node IP>:53 answers A queries for `<service>.<namespace>.svc.cluster.local` with the
-  Service's ClusterIP (NXDOMAIN otherwise): the cluster DNS the kubelet hands to pods, a
-  stand-in for CoreDNS;
+  Service's ClusterIP, or for a headless Service the addresses of its ready endpoints, as CoreDNS
+  does (NXDOMAIN otherwise): the cluster DNS the kubelet hands to pods, a stand-in for CoreDNS;
 - the other way, a Unix socket on the host takes HTTP CONNECT requests and connects from inside
   the namespace: the apiserver's egress to the cluster (its `cluster` egress selection), so that it
   reaches admission webhooks behind Services and the kubelet, as a konnectivity proxy would.
@@ -35,6 +35,7 @@ from netsched.api.connect import api_client
 
 CLONE_NEWNET = 0x40000000
 DOMAIN = "svc.cluster.local"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on the EndpointSlices of a Service
 
 
 def _setns(fd: int) -> None:
@@ -116,25 +117,44 @@ def _tunnel(conn: socket.socket, netns: str) -> None:
 
 
 class Services:
-    """`name.namespace` -> ClusterIP, refreshed at most once a second."""
+    """`name.namespace` -> the addresses a lookup answers: the ClusterIP, or a headless Service's
+    ready endpoints (from its EndpointSlices). Read again at most once a second."""
 
     def __init__(self, kubeconfig: str):
-        self.core = client.CoreV1Api(api_client(kubeconfig))
-        self.table: dict[str, str] = {}
+        api = api_client(kubeconfig)
+        self.core, self.discovery = client.CoreV1Api(api), client.DiscoveryV1Api(api)
+        self.table: dict[str, list[str]] = {}
         self.read_at = 0.0
 
-    def lookup(self, name: str) -> str | None:
+    def lookup(self, name: str) -> list[str]:
         if time.monotonic() - self.read_at > 1.0:
             with contextlib.suppress(Exception):  # answer from the last table if the apiserver hiccups
-                items = self.core.list_service_for_all_namespaces().items
-                self.table = {f"{s.metadata.name}.{s.metadata.namespace}": s.spec.cluster_ip
-                              for s in items if s.spec.cluster_ip and s.spec.cluster_ip != "None"}
+                self.table = self._read()
                 self.read_at = time.monotonic()
-        return self.table.get(name)
+        return self.table.get(name, [])
+
+    def _read(self) -> dict[str, list[str]]:
+        table: dict[str, list[str]] = {}
+        headless = set()
+        for s in self.core.list_service_for_all_namespaces().items:
+            key = f"{s.metadata.name}.{s.metadata.namespace}"
+            if s.spec.cluster_ip == "None":
+                headless.add(key)
+            elif s.spec.cluster_ip:
+                table[key] = [s.spec.cluster_ip]
+        if headless:
+            for piece in self.discovery.list_endpoint_slice_for_all_namespaces().items:
+                key = f"{(piece.metadata.labels or {}).get(SERVICE_NAME_LABEL)}.{piece.metadata.namespace}"
+                if key not in headless:
+                    continue
+                for e in piece.endpoints or ():
+                    if not e.conditions or e.conditions.ready is not False:  # unset means ready
+                        table.setdefault(key, []).extend(e.addresses)
+        return table
 
 
 def answer(query: bytes, services: Services) -> bytes | None:
-    """A DNS response to `query`: the A record of a Service, else NXDOMAIN."""
+    """A DNS response to `query`: the A records of a Service, else NXDOMAIN."""
     if len(query) < 12:
         return None
     ident, _flags, qdcount = struct.unpack("!HHH", query[:6])
@@ -148,13 +168,13 @@ def answer(query: bytes, services: Services) -> bytes | None:
     qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
     question = query[12:end]
     name = ".".join(labels)
-    ip = services.lookup(name.removesuffix("." + DOMAIN)) if name.endswith("." + DOMAIN) else None
-    if ip is None:
+    ips = services.lookup(name.removesuffix("." + DOMAIN)) if name.endswith("." + DOMAIN) else []
+    if not ips:  # no such Service, or a headless one with no ready endpoint
         return struct.pack("!HHHHHH", ident, 0x8183, 1, 0, 0, 0) + question  # NXDOMAIN
     if qtype != 1:  # the name exists, but has no record of that type (AAAA): NOERROR, no answer
         return struct.pack("!HHHHHH", ident, 0x8180, 1, 0, 0, 0) + question
-    record = struct.pack("!HHHIH", 0xC00C, 1, 1, 5, 4) + socket.inet_aton(ip)
-    return struct.pack("!HHHHHH", ident, 0x8180, 1, 1, 0, 0) + question + record
+    records = b"".join(struct.pack("!HHHIH", 0xC00C, 1, 1, 5, 4) + socket.inet_aton(ip) for ip in ips)
+    return struct.pack("!HHHHHH", ident, 0x8180, 1, len(ips), 0, 0) + question + records
 
 
 def serve_dns(sock: socket.socket, services: Services) -> None:

@@ -54,8 +54,9 @@ def test_missing_prerequisites_are_named_with_the_command_that_installs_them(mon
 
 
 class FakeServices:
-    def lookup(self, name: str) -> str | None:
-        return {"netsched-extender.netsched-system": "10.0.0.42"}.get(name)
+    def lookup(self, name: str) -> list[str]:
+        return {"netsched-extender.netsched-system": ["10.0.0.42"],
+                "headless.netsched-system": ["10.88.0.7", "10.88.0.9"]}.get(name, [])
 
 
 def query(name: str, qtype: int = 1) -> bytes:
@@ -63,19 +64,21 @@ def query(name: str, qtype: int = 1) -> bytes:
     return struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack("!HH", qtype, 1)
 
 
-@pytest.mark.parametrize(("name", "qtype", "rcode", "ip"), [
-    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 1, 0, "10.0.0.42", id="service"),
-    pytest.param("netsched-extender.netsched-system.svc.svc.cluster.local", 1, 3, None, id="search-miss"),
-    pytest.param("example.com", 1, 3, None, id="outside-the-cluster"),
-    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 28, 0, None, id="aaaa-no-data"),
+@pytest.mark.parametrize(("name", "qtype", "rcode", "ips"), [
+    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 1, 0, ["10.0.0.42"], id="service"),
+    pytest.param("headless.netsched-system.svc.cluster.local", 1, 0, ["10.88.0.7", "10.88.0.9"],
+                 id="headless-endpoints-in-order"),
+    pytest.param("netsched-extender.netsched-system.svc.svc.cluster.local", 1, 3, [], id="search-miss"),
+    pytest.param("example.com", 1, 3, [], id="outside-the-cluster"),
+    pytest.param("netsched-extender.netsched-system.svc.cluster.local", 28, 0, [], id="aaaa-no-data"),
 ])
-def test_cluster_dns_answers_services_only(name, qtype, rcode, ip):
+def test_cluster_dns_answers_services_only(name, qtype, rcode, ips):
     response = answer(query(name, qtype), FakeServices())  # type: ignore[arg-type]
     ident, flags, _qd, ancount = struct.unpack("!HHHH", response[:8])
     assert ident == 7 and flags & 0xF == rcode
-    assert ancount == (1 if ip else 0)
-    if ip:
-        assert socket.inet_ntoa(response[-4:]) == ip
+    assert ancount == len(ips)
+    records = response[len(response) - 16 * len(ips):]  # each: name pointer, type, class, TTL, length, IP
+    assert [socket.inet_ntoa(records[16 * k + 12:16 * k + 16]) for k in range(len(ips))] == ips
 
 
 def tunnel(request: bytes, monkeypatch) -> bytes:
