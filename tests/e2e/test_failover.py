@@ -383,6 +383,11 @@ def test_a_burst_survives_killing_the_serving_extender_the_operator_leader_and_t
                   f"{len(plan.refused)}, over {plan.refused[-1] - plan.refused[0]:.1f} s", flush=True)
         print(f"[e2e] {watcher.looks} looks at the cluster ({watcher.failed_looks} failed under load), "
               f"{len(watcher.bound_at)} pods seen bound", flush=True)
+        explained = {e.involved_object.name for e in core.list_namespaced_event(
+            ns, field_selector="reason=NetworkPlacement").items}
+        unexplained = sorted(set(watcher.bound_at) - explained)
+        print(f"[e2e] pods bound with no placement event (kube-scheduler skipped the extender, or a "
+              f"killed replica had not written it yet): {len(unexplained)}: {unexplained}", flush=True)
         problems = [f"GPUs over-committed: {free}" for free in watcher.overcommitted[:3]]
         problems += not_run_once(core, ns, plan) + limits_broken(core, ns, plan)
         roomy, split, taken, unplaced = split_gangs(core, ns, watcher)
