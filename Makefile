@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install controlplane prometheus node-packages image image-train demo test unit integration faults e2e lint clean
+.PHONY: install controlplane prometheus node-packages image image-train demo test $(LANES) unit integration faults e2e lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,30 +40,39 @@ image-train:
 demo: install controlplane
 	$(BIN)/netsched demo
 
-lint: install
+# The suite in lanes; each runs alone (`make test-unit`, ...) and `make test` runs them all, in this
+# order, so a lint or unit failure is seen before the clusters start. pytest prints each lane's 25
+# slowest tests (pyproject.toml).
+LANES := test-lint test-unit test-integration test-faults test-e2e
+
+test-lint: install
 	$(BIN)/ruff check netsched tests bench hack
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-unit: install
+test-unit: install
 	$(BIN)/pytest tests/unit
 
-integration: install controlplane prometheus
+test-integration: install controlplane prometheus
 	$(BIN)/pytest tests/integration
 
-faults: install controlplane
+test-faults: install controlplane
 	$(BIN)/pytest tests/faults
 
-# The install path end to end (root): image, real node, helm install, GPUJobs, uninstall. `make
-# test` runs it too.
-e2e: install controlplane node-packages
+# The install path end to end (root): image, real node, helm install, GPUJobs, uninstall.
+test-e2e: install controlplane node-packages
 	@bash hack/controlplane/build.sh --node >/dev/null
 	$(BIN)/pytest tests/e2e -s
 
 # pytest exits 5 when it collects no tests; make treats that as the failure it is.
-test: lint controlplane prometheus node-packages
-	@bash hack/controlplane/build.sh --node >/dev/null
-	$(BIN)/pytest tests
+test: $(LANES)
+
+# the lanes' former names
+lint: test-lint
+unit: test-unit
+integration: test-integration
+faults: test-faults
+e2e: test-e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,16 +1,20 @@
 """Real clusters for tests: a dev-cluster that is up for a test session or module, a namespace
 of one's own on it, made ready, then deleted with its pods; PriorityClasses and PackingPlans that
-outlive a namespace, cleaned up; a batch Job's pods watched for all-or-nothing."""
+outlive a namespace, cleaned up; a batch Job's pods watched for all-or-nothing; the operator's
+metrics as it serves them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api import plans
 from netsched.api.labels import GPU_RESOURCE
@@ -60,6 +64,15 @@ def free_gpus(core: client.CoreV1Api) -> dict[str, int]:
             free[p.spec.node_name] -= sum(int((c.resources.limits or {}).get(GPU_RESOURCE, 0))
                                           for c in p.spec.containers)
     return free
+
+
+def operator_metric(cluster: DevCluster, name: str, **labels: str) -> float:
+    """The sum of the operator's samples `name` whose labels include `labels`, read from its /metrics."""
+    port = json.loads((cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == name and labels.items() <= s.labels.items())
 
 
 def kill(cluster: DevCluster, component: str) -> None:

@@ -21,9 +21,8 @@ from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
+from netsched.operator.reconcile import BACKOFF
 from netsched.testing.builders import make_gpujob
-
-WATCHED = 20.0  # seconds: at a tick per second, a create loop would post ~40 Events in this time
 
 
 def _events(core, namespace: str, name: str) -> list[client.CoreV1Event]:
@@ -45,7 +44,10 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
     assert "spec.priorityClassName" in ready["message"] and "create that PriorityClass" in ready["message"]
     assert ready["message"].endswith("so the job goes on by itself once that is fixed")
 
-    time.sleep(WATCHED)  # long enough for a loop to show; the backoff allows three tries in it
+    # three refusals, each after a longer wait: a loop that retried every tick would have posted a
+    # Warning per try by then
+    poll(lambda: (jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")["status"]
+                  .get(BACKOFF) or {}).get("failures", 0) >= 3, 60, "three refused tries, backed off")
     events = _events(core, namespace, "refused")
     warnings = [e for e in events if e.type == "Warning"]
     assert [e.reason for e in warnings] == ["PodsRefused"] and (warnings[0].count or 1) == 1

@@ -7,10 +7,8 @@ import json
 import os
 import signal
 import time
-import urllib.request
 
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api import plans
 from netsched.api.conditions import find
@@ -21,7 +19,7 @@ from netsched.devcluster.devcluster import OPERATOR
 from netsched.devcluster.pods import STOP_AFTER_ANNOTATION
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
-from netsched.testing.cluster import HIGH, LOW
+from netsched.testing.cluster import HIGH, LOW, operator_metric
 from netsched.testing.cluster import packing_plans as _plans
 
 
@@ -82,11 +80,7 @@ def _admitted(custom, namespace: str, name: str) -> dict:
 
 def _no_gain_solves(dev_cluster) -> float:
     """The operator's count of packer solves that found nothing better than the cluster as it is."""
-    port = json.loads((dev_cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == "netsched_packer_solves_total" and sample.labels.get("result") == "no_gain")
+    return operator_metric(dev_cluster, "netsched_packer_solves_total", result="no_gain")
 
 
 def _live_pods_per_job(core, namespace: str) -> dict[str, int]:
@@ -245,13 +239,16 @@ def test_overlapping_budgets_make_no_failing_plan_name_the_blocker_and_a_deleted
                     b, namespace, {"metadata": {"annotations": {"test/recount": str(time.monotonic())}}})
         return allowed == [2, 0]
     poll(counted, 90, "the disruption controller to count them", interval=2)
+    declined = _no_gain_solves(dev_cluster)
     _urgent(custom, namespace, priorities)
 
     blocker = f"PodDisruptionBudget {namespace}/strict allows 0 disruption(s)"
     admitted = poll(lambda: (a := _admitted(custom, namespace, "urgent")) and blocker in a["message"] and a,
                     60, "the waiting job to name the budget that blocks it")
     assert admitted["status"] == "False" and f"{namespace}/loose" not in admitted["message"]
-    time.sleep(25)  # 2.5 cooldowns: a packer that missed "strict" would have made failing plans by now
+    # the packer has solved for the waiting job and declined: a packer that missed "strict" would have
+    # made its plan in that solve instead, and it solves again only when the cluster changes
+    poll(lambda: _no_gain_solves(dev_cluster) > declined, 30, "the packer to decline to plan")
     assert _plans(custom) == []
 
     policy.delete_namespaced_pod_disruption_budget("strict", namespace)
@@ -299,7 +296,10 @@ def test_the_plan_evicts_the_job_that_just_started_not_one_near_its_end(dev_clus
     for i in range(nodes - 1):
         low(f"old-{i}")
     poll(lambda: running() == nodes - 1, 60, "the old low-priority jobs to run")
-    time.sleep(20)  # what makes them old: 20 s more run time that a restart would throw away
+    # what makes them old: run time that a restart would throw away, counted from their pods' startTime
+    # as the packer counts it, a few seconds clear of the young job's whatever the machine's load
+    started = max(p.status.start_time for p in core.list_namespaced_pod(namespace).items)
+    poll(lambda: time.time() - started.timestamp() >= 5, 30, "the old jobs to have run 5 s", interval=0.5)
     low("young")
     poll(lambda: running() == nodes, 60, "the young low-priority job to run")
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(

@@ -6,10 +6,8 @@ controller creates them again once it is back, gated, none lost or doubled."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +19,7 @@ from netsched.devcluster.devcluster import OPERATOR, WEBHOOK_CONFIGURATION
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.admission import HANDLER_ID
-from netsched.testing.cluster import scratch_namespace
+from netsched.testing.cluster import operator_metric, scratch_namespace
 
 WEBHOOK = f"{HANDLER_ID}.netsched.io"
 TRAIN_EVENTS = "involvedObject.name=train"
@@ -76,12 +74,8 @@ def gang_pod(name: str, scheduler: str = SCHEDULER_NAME) -> dict:
                      "containers": [{"name": "main", "image": "busybox"}]}}
 
 
-def operator_metric(dev_cluster, outcome: str) -> float:
-    port = json.loads((dev_cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "netsched_webhook_requests_total" and s.labels == {"outcome": outcome})
+def webhook_requests(dev_cluster, outcome: str) -> float:
+    return operator_metric(dev_cluster, "netsched_webhook_requests_total", outcome=outcome)
 
 
 def apiserver_rejections(dev_cluster) -> float:
@@ -97,7 +91,7 @@ def apiserver_rejections(dev_cluster) -> float:
 
 def test_the_pods_of_a_job_in_an_opted_in_namespace_are_gated_at_creation(dev_cluster, core, webhook):
     batch = client.BatchV1Api(dev_cluster.api_client())
-    gated_before = operator_metric(dev_cluster, "gated")
+    gated_before = webhook_requests(dev_cluster, "gated")
     with namespace(core, opted_in=True) as ns:
         batch.create_namespaced_job(ns, job("train", 3, gpus=NEVER_FITS))
         pods = poll(lambda: len(p := job_pods(core, ns, "train")) == 3 and p, 60, "the Job's 3 pods")
@@ -110,7 +104,7 @@ def test_the_pods_of_a_job_in_an_opted_in_namespace_are_gated_at_creation(dev_cl
         plain = core.create_namespaced_pod(ns, {**gang_pod("plain"), "metadata": {"name": "plain"}})
         assert gates(plain) == []
         assert gates(core.create_namespaced_pod(ns, gang_pod("member"))) == [GANG_GATE]
-    assert operator_metric(dev_cluster, "gated") >= gated_before + 4
+    assert webhook_requests(dev_cluster, "gated") >= gated_before + 4
 
 
 def test_a_namespace_that_has_not_opted_in_is_untouched(dev_cluster, core, webhook):
