@@ -31,9 +31,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from netsched.packing import identical
+from netsched.packing.objective import tiers
 from netsched.packing.policy import PRICED, STRICT, Policy
-from netsched.packing.problem import Problem
-from netsched.packing.solver import current, solve, tiers
+from netsched.packing.problem import Problem, current
+from netsched.packing.solver import solve
 from netsched.testing.packing_scenarios import failing, scenario
 
 sys.path.insert(0, str(Path(__file__).parent))

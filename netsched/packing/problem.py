@@ -100,3 +100,8 @@ def _pod(p: dict[str, Any]) -> Pod:
                {k: int(v) for k, v in (p.get("preference") or {}).items()},
                float(p["started"]) if p.get("started") is not None else None, p.get("domain"),
                p.get("priority_class"), bool(p.get("stateless", False)))
+
+
+def current(problem: Problem) -> dict[str, str | None]:
+    """The placement as it stands: each pod on the node it runs on, None while pending."""
+    return {p.name: p.node for p in problem.pods}

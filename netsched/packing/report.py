@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsched.packing.problem import Problem
-from netsched.packing.solver import Plan, current, score, tiers
+from netsched.packing.objective import score, tiers
+from netsched.packing.problem import Problem, current
+from netsched.packing.solver import Plan
 
 
 def plan_json(problem: Problem, plan: Plan) -> dict[str, Any]:

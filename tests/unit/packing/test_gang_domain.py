@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from netsched.packing.policy import PRICED, STRICT
-from netsched.packing.problem import Node, Pod, Problem
-from netsched.packing.solver import current, greedy, repair, solve
+from netsched.packing.problem import Node, Pod, Problem, current
+from netsched.packing.repair import greedy, repair
+from netsched.packing.solver import solve
 
 GPU = "nvidia.com/gpu"
 RACK = "netsched.io/rack"

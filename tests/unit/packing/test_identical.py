@@ -9,10 +9,13 @@ from dataclasses import replace
 import pytest
 
 from netsched.packing import identical
+from netsched.packing.cpsat_model import Model, OutOfTime
 from netsched.packing.default_scheduler import free_room, schedule
+from netsched.packing.objective import tiers
 from netsched.packing.policy import PRICED, STRICT
-from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import OutOfTime, _Model, current, greedy, repair, solve, tiers
+from netsched.packing.problem import Budget, Node, Pod, Problem, current
+from netsched.packing.repair import greedy, repair
+from netsched.packing.solver import solve
 from netsched.testing.packing_scenarios import failing, scenario
 
 
@@ -104,6 +107,6 @@ def test_nodes_that_differ_only_in_their_labels_are_identical_unless_a_gang_name
 def test_a_model_whose_building_passes_the_deadline_is_given_up_and_the_plan_stays_valid():
     problem = first_failing(32, 8, 1.0)
     with pytest.raises(OutOfTime):
-        _Model(problem, current(problem), PRICED, stop_at=time.monotonic() - 1)
+        Model(problem, current(problem), PRICED, stop_at=time.monotonic() - 1)
     found, proven = identical.place(problem, PRICED, current(problem), lambda _: 1, time.monotonic() - 1, 2)
     assert found is None and not proven

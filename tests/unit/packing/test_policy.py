@@ -10,18 +10,11 @@ import pytest
 import yaml
 
 from netsched.packing.default_scheduler import free_room
+from netsched.packing.objective import PRICE_UNIT, Prices, run_seconds, score
 from netsched.packing.policy import PRICED, STRICT, DisruptionPolicy, Policy, read_policy
-from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import (
-    PRICE_UNIT,
-    Prices,
-    current,
-    repair,
-    run_seconds,
-    score,
-    solve,
-    splits_a_gang,
-)
+from netsched.packing.problem import Budget, Node, Pod, Problem, current
+from netsched.packing.repair import repair
+from netsched.packing.solver import solve, splits_a_gang
 from netsched.testing.packing_scenarios import failing, scenario
 
 CHART_VALUES = Path(__file__).parents[3] / "charts" / "netsched" / "values.yaml"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from netsched.packing import solver
+from netsched.packing import cpsat_model, objective, pieces, repair, solver
+from netsched.packing.cpsat_model import model_size
 from netsched.packing.default_scheduler import free_room
+from netsched.packing.objective import score
+from netsched.packing.policy import PRICED
 from netsched.packing.problem import Budget, Node, Pod, Problem
-from netsched.packing.solver import MAX_VARS, VARS_PER_SECOND, model_size, score, solve
+from netsched.packing.solver import MAX_VARS, VARS_PER_SECOND, solve
 from netsched.testing.packing_scenarios import failing, scenario
 
 GPU = "nvidia.com/gpu"
@@ -83,8 +87,9 @@ def test_the_plan_is_feasible_whichever_way_the_budget_sends_the_solve(nodes, bu
 def test_a_spent_budget_starts_no_solver_stage_and_keeps_a_valid_answer(monkeypatch):
     """The solver's clock, not this machine's speed, decides: past the deadline nothing starts."""
     readings = iter([0.0])  # the start; every later reading is long past the deadline
-    monkeypatch.setattr(solver, "time", SimpleNamespace(monotonic=lambda: next(readings, 100.0),
-                                                        time=lambda: 1_800_000_000.0))
+    clock = SimpleNamespace(monotonic=lambda: next(readings, 100.0), time=lambda: 1_800_000_000.0)
+    for module in (solver, objective, repair, cpsat_model, pieces):  # every clock the solve reads
+        monkeypatch.setattr(module, "time", clock)
     problem = Problem((node("n1"), node("n2")),
                       (pod("low-a", 4, 0, "n1"), pod("low-b", 4, 0, "n2"), pod("high", 8, 100)))
     plan = solve(problem, budget=2.0)
@@ -113,6 +118,5 @@ def test_a_piece_holds_the_node_of_a_running_pod_the_greedy_start_took_off_it():
     problem = Problem((node("n1"), node("n2"), node("n3"), node("n4")),
                       (pod("low", 4, 0, "n1"), pod("keep", 4, 100, "n1"), pod("high", 8, 100)))
     working = {"low": None, "keep": "n1", "high": None}
-    _, answer = solver.neighbourhoods(problem, working, solver.time.monotonic() + 5.0, 1, MAX_VARS,
-                                      solver.PRICED)
+    _, answer = pieces.neighbourhoods(problem, working, time.monotonic() + 5.0, 1, MAX_VARS, PRICED)
     assert answer["keep"] == "n1" and answer["high"] in ("n2", "n3", "n4")

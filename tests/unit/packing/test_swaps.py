@@ -7,9 +7,11 @@ from dataclasses import replace
 
 from netsched.packing import swaps
 from netsched.packing.default_scheduler import free_room
+from netsched.packing.objective import tiers
 from netsched.packing.policy import PRICED
-from netsched.packing.problem import Node, Pod, Problem
-from netsched.packing.solver import current, greedy, repair, solve, tiers
+from netsched.packing.problem import Node, Pod, Problem, current
+from netsched.packing.repair import greedy, repair
+from netsched.packing.solver import solve
 from netsched.testing.packing_scenarios import failing, scenario
 
 LATER = float("inf")  # no deadline: the search ends by its step limit, so the answer does not depend on load
