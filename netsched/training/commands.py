@@ -13,13 +13,9 @@ from typing import Any
 
 from netsched.api.settings import NOT_IN_CHART, number, option, setting
 from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
+from netsched.training.enough_jobs import MIN_JOBS, TooFewJobs
 
 DATA_HELP = "dataset CSV or operator records (.jsonl) files"
-# The fewest usable jobs train and retrain work on (netsched.training.train; here, so that --help says it
-# without loading scikit-learn). After the default 20% holdout (two jobs to judge a challenger on), eight
-# earlier jobs give each of train.TIME_BLOCKS (5) a job, so each of the four time folds trains on one
-# block or more and tests on another. Fewer: nothing is trained, nothing changed, exit 0.
-MIN_JOBS = 10
 TRAIN_DATA_HELP = (f"{DATA_HELP}; at least {MIN_JOBS} usable jobs (with fewer, nothing is trained: one line "
                    f"'kept: only N jobs, at least {MIN_JOBS} needed', exit 0)")
 MODEL_HELP = "artifact directory or current.json manifest"
@@ -51,8 +47,6 @@ def model_command(command: str, run: Callable[[], object]) -> int:
 def kept_unless_enough(command: str, run: Callable[[], object], unchanged: str) -> int:
     """model_command; too few jobs to train on is one line and exit 0: a nightly job must not fail
     until a new cluster has run enough of them."""
-    from netsched.training.train import TooFewJobs
-
     try:
         return model_command(command, run)
     except TooFewJobs as exc:
