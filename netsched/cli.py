@@ -1,5 +1,6 @@
-"""The `netsched` command: a table of subcommands, each a component's settings class and its main; and
-`kubectl-netsched`, the kubectl plugin: the same table's user verbs only."""
+"""The `netsched` command: a table of subcommands, each a component's settings class and its main,
+declared in the component's command module; and `kubectl-netsched`, the kubectl plugin: the same table's
+user verbs only."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Any
 
 from netsched import __version__
 from netsched.api.settings import add_flags, from_args
+from netsched.api.subcommand import Command, Group
 from netsched.datagen import command as datagen
 from netsched.demo import command as demo
 from netsched.devcluster import commands as devcluster
 from netsched.extender import command as extender
-from netsched.extender.config import ExtenderConfig
 from netsched.foresight import commands as foresight
 from netsched.operator import command as operator
 from netsched.operator.config import OperatorConfig
@@ -70,94 +71,17 @@ Flags as kubectl's: -n/--namespace (default: the kubeconfig context's), --contex
 PLUGIN_VERBS = ("whatif", "why")
 
 
-@dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
-    settings: type  # a frozen dataclass of `netsched.api.settings` fields: the command's arguments
-    main: Callable[[Any], int]  # its exit code
-    description: str | None = None
-
-
-@dataclass(frozen=True)
-class Group:  # a command of commands: `netsched dev-cluster up`
-    name: str
-    help: str
-    description: str
-    commands: tuple[Command, ...]
-
-
-def _cluster_action(name: str, text: str, main: Callable[[Any], int]) -> Command:
-    return Command(name, text, devcluster.ClusterDir, main, description=text)
-
-
 COMMANDS: tuple[Command | Group, ...] = (
-    Group("dev-cluster", "local real control plane with KWOK GPU nodes",
-          "Run a local Kubernetes control plane with fake GPU nodes.", (
-              Command("up", "build binaries if needed, start everything, create nodes", devcluster.UpSettings,
-                      devcluster.up),
-              _cluster_action("down", "stop every component of the dev-cluster", devcluster.down),
-              _cluster_action("status", "show components, pids, logs and Ready nodes (exit 1 if down)",
-                              devcluster.status),
-              _cluster_action("kubeconfig", "print the admin kubeconfig path", devcluster.kubeconfig))),
-    Command("extender", "run the scheduler extender (HTTP)", ExtenderConfig, extender.main,
-            "Serve the kube-scheduler extender v1 verbs filter, prioritize and preempt, answering from a "
-            "watch-fed cache of Nodes and Pods."),
+    devcluster.COMMAND,
+    extender.COMMAND,
     Command("operator", "run the GPUJob operator (kopf)", OperatorConfig, operator.main,
             "Run GPUJobs: create their pods behind a gang gate, release the gang when it fits, keep status, "
             "conditions and events true, and append one training record per finished job."),
-    Command("agent", "run the telemetry agent of one node", telemetry.AgentSettings, telemetry.main,
-            "Probe RTT and bandwidth to peers and data endpoints on a bounded schedule and budget, read NIC "
-            "counters, and serve /metrics, /matrix, /healthz."),
-    Command("pack", "solve a snapshot with the CP-SAT packer (dry run: prints the plan)",
-            foresight.PackSettings, foresight.pack_main,
-            "Read a snapshot (JSON or YAML: nodes, pods, budgets; see netsched/packing/problem.py), find the "
-            "placement that serves the highest priorities best with the fewest pods moved or evicted, and "
-            "print it. Nothing is changed in any cluster."),
-    Command("whatif", "what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now",
-            foresight.WhatIfSettings, foresight.whatif_main,
-            "Read the live cluster once and answer, with the operator's own rules: would the GPUJob fit now, "
-            "where would it run, how long would it run and when would it start and finish, which jobs go "
-            "before it, and what the packer would evict or move to make room. Nothing is created or "
-            "changed."),
-    Command("why", "why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits and what would change it",
-            foresight.WhySettings, foresight.why_main,
-            "The GPUJob's Schedulable reason and message (the smallest change that would let it run), its "
-            "predicted start and completion, and the room per node, rack or zone now. For job/NAME, "
-            "jobset/NAME or lws/NAME: its gangs' gated pods, the gang controller's last Event on each, where "
-            "its pods run and its predicted-start/finish annotations."),
-    Command("demo", "run the demo GPU workload and print placements", demo.DemoSettings, demo.main,
-            "Bring up the dev-cluster (unless one is running), run the demo workload and print where each "
-            "pod went."),
-    Command("simulate", "write simulated training data (CSV)", datagen.SimulateSettings, datagen.main,
-            "Simulate a GPU cluster and its jobs (netsched/datagen/simulator.py) and write every job's true "
-            "completion time on each of its candidate nodes as a dataset CSV. Deterministic for given "
-            "options."),
-    Command("train", "train and cross-validate a completion-time model", training.TrainSettings,
-            training.train_main,
-            "Train on dataset CSVs and/or operator records: cross-validate every regressor on all but the "
-            "most recent jobs (folds split by job, later jobs tested by models of earlier ones; by time and "
-            "by site), pick one by SELECTION_RULE (netsched/training/train.py: top-1, then p95 regret; "
-            "pairwise accuracy for records of one row per job), score it on the most recent jobs, then "
-            "refit it on all records and write <out>/<name>/model.joblib and meta.json."),
-    Command("evaluate", "judge a model against the other placement policies", training.EvaluateSettings,
-            training.evaluate_main,
-            "Score a model on the jobs of DATA that started after its training window, against its "
-            "network-blind twin, the extender's heuristic, kube-scheduler's default scoring, random and the "
-            "oracle. Prints the table; writes evaluation.md, evaluation.json and PNG plots to --out."),
-    Command("retrain", "train a challenger; promote it only if it beats the current model",
-            training.RetrainSettings, training.retrain_main,
-            "Train a challenger on DATA as `netsched train` does, score it as validated (fitted on all but "
-            "the most recent jobs) and the model <models>/current.json names on those jobs by the same "
-            "ranking rule, repoint current.json to the challenger (refit on all jobs) only if it is better "
-            "(or no usable current model exists), and log the decision in <models>/promotions.jsonl. Exit 0 "
-            "whether promoted or kept, 2 on bad data."),
-    Command("predict", "a model's predicted completion seconds for candidate rows, ranked",
-            training.PredictSettings, training.predict_main,
-            "Predict completion seconds for each row of a candidates file (CSV or JSON: the model's features "
-            "by name, optional candidate_set, node and gpu_product; docs/record-format.md) with the "
-            "extender's own call, and rank each candidate set's rows (1: predicted fastest) as the extender "
-            "would. Writes the rows with predicted_seconds and rank, as CSV or JSON."),
+    telemetry.COMMAND,
+    foresight.PACK, foresight.WHATIF, foresight.WHY,
+    demo.COMMAND,
+    datagen.COMMAND,
+    training.TRAIN, training.EVALUATE, training.RETRAIN, training.PREDICT,
 )
 
 

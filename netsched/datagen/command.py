@@ -1,4 +1,5 @@
-"""`netsched simulate`: its settings, and writing the simulated dataset with progress on stderr."""
+"""`netsched simulate`: its settings, writing the simulated dataset with progress on stderr, and its
+entry in the CLI."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from netsched.api.settings import option
+from netsched.api.subcommand import Command
 from netsched.training.commands import gpu_table_setting, model_command
 
 
@@ -66,3 +68,9 @@ def _progress(rows: Iterable[dict[str, Any]], jobs: int) -> Iterator[dict[str, A
                 print(f"simulate: {done}/{jobs} jobs", file=sys.stderr, flush=True)
             done, job = done + 1, row["job_id"]
         yield row
+
+
+COMMAND = Command(
+    "simulate", "write simulated training data (CSV)", SimulateSettings, main,
+    "Simulate a GPU cluster and its jobs (netsched/datagen/simulator.py) and write every job's true "
+    "completion time on each of its candidate nodes as a dataset CSV. Deterministic for given options.")

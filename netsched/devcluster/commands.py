@@ -1,5 +1,5 @@
-"""`netsched dev-cluster up|down|status|kubeconfig`: their settings and starts. Light to import: the
-dev-cluster itself (and the `dev` extra it needs) loads only when a command runs."""
+"""`netsched dev-cluster up|down|status|kubeconfig`: their settings, starts and entry in the CLI. Light
+to import: the dev-cluster itself (and the `dev` extra it needs) loads only when a command runs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netsched.api.settings import option
+from netsched.api.subcommand import Command, Group
 
 if TYPE_CHECKING:
     from netsched.devcluster.devcluster import DevCluster
@@ -132,3 +134,16 @@ def kubeconfig(settings: ClusterDir) -> int:
         return 1
     print(cluster.kubeconfig)
     return 0
+
+
+def _cluster_action(name: str, text: str, main: Callable[[Any], int]) -> Command:
+    return Command(name, text, ClusterDir, main, description=text)
+
+
+COMMAND = Group("dev-cluster", "local real control plane with KWOK GPU nodes",
+                "Run a local Kubernetes control plane with fake GPU nodes.", (
+                    Command("up", "build binaries if needed, start everything, create nodes", UpSettings, up),
+                    _cluster_action("down", "stop every component of the dev-cluster", down),
+                    _cluster_action("status", "show components, pids, logs and Ready nodes (exit 1 if down)",
+                                    status),
+                    _cluster_action("kubeconfig", "print the admin kubeconfig path", kubeconfig)))

@@ -1,9 +1,10 @@
-"""`netsched extender`: serve the extender with its settings."""
+"""`netsched extender`: serve the extender with its settings; its entry in the CLI."""
 
 from __future__ import annotations
 
 import logging
 
+from netsched.api.subcommand import Command
 from netsched.extender.config import ExtenderConfig
 
 
@@ -15,3 +16,9 @@ def main(settings: ExtenderConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve(api, settings)
     return 0
+
+
+COMMAND = Command(
+    "extender", "run the scheduler extender (HTTP)", ExtenderConfig, main,
+    "Serve the kube-scheduler extender v1 verbs filter, prioritize and preempt, answering from a watch-fed "
+    "cache of Nodes and Pods.")

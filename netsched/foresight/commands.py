@@ -1,5 +1,6 @@
 """`netsched pack`, `whatif` and `why`: the dry-run answers for people at a terminal, their settings and
-their exit codes (2: bad input, a kind netsched does not gang; `why` 1: no such object)."""
+their exit codes (2: bad input, a kind netsched does not gang; `why` 1: no such object); their entries
+in the CLI."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netsched.api.settings import option, parse_topology
+from netsched.api.subcommand import Command
 from netsched.api.topology import DEFAULT_PRESET, PRESETS, BadTopology, Topology
 
 if TYPE_CHECKING:
@@ -297,3 +299,23 @@ def _formatted(answer: dict | list[dict], output: str) -> str:
     import yaml
 
     return json.dumps(answer, indent=2) if output == "json" else yaml.safe_dump(answer, sort_keys=False)
+
+
+PACK = Command(
+    "pack", "solve a snapshot with the CP-SAT packer (dry run: prints the plan)", PackSettings, pack_main,
+    "Read a snapshot (JSON or YAML: nodes, pods, budgets; see netsched/packing/problem.py), find the "
+    "placement that serves the highest priorities best with the fewest pods moved or evicted, and print "
+    "it. Nothing is changed in any cluster.")
+WHATIF = Command(
+    "whatif", "what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now", WhatIfSettings,
+    whatif_main,
+    "Read the live cluster once and answer, with the operator's own rules: would the GPUJob fit now, where "
+    "would it run, how long would it run and when would it start and finish, which jobs go before it, and "
+    "what the packer would evict or move to make room. Nothing is created or changed.")
+WHY = Command(
+    "why", "why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits and what would change it", WhySettings,
+    why_main,
+    "The GPUJob's Schedulable reason and message (the smallest change that would let it run), its "
+    "predicted start and completion, and the room per node, rack or zone now. For job/NAME, jobset/NAME "
+    "or lws/NAME: its gangs' gated pods, the gang controller's last Event on each, where its pods run and "
+    "its predicted-start/finish annotations.")

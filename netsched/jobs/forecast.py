@@ -23,7 +23,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -202,31 +202,8 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     run_times = learned.run_times
     labels = {n.name: n.labels for n in nodes}
     specs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
-    unfinished: dict[str, GPUJob] = {}
-    estimates: dict[str, Estimate] = {}
-    running_since: dict[str, datetime] = {}  # started (or released) jobs: when
-    created: dict[str, datetime] = {}
-    unreadable: dict[str, Forecast] = {}
-    bound = _bound_nodes(pods)
-    for key, body in specs.items():
-        status = body.get("status") or {}
-        phase = status.get("phase", Phase.PENDING)
-        if phase in TERMINAL or phase == Phase.BLOCKED:  # a Blocked job starts only once someone acts
-            continue
-        try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
-            job = GPUJob.of(body)
-            job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
-            _known_levels(job, topology)
-            estimates[key] = estimate_duration(run_times, job, labels.get(bound.get(key, "")))
-            created[key] = parse_rfc3339(job.created)
-            started = status.get("startTime")
-            if started and phase != Phase.PENDING:  # pending: evicted
-                running_since[key] = parse_rfc3339(started)
-        except Exception as exc:
-            said = f"no forecast: {_unreadable(body, exc, topology)}"
-            unreadable[key] = Forecast(None, None, Estimate(None, said), unreadable=True)
-            continue
-        unfinished[key] = job
+    read = _read_jobs(specs, run_times, labels, _bound_nodes(pods), topology)
+    estimates, running_since = read.estimates, read.running_since
     holders: list[tuple[str, str, Resources]] = []  # (job, node, request) of each bound pod of a started job
     priorities: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -237,9 +214,10 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
             holders.append((owner, spec["nodeName"], pod_requests(spec)))
     used = bound_usage(pods)
     queue = []
-    for key, job in unfinished.items():
+    for key, job in read.unfinished.items():
         if (specs[key].get("status") or {}).get("phase", Phase.PENDING) == Phase.PENDING:
-            queue.append(Waiting(key, priorities[key], created[key], job, _run_on(run_times, job, labels)))
+            queue.append(Waiting(key, priorities[key], read.created[key], job,
+                                 _run_on(run_times, job, labels)))
     for gang in gangs:
         if gang.workload is None or not _known_levels(gang.workload, topology, raises=False):
             continue
@@ -264,12 +242,49 @@ def cluster_forecast(now: datetime, nodes: list[NodeRoom], pods: list[dict[str, 
     plays = [play(0), middle, play(2)] if queue and any(e.spread for e in placed) else [middle] * 3
     for w in queue:  # placed by the play: its run there (Start.estimate); else on no node in particular
         estimates[w.key] = w.run("")
-    out = dict(unreadable)
+    out = dict(read.unreadable)
     corrections = learned.misses.corrections(jobs, now)
     for key, estimate in estimates.items():
         forecast = _forecast(estimate, [play.get(key, Start(None)) for play in plays], ends.get(key))
         out[key] = forecast.corrected(now, corrections)
     return out
+
+
+@dataclass
+class _ReadJobs:
+    """The unfinished GPUJobs of a forecast, keyed namespace/name, as read from their objects."""
+    unfinished: dict[str, GPUJob] = field(default_factory=dict)  # those whose spec could be read
+    estimates: dict[str, Estimate] = field(default_factory=dict)  # their runs where they run now
+    running_since: dict[str, datetime] = field(default_factory=dict)  # started (or released) jobs: when
+    created: dict[str, datetime] = field(default_factory=dict)
+    unreadable: dict[str, Forecast] = field(default_factory=dict)  # no times: the basis says why
+
+
+def _read_jobs(specs: dict[str, dict[str, Any]], run_times: RunTimes, labels: dict[str, dict[str, str]],
+               bound: dict[str, str], topology: Topology) -> _ReadJobs:
+    """The GPUJob objects `specs` that are neither finished nor Blocked (a Blocked job starts only once
+    someone acts), each job's run estimated on the node of its first bound pod (`bound`)."""
+    read = _ReadJobs()
+    for key, body in specs.items():
+        status = body.get("status") or {}
+        phase = status.get("phase", Phase.PENDING)
+        if phase in TERMINAL or phase == Phase.BLOCKED:
+            continue
+        try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
+            job = GPUJob.of(body)
+            job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
+            _known_levels(job, topology)
+            read.estimates[key] = estimate_duration(run_times, job, labels.get(bound.get(key, "")))
+            read.created[key] = parse_rfc3339(job.created)
+            started = status.get("startTime")
+            if started and phase != Phase.PENDING:  # pending: evicted
+                read.running_since[key] = parse_rfc3339(started)
+        except Exception as exc:
+            said = f"no forecast: {_unreadable(body, exc, topology)}"
+            read.unreadable[key] = Forecast(None, None, Estimate(None, said), unreadable=True)
+            continue
+        read.unfinished[key] = job
+    return read
 
 
 def _known_levels(job: Workload, topology: Topology, raises: bool = True) -> bool:

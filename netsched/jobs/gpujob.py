@@ -7,15 +7,15 @@ netsched/crds/gpujobs.netsched.io.yaml); this only reads it. Its replicas are th
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from netsched.api.gpujob import GROUP, KIND, VERSION
-from netsched.api.labels import EVICTED_BY
+from netsched.api.labels import EVICTED_BY, GPU_RESOURCE
 from netsched.api.plans import Eviction
-from netsched.api.resources import Resources
-from netsched.jobs.replica_pods import replica_request
+from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.workload import NetworkNeeds
 
 
@@ -113,8 +113,12 @@ class GPUJob:
 
     @cached_property
     def member_request(self) -> Resources:
-        # built from a whole replica pod: worked out once, the forecast asks for it at every step
-        return replica_request(self)
+        """What one replica asks for, as its pod (netsched.jobs.replica_pods) will: the template's
+        containers, the first given the replica's GPUs. Worked out once: the forecast asks at every
+        step."""
+        spec = copy.deepcopy(self.template["spec"])
+        give_gpus(spec["containers"][0], self.gpus_per_replica)
+        return pod_requests(spec)
 
     @property
     def member_spec(self) -> dict[str, Any]:
@@ -135,3 +139,10 @@ class GPUJob:
     def expected_seconds(self) -> float | None:
         seconds: float | None = self.workload.get("expectedDurationSeconds")
         return seconds
+
+
+def give_gpus(container: dict[str, Any], gpus: int) -> None:
+    """A replica's GPUs: its (first) container's GPU limit and request, whatever the template says."""
+    resources = container.setdefault("resources", {})
+    for kind in ("limits", "requests"):
+        resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)

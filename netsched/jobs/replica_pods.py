@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from netsched.api.labels import (
     ATTEMPT_LABEL,
@@ -17,7 +17,6 @@ from netsched.api.labels import (
     COMMUNICATION_GB_PER_HOUR,
     DATA_SOURCE,
     EXPECTED_SECONDS,
-    GPU_RESOURCE,
     INPUT_SIZE_GB,
     JOB_GPUS,
     JOB_LABEL,
@@ -32,11 +31,8 @@ from netsched.api.labels import (
     SCHEDULER_NAME,
     WORKLOAD_KIND,
 )
-from netsched.api.resources import Resources, pod_requests
+from netsched.jobs.gpujob import GPUJob, give_gpus
 from netsched.jobs.hard_limits import NodeRequirement, with_requirement
-
-if TYPE_CHECKING:  # GPUJob works out its replicas' request here
-    from netsched.jobs.gpujob import GPUJob
 
 GANG_GATE = "netsched.io/gang"
 NETWORK_ANNOTATIONS = {  # spec.network field -> the annotation the extender reads
@@ -106,7 +102,7 @@ def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
         spec["affinity"] = with_requirement(spec, near_data) or spec.get("affinity")
     if gated:
         spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": GANG_GATE}]
-    _give_gpus(spec["containers"][0], job.gpus_per_replica)
+    give_gpus(spec["containers"][0], job.gpus_per_replica)
     env = [{"name": "NETSCHED_JOB", "value": job.name},
            {"name": "NETSCHED_REPLICA", "value": str(replica)},
            {"name": "NETSCHED_REPLICAS", "value": str(job.replicas)}]
@@ -120,12 +116,6 @@ def replica_pod(job: GPUJob, replica: int, attempt: int, gated: bool,
                      "ownerReferences": [job.owner_reference()]},
         "spec": spec,
     }
-
-
-def _give_gpus(container: dict[str, Any], gpus: int) -> None:
-    resources = container.setdefault("resources", {})
-    for kind in ("limits", "requests"):
-        resources.setdefault(kind, {})[GPU_RESOURCE] = str(gpus)
 
 
 def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> list[dict[str, Any]]:
@@ -173,8 +163,3 @@ def ungate_patch(gates: Iterable[str]) -> dict[str, Any]:
     keep = [{"name": g} for g in gates if g != GANG_GATE]
     return ({"op": "replace", "path": "/spec/schedulingGates", "value": keep} if keep
             else {"op": "remove", "path": "/spec/schedulingGates"})
-
-
-def replica_request(job: GPUJob) -> Resources:
-    """What one replica asks for, as its pod will."""
-    return pod_requests(replica_pod(job, 0, 0, gated=False)["spec"])

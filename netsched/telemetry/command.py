@@ -1,4 +1,4 @@
-"""`netsched agent`: the settings of one node's telemetry agent, and its start."""
+"""`netsched agent`: the settings of one node's telemetry agent, its start and its entry in the CLI."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from netsched.api.settings import PORT, SECONDS, number, setting, topology_setting
+from netsched.api.subcommand import Command
 from netsched.api.topology import Topology
 
 CHART_DISCOVERY = "the chart finds the agents as its own pods: the release's namespace and component label"
@@ -90,3 +91,9 @@ def main(settings: AgentSettings) -> int:
               settings.probe_port, plan, settings.topology,
               speed_towards if speed is None else lambda _host: speed)
     return 0
+
+
+COMMAND = Command(
+    "agent", "run the telemetry agent of one node", AgentSettings, main,
+    "Probe RTT and bandwidth to peers and data endpoints on a bounded schedule and budget, read NIC "
+    "counters, and serve /metrics, /matrix, /healthz.")

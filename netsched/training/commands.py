@@ -1,7 +1,7 @@
-"""`netsched train`, `evaluate`, `predict` and `retrain`: their settings and starts. Bad input (a missing
-or malformed data file, a refused model artifact) is one line on stderr and exit 2; too few jobs to train
-on is one line on stdout and exit 0, nothing changed. Light to import: the `train` extra's libraries load
-only when a command runs."""
+"""`netsched train`, `evaluate`, `predict` and `retrain`: their settings, starts and entries in the CLI.
+Bad input (a missing or malformed data file, a refused model artifact) is one line on stderr and exit 2;
+too few jobs to train on is one line on stdout and exit 0, nothing changed. Light to import: the `train`
+extra's libraries load only when a command runs."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from netsched.api.settings import NOT_IN_CHART, number, option, setting
+from netsched.api.subcommand import Command
 from netsched.models.gpus import TABLE_ENV as GPU_TABLE_ENV
+from netsched.training.enough_jobs import MIN_JOBS, TooFewJobs
 
 DATA_HELP = "dataset CSV or operator records (.jsonl) files"
-# The fewest usable jobs train and retrain work on (netsched.training.train; here, so that --help says it
-# without loading scikit-learn). After the default 20% holdout (two jobs to judge a challenger on), eight
-# earlier jobs give each of train.TIME_BLOCKS (5) a job, so each of the four time folds trains on one
-# block or more and tests on another. Fewer: nothing is trained, nothing changed, exit 0.
-MIN_JOBS = 10
 TRAIN_DATA_HELP = (f"{DATA_HELP}; at least {MIN_JOBS} usable jobs (with fewer, nothing is trained: one line "
                    f"'kept: only N jobs, at least {MIN_JOBS} needed', exit 0)")
 MODEL_HELP = "artifact directory or current.json manifest"
@@ -51,8 +48,6 @@ def model_command(command: str, run: Callable[[], object]) -> int:
 def kept_unless_enough(command: str, run: Callable[[], object], unchanged: str) -> int:
     """model_command; too few jobs to train on is one line and exit 0: a nightly job must not fail
     until a new cluster has run enough of them."""
-    from netsched.training.train import TooFewJobs
-
     try:
         return model_command(command, run)
     except TooFewJobs as exc:
@@ -167,3 +162,32 @@ def predict_main(settings: PredictSettings) -> int:
             write_predictions(rows, sys.stdout, fmt)
 
     return model_command("predict", run)
+
+
+TRAIN = Command(
+    "train", "train and cross-validate a completion-time model", TrainSettings, train_main,
+    "Train on dataset CSVs and/or operator records: cross-validate every regressor on all but the most "
+    "recent jobs (folds split by job, later jobs tested by models of earlier ones; by time and by site), "
+    "pick one by SELECTION_RULE (netsched/training/train.py: top-1, then p95 regret; pairwise accuracy for "
+    "records of one row per job), score it on the most recent jobs, then refit it on all records and "
+    "write <out>/<name>/model.joblib and meta.json.")
+EVALUATE = Command(
+    "evaluate", "judge a model against the other placement policies", EvaluateSettings, evaluate_main,
+    "Score a model on the jobs of DATA that started after its training window, against its network-blind "
+    "twin, the extender's heuristic, kube-scheduler's default scoring, random and the oracle. Prints the "
+    "table; writes evaluation.md, evaluation.json and PNG plots to --out.")
+RETRAIN = Command(
+    "retrain", "train a challenger; promote it only if it beats the current model", RetrainSettings,
+    retrain_main,
+    "Train a challenger on DATA as `netsched train` does, score it as validated (fitted on all but the "
+    "most recent jobs) and the model <models>/current.json names on those jobs by the same ranking rule, "
+    "repoint current.json to the challenger (refit on all jobs) only if it is better (or no usable "
+    "current model exists), and log the decision in <models>/promotions.jsonl. Exit 0 whether promoted "
+    "or kept, 2 on bad data.")
+PREDICT = Command(
+    "predict", "a model's predicted completion seconds for candidate rows, ranked", PredictSettings,
+    predict_main,
+    "Predict completion seconds for each row of a candidates file (CSV or JSON: the model's features by "
+    "name, optional candidate_set, node and gpu_product; docs/record-format.md) with the extender's own "
+    "call, and rank each candidate set's rows (1: predicted fastest) as the extender would. Writes the "
+    "rows with predicted_seconds and rank, as CSV or JSON.")

@@ -18,7 +18,7 @@ for the report only. Then the picked kind is refit on all records, the held-out 
 included (the newest jobs are the most like those the model will place), and again on the
 network-blind features for evaluation's network-blind baseline.
 
-With fewer than MIN_JOBS (netsched.training.commands) usable jobs nothing is trained (TooFewJobs):
+With fewer than MIN_JOBS (netsched.training.enough_jobs) usable jobs nothing is trained (TooFewJobs):
 a young cluster's records are not yet enough to cross-validate on, and a nightly `retrain` must not
 fail until they are.
 Cross-validation prints a progress line per kind and split on stderr (`stderr_progress`).
@@ -48,8 +48,8 @@ from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
 from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
-from netsched.training.commands import MIN_JOBS
 from netsched.training.dataset import Dataset, data_sha256, dataset_from_rows, read_datasets
+from netsched.training.enough_jobs import MIN_JOBS, TooFewJobs
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
 from netsched.training.metrics import (
     BY_PAIRS,
@@ -80,10 +80,6 @@ SELECTION_RULE = (
     f"set to pick from), pairwise accuracy between jobs of comparable size higher by more than "
     f"{PAIR_TIE * 100:g} point. MAPE is reported, never compared."
 )
-
-
-class TooFewJobs(Exception):
-    """Fewer than MIN_JOBS usable jobs in the data: nothing is trained, nothing written."""
 
 
 def training_data(paths: Sequence[Path], clusters_by_file: bool = False) -> Dataset:
