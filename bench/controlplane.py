@@ -2,7 +2,7 @@
 
     python bench/controlplane.py [--runs 3] [--nodes 8]
 
-Prints a table and rewrites the "Control plane" section of docs/benchmarks.md.
+Prints a table and rewrites the "Control plane" section of docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The packer benchmark's scenarios (4/8 nodes x 4/8 pods per node, 4 classes, util
 on one dev-cluster: per scenario KWOK nodes and ReplicaSets whose pods name a scheduler nobody
 serves; once every pod exists a second kube-scheduler (default plugins) starts and runs until
 nothing changes. Pods bound per class and per ReplicaSet are compared with the emulation's, the
-real layout with a closer model (`kube_model`). Writes a section of docs/benchmarks.md.
+real layout with a closer model (`kube_model`). Writes a section of docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

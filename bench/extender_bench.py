@@ -4,7 +4,7 @@
 
 extender_latency.py (filter + prioritize p50/p99 at 100, 1,000 and 5,000 node names)
 and extender_throughput.py (1,000 GPU pods on 1,000 KWOK nodes, real kube-scheduler
-with and without the extender) each write their section of docs/benchmarks.md and
+with and without the extender) each write their section of docs/benchmarks-history.md and
 can be run alone with their own flags.
 """
 

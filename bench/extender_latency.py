@@ -5,7 +5,7 @@
 Serves the real extender (uvicorn, httptools, uvloop, orjson) in a thread and sends it
 kube-scheduler's requests over one keep-alive connection; compares that stack with
 http.server and the json module at 5,000 nodes; times the extender without HTTP.
-Prints a markdown section and rewrites "Extender latency" in docs/benchmarks.md.
+Prints a markdown section and rewrites "Extender latency" in docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ every configuration alike; each round's ratio divides by that round's no-extende
 reports how tightly jobs were placed (share of jobs whose pods all share one rack), the lag
 from each binding to the pod's NetworkPlacement Event, and where the time goes: kube-scheduler's
 algorithm by phase (its /metrics) and every process's CPU per pod. Writes the "Extender
-throughput" section of docs/benchmarks.md ("Extender throughput, N nodes" at other sizes).
+throughput" section of docs/benchmarks-history.md ("Extender throughput, N nodes" at other sizes).
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks-history.md")
     parser.add_argument("--no-explain-events", action="store_true",
                         help="both extenders write no NetworkPlacement events: what explaining costs")
     parser.add_argument("--no-operator", action="store_true",

@@ -18,7 +18,7 @@ and one rack, and pods bound per second (every pod of the workload over the span
 binding to the last; client creation pace bounds it, so compare runs of one harness only).
 Nothing finishes during a run: the cluster ends 3/8 full, so a node with room for a whole job
 exists at every submission. The older code runs from a `git worktree` through PYTHONPATH;
-`--report` writes the "Gang locality" section of docs/benchmarks.md from two runs' JSON.
+`--report` writes the "Gang locality" section of docs/benchmarks-history.md from two runs' JSON.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=250)
     parser.add_argument("--json", help="write this run's figures here")
     parser.add_argument("--report", nargs=2, metavar=("BEFORE", "AFTER"),
-                        help="write docs/benchmarks.md's section from two runs' JSON")
+                        help="write docs/benchmarks-history.md's section from two runs' JSON")
     args = parser.parse_args()
     exit_on_sigterm()
     if args.report:

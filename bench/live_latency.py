@@ -13,7 +13,7 @@ Each scorer is measured in holds that alternate (live, quiet, quiet, live, ...):
   quiet  KWOK and kube-controller-manager are paused (SIGSTOP) for the hold, so nothing
          heartbeats; a hold lasts seconds, well inside the 40 s lease, so no node turns NotReady
 Prints p50 / p99 / max per verb and condition, p99 per hold, and the live/quiet ratio, and
-rewrites the "Extender latency, live cluster" section of docs/benchmarks.md.
+rewrites the "Extender latency, live cluster" section of docs/benchmarks-history.md.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=150, help="filter + prioritize pairs per hold")
     parser.add_argument("--holds", type=int, default=2, help="holds of each condition per scorer")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks-history.md")
     args = parser.parse_args()
     exit_on_sigterm()
     rows = [row for n in args.nodes.split(",") for row in measure_size(int(n), args.requests, args.holds,

@@ -37,7 +37,7 @@ on one cluster's records, by cross-validation by time and by zone); the oracle i
 Scores: top-1 (picked the truly fastest), median and p95 regret (picked / best - 1), and
 the JCT ratio: mean picked completion time over the mean best possible. `--write` replaces
 the section "Leave-one-cluster-out" (with --within: "Within one cluster, time-ordered split") of
-docs/benchmarks.md. Fits run on one thread: on a shared
+docs/benchmarks-history.md. Fits run on one thread: on a shared
 2-core machine two OpenMP threads that spin-wait made one gradient-boosting fit 30 times slower
 (a fit's result does not depend on its thread count).
 """
@@ -119,7 +119,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--within", action="store_true",
                         help="train on each cluster's older jobs, test on its newer ones")
-    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks-history.md")
     args = parser.parse_args()
     started = time.perf_counter()
     threadpool_limits(1)

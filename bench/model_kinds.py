@@ -6,7 +6,7 @@ Fits every kind of netsched.models.estimators on simulated data, as `netsched tr
 and times the serving path the extender takes at 5,000 candidates: the linear screen over
 every row, then the kind over the SCREEN_ROWS best. This is the measurement behind
 train.SERVABLE: which kinds may serve is fixed by their settings, not decided by the wall
-time of each training run. Rewrites "Model kinds" in docs/benchmarks.md.
+time of each training run. Rewrites "Model kinds" in docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 The same cluster, requests and HTTP stack as extender_latency.py, with the extender's
 scorer the model (ModelScorer) instead of the topology heuristic, and the request's pod
 carrying the operator's workload hints. Both scorers run in the same run, so the ratio is
-like for like. Rewrites "Model serving latency" in docs/benchmarks.md; with --telemetry,
+like for like. Rewrites "Model serving latency" in docs/benchmarks-history.md; with --telemetry,
 "Model serving latency with telemetry": every node has a fresh measured link to each node of
 the job's pods and to the pod's data endpoint, and a NIC reading, so every network feature is
 known (as with agents and Prometheus), not NaN.

@@ -16,7 +16,7 @@ over identical nodes, or equal to a volume bound). Per policy: better or equal t
 a bug), reaches the optimum where known, proven optimal, and the whole `solve()` call's wall
 time. Then one scenario each at --scale nodes
 (8 pods per node, GPUs too), both policies, at 1 s and 10 s. Writes the "Packer" and "Packer
-at scale" sections of docs/benchmarks.md (`--seeds 0` skips the grid, `--scale ""` the scale run).
+at scale" sections of docs/benchmarks-history.md (`--seeds 0` skips the grid, `--scale ""` the scale run).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
     variant = sys.argv[1]
-    bench.publish = print  # docs/benchmarks.md is packing_bench.py's to write
+    bench.publish = print  # docs/benchmarks-history.md is packing_bench.py's to write
     if variant == "everything-moves":
         bench.POLICIES["priced"] = Policy(priced=True, move_for_lower=None)
     if variant in ("everything-moves", "jobs"):

@@ -1,4 +1,5 @@
-"""Write one benchmark's section of docs/benchmarks.md, keeping the others; stop a bench cleanly."""
+"""Write one benchmark's section of docs/benchmarks-history.md, keeping the others; stop a bench cleanly.
+The headline table in docs/benchmarks-history.md quotes the newest sections and is updated by hand."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import signal
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-HEADER = "# Benchmarks\n\nFigures measured on this project's 2-core machines, one run each.\n\n"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks-history.md"
+HEADER = "# Benchmarks: history\n\nFigures measured on this project's 2-core machines, one run each.\n\n"
 
 
 def publish(section: str) -> None:
-    """Print a benchmark's section and write it into docs/benchmarks.md, replacing the section
+    """Print a benchmark's section and write it into docs/benchmarks-history.md, replacing the section
     with the same title (its first line, "## ...") or appending it."""
     print(section)
     title = "\n" + section.splitlines()[0] + "\n"  # a whole line: "## Packer" is not "## Packer at scale"

@@ -7,7 +7,7 @@ Four sites in network namespaces (netsched/datagen/testbed.py) with every pair s
 and a real Prometheus scraping them. After --minutes it reports, per node, the bytes its
 bandwidth probes sent per minute (from netsched_probe_bytes_total) and the share of time
 its links carried probe traffic, and per link the shaped rate against the last measurement.
-Writes the "Telemetry probes" section of docs/benchmarks.md.
+Writes the "Telemetry probes" section of docs/benchmarks-history.md.
 """
 
 from __future__ import annotations
