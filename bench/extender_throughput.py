@@ -291,7 +291,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks-history.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write the history")
     parser.add_argument("--no-explain-events", action="store_true",
                         help="both extenders write no NetworkPlacement events: what explaining costs")
     parser.add_argument("--no-operator", action="store_true",

@@ -298,7 +298,7 @@ def main() -> None:
                         help="before each seed's jobs, run seed+OFFSET's on the same cluster, unmeasured: "
                              "the operator has recorded its own forecasts (and their errors) before")
     parser.add_argument("--json", help="also write the figures and per-job rows here")
-    parser.add_argument("--no-publish", action="store_true", help="print; do not write docs/benchmarks-history.md")
+    parser.add_argument("--no-publish", action="store_true", help="print; do not write the history")
     args = parser.parse_args()
     exit_on_sigterm()
     results = []

@@ -221,7 +221,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=150, help="filter + prioritize pairs per hold")
     parser.add_argument("--holds", type=int, default=2, help="holds of each condition per scorer")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks-history.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write the history")
     args = parser.parse_args()
     exit_on_sigterm()
     rows = [row for n in args.nodes.split(",") for row in measure_size(int(n), args.requests, args.holds,

@@ -119,7 +119,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--within", action="store_true",
                         help="train on each cluster's older jobs, test on its newer ones")
-    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks-history.md")
+    parser.add_argument("--write", action="store_true", help="write the table into the benchmarks history")
     args = parser.parse_args()
     started = time.perf_counter()
     threadpool_limits(1)

@@ -379,7 +379,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="throughput pairs per arrangement")
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state measured")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-write", action="store_true", help="print, do not rewrite docs/benchmarks-history.md")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write the history")
     parser.add_argument("--results", type=Path, help="keep each size's figures in this JSON file as it is "
                         "measured, and take the sizes it already holds from it (a long run that stopped "
                         "goes on where it stopped)")
