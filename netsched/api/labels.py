@@ -1,8 +1,9 @@
 """The labels and annotations netsched's components agree on.
 
 The operator writes them on the pods it creates; the extender reads them (any pod
-may also carry them by hand). Their meaning is documented in
-netsched/extender/plugins/ (each plugin folder, with the parsing of its annotations) and README.md.
+may also carry them by hand). Their values are read by netsched.api.annotations (one reader each, the
+one place their rules are); their meaning is documented in netsched/extender/plugins/ (each plugin
+folder) and README.md.
 """
 
 PREFIX = "netsched.io/"
@@ -58,6 +59,7 @@ INPUT_SIZE_GB = PREFIX + "input-size-gb"
 COMMUNICATION = PREFIX + "communication-intensity"  # low, medium or high
 COMMUNICATION_GB_PER_HOUR = PREFIX + "communication-gb-per-hour"  # GB a replica exchanges per hour
 EXPECTED_SECONDS = PREFIX + "expected-duration-seconds"
+PROTECTED = PREFIX + "protected"  # "true": the packer never moves the pod
 
 
 def whole_number(value: str | None) -> int | None:

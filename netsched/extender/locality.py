@@ -7,13 +7,11 @@ node table's domain ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from netsched.api.topology import NODE, Topology
-from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.snapshot import UNKNOWN, NodeTable
 
 
@@ -72,11 +70,3 @@ def place_of(table: NodeTable, kind: str, name: str) -> Place | None:
     within = tuple(np.unique(table.domains[j, members]) if j < k else ids if j == k else ids[:0]
                    for j in range(topology.depth))
     return Place(within, label=f"{kind} {name}")
-
-
-def distance_annotation(annotations: Mapping[str, str], key: str, topology: Topology) -> str | None:
-    """A distance annotation naming node or a level (max-peer-distance, max-data-distance), None if unset."""
-    value = annotations.get(key)
-    if value is not None and value not in topology.limits:
-        raise InvalidNeeds(f"{key}={value}: {topology.unknown(value)}")
-    return value

@@ -12,16 +12,16 @@ in between; the free GPUs "in the rack" are those of the node's narrowest-level 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
+from netsched.api import annotations as read
 from netsched.api.labels import (
-    COMMUNICATION,
     COMMUNICATION_GB_PER_HOUR,
     EXPECTED_SECONDS,
     INPUT_SIZE_GB,
     REPLICAS,
-    WORKLOAD_KIND,
 )
 from netsched.api.topology import NODE, Topology
 from netsched.extender.locality import Place, distance_levels, model_distances
@@ -47,14 +47,15 @@ def feature_values(req: Request, idx: np.ndarray) -> dict[str, float | np.ndarra
 
 def _job(pod: PodRef, gpus: int | None, source: DataSource | None, topology: Topology) -> dict[str, float]:
     notes = pod.annotations
-    replicas = _number(notes.get(REPLICAS))
+    replicas = _number(notes, REPLICAS)
     return {
         "job_gpus": float(gpus or pod.gpus * (replicas if replicas > 0 else 1)),
         "replicas": replicas, "gpus_per_replica": float(pod.gpus),
-        "input_size_gb": _number(notes.get(INPUT_SIZE_GB)),
-        "comm_gb_per_hour": comm_gb_per_hour(notes.get(COMMUNICATION_GB_PER_HOUR), notes.get(COMMUNICATION)),
-        **kind_features(notes.get(WORKLOAD_KIND)),
-        "expected_seconds": _number(notes.get(EXPECTED_SECONDS)),
+        "input_size_gb": _number(notes, INPUT_SIZE_GB),
+        "comm_gb_per_hour": comm_gb_per_hour(_number(notes, COMMUNICATION_GB_PER_HOUR),
+                                             read.ignoring_bad(read.communication, notes)),
+        **kind_features(read.workload_kind(notes)),
+        "expected_seconds": _number(notes, EXPECTED_SECONDS),
         "data_scope": _scope(source, topology),
     }
 
@@ -65,14 +66,14 @@ def _scope(source: DataSource | None, topology: Topology) -> float:
     return data_scope(source.kind if source else None, topology)
 
 
-def _number(value: str | None) -> float:
-    """An annotation's number; NaN when absent or not a finite, non-negative number (the model
-    then treats it as unknown: a hint is never worth failing a request over)."""
+def _number(annotations: Mapping[str, str], key: str) -> float:
+    """An annotation's number; NaN when absent or bad (the model then treats it as unknown: a hint is
+    never worth failing a request over)."""
     try:
-        number = float(value) if value is not None else NAN
-    except ValueError:
+        number = read.hint_number(annotations, key)
+    except read.BadAnnotation:
         return NAN
-    return number if math.isfinite(number) and number >= 0 else NAN
+    return NAN if number is None else number
 
 
 def _node(snap: Snapshot, idx: np.ndarray) -> dict[str, np.ndarray]:

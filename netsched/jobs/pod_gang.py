@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE, WORKLOAD_KIND
+from netsched.api.annotations import number_as_written, workload_kind
+from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE
 from netsched.api.resources import Resources, pod_requests
 from netsched.jobs.pod_gangs import GangRef
 from netsched.jobs.workload import NetworkNeeds
@@ -63,15 +64,11 @@ class PodGang:
 
     @property
     def workload_kind(self) -> str:
-        return self.annotations.get(WORKLOAD_KIND) or "training"
+        return workload_kind(self.annotations) or "training"
 
     @property
     def expected_seconds(self) -> float | None:
-        value = self.annotations.get(EXPECTED_SECONDS)
-        try:
-            return float(value) if value else None
-        except ValueError:
-            return None
+        return number_as_written(self.annotations, EXPECTED_SECONDS)
 
 
 def still_to_release(size: int, live: int, gated: int) -> int:

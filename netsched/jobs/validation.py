@@ -12,7 +12,6 @@ GPUJob's fields.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubernetes.utils import parse_quantity
 
 from netsched.api import conditions as c
 from netsched.api import labels
+from netsched.api.annotations import ENDPOINT, NETWORK_LIMITS, READERS, BadAnnotation, network_limit
 from netsched.api.gpujob import Phase
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, domain_of
@@ -71,36 +71,35 @@ def _annotation_values(annotations: dict[str, str], spec_fields: bool, job: Work
         field = _ANNOTATION_FIELDS.get(key) if spec_fields else None
         instead = f", or set {field} instead" if field else ""
         at = f"spec.template.metadata.annotations[{key}]"
-        if key in (labels.MAX_PEER_DISTANCE, labels.MAX_DATA_DISTANCE):
-            if value not in topology.limits:
+        if key in _DISTANCES:
+            if not _allowed(key, value, topology):
                 found.append(f"{at}: {topology.unknown(value)}{instead}")
             continue
         allowed = _ANNOTATION_VALUES.get(key)
-        if allowed is not None and not allowed[0](value, topology):
-            found.append(f"{at}: {value!r} is not allowed; write {allowed[1](topology)}{instead}")
+        if allowed is not None and not _allowed(key, value, topology):
+            found.append(f"{at}: {value!r} is not allowed; write {allowed(topology)}{instead}")
     return found
 
 
-def _positive_number(value: str, _: Topology) -> bool:
-    return bool(DECIMAL.fullmatch(value)) and float(value) > 0
+def _allowed(key: str, value: str, topology: Topology) -> bool:
+    """Whether the extender takes `value` for annotation `key` (netsched.api.annotations' rules)."""
+    try:
+        if key in NETWORK_LIMITS:
+            network_limit({key: value}, key, any_size=True)
+        else:
+            READERS[key]({key: value}, topology)
+    except BadAnnotation:
+        return False
+    return True
 
 
-def _data_source(value: str, topology: Topology) -> bool:
-    kind, _, name = value.partition(":")
-    return kind in (*topology.limits, ENDPOINT) and bool(name)
-
-
-ENDPOINT = "endpoint"  # a data source's kind for data at host:port, not in a topology domain
-_ANNOTATION_VALUES: dict[str, tuple[Callable[[str, Topology], bool], Callable[[Topology], str]]] = {
-    # annotation -> (is the value allowed, the allowed values in words)
-    labels.DATA_SOURCE: (_data_source, lambda t: f"<kind>:<name>, kind one of {', '.join(t.limits)}, "
-                                                 f"{ENDPOINT}, e.g. {t.names[-1]}:a"),
-    **{key: (_positive_number, lambda t: "a positive number, e.g. 2.5") for key in
-       (labels.MAX_PEER_RTT_MS, labels.MIN_PEER_BANDWIDTH_MBPS, labels.MAX_DATA_RTT_MS,
-        labels.MIN_DATA_BANDWIDTH_MBPS)},
+_DISTANCES = (labels.MAX_PEER_DISTANCE, labels.MAX_DATA_DISTANCE)
+_ANNOTATION_VALUES: dict[str, Callable[[Topology], str]] = {  # annotation -> the allowed values in words
+    labels.DATA_SOURCE: lambda t: f"<kind>:<name>, kind one of {', '.join(t.limits)}, {ENDPOINT}, "
+                                  f"e.g. {t.names[-1]}:a",
+    **{key: lambda t: "a positive number, e.g. 2.5" for key in NETWORK_LIMITS},
 }
 _ANNOTATION_FIELDS = {annotation: f"spec.network.{name}" for name, annotation in NETWORK_ANNOTATIONS.items()}
-DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")  # as the extender reads a number: float() takes "1_0" and " 5" too
 
 
 def _pod_template(pod: dict[str, Any]) -> list[str]:

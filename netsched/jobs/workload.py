@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE
+from netsched.api.annotations import data_source_as_written
+from netsched.api.labels import MAX_DATA_DISTANCE, MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 
 
@@ -27,9 +28,9 @@ class NetworkNeeds:
     def of_annotations(cls, annotations: Mapping[str, str]) -> NetworkNeeds:
         """As a pod's `netsched.io/*` annotations say them (netsched.jobs.validation says what is wrong
         with them)."""
-        kind, _, location = (annotations.get(DATA_SOURCE) or "").partition(":")
+        data = data_source_as_written(annotations)
         return cls(annotations.get(MAX_PEER_DISTANCE), annotations.get(MAX_DATA_DISTANCE),
-                   (kind, location) if location else None)
+                   data if data and data[1] else None)
 
 
 class Workload(Protocol):

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api import plans
+from netsched.api.annotations import ignoring_bad, max_peer_distance
 from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
@@ -38,7 +39,6 @@ from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import (
     EVICTED_BY,
     JOB_LABEL,
-    MAX_PEER_DISTANCE,
     RELEASED_BY,
     ROOM_FREED_BY,
     SCHEDULER_NAME,
@@ -372,7 +372,8 @@ class Packer:
         in the patch that releases it, as the operator pins the gangs it releases: kube-scheduler then
         keeps the gang there even if the plan ends before all are bound, or the extender is away."""
         meta = pod["metadata"]
-        label = level_label((meta.get("annotations") or {}).get(MAX_PEER_DISTANCE), self.topology)
+        label = level_label(ignoring_bad(max_peer_distance, meta.get("annotations") or {}, self.topology),
+                            self.topology)
         gang = pod_gang(pod, self.scheduler) or (meta.get("labels") or {}).get(JOB_LABEL)
         if label is None or gang is None:
             return []

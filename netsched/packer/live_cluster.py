@@ -38,9 +38,10 @@ from typing import Any
 
 from kubernetes import client
 
+from netsched.api import annotations as read
 from netsched.api.connect import listed
 from netsched.api.events import parse_rfc3339
-from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE, SCHEDULER_NAME
+from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE
 from netsched.api.resources import pod_requests
@@ -52,7 +53,6 @@ from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE, gang_gated
 from netsched.packing.problem import Budget, Node, Pod, Problem
 
-PROTECTED = "netsched.io/protected"
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
 STATELESS_OWNER = "ReplicaSet"
 LOCAL_STATE = ("hostPath", "persistentVolumeClaim", "ephemeral")  # volumes whose data a move would strand
@@ -188,7 +188,7 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
     owners = {o.get("kind") for o in meta.get("ownerReferences") or () if o.get("controller")}
     movable = (bool(owners & RECREATED_BY) and "DaemonSet" not in owners
                and meta.get("namespace") != "kube-system"
-               and (meta.get("annotations") or {}).get(PROTECTED) != "true")
+               and not read.ignoring_bad(read.protected, meta.get("annotations") or {}))
     gpujob = "GPUJob" in owners and JOB_LABEL in labels
     gang = f"{meta['namespace']}/{labels[JOB_LABEL]}" if gpujob else member_of
     stateless = (movable and owners == {STATELESS_OWNER} and gang is None
@@ -201,7 +201,7 @@ def _pod(raw: KubeObject, nodes: list[NodeRoom], pdbs: list[KubeObject], allowed
     pdb = _key(min(covering, key=_allowed)) if covering else None
     # a gang's pods must share the node or domain of the level it asks for, as the extender's filter (a
     # GPUJob's) or the nodeSelector pinned at release (a pod gang's) will insist: a spread plan would stall
-    distance = (meta.get("annotations") or {}).get(MAX_PEER_DISTANCE)
+    distance = read.ignoring_bad(read.max_peer_distance, meta.get("annotations") or {}, topology)
     domain = level_label(distance, topology) if gang else None
     started = (raw.get("status") or {}).get("startTime")
     return Pod(f"{meta['namespace']}/{meta['name']}", requests, int(spec.get("priority") or 0),
@@ -219,11 +219,11 @@ def _near_its_data(node: NodeRoom, annotations: Mapping[str, str], nodes: list[N
                    topology: Topology) -> bool:
     """Within the pod's maxDataDistance of its data source (true when it names none, or one the
     extender would refuse anyway: a plan then does not count on it either way)."""
-    level = annotations.get(MAX_DATA_DISTANCE)
-    kind, _, location = (annotations.get(DATA_SOURCE) or "").partition(":")
-    if level not in topology.limits or kind not in topology.limits or not location:
+    level = read.ignoring_bad(read.max_data_distance, annotations, topology)
+    source = read.ignoring_bad(read.data_source, annotations, topology)
+    if level is None or source is None or source.endpoint is not None:
         return True
-    return near_data(node, level, (kind, location), nodes, topology)
+    return near_data(node, level, (source.kind, source.name), nodes, topology)
 
 
 def _ints(resources: dict[str, float]) -> dict[str, int]:

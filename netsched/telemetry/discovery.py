@@ -13,6 +13,7 @@ import urllib3
 from kubernetes import client
 
 from netsched.api import plans
+from netsched.api.annotations import data_source_as_written
 from netsched.api.connect import METADATA_ONLY, api_message, call
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, whole_number
 from netsched.api.pods import DONE, PodPhase
@@ -128,8 +129,7 @@ class ClusterDiscovery:
             members = self._list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{JOB_LABEL}={job}")
             wanted |= {m["spec"]["nodeName"] for m in members if (m.get("spec") or {}).get("nodeName")}
         for pod in pods:
-            source = (pod["metadata"].get("annotations") or {}).get(DATA_SOURCE) or ""
-            kind, _, where = source.partition(":")
+            kind, where = data_source_as_written(pod["metadata"].get("annotations") or {}) or ("", "")
             if kind == NODE and where:
                 wanted.add(where)
             elif kind == "endpoint":

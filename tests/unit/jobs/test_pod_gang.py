@@ -62,6 +62,20 @@ def test_hints_for_the_forecast():
     assert (g.workload_kind, g.expected_seconds) == ("batch", 90.0)
 
 
+@pytest.mark.parametrize("written, kind, seconds", [
+    ({}, "training", None),
+    ({"netsched.io/workload-kind": "", "netsched.io/expected-duration-seconds": ""}, "training", None),
+    ({"netsched.io/workload-kind": "Shuffle", "netsched.io/expected-duration-seconds": "soon"},
+     "Shuffle", None),
+    # the pod gang takes any number float() reads, as it always has (the model refuses these as hints)
+    ({"netsched.io/expected-duration-seconds": "-5"}, "training", -5.0),
+    ({"netsched.io/expected-duration-seconds": "1e3"}, "training", 1000.0),
+])
+def test_hints_are_read_as_written(written, kind, seconds):
+    g = gang(annotations=written)
+    assert (g.workload_kind, g.expected_seconds) == (kind, seconds)
+
+
 def test_a_bad_distance_is_named_without_gpujob_fields():
     g = gang(annotations={"netsched.io/max-peer-distance": "galaxy"})
     [found] = problems(g, g.annotations, [], spec_fields=False)

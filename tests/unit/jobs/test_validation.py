@@ -127,7 +127,10 @@ def test_a_netsched_annotation_value_the_extender_refuses_is_named_with_the_valu
 
 def test_a_good_annotation_or_one_the_spec_overrides_is_no_problem():
     for job in (annotated({MAX_PEER_DISTANCE: "zone", MAX_PEER_RTT_MS: "2.5", DATA_SOURCE: "endpoint:h:9"}),
-                annotated({MAX_PEER_DISTANCE: "galaxy"}, network={"maxPeerDistance": "rack"})):
+                annotated({MAX_PEER_DISTANCE: "galaxy"}, network={"maxPeerDistance": "rack"}),
+                # as validation has always read a limit: one too large for a float passes (the extender
+                # refuses it as not finite)
+                annotated({MAX_PEER_RTT_MS: "9" * 400})):
         assert problems(job, pod_annotations(job), ROOMS) == []
 
 

@@ -61,6 +61,14 @@ def test_a_protected_replica_is_neither_movable_nor_stateless():
     assert not read.movable and not read.stateless
 
 
+@pytest.mark.parametrize("said", ["false", "yes", "True", ""])
+def test_only_protected_true_keeps_a_pod_in_place(said):
+    pod = raw_pod("p", "a1-0")
+    pod["metadata"]["annotations"] = {"netsched.io/protected": said}
+    [read] = problem_of([make_node("a1-0")], [pod], []).pods
+    assert read.movable
+
+
 def test_a_pod_under_overlapping_budgets_gets_the_tightest():
     pdbs = [{"metadata": {"name": name, "namespace": "ml"}, "spec": {"selector": {}},
              "status": {"disruptionsAllowed": allowed}} for name, allowed in (("loose", 2), ("strict", 0))]

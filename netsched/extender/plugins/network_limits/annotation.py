@@ -4,11 +4,10 @@ limits need `netsched.io/data-source`)."""
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from netsched.api import annotations as read
 from netsched.api.labels import (
     DATA_SOURCE,
     MAX_DATA_RTT_MS,
@@ -25,7 +24,6 @@ LIMITS = {  # annotation -> (towards, measure, bound)
     MAX_DATA_RTT_MS: ("data", "rtt_ms", "max"),
     MIN_DATA_BANDWIDTH_MBPS: ("data", "bandwidth_mbps", "min"),
 }
-DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -45,8 +43,9 @@ def limits(annotations: Mapping[str, str], topology: Topology = DEFAULT) -> tupl
 
 
 def _limit(annotations: Mapping[str, str], key: str) -> Limit:
-    text = annotations[key]
-    value = float(text) if DECIMAL.fullmatch(text) else math.nan  # float() takes "١", " 5" and "1_0" too
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidNeeds(f"annotation {key}={annotations[key]!r} must be a positive number")
+    try:
+        value = read.network_limit(annotations, key)
+    except read.BadAnnotation as exc:
+        raise InvalidNeeds(str(exc)) from exc
+    assert value is not None  # only an annotation the pod has is read
     return Limit(key, *LIMITS[key], value)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from netsched.api.labels import MAX_PEER_DISTANCE
+from netsched.api import annotations as read
 from netsched.api.topology import DEFAULT, Topology
-from netsched.extender.locality import distance_annotation
+from netsched.extender.plugin import InvalidNeeds
 
 
 def max_peer_distance(annotations: Mapping[str, str], topology: Topology = DEFAULT) -> str | None:
-    return distance_annotation(annotations, MAX_PEER_DISTANCE, topology)
+    try:
+        return read.max_peer_distance(annotations, topology)
+    except read.BadAnnotation as exc:
+        raise InvalidNeeds(str(exc)) from exc
