@@ -2,9 +2,11 @@
 
 Every verb takes one snapshot when it starts (the read model with the reservations ledger and
 the telemetry, netsched.extender.read_model) and runs the plugin registry
-(netsched.extender.plugins) over it. Filter is one pass: snapshot, the plugins' annotations,
-filters, scorer, shortlist, outcome; then, as its post-step, the reservations ledger records
-where the pod is assumed to go (netsched.extender.reservations). Filter removes nodes that a filter plugin
+(netsched.extender.plugins) over it. Filter is one pass: snapshot, the plugins' annotations, then
+its stages (filters, scorer, shortlist) give the outcome, and its post-steps, whatever the outcome,
+leave what later requests read: the decision with the plugins' `explain` words (/debug/decisions,
+the NetworkPlacement event), the scores for prioritize, and, in the reservations ledger, where the
+pod is assumed to go (netsched.extender.reservations). Filter removes nodes that a filter plugin
 rejects (each with its reason in FailedAndUnresolvableNodes, counted under the plugin's
 name) and then, by
 default, narrows the rest to a shortlist: the best-scoring nodes of the best network
@@ -31,6 +33,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -40,7 +43,6 @@ from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
 from netsched.extender.plugins import FILTERS, SCORERS
-from netsched.extender.plugins.whole_job import room_words
 from netsched.extender.protocol import ExtenderArgs, PodRef
 from netsched.extender.read_model import ReadModel
 from netsched.extender.reservations import Placement
@@ -74,6 +76,28 @@ class FilterOutcome:
     passed: list[str]
     failed: dict[str, str]
     unresolvable: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """What a filter's stages decided for one pod: the post-steps read it."""
+
+    req: Request
+    candidates: int  # nodes kube-scheduler asked about
+    idx: np.ndarray  # the table indices of those the snapshot knows
+    unresolvable: dict[str, str]  # node -> the reason of the filter that rejected it first
+    ok_idx: np.ndarray  # the table indices of those no filter rejected
+    scored: Scored
+    ints: np.ndarray  # the 0..MAX_SCORE scores of ok_idx
+    order: list[int]  # positions in ok_idx best first, as far as the shortlist and explanations look
+    passed: list[str]
+    failed: dict[str, str]
+
+
+class PostStep(Protocol):
+    def __call__(self, pod: PodRef, done: Filtered | None) -> None:
+        """After a filter of `pod`: `done` is what its stages decided, None when they decided nothing
+        (bad annotations, a stale cache, an error)."""
 
 
 @dataclass
@@ -113,41 +137,24 @@ class Extender:
         self.decisions = decisions if decisions is not None else DecisionLog()
         self.metrics = metrics or Metrics()
         self._filtered: OrderedDict[str, _Scores] = OrderedDict()
+        # in this order: a step that fails makes the answer an error, so the ones after it see no outcome
+        self.post_steps: tuple[PostStep, ...] = (self._explain, self._keep_scores, self._reserve)
 
     def filter(self, args: ExtenderArgs) -> FilterOutcome:
         pod, names = args.pod, args.node_names
         self.metrics.candidates.observe(len(names))
-        assumed: Placement | None = None  # where the post-step records the pod as going, if one node
+        done: Filtered | None = None
         try:
-            snap = self._snapshot(pod, leave_out=pod.uid)
-            req = Request(pod, snap)
+            req = Request(pod, self._snapshot(pod, leave_out=pod.uid))
             try:
                 check_needs(req, self.plugins)
             except InvalidNeeds as exc:
                 self.metrics.filtered.labels("invalid_annotation").inc(len(names))
                 return FilterOutcome([], {}, dict.fromkeys(names, f"netsched: pod {pod.key}: {exc}"))
-            idx, known, unknown = snap.table.positions(names)
-            reasons = self._reject(req, idx, count=True)
-            unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
-            unknown_names = [names[pos] for pos in unknown]
-            ok_idx = np.delete(idx, list(reasons)) if reasons else idx
-            scored = self.scorer.score(req, ok_idx)
-            order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
-            strict = any(f.binds(req) for f in self.filters)
-            passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
-            ints = scored.scores()
-            self._record(pod, snap, ok_idx, scored, ints, order, len(names), unresolvable,
-                         room_words(req, ok_idx, len(idx)))
-            self._filtered.pop(pod.uid, None)
-            if len(passed) > 1 and pod.uid:
-                self._keep(pod.uid, _Scores(self.cluster.clock(), snap.table, ok_idx, ints,
-                                            None if self.shortlist else passed[: len(ok_idx)]))
-            if len(passed) == 1:
-                assumed = Placement(f"{pod.namespace}/{pod.job}" if pod.job else None, passed[0], pod.gpus)
-            return FilterOutcome(passed, failed, unresolvable)
-        finally:  # the post-step, whatever the outcome: a pod filtered again is not where it was assumed
-            if pod.uid:
-                self.cluster.settle(pod.uid, assumed)
+            done = self._stages(req, names)
+            return FilterOutcome(done.passed, done.failed, done.unresolvable)
+        finally:  # whatever the outcome: a pod filtered again is no longer where it was assumed
+            _run(self.post_steps, pod, done)
 
     def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod, names = args.pod, args.node_names
@@ -194,6 +201,63 @@ class Extender:
             keep.update(names[k] for k in unknown)
         return {n: v for n, v in victims.items() if n in keep}
 
+    # ---- filter's stages and post-steps -------------------------------------------
+    def _stages(self, req: Request, names: list[str]) -> Filtered:
+        """The filters, then the scorer over the candidates they left, then the shortlist."""
+        snap = req.snapshot
+        idx, known, unknown = snap.table.positions(names)
+        reasons = self._reject(req, idx, count=True)
+        unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
+        unknown_names = [names[pos] for pos in unknown]
+        ok_idx = np.delete(idx, list(reasons)) if reasons else idx
+        scored = self.scorer.score(req, ok_idx)
+        order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
+        strict = any(f.binds(req) for f in self.filters)
+        passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
+        return Filtered(req, len(names), idx, unresolvable, ok_idx, scored, scored.scores(), order, passed,
+                        failed)
+
+    def _explain(self, pod: PodRef, done: Filtered | None) -> None:
+        """Record the decision: the top candidates with their scores, factors and the links they read,
+        a few rejections, and what each plugin's `explain` adds."""
+        if done is None or not pod.uid:
+            return
+        words = (plugin.explain(done.req, done.ok_idx, len(done.idx)) for plugin in self.plugins)
+        room = "; ".join(w for w in words if w)
+        snap, idx, scored, ints = done.req.snapshot, done.ok_idx, done.scored, done.ints
+        names, read = snap.table.names, snap.links_read()
+        top = [
+            Candidate(names[idx[o]], int(ints[o]),
+                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()},
+                      link_notes(snap.table, read, int(idx[o])))
+            for o in done.order[:EXPLAIN_TOP]
+        ]
+        examples = dict(list(done.unresolvable.items())[:REJECTED_EXAMPLES])
+        self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
+                                       done.candidates, examples, len(done.unresolvable), top, room=room))
+
+    def _keep_scores(self, pod: PodRef, done: Filtered | None) -> None:
+        """Keep the scores for the prioritize of the same cycle, where kube-scheduler will call it (more
+        than one node passed)."""
+        if done is None:
+            return
+        self._filtered.pop(pod.uid, None)
+        if len(done.passed) > 1 and pod.uid:
+            passed = None if self.shortlist else done.passed[: len(done.ok_idx)]
+            self._filtered[pod.uid] = _Scores(self.cluster.clock(), done.req.snapshot.table, done.ok_idx,
+                                              done.ints, passed)
+            while len(self._filtered) > REUSE_PODS:
+                self._filtered.popitem(last=False)
+
+    def _reserve(self, pod: PodRef, done: Filtered | None) -> None:
+        """Assume the pod on the node it was handed when it was handed one; otherwise assumed nowhere."""
+        if not pod.uid:
+            return
+        assumed = None
+        if done is not None and len(done.passed) == 1:
+            assumed = Placement(f"{pod.namespace}/{pod.job}" if pod.job else None, done.passed[0], pod.gpus)
+        self.cluster.settle(pod.uid, assumed)
+
     # ---- steps -------------------------------------------------------------------
     def _snapshot(self, pod: PodRef, leave_out: str = "") -> Snapshot:
         """The one snapshot this request reads: the cluster as the read model and the reservations
@@ -230,25 +294,18 @@ class Extender:
             passed += unknown
         return passed, {}
 
-    def _keep(self, uid: str, scores: _Scores) -> None:
-        self._filtered[uid] = scores
-        while len(self._filtered) > REUSE_PODS:
-            self._filtered.popitem(last=False)
 
-    def _record(self, pod: PodRef, snap: Snapshot, idx: np.ndarray, scored: Scored, ints: np.ndarray,
-                order: list[int], candidates: int, rejected: dict[str, str], room: str) -> None:
-        if not pod.uid:
-            return
-        names, read = snap.table.names, snap.links_read()
-        top = [
-            Candidate(names[idx[o]], int(ints[o]),
-                      {k: round(float(v[o]), 3) for k, v in scored.factors.items()},
-                      link_notes(snap.table, read, int(idx[o])))
-            for o in order[:EXPLAIN_TOP]
-        ]
-        examples = dict(list(rejected.items())[:REJECTED_EXAMPLES])
-        self.decisions.record(Decision(pod.namespace, pod.name, pod.uid, pod.job, scored.scorer,
-                                       candidates, examples, len(rejected), top, room=room))
+def _run(steps: Sequence[PostStep], pod: PodRef, done: Filtered | None) -> None:
+    """Each post-step in order; after one fails (the answer is then an error) the rest see no outcome,
+    and the first failure is raised once all have run."""
+    failure: Exception | None = None
+    for step in steps:
+        try:
+            step(pod, done)
+        except Exception as exc:
+            done, failure = None, failure or exc
+    if failure is not None:
+        raise failure
 
 
 def check_needs(req: Request, plugins: Sequence[Filter | Scorer]) -> None:

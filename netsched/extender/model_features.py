@@ -26,8 +26,7 @@ from netsched.api.labels import (
 from netsched.api.topology import NODE, Topology
 from netsched.extender.locality import Place, distance_levels, model_distances
 from netsched.extender.plugin import Request
-from netsched.extender.plugins.data.annotation import ENDPOINT, DataSource, data_source
-from netsched.extender.plugins.job_room.annotation import job_gpus
+from netsched.extender.plugins import ENDPOINT, DataSource, data_source, job_gpus
 from netsched.extender.protocol import PodRef
 from netsched.extender.snapshot import Snapshot
 from netsched.models.features import comm_gb_per_hour, data_scope, kind_features, peer_features, weakest_link

@@ -16,6 +16,10 @@ annotations are the configured ones.
 Filters run for filter and preempt alike, in registry order; the first reason a candidate
 gets is the one reported. Preempt asks a filter too (`preempting=True`): a filter whose
 rule depends on what preemption changes says so there.
+
+A plugin subclasses `Filter` or `Scorer` for the hooks a filter's post-steps run after its
+stages (netsched.extender.engine), each a no-op unless the plugin has something to add:
+`explain`, words for the pod's placement explanation.
 """
 
 from __future__ import annotations
@@ -62,14 +66,21 @@ class Refused(Exception):
     candidate fails with the message, whatever the other filters say."""
 
 
-class Filter(Protocol):
+class Plugin(Protocol):
     name: str
 
     @property
     def reads(self) -> tuple[Parse, ...]:
-        """The parsers of the annotations this filter reads (the plugin folder's annotation.py)."""
+        """The parsers of the annotations this plugin reads (the plugin folder's annotation.py)."""
         ...
 
+    def explain(self, req: Request, passed: np.ndarray, candidates: int) -> str:
+        """Words for the pod's placement explanation, given the candidates that passed the filters
+        (`passed`: their table indices) of the `candidates` kube-scheduler asked about; empty for none."""
+        return ""
+
+
+class Filter(Plugin, Protocol):
     def reject(self, req: Request, idx: np.ndarray) -> dict[int, str]:
         """Reasons, by position in idx, for the candidates this filter does not allow."""
         ...
@@ -80,14 +91,8 @@ class Filter(Protocol):
         ...
 
 
-class Scorer(Protocol):
-    name: str
+class Scorer(Plugin, Protocol):
     weight: float  # the share of the network value this scorer's part is worth, where it applies
-
-    @property
-    def reads(self) -> tuple[Parse, ...]:
-        """The parsers of the annotations this scorer reads."""
-        ...
 
     def score(self, req: Request, idx: np.ndarray) -> np.ndarray | None:
         """0..1 per candidate, higher is better; None when the scorer has nothing to say for this pod."""

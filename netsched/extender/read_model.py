@@ -53,7 +53,7 @@ from netsched.api.resources import pod_requests, quantities
 from netsched.api.topology import DEFAULT, Topology
 from netsched.extender.holds import HOLD_SECONDS, Hold, JobPods
 from netsched.extender.pins import Pins
-from netsched.extender.plugins.job_room.annotation import job_size
+from netsched.extender.plugins import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
 from netsched.extender.reservations import Placement, Reservations, Reserved, count_by_node
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Request, Scorer
 from netsched.models.heuristic import tightness
 
 WEIGHT = 0.1  # of a score: using a node's free GPUs exactly
 
 
-class BinPacking:
+class BinPacking(Scorer):
     name = "packing"  # the factor explanations show, as before the folder's rename
     weight = WEIGHT
     reads = ()

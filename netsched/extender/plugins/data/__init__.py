@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsched.extender.locality import distance_levels
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Request, Scorer
 from netsched.extender.plugins.data.annotation import data_source
 from netsched.extender.plugins.peers import measured_quality
 from netsched.models.heuristic import blend, closeness
@@ -16,7 +16,7 @@ from netsched.models.heuristic import blend, closeness
 WEIGHT = 0.3  # of the network value: closeness to the job's data (the peers' part is the rest)
 
 
-class DataCloseness:
+class DataCloseness(Scorer):
     name = "data"
     weight = WEIGHT
     reads = (data_source,)

@@ -8,12 +8,12 @@ import numpy as np
 
 from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE
 from netsched.extender.locality import distance_levels
-from netsched.extender.plugin import Refused, Request
+from netsched.extender.plugin import Filter, Refused, Request
 from netsched.extender.plugins.data.annotation import data_source
 from netsched.extender.plugins.data_distance.annotation import max_data_distance
 
 
-class DataDistance:
+class DataDistance(Filter):
     name = "data_distance"
     reads = (data_source, max_data_distance)
 

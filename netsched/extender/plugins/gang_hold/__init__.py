@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Filter, Request
 
 
-class GangHold:
+class GangHold(Filter):
     name = "gang_hold"
     reads = ()
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Request, Scorer
 from netsched.extender.plugins.job_room.annotation import job_gpus, job_size
 from netsched.extender.plugins.peers import WEIGHT as PEERS_WEIGHT
 from netsched.models.heuristic import job_room
 
 
-class JobRoom:
+class JobRoom(Scorer):
     name = "job_room"
     weight = PEERS_WEIGHT  # stands in for the peers' closeness until the job has peers
     reads = (job_gpus,)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from netsched.extender.link_origin import origin
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Filter, Request
 from netsched.extender.plugins.data.annotation import data_source
 from netsched.extender.plugins.network_limits.annotation import Limit, limits
 from netsched.extender.snapshot import NodeTable
 from netsched.telemetry.aggregates import PAIR, LinkAnswer
 
 
-class NetworkLimits:
+class NetworkLimits(Filter):
     name = "network_limits"
     reads = (limits, data_source)
 

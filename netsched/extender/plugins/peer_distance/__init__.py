@@ -8,12 +8,12 @@ import numpy as np
 from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.topology import NODE
 from netsched.extender.locality import Place, distance_levels
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Filter, Request
 from netsched.extender.plugins.peer_distance.annotation import max_peer_distance
 from netsched.extender.snapshot import Snapshot
 
 
-class PeerDistance:
+class PeerDistance(Filter):
     name = "peer_distance"
     reads = (max_peer_distance,)
 

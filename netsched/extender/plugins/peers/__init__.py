@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from netsched.extender.locality import Place, distance_levels
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Request, Scorer
 from netsched.models.heuristic import blend, closeness, link_quality
 
 WEIGHT = 0.7  # of the network value: closeness to the job's peers (the data's part is the rest)
 
 
-class PeerCloseness:
+class PeerCloseness(Scorer):
     name = "peers"
     weight = WEIGHT
     reads = ()

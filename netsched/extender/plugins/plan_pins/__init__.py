@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Filter, Request
 
 
-class PlanPins:
+class PlanPins(Filter):
     name = "packing_plan"  # the metric's reason label, as before the folder's rename
     reads = ()
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsched.extender.plugin import Request
+from netsched.extender.plugin import Filter, Request
 from netsched.extender.plugins.job_room.annotation import job_gpus, job_size
 
 
-class WholeJob:
+class WholeJob(Filter):
     name = "whole_job"
     reads = ()  # its annotations are job_room's, parsed there
 
@@ -38,6 +38,9 @@ class WholeJob:
                            f"{size} GPUs of job {req.pod.namespace}/{req.pod.job}; its first pod goes to a "
                            "node with room for all of them while there is one")
                 for pos in np.flatnonzero(~whole)}
+
+    def explain(self, req: Request, passed: np.ndarray, candidates: int) -> str:
+        return room_words(req, passed, candidates)
 
 
 def room_for_job(req: Request, idx: np.ndarray) -> tuple[np.ndarray, int] | None:
