@@ -123,7 +123,7 @@ step "built $image in $((SECONDS - t)) s, $(buildah images --format '{{.Size}}' 
 t=$SECONDS
 ctr="$(buildah from --pull=never "$image")"
 trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
-check='import netsched.cli, netsched.extender.server, netsched.operator.handlers, netsched.telemetry.agent
+check='import netsched.cli, netsched.extender.server, netsched.operator.manager, netsched.telemetry.agent
 import netsched.packing.solver
 from netsched.models.predictor import Predictor
 p = Predictor.load("/opt/netsched/models/current.json")

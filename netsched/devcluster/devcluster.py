@@ -38,7 +38,7 @@ from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 from netsched.devcluster.wait import poll
-from netsched.operator.admission import (
+from netsched.operator.webhook.configurations import (
     HANDLER_ID,
     LIMITS_HANDLER_ID,
     hard_limits_configuration,

@@ -1,1 +1,6 @@
-"""GPUJob operator (kopf): the GPUJob controller's wiring, and the process that runs the packer."""
+"""GPUJob operator (kopf): one process running its loops (netsched.operator.manager).
+
+Each loop is a sub-package (gpujobs, pod_gangs, webhook, forecaster, packing); they share only the
+modules at this level, never each other."""
+
+COMPONENT = "netsched-operator"  # the component every loop's Events are reported by

@@ -31,7 +31,7 @@ from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import gang_gated
-from netsched.operator.reconcile import PodView
+from netsched.operator.pod_view import PodView
 
 WATCHED = ("nodes", "pods")
 JobKey = tuple[str, str, str]  # namespace, GPUJob name, GPUJob uid

@@ -11,7 +11,8 @@ from netsched.operator.config import OperatorConfig
 
 
 def main(settings: OperatorConfig) -> int:
-    from netsched.operator.run import PortTaken, WebhookUnset, run_operator
+    from netsched.operator.manager import PortTaken, run_operator
+    from netsched.operator.webhook.server import WebhookUnset
     from netsched.packing.policy import InvalidPolicy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -2,7 +2,7 @@
 then carry the active plan out, one step per tick.
 
 A netsched pod that turns Unschedulable, or a gang held at its gate, asks for a packing
-pass `wait` seconds later (kopf event handlers, netsched.operator.packer_handlers; kopf timers
+pass `wait` seconds later (kopf event handlers, netsched.operator.packing.handlers; kopf timers
 would put a finalizer on every such pod). While one waits, a change of a node's room (the
 operator's ClusterIndex sees it) asks for a pass too. Of several operator replicas only the
 leader packs and carries plans out. At most one solve runs at a time, at most one every `cooldown` seconds,

@@ -16,7 +16,7 @@ from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.replica_pods import GANG_GATE, pod_name
 from netsched.jobs.workload import NetworkNeeds
-from netsched.operator.reconcile import PodView
+from netsched.operator.pod_view import PodView
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"

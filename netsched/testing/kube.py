@@ -6,7 +6,7 @@ it unchanged and every call still passes through the client's own serialisation,
 deserialisation and error handling:
 
     kube = FakeKube([make_node("a1-0"), make_pod("p", "a1-0")])
-    Operator(api=kube, records=...).tick(...)
+    GPUJobController(api=kube, records=...).tick(...)
     kube.get("pods", "ml", "train-0-0")              # what the code wrote
     [c.verb for c in kube.calls]                     # what it asked, in order
 

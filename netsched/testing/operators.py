@@ -27,7 +27,7 @@ from netsched.devcluster import processes
 from netsched.devcluster.devcluster import OPERATOR, DevCluster
 from netsched.devcluster.rbac import OPERATOR_ROLE, OPERATOR_RULES, grant
 from netsched.devcluster.wait import poll
-from netsched.operator.admission import HANDLER_ID
+from netsched.operator.webhook.configurations import HANDLER_ID
 
 LEASE_NAMESPACE = "default"
 

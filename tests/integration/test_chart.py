@@ -28,8 +28,8 @@ from netsched.devcluster.scheduler_config import PACK_GPUS, ExtenderSettings
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
-from netsched.operator.admission import hard_limits_configuration, webhook_configuration
 from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.webhook.configurations import hard_limits_configuration, webhook_configuration
 from netsched.packing.policy import DisruptionPolicy, read_policy
 from netsched.telemetry.agent import AgentMetrics
 

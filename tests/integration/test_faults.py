@@ -21,7 +21,7 @@ from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
-from netsched.operator.reconcile import BACKOFF
+from netsched.operator.gpujobs.reconcile import BACKOFF
 from netsched.testing.builders import make_gpujob
 
 

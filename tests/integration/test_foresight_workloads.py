@@ -28,7 +28,7 @@ from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.forecaster import MIN_MOVE
+from netsched.operator.forecaster.patches import MIN_MOVE
 from netsched.testing.plugin import install_plugin, path_with
 
 JOB_NAME = "batch.kubernetes.io/job-name"

@@ -33,7 +33,7 @@ from netsched.devcluster.kueue import KUEUE, KUEUE_GROUP, QUEUE_LABEL
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.handlers import COMPONENT
+from netsched.operator import COMPONENT
 from netsched.testing.cluster import free_gpus, running, scratch_namespace
 
 V = "v1beta2"

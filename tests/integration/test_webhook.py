@@ -18,7 +18,7 @@ from netsched.api.labels import GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, GPU_RESOUR
 from netsched.devcluster.devcluster import OPERATOR, WEBHOOK_CONFIGURATION
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.admission import HANDLER_ID
+from netsched.operator.webhook.configurations import HANDLER_ID
 from netsched.testing.cluster import operator_metric, scratch_namespace
 
 WEBHOOK = f"{HANDLER_ID}.netsched.io"

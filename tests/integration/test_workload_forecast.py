@@ -17,7 +17,7 @@ from netsched.devcluster.wait import poll
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator.forecaster import MIN_MOVE
+from netsched.operator.forecaster.patches import MIN_MOVE
 
 TIMES = (PREDICTED_START, PREDICTED_FINISH)
 JOB_NAME = BATCH_JOB.name_labels[0]

@@ -70,7 +70,7 @@ def test_operator_flags_reach_run_operator_as_one_settings_object(monkeypatch):
     from netsched.packer.config import PackerConfig
 
     ran = []
-    monkeypatch.setattr("netsched.operator.run.run_operator", ran.append)
+    monkeypatch.setattr("netsched.operator.manager.run_operator", ran.append)
     assert main(["operator", "--interval=2", "--no-packer", "--plan-deadline=30", "--records=r.jsonl"]) == 0
     assert ran == [OperatorConfig(interval=2.0, records=Path("r.jsonl"),
                                   packer=PackerConfig(enabled=False, deadline=30))]

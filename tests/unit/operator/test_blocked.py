@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from netsched.api import conditions as c
 from netsched.api.events import rfc3339
-from netsched.operator.reconcile import reconcile
+from netsched.operator.gpujobs.reconcile import reconcile
 from netsched.testing.builders import LABELS, NOW, FitStub, ago, job
 from netsched.testing.builders import pod_view as pod
 

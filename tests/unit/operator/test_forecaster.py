@@ -24,9 +24,10 @@ from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
 from netsched.jobs.replica_pods import GANG_GATE
-from netsched.operator import forecaster as forecaster_module
 from netsched.operator.cluster_index import ClusterIndex
-from netsched.operator.forecaster import Forecaster, status_patch
+from netsched.operator.forecaster import loop as forecaster_module
+from netsched.operator.forecaster.loop import Forecaster
+from netsched.operator.forecaster.patches import status_patch
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords, job_record
 from netsched.testing.builders import (

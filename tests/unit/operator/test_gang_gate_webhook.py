@@ -7,9 +7,10 @@ import pytest
 
 from netsched.api.labels import SCHEDULER_NAME
 from netsched.jobs.replica_pods import GANG_GATE, replica_pod
-from netsched.operator import admission
-from netsched.operator.admission import admit, gated, match_conditions, webhook_configuration
 from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.webhook import gang_gate
+from netsched.operator.webhook.configurations import match_conditions, webhook_configuration
+from netsched.operator.webhook.gang_gate import admit, gated
 from netsched.testing.builders import job, make_pod
 
 OTHER_GATE = {"name": "example.com/quota"}
@@ -88,7 +89,7 @@ def test_each_answer_is_counted_by_outcome():
 def test_a_pod_it_cannot_read_is_refused_naming_it_and_counted(monkeypatch):
     def broken(pod):
         raise KeyError("metadata")
-    monkeypatch.setattr(admission, "gang_of", broken)
+    monkeypatch.setattr(gang_gate, "gang_of", broken)
     metrics = OperatorMetrics()
     refusal = r"pod ml/train-\* belongs to a gang .*KeyError.*create it again"
     with pytest.raises(kopf.AdmissionError, match=refusal):

@@ -14,7 +14,7 @@ from netsched.jobs.capacity import node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import GANG_GATE, replica_pod
 from netsched.operator.cluster_index import ClusterIndex, Indices
-from netsched.operator.handlers import Operator
+from netsched.operator.gpujobs.controller import GPUJobController
 from netsched.records.writer import JobRecords
 from netsched.testing.builders import CLUSTER, make_gpujob
 from netsched.testing.kube import FakeKube
@@ -28,11 +28,11 @@ def kube() -> FakeKube:
 
 
 @pytest.fixture
-def operator(kube, tmp_path) -> Operator:
-    return Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+def operator(kube, tmp_path) -> GPUJobController:
+    return GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
 
 
-def tick(operator: Operator, kube: FakeKube) -> dict:
+def tick(operator: GPUJobController, kube: FakeKube) -> dict:
     """One tick of the stored job, its replica pods as the ClusterIndex shows them; the job afterwards."""
     operator.tick(kube.get(PLURAL, "ml", "train"), ROOMS, replicas(kube))
     return kube.get(PLURAL, "ml", "train")
@@ -44,7 +44,7 @@ def replicas(kube: FakeKube) -> Indices:
     return replace(index.indices({}), used={}, pending=[])  # room is the tests' ROOMS, all free
 
 
-def errors(operator: Operator, action: str) -> float:
+def errors(operator: GPUJobController, action: str) -> float:
     registry = operator.metrics.registry
     return registry.get_sample_value("netsched_operator_api_errors_total", {"action": action}) or 0
 
@@ -119,7 +119,7 @@ def test_a_refused_pod_says_why_once_and_waits_before_trying_again(operator, kub
 def test_a_restarted_operator_keeps_waiting_out_the_backoff(operator, kube, tmp_path):
     kube.fail("create", "pods", 403, MISSING_CLASS, times=100)
     tick(operator, kube)
-    restarted = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    restarted = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
     for _ in range(3):
         tick(restarted, kube)
     assert len(kube.made("create", "pods")) == 1 and len(kube.list("events", "ml")) == 2
@@ -189,7 +189,7 @@ def test_a_failed_status_write_is_counted_and_the_tick_goes_on(operator, kube):
 def test_a_malformed_template_is_said_once_and_makes_no_pod(tmp_path, container, pod):
     template = {"spec": {"containers": [{"name": "main", "image": "trainer:1", **container}], **pod}}
     kube = FakeKube([make_gpujob(template=template)])
-    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    operator = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
     for _ in range(3):
         job = tick(operator, kube)
     ready = condition(job, c.PODS_READY)
@@ -202,7 +202,7 @@ def test_a_malformed_template_is_said_once_and_makes_no_pod(tmp_path, container,
 def test_a_tick_that_raises_is_counted_and_said_once(operator, kube, monkeypatch):
     def broken(*_, **__):
         raise KeyError("surprise")
-    monkeypatch.setattr("netsched.operator.handlers.reconcile", broken)
+    monkeypatch.setattr("netsched.operator.gpujobs.controller.reconcile", broken)
     for _ in range(3):
         job = tick(operator, kube)
     ready = condition(job, c.PODS_READY)
@@ -214,7 +214,7 @@ def test_a_tick_that_raises_is_counted_and_said_once(operator, kube, monkeypatch
 
 def test_a_gang_that_does_not_fit_says_which_budget_keeps_the_packer_from_helping(kube, tmp_path):
     note = "the packer could make room by evicting lower-priority pods, but PodDisruptionBudget ml/keep ..."
-    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"),
+    operator = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"),
                         packer_note={"ml/train": note}.get)
     tick(operator, kube)
     operator.tick(kube.get(PLURAL, "ml", "train"), [], replicas(kube))  # no room
@@ -229,7 +229,7 @@ def test_a_record_that_cannot_be_written_waits_while_the_job_says_why_once(tmp_p
     kube = FakeKube([job])
     blocked = tmp_path / "volume"
     blocked.write_text("a file where the records directory should be")
-    operator = Operator(api=kube, records=JobRecords(blocked / "records.jsonl"))  # starts anyway
+    operator = GPUJobController(api=kube, records=JobRecords(blocked / "records.jsonl"))  # starts anyway
     for _ in range(3):
         stored = tick(operator, kube)
     recorded = condition(stored, c.RECORDED)
@@ -249,7 +249,7 @@ def test_a_record_that_cannot_be_written_waits_while_the_job_says_why_once(tmp_p
 
 def test_a_gang_kept_within_a_rack_is_released_with_that_rack_in_its_pods_node_selector(tmp_path):
     kube = FakeKube([make_gpujob(network={"maxPeerDistance": "rack"})])
-    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    operator = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
     tick(operator, kube)
     job = tick(operator, kube)
     pods = kube.list("pods", "ml")

@@ -5,8 +5,9 @@ import pytest
 
 from netsched.api.labels import DATA_SOURCE, MAX_DATA_DISTANCE, SCHEDULER_NAME
 from netsched.api.topology import DEFAULT
-from netsched.operator.admission import hard_limits_configuration, keep_near_data, near_data
 from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.webhook.configurations import hard_limits_configuration
+from netsched.operator.webhook.hard_limits import keep_near_data, near_data
 from netsched.testing.builders import make_pod
 
 ZONE = "topology.kubernetes.io/zone"

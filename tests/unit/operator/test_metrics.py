@@ -10,7 +10,7 @@ import pytest
 from netsched.api.gpujob import PLURAL, Phase
 from netsched.jobs.capacity import node_room
 from netsched.operator.cluster_index import ClusterIndex
-from netsched.operator.handlers import Operator
+from netsched.operator.gpujobs.controller import GPUJobController
 from netsched.operator.metrics import JobCensus, OperatorMetrics
 from netsched.records.writer import JobRecords
 from netsched.testing.builders import CLUSTER, make_gpujob
@@ -73,7 +73,7 @@ def test_the_oldest_waiting_job_is_the_oldest_not_started_one(jobs, oldest):
 
 def test_queue_time_is_observed_once_when_the_gang_starts_not_per_tick(tmp_path):
     kube = FakeKube([make_gpujob(created="2026-01-01T00:00:00Z")])  # 2 replicas of 4 GPUs, gang on
-    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    operator = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
     rooms = [node_room(n) for n in CLUSTER]
 
     def tick() -> dict:

@@ -13,8 +13,8 @@ from netsched.api.labels import JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.jobs.capacity import node_room
 from netsched.jobs.replica_pods import GANG_GATE, replica_pod
 from netsched.operator.cluster_index import ClusterIndex
-from netsched.operator.handlers import Operator
-from netsched.operator.reconcile import reconcile
+from netsched.operator.gpujobs.controller import GPUJobController
+from netsched.operator.gpujobs.reconcile import reconcile
 from netsched.packer.config import PackerConfig
 from netsched.packer.controller import Packer
 from netsched.records.writer import JobRecords
@@ -76,7 +76,7 @@ def test_the_operator_creates_a_gpujobs_pods_with_its_data_limit_as_node_affinit
     kube = FakeKube([make_gpujob(dataSources=[{"name": "d", "kind": "rack", "location": "rack-b1"}],
                                  network={"maxDataDistance": "zone"})])
     index = ClusterIndex()
-    operator = Operator(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
+    operator = GPUJobController(api=kube, records=JobRecords(tmp_path / "records.jsonl"))
     operator.tick(kube.get(PLURAL, "ml", "train"), [node_room(n) for n in CLUSTER],
                   replace(index.indices({}), used={}, pending=[]))
     pods = kube.list("pods", "ml")

@@ -7,7 +7,7 @@ from netsched.jobs.capacity import node_room
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.cluster_index import ClusterIndex, GangMember
-from netsched.operator.pod_gangs import decide
+from netsched.operator.pod_gangs.decision import decide
 from netsched.testing.builders import make_node, make_pod
 
 NODES = [node_room(make_node(f"n{i}", rack=f"rack-{i // 2}", gpus=8)) for i in range(4)]

@@ -11,7 +11,7 @@ from netsched.jobs.gang_size import read_size
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.cluster_index import ClusterIndex
-from netsched.operator.pod_gangs import decide
+from netsched.operator.pod_gangs.decision import decide
 from netsched.testing.builders import make_node, make_pod
 
 PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "pg")

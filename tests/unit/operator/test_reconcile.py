@@ -7,7 +7,8 @@ from netsched.api import conditions as c
 from netsched.api.labels import RACK_LABEL
 from netsched.api.plans import Eviction
 from netsched.api.topology import Topology
-from netsched.operator.reconcile import PodView, create_backoff, created_events, reconcile
+from netsched.operator.gpujobs.reconcile import create_backoff, created_events, reconcile
+from netsched.operator.pod_view import PodView
 from netsched.testing.builders import LABELS, NOW, FitStub, ago, job, stamp
 from netsched.testing.builders import pod_view as pod
 

@@ -17,7 +17,7 @@ from netsched.packer.controller import Packer
 from netsched.packer.live_cluster import waits_for_room
 
 
-def register_packer(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
+def register(registry: kopf.OperatorRegistry, packer: Packer, interval: float = 1.0) -> None:
     def active(body: kopf.Body, **_: Any) -> bool:
         return plans.is_active(dict(body))
 

@@ -16,45 +16,18 @@ from typing import Any
 from netsched.api import conditions as c
 from netsched.api.events import parse_rfc3339, rfc3339
 from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, TERMINAL, Phase
-from netsched.api.labels import ATTEMPT_LABEL, RACK_LABEL, RELEASED_BY, REPLICA_LABEL, ZONE_LABEL
+from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import Fit
 from netsched.jobs.gpujob import GPUJob
-from netsched.jobs.replica_pods import GANG_GATE
+from netsched.operator.pod_view import PodView
 
 CREATED = "podsCreated"  # status: replicas 0..n-1 have had a pod (a missing one below n was deleted)
 BACKOFF = "podCreateBackoff"  # status, while creates are refused: {failures, retryAt, generation, ...}
 BLOCKED_SINCE = "blockedSince"  # status, while it never fits: since when (--never-fits-timeout counts on)
 PERMANENT_FIRST_RETRY, PERMANENT_MAX_RETRY = 5.0, 300.0  # seconds: a refusal waits for a fix
 TEMPORARY_FIRST_RETRY, TEMPORARY_MAX_RETRY = 1.0, 30.0  # seconds: an API server that did not answer
-
-
-@dataclass(frozen=True)
-class PodView:
-    name: str
-    replica: int
-    attempt: int
-    phase: str
-    node: str | None
-    gated: bool
-    deleting: bool
-    message: str = ""
-    other_gates: tuple[str, ...] = ()  # scheduling gates that are not netsched's: kept when ungating
-    started: str | None = None  # status.startTime: when the kubelet (KWOK) started it
-    finished: str | None = None  # when its last container terminated
-    released_by: str | None = None  # the PackingPlan that lifted its gang gate, if one did
-
-    @classmethod
-    def of(cls, pod: dict[str, Any]) -> PodView:
-        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-        labels = meta.get("labels") or {}
-        gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
-        return cls(meta["name"], int(labels[REPLICA_LABEL]), int(labels.get(ATTEMPT_LABEL, 0)),
-                   status.get("phase", PodPhase.PENDING), spec.get("nodeName"), GANG_GATE in gates,
-                   bool(meta.get("deletionTimestamp")), _pod_message(status),
-                   tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status),
-                   (meta.get("annotations") or {}).get(RELEASED_BY))
 
 
 @dataclass
@@ -357,25 +330,6 @@ def _summary(new: dict[str, Any], job: GPUJob, latest: dict[int, PodView],
     if placements or "placements" not in new:
         new["placements"] = placements  # keep the last known placement once pods are gone
     return new
-
-
-def _finished_at(status: dict[str, Any]) -> str | None:
-    ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt")
-            for cs in status.get("containerStatuses") or ()]
-    return max((e for e in ends if e), default=None)
-
-
-def _pod_message(status: dict[str, Any]) -> str:
-    """Why a pod ended: its own message, else its first terminated container's exit."""
-    if status.get("message") or status.get("reason"):
-        said: str = status.get("message") or status["reason"]
-        return said
-    for cs in status.get("containerStatuses") or ():
-        done = (cs.get("state") or {}).get("terminated")
-        if done:
-            return f"container {cs.get('name')} exited with code {done.get('exitCode')} " \
-                   f"({done.get('reason')})"
-    return ""
 
 
 def _waiting_reason(status: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ Pod gangs (batch Jobs, JobSet-labelled Jobs, ...) are forecast in the same queue
 annotations (PREDICTED_START while it waits, PREDICTED_FINISH while it waits or runs) on the objects
 netsched.jobs.live_gangs names (its batch Jobs, or the first pod of an ownerless gang), taken off
 once its pods are done or it has no forecast. A time is written again only when it moved by more
-than a tenth of what is left (at least MIN_MOVE seconds), so a steady forecast costs no API writes.
+than a tenth of what is left (at least MIN_MOVE seconds, forecaster.patches), so a steady forecast costs
+no API writes.
 Nodes and pods come from the operator's own watches (a ClusterView: the ClusterIndex), GPUJobs and
 batch Jobs from one list each per pass: listing every node and pod each pass grew faster than the
 cluster (0.34 s a pass at 1,000 nodes, 6.6 s at 5,000). A Blocked job gets no predicted time; a
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,15 +32,7 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from netsched.api.connect import api_message, items
-from netsched.api.events import parse_rfc3339, rfc3339
-from netsched.api.gpujob import FIRST_FORECAST, GROUP, PLURAL, TERMINAL, VERSION
-from netsched.api.gpujob import PREDICTED_AFTER as AFTER
-from netsched.api.gpujob import PREDICTED_FINISH as FINISH
-from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
-from netsched.api.gpujob import PREDICTED_SECONDS as SECONDS
-from netsched.api.gpujob import PREDICTED_START as START
-from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
-from netsched.api.gpujob import PREDICTION_BASIS as BASIS
+from netsched.api.gpujob import GROUP, PLURAL, TERMINAL, VERSION
 from netsched.api.labels import (
     PREDICTED_FINISH,
     PREDICTED_FINISH_RANGE,
@@ -49,16 +42,15 @@ from netsched.api.labels import (
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom
 from netsched.jobs.forecast import Forecast, Learned, cluster_forecast
-from netsched.jobs.forecast_errors import first_forecast
 from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.models.artifact import Stamp, artifact_stamp
 from netsched.models.predictor import Predictor
+from netsched.operator.forecaster.patches import no_times, status_patch, times_patch, wanted_times
 from netsched.operator.metrics import OperatorMetrics
 from netsched.records.writer import JobRecords
 
 log = logging.getLogger(__name__)
 _KIND = {"jobs": "Job", "pods": "Pod"}
-MIN_MOVE = 30.0  # seconds a predicted time must move before it is written again
 
 
 class ClusterView(Protocol):
@@ -162,7 +154,7 @@ class Forecaster:
                 continue
             forecast = forecasts.get(f"{meta['namespace']}/{meta['name']}")
             # no forecast (Blocked): no predicted time either, not one from before it was blocked
-            patch = status_patch(status, forecast, now) if forecast else _no_times(status)
+            patch = status_patch(status, forecast, now) if forecast else no_times(status)
             if patch:
                 self._write(meta, patch)
         self._publish(objects, gangs, forecasts, now)
@@ -221,7 +213,7 @@ class Forecaster:
                 meta = body["metadata"]
                 have = meta.get("annotations") or {}
                 forecast = forecasts.get(gang_on.get((plural, meta["namespace"], meta["name"]), ""))
-                wanted = _times(forecast, PREDICTED_START, PREDICTED_START_RANGE, PREDICTED_FINISH,
+                wanted = wanted_times(forecast, PREDICTED_START, PREDICTED_START_RANGE, PREDICTED_FINISH,
                                 PREDICTED_FINISH_RANGE)
                 patch = times_patch(have, wanted, now)
                 if patch:
@@ -263,59 +255,3 @@ class Forecaster:
         for gone in self._gauged - shown:  # finished, deleted, or no longer predictable
             self.metrics.predicted_remaining.remove(*gone)
         self._gauged = shown
-
-
-def status_patch(status: dict[str, Any], forecast: Forecast, now: datetime) -> dict[str, Any]:
-    """The status fields to write (None deletes one), or {} when what is there is close enough."""
-    times = _times(forecast, START, START_RANGE, FINISH, FINISH_RANGE)
-    patch: dict[str, Any] = times_patch(status, times, now)
-    seconds = None if forecast.estimate.seconds is None else round(forecast.estimate.seconds)
-    if status.get(SECONDS) != seconds and (patch or status.get(SECONDS) is None or seconds is None
-                                           or abs(seconds - status[SECONDS]) > MIN_MOVE):
-        patch[SECONDS] = seconds
-    after = list(forecast.after) if forecast.start is not None else []
-    if (status.get(AFTER) or []) != after:
-        patch[AFTER] = after or None
-    if status.get(BASIS) != forecast.estimate.basis:
-        patch[BASIS] = forecast.estimate.basis
-    if FIRST_FORECAST not in status and (forecast.start or forecast.finish):
-        played = {"start": forecast.start, "completion": forecast.finish}
-        for name, interval in (("start", forecast.start_played), ("completion", forecast.finish_played)):
-            played.update(zip((f"{name}P10", f"{name}P90"), interval or (None, None), strict=True))
-        patch[FIRST_FORECAST] = first_forecast(now, played)
-    return patch
-
-
-def times_patch(have: Mapping[str, Any], wanted: Mapping[str, datetime | None], now: datetime
-                ) -> dict[str, str | None]:
-    """The predicted times in `wanted` to write over those in `have` (RFC 3339; None deletes one),
-    leaving out any that moved too little to be worth a write."""
-    patch: dict[str, str | None] = {}
-    for name, when in wanted.items():
-        old = have.get(name)
-        if when is None:
-            if old is not None:
-                patch[name] = None
-        elif old is None or _moved(parse_rfc3339(old), when, now):
-            patch[name] = rfc3339(when)
-    return patch
-
-
-def _times(forecast: Forecast | None, start: str, start_range: tuple[str, str], finish: str,
-           finish_range: tuple[str, str]) -> dict[str, datetime | None]:
-    """The predicted times of `forecast` (None: none) by the names they are written under."""
-    times = {start: forecast.start if forecast else None, finish: forecast.finish if forecast else None}
-    for names, interval in ((start_range, forecast.start_range if forecast else None),
-                            (finish_range, forecast.finish_range if forecast else None)):
-        times.update(zip(names, interval or (None, None), strict=True))
-    return times
-
-
-def _no_times(status: dict[str, Any]) -> dict[str, Any]:
-    return {name: None for name in (START, AFTER, FINISH, *START_RANGE, *FINISH_RANGE)
-            if status.get(name) is not None}
-
-
-def _moved(old: datetime, new: datetime, now: datetime) -> bool:
-    left = max((new - now).total_seconds(), 0.0)
-    return abs((new - old).total_seconds()) > max(MIN_MOVE, 0.1 * left)

@@ -1,31 +1,26 @@
-"""kopf wiring: one timer per GPUJob that reconciles it.
+"""The GPUJob controller: what one reconcile tick of a GPUJob does (its kopf timer: gpujobs.handlers).
 
 Each tick reads the ClusterIndex (no API reads), runs the pure `reconcile`, then
 carries out its actions with the Kubernetes client: create pods, lift gang gates,
 delete pods, write status, post Events, append the training record. Gang admission
-is serialised across jobs, and a released gang's room is reserved until its pods
-show up as pending in the index, so two gangs never count on the same GPUs. A gang
+goes through the AdmissionGate shared with the pod gangs (netsched.operator.admission_gate): one gang
+at a time, and a released gang's room reserved until its pods show up as pending. A gang
 that an active PackingPlan places waits for the plan to lift its gate.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
 import urllib3
 from kubernetes import client
 
 from netsched.api import conditions as c
-from netsched.api import plans
 from netsched.api.connect import api_message
 from netsched.api.errors import NetschedError, PermanentError, RecordsUnavailable, api_failure
 from netsched.api.events import event
@@ -35,44 +30,41 @@ from netsched.api.gpujob import (
     PREDICTED_AFTER,
     PREDICTED_FINISH,
     PREDICTED_START,
-    TERMINAL,
     VERSION,
     Phase,
 )
 from netsched.api.labels import SCHEDULER_NAME
-from netsched.api.pods import DONE
-from netsched.api.resources import Resources
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement
 from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
-from netsched.operator.cluster_index import ClusterIndex, Indices, JobKey
-from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.reconcile import (
+from netsched.operator import COMPONENT
+from netsched.operator.admission_gate import AdmissionGate
+from netsched.operator.cluster_index import Indices
+from netsched.operator.gpujobs.reconcile import (
     BACKOFF,
     CREATED,
     PERMANENT_MAX_RETRY,
     Actions,
-    PodView,
     create_backoff,
     created_events,
     reconcile,
 )
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.pod_view import PodView
 from netsched.records.link_columns import FIELD as TELEMETRY_FIELD
 from netsched.records.link_columns import needs_snapshot, placement_telemetry
 from netsched.records.writer import JobRecords, job_record, queue_seconds
 from netsched.telemetry.store import TelemetryStore
 
 log = logging.getLogger(__name__)
-COMPONENT = "netsched-operator"
-RESERVATION_SECONDS = 15.0
 PREDICTIONS = (PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)  # the times a Blocked job has none of
 
 
 @dataclass
-class Operator:
+class GPUJobController:
     api: client.ApiClient
     records: JobRecords
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
@@ -82,9 +74,7 @@ class Operator:
     packer_note: Callable[[str], str | None] = lambda job: None  # why the packer cannot make room for it
     never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
     topology: Topology = DEFAULT  # the levels jobs name in maxPeerDistance, data sources, ...
-    admission: threading.Lock = field(default_factory=threading.Lock)  # one gang admitted at a time
-    # a released gang's room until its pods show up as pending: (expiry, request per pod)
-    _reserved: dict[JobKey, tuple[float, Resources]] = field(default_factory=dict)
+    gate: AdmissionGate = field(default_factory=AdmissionGate)  # one gang admitted at a time; reservations
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -112,7 +102,7 @@ class Operator:
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
-        with self.admission if gated else contextlib.nullcontext():
+        with self.gate if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
                                 never_fits_timeout=self.never_fits_timeout, topology=self.topology)
             if self.telemetry is not None and needs_snapshot(job, actions.status):
@@ -120,7 +110,7 @@ class Operator:
                                                                       labels, self.topology)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self._reserved[job.key] = (time.monotonic() + RESERVATION_SECONDS, job.member_request)
+                self.gate.reserve(job.key, job.member_request)
 
     def _failed(self, job: GPUJob, status: dict[str, Any], exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
@@ -142,24 +132,12 @@ class Operator:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        result = gang_fit(nodes, indices.used, indices.pending + self.reserved(indices, job.key), job,
+        result = gang_fit(nodes, indices.used, indices.pending + self.gate.reserved(indices, job.key), job,
                           self.topology)
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS
         note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
         return replace(result, message=f"{result.message}; {note}") if note else result
-
-    def reserved(self, indices: Indices, but: JobKey | None = None) -> list[Resources]:
-        """The requests of pods of gangs released but shown gated by the index still (in neither
-        `used` nor `pending` yet), but those of the job `but`. Under the admission lock."""
-        reserved = []
-        for key, (expiry, req) in list(self._reserved.items()):
-            waiting = sum(p.gated and p.phase not in DONE for p in indices.pods_of(key))
-            if not waiting or expiry < time.monotonic():
-                del self._reserved[key]
-            elif key != but:
-                reserved += [req] * waiting
-        return reserved
 
     def deleted(self, body: dict[str, Any], indices: Indices) -> None:
         """A GPUJob being deleted: delete its pods now, so their GPUs are free within seconds rather
@@ -282,56 +260,3 @@ class Operator:
             log.warning("%s failed: %s", action, api_message(exc))
             return False
         return True
-
-
-# ---- kopf registration -------------------------------------------------------------
-def _unfinished(status: kopf.Status, **_: Any) -> bool:
-    conds = list(status.get("conditions") or [])
-    return not (status.get("phase") in TERMINAL and c.is_true(conds, c.RECORDED))
-
-
-def register(registry: kopf.OperatorRegistry, operator: Operator, cluster: ClusterIndex,
-             leads: Callable[[], bool] = lambda: True) -> None:
-    """`leads`: whether this replica acts (netsched.operator.leadership); one that stands by only watches."""
-    @kopf.on.startup(id="configure", registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # Events are ours, one per transition, not kopf's log lines
-        settings.watching.server_timeout = 60
-        settings.execution.max_workers = 8
-        # A deleted GPUJob keeps kopf's finalizer until its reconcile timer has stopped. The timer stops
-        # within a tick, but kopf looks again only after `cancellation_polling` (60 s by default), and
-        # the job's pods lived that long: wait a little for it, then look every second.
-        settings.background.instant_exit_timeout = 0.5
-        settings.background.cancellation_polling = 1.0
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, id="census", registry=registry)
-    def census(event: kopf.RawEvent, **_: Any) -> None:
-        """Every GPUJob the watch shows, finished ones too, for the phase gauge (netsched_gpujobs)."""
-        body = event["object"]
-        if event["type"] == "DELETED":
-            operator.metrics.jobs.gone(body["metadata"]["uid"])
-        else:
-            operator.metrics.jobs.seen(body)
-            if body["metadata"].get("deletionTimestamp") and cluster.synced and leads():
-                operator.deleted(_plain(body), cluster.indices({}))
-
-    @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
-    def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
-        return plans.placing(_plain(body))
-
-    # kopf passes an index by its id; its TimerFn protocol does not list them
-    @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=operator.interval,  # type: ignore[arg-type]
-                when=_unfinished, registry=registry)
-    def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
-        if meta.get("deletionTimestamp"):
-            return  # its pods were deleted with it (census)
-        if not cluster.synced or not leads():
-            # until nodes and pods are listed, a job's pods would look missing and be made again; a
-            # replica that stands by leaves the job to the leader
-            return
-        operator.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
-
-
-def _plain(view: Mapping[str, Any]) -> dict[str, Any]:
-    """A kopf body/spec view as plain, deep-copied dicts."""
-    return copy.deepcopy(dict(view))

@@ -1,0 +1,1 @@
+"""The GPUJob controller: one kopf timer per unfinished GPUJob reconciles it."""

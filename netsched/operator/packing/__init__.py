@@ -1,0 +1,1 @@
+"""The packer's kopf handlers (netsched.packer runs without kopf)."""

@@ -1,0 +1,1 @@
+"""The pod-gang controller: releases the gated pods of a Job, JobSet, ... gang whole when it fits."""

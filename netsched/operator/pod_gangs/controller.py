@@ -1,0 +1,151 @@
+"""The pod-gang controller: lifts netsched's gate from the pods of a Job, JobSet, LWS, Kubeflow job,
+PodGroup or Kueue pod group (netsched.jobs.pod_gangs) when the whole gang fits, all at once.
+
+Its pods come gated (GANG_GATE, from their template or the admission webhook) and made by their own
+controller; this only releases them. Every `interval` a pass reads the ClusterIndex: a gang whose
+gated members are all there (its size from the workload, netsched.jobs.pod_gang) and fit, by the
+rules and the admission gate GPUJobs use (netsched.operator.admission_gate), has each gated member's
+nodeSelector tightened to the chosen domain (when its max-peer-distance asks for one) in the same
+patch that lifts its gate. Never part of a gang: until all fit, all wait. A gang with bad
+`netsched.io/*` annotations stays gated, with a Warning on its workload naming the annotation and the
+fix. A gang that Kueue's topology-aware scheduling places (netsched.jobs.kueue_topology) has
+netsched's gate lifted at once, nothing pinned, and one Event saying so (pod_gangs.decision decides).
+What it says of a gang is kept only while the gang has live pods.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from netsched.api import conditions as c
+from netsched.api import plans
+from netsched.api.connect import api_message
+from netsched.api.events import event
+from netsched.api.topology import DEFAULT, Topology
+from netsched.jobs.gang_size import read_size
+from netsched.jobs.pod_gangs import gang_of, involved
+from netsched.jobs.replica_pods import ungate_patch
+from netsched.operator import COMPONENT
+from netsched.operator.admission_gate import AdmissionGate
+from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
+from netsched.operator.metrics import OperatorMetrics
+from netsched.operator.pod_gangs.decision import decide
+
+log = logging.getLogger(__name__)
+SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods released
+
+
+class PodGangController:
+    def __init__(self, api: client.ApiClient, metrics: OperatorMetrics, gate: AdmissionGate,
+                 cluster: ClusterIndex, topology: Topology = DEFAULT, interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True):
+        """`gate`: the one the GPUJob controller admits through; `leads`: whether this replica acts
+        (netsched.operator.leadership): only the leader releases."""
+        self.metrics, self.gate, self.cluster, self.topology = metrics, gate, cluster, topology
+        self.interval, self.clock, self.leads = interval, clock, leads
+        self.core = client.CoreV1Api(api)
+        self.objects = client.CustomObjectsApi(api)
+        self.custom = client.CustomObjectsApi(api)
+        self._said: dict[GangKey, tuple[str, str]] = {}
+        self._released_strays: set[str] = set()
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="pod-gangs", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            if self.cluster.synced and self.leads():
+                try:
+                    self.run_pass()
+                except Exception:  # a bug: counted, logged, tried again next pass
+                    self.metrics.loop_errors.labels("pod-gangs").inc()
+                    log.exception("pod gang pass failed")
+            time.sleep(self.interval)
+
+    def run_pass(self) -> None:
+        gangs = self.cluster.pod_gangs()
+        for key in [k for k in self._said if k not in gangs]:
+            del self._said[key]  # the gang is gone (finished, or its workload deleted)
+        waiting = {k: g for k, g in gangs.items() if any(m.pod is not None for m in g)}
+        try:
+            planned = self._planned() if waiting else {}
+        except client.ApiException as exc:  # releasing a gang a plan places would undo the plan
+            self.metrics.api_errors.labels("pod-gang").inc()
+            log.warning("pod gang: listing PackingPlans failed: %s; no gang released", api_message(exc))
+            planned, waiting = {}, {}
+        for key, gang in waiting.items():
+            self._admit(key, gang, planned)
+        strays = {p["metadata"].get("uid", ""): p for p in self.cluster.strays()}
+        self._released_strays &= set(strays)  # released ones the watch has not shown released yet
+        for uid, pod in strays.items():
+            if uid not in self._released_strays:
+                self._released_strays.add(uid)
+                self._release_stray(pod)
+
+    def _planned(self) -> dict[str, str]:
+        """namespace/pod -> the active PackingPlan that places it."""
+        listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
+        return {pod: plan for body in listed["items"] for pod, plan in plans.placing(body).items()}
+
+    def _admit(self, key: GangKey, gang: list[GangMember], planned: dict[str, str]) -> None:
+        member = next(m.pod for m in gang if m.pod is not None)
+        ref = gang_of(member)
+        if ref is None:
+            return
+        plan = next((planned[p] for m in gang if m.pod is not None
+                     and (p := f"{ref.namespace}/{m.name}") in planned), None)
+        size, no_size = ((ref.size, "") if ref.size is not None or plan is not None
+                         else read_size(self.objects, member, ref))
+        with self.gate:
+            indices = self.cluster.indices({})
+            decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
+                              indices.pending + self.gate.reserved(indices), no_size, plan,
+                              self.topology)
+            for name, patch in decision.release.items():
+                self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
+            if decision.release:
+                self._settle(key, set(decision.release))
+        if self._said.get(key) != decision.said_as:
+            self._said[key] = decision.said_as
+            self._call(self.core.create_namespaced_event, ref.namespace,
+                       event(involved(member), decision.reason, decision.message, COMPONENT, decision.type))
+            if decision.type == "Warning":
+                log.warning("%s", decision.message)
+
+    def _release_stray(self, pod: dict[str, Any]) -> None:
+        """A pod the gang gate holds with no gang to release it (netsched.operator.cluster_index
+        ClusterIndex.strays) is released as a pod of its own, rather than left pending for ever."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        with self.gate:
+            self._call(self.core.patch_namespaced_pod, meta["name"], meta["namespace"],
+                       [ungate_patch(g.get("name") for g in spec.get("schedulingGates") or ())])
+        message = (f"pod {meta['namespace']}/{meta['name']} carried netsched's gang gate but is in no gang "
+                   "and has no controller (its workload was deleted with propagationPolicy=Orphan): "
+                   "released as a pod of its own")
+        self._call(self.core.create_namespaced_event, meta["namespace"],
+                   event(involved(pod), c.GANG_GONE, message, COMPONENT))
+        log.info("%s", message)
+
+    def _settle(self, key: GangKey, released: set[str]) -> None:
+        """Hold the admission gate until the watch shows the released pods without the gate (then
+        they count as pending room), or SETTLE_SECONDS pass: no other gang may count on it meanwhile."""
+        deadline = self.clock() + SETTLE_SECONDS
+        while self.clock() < deadline:
+            gang = self.cluster.pod_gangs().get(key, [])
+            if not any(m.name in released and m.pod is not None for m in gang):
+                return
+            time.sleep(0.05)
+
+    def _call(self, fn: Callable[..., object], *args: Any) -> None:
+        try:
+            fn(*args)
+        except client.ApiException as exc:
+            if exc.status != 404:  # a pod gone meanwhile: the next pass sees it
+                self.metrics.api_errors.labels("pod-gang").inc()
+                log.warning("pod gang: %s failed: %s", getattr(fn, "__name__", fn), api_message(exc))
