@@ -20,7 +20,6 @@ from netsched.devcluster import commands as devcluster
 from netsched.extender import command as extender
 from netsched.foresight import commands as foresight
 from netsched.operator import command as operator
-from netsched.operator.config import OperatorConfig
 from netsched.telemetry import command as telemetry
 from netsched.training import commands as training
 
@@ -74,9 +73,7 @@ PLUGIN_VERBS = ("whatif", "why")
 COMMANDS: tuple[Command | Group, ...] = (
     devcluster.COMMAND,
     extender.COMMAND,
-    Command("operator", "run the GPUJob operator (kopf)", OperatorConfig, operator.main,
-            "Run GPUJobs: create their pods behind a gang gate, release the gang when it fits, keep status, "
-            "conditions and events true, and append one training record per finished job."),
+    operator.COMMAND,
     telemetry.COMMAND,
     foresight.PACK, foresight.WHATIF, foresight.WHY,
     demo.COMMAND,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from netsched.api.subcommand import Command
 from netsched.operator.config import OperatorConfig
 
 
@@ -22,3 +23,9 @@ def main(settings: OperatorConfig) -> int:
         print(f"netsched: error: operator: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+COMMAND = Command(
+    "operator", "run the GPUJob operator (kopf)", OperatorConfig, main,
+    "Run GPUJobs: create their pods behind a gang gate, release the gang when it fits, keep status, "
+    "conditions and events true, and append one training record per finished job.")
