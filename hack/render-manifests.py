@@ -5,6 +5,9 @@ would be every installation's (the chart makes one per release).
     .venv/bin/python hack/render-manifests.py          # manifests/netsched/ + manifests/kustomization.yaml
     .venv/bin/python hack/render-manifests.py OUT_DIR  # the same under OUT_DIR (the sync test uses this)
 
+Without OUT_DIR it first writes the chart's one generated template, the operator's rules for the pod-gang
+kinds (charts/netsched/templates/_gang-kinds-rbac.tpl, from netsched.jobs.kinds: a unit test checks it).
+
 One file per chart source file (templates/x.yaml -> netsched/x.yaml, crds/y.yaml -> netsched/crds/y.yaml),
 plus the netsched-system Namespace that `helm install --create-namespace` would create. manifests/examples/
 is left alone and is not part of the kustomization. helm comes from $HELM, else from the control-plane
@@ -83,7 +86,19 @@ def write(out: Path) -> list[str]:
     return resources
 
 
+def write_gang_rules() -> Path:
+    """The chart's template of the pod-gang kinds' rules, as the kinds' registry declares them."""
+    sys.path.insert(0, str(ROOT))
+    from netsched.devcluster.rbac import CHART_TEMPLATE, chart_template
+
+    path = ROOT / CHART_TEMPLATE
+    path.write_text(chart_template())
+    return path
+
+
 def main() -> None:
+    if len(sys.argv) == 1:
+        print(f"wrote {write_gang_rules().relative_to(ROOT)}")
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "manifests"
     resources = write(out)
     print(f"wrote {len(resources)} files to {out / 'netsched'} and {out / 'kustomization.yaml'}")

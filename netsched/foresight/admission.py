@@ -42,7 +42,8 @@ class Served:
 
 # kind: where; whatif refuses every other kind
 ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL),
-            **{kind: Served(*where, ours=kind == "Job") for kind, where in WORKLOADS.items()}}
+            **{kind: Served(a.group, a.version, a.plural, ours=a.made is None)
+               for kind, a in WORKLOADS.items()}}
 
 
 class NotServed(WhatIfError):
@@ -105,39 +106,22 @@ def _namespace(body: dict[str, Any], namespace: str) -> str:
 
 def templates_admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> None:
     """For a JobSet or LeaderWorkerSet the API server does not serve (`NotServed`): WhatIfError if it
-    would refuse what its controller makes of it, a Job per replicated job or a pod per template, checked
-    by a dry-run create of each (named by generateName: only the template is in question)."""
-    spec, where = _map(body.get("spec")), quote(_namespace(body, namespace))
-    made: list[tuple[str, str, dict[str, Any]]] = []  # (the template's path, where to create, the object)
-    if body.get("kind") == "JobSet":
-        for i, rj in enumerate(spec.get("replicatedJobs") or ()):
-            template = _map(_map(rj).get("template"))
-            made.append((f"spec.replicatedJobs[{i}].template", f"/apis/batch/v1/namespaces/{where}/jobs", {
-                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "whatif-"},
-                "spec": template.get("spec")}))
-    else:
-        group = _map(spec.get("leaderWorkerTemplate"))
-        for name in ("leaderTemplate", "workerTemplate"):
-            if name in group:
-                template = _map(group[name])
-                meta = _map(template.get("metadata"))
-                kept = {k: meta[k] for k in ("labels", "annotations") if k in meta}
-                made.append((f"spec.leaderWorkerTemplate.{name}", f"/api/v1/namespaces/{where}/pods", {
-                    "apiVersion": "v1", "kind": "Pod", "metadata": {**kept, "generateName": "whatif-"},
-                    "spec": template.get("spec")}))
-    for at, path, obj in made:
+    would refuse what its controller makes of it (the kind's `made`: a Job per replicated job, a pod per
+    template), checked by a dry-run create of each (named by generateName: only the template is in
+    question)."""
+    where = quote(_namespace(body, namespace))
+    kind = WORKLOADS.get(str(body.get("kind")))
+    for made in kind.made(body) if kind and kind.made else []:
+        at, obj = made.at, made.body
+        api_root = "/api/v1" if made.api_version == "v1" else f"/apis/{made.api_version}"
         try:
-            _dry_run_create(api, path, obj)
+            _dry_run_create(api, f"{api_root}/namespaces/{where}/{made.plural}", obj)
         except client.ApiException as exc:
             if exc.status == 403:  # its controller makes them with its own permission, not the user's
                 continue
             said = " ".join(api_message(exc).split())
             raise WhatIfError(f"{at}: the API server would refuse the {obj['kind']} made from it: "
                               f"{said}") from None
-
-
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _dry_run_create(api: client.ApiClient, path: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`netsched why KIND/NAME`: what the gangs of a batch Job, JobSet or LeaderWorkerSet wait for.
+"""`netsched why KIND/NAME`: what the gangs of a batch Job, JobSet or LeaderWorkerSet (the kinds of
+netsched.jobs.kinds that declare `answered`) wait for.
 
 Read from the live cluster: the workload and its pods (grouped by `gang_of`, as the gang controller
 groups them), the controller's last Event on each gang's workload (GangReleased, or why it waits:
@@ -37,8 +38,8 @@ from netsched.foresight.whatif import (
     room_lines,
     room_table,
 )
-from netsched.foresight.workload_gangs import JOBSET_LABELS, LWS_NAME, WORKLOADS
-from netsched.jobs.kinds.batch_job import BATCH_JOB, members
+from netsched.foresight.workload_gangs import WORKLOADS
+from netsched.jobs.kinds.batch_job import members
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import GANG_GATE
@@ -46,13 +47,8 @@ from netsched.jobs.replica_pods import GANG_GATE
 # what `why` takes before the slash, as kubectl spells kinds (case does not matter)
 KIND_NAMES = {
     **dict.fromkeys(("gpujob", "gpujobs", "gpujob.netsched.io", "gpujobs.netsched.io"), GPUJOB),
-    **dict.fromkeys(("job", "jobs", "job.batch", "jobs.batch"), "Job"),
-    **dict.fromkeys(("jobset", "jobsets", "jobset.jobset.x-k8s.io", "jobsets.jobset.x-k8s.io"), "JobSet"),
-    **dict.fromkeys(("lws", "leaderworkerset", "leaderworkersets", "leaderworkerset.leaderworkerset.x-k8s.io",
-                     "leaderworkersets.leaderworkerset.x-k8s.io"), "LeaderWorkerSet"),
+    **{name: kind for kind, a in WORKLOADS.items() for name in a.names(kind)},
 }
-# a pod gang's own pods say which workload they belong to by this label (a Job's: its controller)
-POD_LABEL = {"JobSet": JOBSET_LABELS[0], "LeaderWorkerSet": LWS_NAME}
 # what the gang controller says on a gang's workload (netsched.operator.pod_gangs)
 GANG_REASONS = {c.GANG_RELEASED, c.WAITING_FOR_PODS, c.INVALID_SPEC, c.INSUFFICIENT_RESOURCES,
                 c.NO_DOMAIN_LARGE_ENOUGH, c.DATA_TOO_FAR, c.NEVER_FITS}
@@ -71,7 +67,8 @@ def target(text: str) -> tuple[str, str]:
     known = KIND_NAMES.get(kind.lower())
     if known is None or not name:
         raise UnknownKind(f"{text!r}: {'no name after the kind' if known else f'unknown kind {kind!r}'}; "
-                          "write job/NAME, jobset/NAME, lws/NAME, or a GPUJob's NAME")
+                          f"write {', '.join(f'{a.names(k)[0]}/NAME' for k, a in WORKLOADS.items())}, "
+                          "or a GPUJob's NAME")
     return known, name
 
 
@@ -86,12 +83,12 @@ class Live:
     @classmethod
     def read(cls, api: client.ApiClient, kind: str, namespace: str, name: str) -> Live:
         """Plain GETs, asked at once (no API class of the client: each builds hundreds of model classes)."""
-        group, version, plural = WORKLOADS[kind]
+        where = WORKLOADS[kind]
         jobs, events = listed_together(api, [f"/apis/batch/v1/namespaces/{namespace}/jobs",
                                              f"/api/v1/namespaces/{namespace}/events"])
         try:
-            body: dict[str, Any] | None = call(api, "GET", f"/apis/{group}/{version}/namespaces/{namespace}/"
-                                                          f"{plural}/{name}")
+            body: dict[str, Any] | None = call(api, "GET", f"/apis/{where.group}/{where.version}/namespaces/"
+                                                          f"{namespace}/{where.plural}/{name}")
         except client.ApiException as exc:
             if exc.status != 404:  # 404: no such object, or no such kind served
                 raise
@@ -139,18 +136,21 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
 
 
 def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
-    if kind == "Job":
+    """Is `pod` one of the workload's: by the label its pods carry its name in, else by its controller."""
+    where = WORKLOADS[kind]
+    if where.pod_label is None:  # the workload is the pod's controller
         owner = controller(pod) or {}
-        return (owner.get("apiVersion"), owner.get("kind")) == BATCH_JOB.owner and owner.get("name") == name
-    return ((pod["metadata"].get("labels") or {}).get(POD_LABEL[kind])) == name
+        return ((owner.get("apiVersion"), owner.get("kind")) == (f"{where.group}/{where.version}", kind)
+                and owner.get("name") == name)
+    return ((pod["metadata"].get("labels") or {}).get(where.pod_label)) == name
 
 
 def _not_found(kind: str, namespace: str, name: str) -> str:
-    plural = WORKLOADS[kind][2]
-    if kind == "Job":
-        return f"Job {namespace}/{name} not found (kubectl get jobs -n {namespace})"
+    where = WORKLOADS[kind]
+    if where.pod_label is None:
+        return f"{kind} {namespace}/{name} not found (kubectl get {where.plural} -n {namespace})"
     return (f"{kind} {namespace}/{name} not found, and no pod in {namespace} is labelled "
-            f"{POD_LABEL[kind]}={name} (kubectl get {plural},pods -n {namespace})")
+            f"{where.pod_label}={name} (kubectl get {where.plural},pods -n {namespace})")
 
 
 def _gated(pod: dict[str, Any]) -> bool:

@@ -2,7 +2,8 @@
 
 Pods of batch Jobs, JobSets, LeaderWorkerSets, Kubeflow training jobs, scheduler-plugins PodGroups
 and Kueue's plain-pod groups are gangs as they are: no rewriting as a GPUJob. Each kind declares its
-labels in netsched.jobs.kinds; `gang_of` tries them in `KINDS` order. A GPUJob's pods are not pod
+labels in netsched.jobs.kinds; `gang_of` tries them in the registry's order, most specific first
+(netsched.jobs.kinds.kind.GangKind.precedence). A GPUJob's pods are not pod
 gangs: the GPUJob controller makes, gates and releases them itself.
 """
 
@@ -14,23 +15,12 @@ from typing import Any
 
 from netsched.api.gpujob import KIND as GPUJOB_KIND
 from netsched.api.labels import JOB_LABEL, REPLICA_LABEL, whole_number
-from netsched.jobs.kinds import GangLabels
-from netsched.jobs.kinds.batch_job import BATCH_JOB
-from netsched.jobs.kinds.jobset import JOBSET
-from netsched.jobs.kinds.kubeflow import KUBEFLOW
-from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
-from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
-from netsched.jobs.kinds.pod_group import POD_GROUP
-
-# Most specific first. A group that states itself (Kueue's, a PodGroup) wins over the controller
-# that made the pods (Kueue labels an LWS group's pods, a Kubeflow job with gang scheduling labels
-# its PodGroup); a JobSet's or Kubeflow's pods are a batch Job's pods too, so the Job comes last.
-KINDS: tuple[GangLabels, ...] = (KUEUE_POD_GROUP, POD_GROUP, LEADER_WORKER_SET, JOBSET, KUBEFLOW, BATCH_JOB)
+from netsched.jobs.kinds.registry import KINDS, kind_named
 
 
 @dataclass(frozen=True)
 class GangRef:
-    """A pod gang: its kind (GangLabels.kind), where it is and its name; `size` is its members when
+    """A pod gang: its kind (GangKind.kind), where it is and its name; `size` is its members when
     the pods say it, None when only the owning object knows it (a Job's parallelism)."""
     kind: str
     namespace: str
@@ -57,7 +47,7 @@ def gang_of(pod: Mapping[str, Any]) -> GangRef | None:
 
 @dataclass(frozen=True)
 class SizeObject:
-    """The API object to read a gang's size from (netsched.jobs.kinds.SizedBy), and how."""
+    """The API object to read a gang's size from (netsched.jobs.kinds.kind.SizedBy), and how."""
     group: str
     version: str
     kind: str
@@ -73,7 +63,8 @@ class SizeObject:
 def size_object(pod: Mapping[str, Any], ref: GangRef) -> SizeObject | None:
     """Where the size of `pod`'s gang `ref` is when the pods leave it unsaid; None when nowhere netsched
     knows (the pod's controller is of no kind its gang kind declares)."""
-    sized = next((k.sized_by for k in KINDS if k.kind == ref.kind), None)
+    gang_kind = kind_named(ref.kind)
+    sized = gang_kind.sized_by if gang_kind else None
     if sized is None:
         return None
     if sized.label_version is not None:

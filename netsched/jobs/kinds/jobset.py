@@ -2,10 +2,52 @@
 labels the pods of every one with the JobSet, the replicated job and the Job's index. One Job of a
 replicated job is one gang, the unit JobSet itself places in one topology domain (its
 exclusive-topology annotation); the gang's name is that Job's (`<jobset>-<replicated job>-<index>`)
-and its size is the Job's parallelism, on the Job only."""
+and its size is the Job's parallelism, on the Job only (read with the Job's RBAC)."""
 
-from netsched.jobs.kinds import GangLabels
-from netsched.jobs.kinds.batch_job import JOBS
+from typing import Any
 
-JOBSET = GangLabels("JobSet", ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
-                               "jobset.sigs.k8s.io/job-index"), sized_by=JOBS)
+from netsched.jobs.kinds.batch_job import JOBS, job_gangs
+from netsched.jobs.kinds.kind import Answered, GangKind
+from netsched.jobs.kinds.pod_templates import GangTemplate, Made, NotAGang, as_map, required_map, whole
+
+# jobset name, replicated job, job index
+NAME_LABELS = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+               "jobset.sigs.k8s.io/job-index")
+
+
+def jobset_gangs(spec: dict[str, Any], name: str, namespace: str) -> list[GangTemplate]:
+    """One GangTemplate per replicated job: its `replicas` Jobs, each one gang."""
+    replicated = spec.get("replicatedJobs")
+    if not isinstance(replicated, list) or not replicated:
+        raise NotAGang("spec.replicatedJobs is empty: a JobSet runs its replicated jobs; add one with a Job "
+                       "template")
+    found = []
+    for i, rj in enumerate(replicated):
+        at = f"spec.replicatedJobs[{i}]"
+        rj = required_map(rj, at)
+        rj_name, replicas = str(rj.get("name") or ""), whole(rj.get("replicas", 1), f"{at}.replicas")
+        job_spec = required_map(required_map(rj.get("template"), f"{at}.template").get("spec"),
+                                f"{at}.template.spec")
+        labels = dict(zip(NAME_LABELS, (name, rj_name, "0"), strict=True))
+        if replicas:
+            found.append(job_gangs(job_spec, f"{name}-{rj_name}-0", namespace, replicas, labels,
+                                   f"{at}.template.spec.template"))
+    if not found:
+        raise NotAGang("every spec.replicatedJobs[].replicas is 0: the JobSet runs no pods")
+    return found
+
+
+def made(body: dict[str, Any]) -> list[Made]:
+    """A Job per replicated job."""
+    found = []
+    for i, rj in enumerate(as_map(body.get("spec")).get("replicatedJobs") or ()):
+        template = as_map(as_map(rj).get("template"))
+        found.append(Made(f"spec.replicatedJobs[{i}].template", "batch/v1", "jobs", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "whatif-"},
+            "spec": template.get("spec")}))
+    return found
+
+
+JOBSET = GangKind("JobSet", 40, NAME_LABELS, sized_by=JOBS,
+                  answered=Answered("jobset.x-k8s.io", "v1alpha2", "jobsets", jobset_gangs,
+                                    pod_label=NAME_LABELS[0], made=made))

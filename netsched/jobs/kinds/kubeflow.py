@@ -10,7 +10,7 @@ Kubeflow Trainer's TrainJob (trainer.kubeflow.org) runs its pods through a JobSe
 from collections.abc import Mapping
 from typing import Any
 
-from netsched.jobs.kinds import GangLabels, SizedBy
+from netsched.jobs.kinds.kind import Access, GangKind, SizedBy
 
 # the training operator's kinds and their resources; each keeps its replica types in spec.<x>ReplicaSpecs
 JOB_KINDS = (("PyTorchJob", "pytorchjobs"), ("TFJob", "tfjobs"), ("MPIJob", "mpijobs"),
@@ -27,5 +27,7 @@ def replicas(job: Mapping[str, Any]) -> int | None:
     return sum(1 if (s or {}).get("replicas") is None else int(s["replicas"]) for s in specs)
 
 
-KUBEFLOW = GangLabels("KubeflowJob", ("training.kubeflow.org/job-name",),
-                      sized_by=SizedBy("kubeflow.org", JOB_KINDS, replicas))
+KUBEFLOW = GangKind("KubeflowJob", 50, ("training.kubeflow.org/job-name",),
+                    sized_by=SizedBy("kubeflow.org", JOB_KINDS, replicas),
+                    access=(Access("kubeflow.org", tuple(resource for _, resource in JOB_KINDS), ("get",),
+                                   "a Kubeflow training job's replicas size its gang"),))

@@ -1,7 +1,7 @@
 """Kueue's plain-pod groups: bare pods that Kueue admits as one workload carry the group's name as a
 label and the group's total count as an annotation."""
 
-from netsched.jobs.kinds import GangLabels
+from netsched.jobs.kinds.kind import GangKind
 
-KUEUE_POD_GROUP = GangLabels("KueuePodGroup", ("kueue.x-k8s.io/pod-group-name",),
-                             size_annotation="kueue.x-k8s.io/pod-group-total-count")
+KUEUE_POD_GROUP = GangKind("KueuePodGroup", 10, ("kueue.x-k8s.io/pod-group-name",),
+                           size_annotation="kueue.x-k8s.io/pod-group-total-count")

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from netsched.api.labels import whole_number
-from netsched.jobs.kinds import GangLabels, SizedBy
+from netsched.jobs.kinds.kind import Access, GangKind, SizedBy
 
 
 def min_member(group: Mapping[str, Any]) -> int | None:
@@ -14,6 +14,8 @@ def min_member(group: Mapping[str, Any]) -> int | None:
     return whole_number(str((group.get("spec") or {}).get("minMember", ""))) or None
 
 
-POD_GROUP = GangLabels("PodGroup", ("scheduling.x-k8s.io/pod-group",),
-                       sized_by=SizedBy("scheduling.x-k8s.io", (("PodGroup", "podgroups"),), min_member,
-                                        label_version="v1alpha1"))
+POD_GROUP = GangKind("PodGroup", 20, ("scheduling.x-k8s.io/pod-group",),
+                     sized_by=SizedBy("scheduling.x-k8s.io", (("PodGroup", "podgroups"),), min_member,
+                                      label_version="v1alpha1"),
+                     access=(Access("scheduling.x-k8s.io", ("podgroups",), ("get",),
+                                    "a PodGroup's minMember sizes its gang"),))
