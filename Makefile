@@ -50,8 +50,9 @@ test-lint: install
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# No processes or clusters: the unit tests run on two workers.
 test-unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n 2 tests/unit
 
 test-integration: install controlplane prometheus
 	$(BIN)/pytest tests/integration

@@ -21,7 +21,7 @@ from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
-from netsched.operator.gpujobs.reconcile import BACKOFF
+from netsched.operator.gpujobs.reconcile import BACKOFF, PERMANENT_FIRST_RETRY
 from netsched.testing.builders import make_gpujob
 
 
@@ -44,10 +44,13 @@ def test_a_pod_the_api_server_refuses_is_said_once_and_retried_with_a_backoff(de
     assert "spec.priorityClassName" in ready["message"] and "create that PriorityClass" in ready["message"]
     assert ready["message"].endswith("so the job goes on by itself once that is fixed")
 
-    # three refusals, each after a longer wait: a loop that retried every tick would have posted a
-    # Warning per try by then
-    poll(lambda: (jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")["status"]
-                  .get(BACKOFF) or {}).get("failures", 0) >= 3, 60, "three refused tries, backed off")
+    # a second refusal after the first backoff, and the next wait twice as long: a loop that retried
+    # every tick, or said every try, would show by now
+    def backed_off():
+        status = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "refused")["status"]
+        return (b := status.get(BACKOFF)) and b["failures"] >= 2 and b
+    backoff = poll(backed_off, 60, "a second refused try")
+    assert (backoff["failures"], backoff["delaySeconds"]) == (2, 2 * PERMANENT_FIRST_RETRY)
     events = _events(core, namespace, "refused")
     warnings = [e for e in events if e.type == "Warning"]
     assert [e.reason for e in warnings] == ["PodsRefused"] and (warnings[0].count or 1) == 1
