@@ -70,8 +70,11 @@ test-e2e: install controlplane node-packages
 	@bash hack/controlplane/build.sh --node >/dev/null
 	$(BIN)/pytest tests/e2e -s
 
-# pytest exits 5 when it collects no tests; make treats that as the failure it is.
-test: $(LANES)
+# pytest exits 5 when it collects no tests; make treats that as the failure it is. Each lane's time
+# is printed as it ends.
+test:
+	@for lane in $(LANES); do started=$$(date +%s); $(MAKE) --no-print-directory $$lane || exit $$?; \
+		echo "[make test] $$lane: $$(( $$(date +%s) - started )) s"; done
 
 # the lanes' former names
 lint: test-lint
