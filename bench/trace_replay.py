@@ -1,12 +1,13 @@
 """The public Alibaba GPU trace (openb, cluster-trace-gpu-v2023) replayed as "Beware of Fragmentation"
 (USENIX ATC '23) does, through netsched and the published placement policies.
 
-    python bench/trace_replay.py [--seeds 10] [--trace-dir ../shared/openb] [--budget 10] [--no-publish]
+    python bench/trace_replay.py [--seeds 10] [--trace-dir ../shared/openb] [--budget 10] [--policies A,B]
+                                 [--no-publish]
 
 Per seed, the same pods for every policy: drawn from the trace with replacement until their GPU
 requests reach 1.3x the cluster's 6,212 GPUs (1,213 nodes), submitted one by one, nothing leaving
 (netsched.datagen.trace_replay). Policies (netsched.datagen.placement_policies): Random, DotProd,
-Packing, BestFit, FGD written here from the paper's definitions, kube-scheduler's default scoring,
+Packing, Clustering, BestFit, FGD written here from the paper's definitions, kube-scheduler's default scoring,
 netsched's scoring alone, and netsched as served: its scoring plus the packer (default disruption
 policy, --budget seconds a plan) making room at each measured load for the pods left waiting
 (netsched.datagen.trace_packer; priority from qos: Guaranteed > LS > Burstable > BE).
@@ -88,6 +89,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--trace-dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--budget", type=float, default=10.0, help="the packer's budget per plan, seconds")
+    ap.add_argument("--policies", default="", help="only these, comma-separated (default: all)")
     ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
     try:
@@ -95,8 +97,10 @@ def main() -> int:
     except TraceError as exc:
         print(f"trace_replay: {exc}", file=sys.stderr)
         return 2
-    names = ["Random", "DotProd", "Packing", "BestFit", "FGD", "kube default", "netsched scoring alone",
-             NETSCHED]
+    names = ["Random", "DotProd", "Packing", "Clustering", "BestFit", "FGD", "kube default",
+             "netsched scoring alone", NETSCHED]
+    if args.policies:
+        names = [n for n in names if n in args.policies.split(",")]
     started = time.monotonic()
     sections = []
     whole = [p for p in pods if not p.shares_gpu]

@@ -8,6 +8,9 @@ a pod (`GpuCluster.feasible`), one node and the GPU slots the pod takes there.
   smallest dot product with the pod's demand.
 - Packing: a shared GPU already in use first (the fullest), then free GPUs of a node already in use
   (fewest), then an idle node (the smallest); a pod asking no GPU anywhere.
+- Clustering: pods of one GPU shape (GPUs and share each) together: a node holding only that shape
+  first, then one holding it among others, then an idle node, then any; within each, the fullest.
+  A pod asking no GPU anywhere.
 - BestFit: the node with the least left after placing, 0.5 CPU + 0.5 GPU, each over the largest node's.
 - FGD: the node (and GPU) that least increases the expected fragmentation under the workload's own
   distribution of pod shapes: for a pod shape m, a node's free GPU share that m cannot use (all of it
@@ -77,6 +80,25 @@ def packing(cluster: GpuCluster, ask: Ask, idx: np.ndarray, rng: np.random.Gener
         partial = np.where((gpu >= ask.milli) & (gpu < MILLI), gpu, MILLI + 1).min(axis=1)
         score = np.where(partial <= MILLI, 100 - partial / 100, score)
     return _with_slots(cluster, ask, _best(score, idx, rng))
+
+
+class Clustering:
+    """Pods of one GPU shape together. It remembers the shapes it placed on each node (nothing leaves
+    in the replay)."""
+
+    def __init__(self, asks: list[Ask]) -> None:
+        self.shapes: dict[int, set[tuple[int, int]]] = {}
+
+    def __call__(self, cluster: GpuCluster, ask: Ask, idx: np.ndarray, rng: np.random.Generator) -> Choice:
+        if not ask.gpus:
+            return random_fit(cluster, ask, idx, rng)
+        shape = (ask.gpus, ask.milli)
+        here = [self.shapes.get(int(i), set()) for i in idx]
+        tier = np.array([3 if s == {shape} else 2 if shape in s else 1 if not s else 0 for s in here])
+        used = 1 - _gpu_free(cluster, idx) / (max(1, int(cluster.gpu_cap.max())) * MILLI)
+        node, slots = _with_slots(cluster, ask, _best(tier + used, idx, rng))
+        self.shapes.setdefault(node, set()).add(shape)
+        return node, slots
 
 
 def best_fit(cluster: GpuCluster, ask: Ask, idx: np.ndarray, rng: np.random.Generator) -> Choice:
@@ -168,6 +190,7 @@ POLICIES: dict[str, Callable[[list[Ask]], Chooser]] = {
     "Random": lambda asks: random_fit,
     "DotProd": lambda asks: dot_product,
     "Packing": lambda asks: packing,
+    "Clustering": Clustering,
     "BestFit": lambda asks: best_fit,
     "FGD": Fgd,
     "kube default": lambda asks: kube_default,

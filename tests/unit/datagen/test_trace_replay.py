@@ -77,3 +77,12 @@ def test_every_policy_places_only_where_the_pod_fits(name):
     replay.run(pods * 2)
     c = replay.cluster
     assert (c.cpu >= 0).all() and (c.mem >= 0).all() and ((c.gpu >= 0) | (c.gpu == -1)).all()
+
+
+def test_clustering_puts_pods_of_one_gpu_shape_together():
+    # a (one GPU) opens a node; b (a share) avoids it for an idle one; c (one GPU) joins a
+    replay = Replay("Clustering", [node("n0", 2), node("n1", 2), node("n2", 2)],
+                    POLICIES["Clustering"]([]), seed=4)
+    replay.run([pod("a", 1), pod("b", 0.5), pod("c", 1)])
+    where = {k.split(":")[1]: n for k, (n, _, _) in replay.cluster.held.items()}
+    assert where["c"] == where["a"] != where["b"]
