@@ -20,6 +20,7 @@ from netsched.devcluster import commands as devcluster
 from netsched.extender import command as extender
 from netsched.foresight import commands as foresight
 from netsched.operator import command as operator
+from netsched.records import command as records
 from netsched.telemetry import command as telemetry
 from netsched.training import commands as training
 
@@ -56,6 +57,8 @@ Subcommands:
                evict; creates nothing
   why          why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits, what would
                change it, and the room per rack or zone
+  report       what the cluster ran, per week and priority class, from the operator's
+               job records: jobs, GPU-hours, time queued and completion time
 
 The kubectl plugin `kubectl netsched` (docs/kubectl-plugin.md) offers whatif and why.
 """
@@ -79,6 +82,7 @@ COMMANDS: tuple[Command | Group, ...] = (
     demo.COMMAND,
     datagen.COMMAND,
     training.TRAIN, training.EVALUATE, training.RETRAIN, training.PREDICT,
+    records.REPORT,
 )
 
 

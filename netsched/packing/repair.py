@@ -61,6 +61,7 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
         at_home[p.node or ""].append(p)
     free = Room(problem, free_room(problem.nodes, problem.pods, placement))  # kept up to date
     free.track(movable.pods, placement)
+    any_mobile = any(policy.may_move_for_lower(p) for p in movable.pods)  # some pod moves for its equals
     for members in sorted(groups.values(), key=lambda g: -g[0].priority):
         if time.monotonic() > stop_at:
             break
@@ -71,7 +72,7 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
             trial = placement if lone else dict(placement)
             used = spent if lone else Counter(spent)
             room = free if lone else free.copy()
-            if all(_repair_one(problem, nodes, movable, trial, used, pod, policy, at_home, room)
+            if all(_repair_one(problem, nodes, movable, trial, used, pod, policy, at_home, room, any_mobile)
                    for pod in members):
                 disturbed = 0 if len(options) == 1 else sum(
                     trial[p.name] != p.node for p in problem.pods if p.running)
@@ -84,7 +85,7 @@ def repair(problem: Problem, start: dict[str, str | None], stop_at: float = floa
 
 def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
                 placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                at_home: dict[str, list[Pod]], free: Room) -> bool:
+                at_home: dict[str, list[Pod]], free: Room, any_mobile: bool = True) -> bool:
     """Place `pod` on one of `nodes`, by moves or preempting there if it must; others may go anywhere.
     `free` (the room `placement` leaves) is updated with it. A lone pod that cannot be placed
     changes nothing."""
@@ -92,7 +93,7 @@ def _repair_one(problem: Problem, nodes: tuple[Node, ...], movable: Problem,
     if node is not None:
         placement[pod.name] = node
         return True
-    if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free):
+    if _make_room_by_moves(problem, nodes, at_home, placement, spent, pod, policy, free, any_mobile):
         return True
     if not free.could_preempt(nodes, pod):
         return False
@@ -123,8 +124,9 @@ MOVE_TRIES = 4  # nodes per pending pod on which the repair tries to make room b
 
 def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict[str, list[Pod]],
                         placement: dict[str, str | None], spent: Counter[str], pod: Pod, policy: Policy,
-                        free: Room) -> bool:
-    """Defragment: on the few nodes closest to fitting `pod`, move running pods (largest first,
+                        free: Room, any_mobile: bool = True) -> bool:
+    """Defragment: on the few nodes closest to fitting `pod` (the least missing, in shares of each
+    node's capacity), move running pods (largest first,
     each still where it started) into free room on other nodes (the tightest fit) until `pod`
     fits; only when every one of them finds a place, so nothing stops running. Vectorised over
     nodes: at a thousand nodes this runs once per pending pod."""
@@ -133,7 +135,15 @@ def _make_room_by_moves(problem: Problem, nodes: tuple[Node, ...], at_home: dict
     need = free.need
     want = need(pod)
     usable = free.usable(nodes, pod) & (capacity >= want).all(axis=1)
-    missing = np.maximum(0, want - room).sum(axis=1).astype(float)
+    # what is missing in shares of the node: in raw units a MiB or a millicore short would weigh as
+    # much as a whole GPU short, and memory would decide which nodes are tried
+    missing = (np.maximum(0, want - room) * scale).sum(axis=1)
+    if free.held is not None and not any_mobile:
+        # only lower-priority pods may make way: a node where even they all gone leave too little is
+        # no try (at a thousand nodes, the nearest misses are often nodes full of its equals)
+        lower = [k for k, q in enumerate(free.priorities) if q < pod.priority]
+        could = room + free.held[lower].sum(axis=0) if lower else room
+        usable &= (could >= want).all(axis=1)
     missing[~usable] = np.inf
     allowed = {b.name: b.allowed - spent[b.name] for b in problem.budgets}
     for t in np.argsort(missing, kind="stable")[:MOVE_TRIES]:

@@ -49,6 +49,8 @@ from netsched.packing.repair import greedy, repair
 VARS_PER_SECOND = 10000
 SWAPS_SHARE = 0.4  # of what is left, at most, for adding pending pods by moves and swaps (`swaps`)
 IDENTICAL_SHARE = 0.5  # of what is left then, for the placements over identical nodes (the rest prices them)
+SWAP_CELLS_PER_SECOND = 10_000_000  # pod x node fit tests the swaps' set-up makes a second, busy machine
+SWAP_SETUP_SHARE = 0.25  # of what is left, at most, for that set-up in a problem solved in pieces
 MAX_VARS = 20000  # placement variables one model may have; larger problems are solved in pieces
 
 
@@ -105,18 +107,23 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
     hint = max(options, key=lambda o: o[0])[2]
     # the same rule with what the greedy fill and the repair left (less than planned on a busy machine)
     whole = whole and model_size(problem, policy) <= VARS_PER_SECOND * (deadline - time.monotonic())
+    stages = []
+    # the pods the policy lets move for any work, outside every disruption budget
+    mobile = {p.name for p in problem.pods if policy.priced and policy.repair and p.running
+              and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
+    left = deadline - time.monotonic()
+    # first, where it fits the time: a model, whole or in pieces, finds such chains of moves far more
+    # slowly. Its set-up (a fit test per pod and node, not clock-checked) takes a quarter of a second at
+    # 1,000 nodes x 10,000 pods: too large for the budget left, the pieces get the time instead.
+    cells = len(problem.pods) * len(problem.nodes)
+    if mobile and any(hint[p.name] is None for p in problem.pods) and (
+            whole or cells <= SWAP_CELLS_PER_SECOND * SWAP_SETUP_SHARE * left):
+        stage, added = _swaps(problem, mobile, hint, time.monotonic() + SWAPS_SHARE * left)
+        stages.append(stage)
+        options.append((rate(added), "solver", added))
+        hint = max(options, key=lambda o: o[0])[2]
     if whole:
-        stages = []
         left = deadline - time.monotonic()
-        # the pods the policy lets move for any work, outside every disruption budget
-        mobile = {p.name for p in problem.pods if policy.priced and policy.repair and p.running
-                  and p.movable and p.pdb is None and policy.may_move_for_lower(p)}
-        if mobile and any(hint[p.name] is None for p in problem.pods):
-            stage, added = _swaps(problem, mobile, hint, time.monotonic() + SWAPS_SHARE * left)
-            stages.append(stage)
-            options.append((rate(added), "solver", added))
-            hint = max(options, key=lambda o: o[0])[2]
-            left = deadline - time.monotonic()
         if (identical.applies(problem, policy) and any(hint[p.name] is None for p in problem.pods)
                 and identical.size(problem) <= IDENTICAL_SHARE * VARS_PER_SECOND * left):
             stage, found = _placements_first(problem, policy, hint, deadline, workers)
@@ -130,7 +137,8 @@ def solve(problem: Problem, budget: float = 1.0, workers: int | None = None,
             more, answer, proven = [{"stage": "the model", "status": "skipped: budget spent"}], None, False
         stages += more
     else:
-        stages, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
+        more, answer = neighbourhoods(problem, hint, deadline, workers, max_vars, policy)
+        stages += more
         proven = False
     if answer is not None:
         options.append((rate(answer), "solver", answer))

@@ -112,9 +112,8 @@ def test_a_bad_snapshot_is_refused_with_the_field_named():
         Problem.from_json({"nodes": [], "pods": [{"name": "p"}]})
 
 
-def test_a_piece_holds_the_node_of_a_running_pod_the_greedy_start_took_off_it():
-    # the greedy start evicted "low" for "high"; n1 has too little room left for "high" to be among the
-    # roomiest nodes, yet "low" is priced by n1, where it runs: the piece must hold n1 too
+def test_a_pod_the_greedy_start_evicted_enters_a_piece_as_pending():
+    # the greedy start evicted "low" for "high"; the piece may place "low" again but never runs it at home
     problem = Problem((node("n1"), node("n2"), node("n3"), node("n4")),
                       (pod("low", 4, 0, "n1"), pod("keep", 4, 100, "n1"), pod("high", 8, 100)))
     working = {"low": None, "keep": "n1", "high": None}
