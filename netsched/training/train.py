@@ -44,8 +44,9 @@ import sklearn
 from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, PlainTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
+from netsched.models.gpu_identity import identity_columns
 from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, dataset_from_rows, read_datasets
@@ -66,7 +67,7 @@ from netsched.training.onnx_export import compiled, is_trees, onnx_graph
 
 TIME_BLOCKS = 5
 SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
-            "ridge")
+            "hist_gradient_boosting_plain", "ridge")
 SELECTION_RULE = (
     f"Each kind's score is the mean of its by-time and by-site cross-validation scores. Only "
     f"{', '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
@@ -170,7 +171,7 @@ def cluster_groups(ds: Dataset) -> np.ndarray | None:
     return ds.cluster if len(set(ds.cluster)) > 1 else None
 
 
-def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees:
+def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees | PlainTrees:
     return fit_model(kind, FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set, seed)
 
 
@@ -242,7 +243,7 @@ class Validation:
     judged_by: str | None  # metrics.judged_by of the pick's cross-validation scores
     holdout: float
     recent: Dataset  # the held-out most recent jobs; empty without a holdout
-    recent_model: JobPlusCandidate | LinearPlusTrees | None  # None without a holdout
+    recent_model: JobPlusCandidate | LinearPlusTrees | PlainTrees | None  # None without a holdout
     recent_scores: Scores | None
 
     def to_json(self) -> dict:
@@ -333,32 +334,41 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
     """What the extender loads (netsched.models.predictor): the linear screen's parameters, the job
     part's trees as an ONNX graph and the candidate part as one too, or its parameters when it is
     linear; converted here once rather than at every load. None (served from the pickle) for a
-    model that cannot be written so."""
+    model that cannot be written so. The GPU identity flags every part reads after the features
+    (`gpu_identity`) are written beside them."""
     estimator = bundle["estimator"]
     files: dict[str, bytes] = {}
     screen = LinearScreen(bundle["screen"], FEATURE_NAMES).params()
+    identity = estimator.identity
+    wide = (*FEATURE_NAMES, *identity_columns(identity))
     if isinstance(estimator, LinearPlusTrees):
         return _linear_plus_trees_files(estimator, screen, log)
     try:
-        files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
-        if is_trees(estimator.candidate):
-            files["candidate.onnx"] = onnx_graph(estimator.candidate, len(FEATURE_NAMES))
-            candidate: dict = {"onnx": "candidate.onnx"}
+        if isinstance(estimator, PlainTrees):
+            files["trees.onnx"] = onnx_graph(estimator.trees, len(wide))
+            spec: dict = {"plain_trees": "trees.onnx", "screen": screen}
         else:
-            candidate = {"linear": LinearScreen(estimator.candidate, FEATURE_NAMES).params()}
+            files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
+            if is_trees(estimator.candidate):
+                files["candidate.onnx"] = onnx_graph(estimator.candidate, len(wide))
+                candidate: dict = {"onnx": "candidate.onnx"}
+            else:
+                candidate = {"linear": LinearScreen(estimator.candidate, wide).params()}
+            spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
+                    "screen": screen}
     except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
         log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
         return None
-    spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
-            "screen": screen}
+    if identity is not None:
+        spec["gpu_identity"] = identity.params()
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), **files}
 
 
 def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print) -> dict[str, bytes] | None:
     """A LinearPlusTrees as the extender loads it: the physics estimates it appends (by name, so a
     netsched that computes other ones refuses it), the linear part's parameters over the features and
-    those estimates, and the trees as an ONNX graph."""
-    names = (*estimator.features, *estimate_names(estimator.features))
+    those estimates (and the GPU identity flags), and the trees as an ONNX graph."""
+    names = (*estimator.features, *estimate_names(estimator.features), *identity_columns(estimator.identity))
     try:
         trees = onnx_graph(estimator.trees, len(names))
     except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
@@ -370,6 +380,8 @@ def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print
                   "screen": screen}
     if estimator.products is not None:
         spec["linear_plus_trees"]["products"] = estimator.products.params()
+    if estimator.identity is not None:
+        spec["gpu_identity"] = estimator.identity.params()
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), "trees.onnx": trees}
 
 
@@ -391,10 +403,14 @@ def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], d
     if isinstance(estimator, LinearPlusTrees):
         params = {"linear": _params(estimator.linear), "trees": _params(estimator.trees),
                   "estimates": list(estimate_names(estimator.features))}
+    elif isinstance(estimator, PlainTrees):
+        params = {"trees": _params(estimator.trees)}
     else:
         params = {"job": _params(estimator.job), "candidate": _params(estimator.candidate)}
     return {
         "schema_version": SCHEMA_VERSION, "features": bundle["features"],
+        # the flags every part of the model reads after `features` (netsched.models.gpu_identity)
+        "gpu_identity": list(identity_columns(estimator.identity)),
         "network_blind_features": bundle["network_blind_features"], "target": bundle["target"],
         "model_kind": checked.pick.kind,
         "model_params": params,

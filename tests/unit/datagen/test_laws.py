@@ -9,7 +9,8 @@ import pytest
 from netsched.datagen import laws
 from netsched.datagen.simulator import PROFILES
 
-BASE = laws.Inputs(gpu="NVIDIA-L40S", kind="inference", work_s=1000.0, physics_compute_s=2000.0, cpu_factor=1.0,
+BASE = laws.Inputs(gpu="NVIDIA-L40S", kind="inference", work_s=1000.0, physics_compute_s=2000.0,
+                   cpu_factor=1.0,
                    input_gb_per_replica=10.0, data_mbps=1000.0, data_far=False, replicas=4, volume_gb=50.0,
                    peer_mbps=10_000.0, peer_rtt_ms=0.5, steps=100.0)
 

@@ -7,7 +7,7 @@ import pytest
 
 from netsched.models.artifact import ArtifactError, file_sha256
 from netsched.models.features import FEATURE_NAMES, INDEX, SCHEMA_VERSION, SchemaError
-from netsched.models.physics import with_estimates
+from netsched.models.gpu_identity import appended
 from netsched.models.predictor import Predictor
 from netsched.testing.models import sim_rows, trained
 from netsched.training.dataset import (
@@ -158,8 +158,9 @@ def test_the_whole_kind_learns_each_rows_residual_from_the_job_part_not_its_offs
     whole = fit_model("hist_gradient_boosting_whole", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
     two_part = fit_model("hist_gradient_boosting", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
     residual = log_y - whole.job.predict(ds.X[:, whole.job_columns])
-    per_set = [(whole.candidate.predict(ds.X[rows]).mean(), residual[rows].mean(),
-                two_part.candidate.predict(ds.X[rows]).mean()) for rows in ds.sets()]
+    per_set = [(whole.candidate.predict(appended(whole.identity, ds.X[rows])).mean(), residual[rows].mean(),
+                two_part.candidate.predict(appended(two_part.identity, ds.X[rows])).mean())
+               for rows in ds.sets()]
     whole_mean, residual_mean, offset_mean = np.array(per_set).T
     assert np.corrcoef(whole_mean, residual_mean)[0, 1] > 0.8  # follows what the job part missed
     assert offset_mean.std() < whole_mean.std() / 3  # the two-part's is centred on each set's mean
@@ -177,7 +178,7 @@ def test_the_physics_kinds_trees_learn_each_rows_residual_within_its_set():
     ds = dataset_from_rows(sim_rows(jobs=60, seed=5))
     log_y = np.log(ds.y)
     model = fit_model("hist_gradient_boosting_physics", FEATURE_NAMES, ds.X, log_y, ds.candidate_set, 0)
-    Z = with_estimates(ds.X, FEATURE_NAMES)
+    Z = model.inputs(ds.X)
     residual = log_y - model.linear.predict(Z)
     per_set = np.array([(model.trees.predict(Z[rows]).mean(), residual[rows].mean()) for rows in ds.sets()])
     assert np.abs(per_set[:, 0]).max() < per_set[:, 1].std() / 3
@@ -186,6 +187,7 @@ def test_the_physics_kinds_trees_learn_each_rows_residual_within_its_set():
 @pytest.mark.parametrize("kind, files", [
     ("hist_gradient_boosting_whole", {"job.onnx", "candidate.onnx"}),
     ("hist_gradient_boosting_physics", {"trees.onnx"}),  # the linear part's parameters in serving.json
+    ("hist_gradient_boosting_plain", {"trees.onnx"}),
 ])
 def test_a_one_model_kind_is_served_from_its_files_as_its_pickle_predicts(tmp_path, monkeypatch, kind, files):
     predictor = trained_kind(tmp_path, monkeypatch, kind)
