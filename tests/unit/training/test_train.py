@@ -18,7 +18,7 @@ from netsched.training.dataset import (
     write_dataset,
 )
 from netsched.training.fitting import MODEL_KINDS, fit_model
-from netsched.training.metrics import BY_PAIRS, BY_RANKING, REGRET_TIE, TOP1_TIE, Scores
+from netsched.training.metrics import BY_NODE_PAIRS, BY_RANKING, REGRET_TIE, TOP1_TIE, Scores
 from netsched.training.train import (
     SELECTION_RULE,
     SERVABLE,
@@ -52,7 +52,7 @@ def test_the_artifact_says_what_trained_it():
     assert held["jobs"] == 30 and held["rows"] == 240 and 0 < held["scores"]["top1"] <= 1
 
 
-def test_one_row_per_job_is_said_and_selected_by_pairwise_accuracy_never_nan(tmp_path, monkeypatch):
+def test_one_row_per_job_is_said_and_selected_by_node_pair_accuracy_never_nan(tmp_path, monkeypatch):
     """The operator's records: no candidate set to pick from, so no top-1 or regret."""
     monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting", "ridge"))
     data = tmp_path / "records.csv"
@@ -60,11 +60,12 @@ def test_one_row_per_job_is_said_and_selected_by_pairwise_accuracy_never_nan(tmp
     lines: list[str] = []
     meta = json.loads((train([data], tmp_path, name="m", log=lines.append) / "meta.json").read_text())
     out = "\n".join(lines)
-    assert "one row per job" in out and "pairwise accuracy" in out and "nan" not in out.lower()
-    assert meta["validation"]["selected_by"] == BY_PAIRS
+    assert "one row per job" in out and "node-pair accuracy" in out and "nan" not in out.lower()
+    assert meta["validation"]["selected_by"] == BY_NODE_PAIRS
     for cv in meta["cv"].values():
-        assert cv["overall"]["top1"] is None and cv["overall"]["pairs"] > 0
-        assert 0 <= cv["overall"]["pair_accuracy"] <= 1
+        overall = cv["overall"]
+        assert overall["top1"] is None and overall["pairs"] > 0 and overall["node_pairs"] > 0
+        assert 0 <= cv["overall"]["pair_accuracy"] <= 1 and 0 <= cv["overall"]["node_pair_accuracy"] <= 1
     assert meta["training_data"]["rows"] == 60  # every record, the 12 held out too
 
 
