@@ -18,7 +18,7 @@ folds hold out one training world at a time in `loco`, one zone in `within`), fi
 them; each servable kind (train.SERVABLE) fitted the same way whatever the pick; `20-line HGBR`,
 scikit-learn's HistGradientBoostingRegressor at its defaults on the same columns, the four GPU
 capability columns replaced by one 0/1 column per GPU product of the training rows, log seconds as
-target (`baseline`: the whole of it); and kube-scheduler's default scoring, for scale.
+target (`baseline`, 20 lines); and kube-scheduler's default scoring, for scale.
 
 Scores over the judged jobs' candidate sets: top-1 (picked the truly fastest), p95 regret (picked /
 best - 1) and the mean completion time of the picks over the oracle's (the truly fastest every

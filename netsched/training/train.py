@@ -33,7 +33,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,12 +58,14 @@ from netsched.training.metrics import (
     PAIR_TIE,
     REGRET_TIE,
     TOP1_TIE,
+    NodePairCounts,
     Scores,
     better,
     describe,
     judged_by,
     model_scores,
     node_pair_counts,
+    with_node_pairs,
 )
 from netsched.training.onnx_export import compiled, is_trees, onnx_graph
 
@@ -80,11 +82,11 @@ SELECTION_RULE = (
     f"order {', '.join(k for k in MODEL_KINDS if k in SERVABLE)}, a kind replaces the pick so far only if it "
     f"beats it: top-1 higher by more than {TOP1_TIE * 100:g} percentage point, or, within that, p95 regret "
     f"lower by more than {REGRET_TIE * 100:g} point. Where the records hold one row per job (no candidate "
-    f"set to pick from), node-pair accuracy higher by more than {PAIR_TIE * 100:g} point: over pairs of "
-    f"comparable jobs of one workload kind, how often the model predicting the first job on its own node "
-    f"and on the second's orders the two as their true times are (not pairwise accuracy between the jobs, "
-    f"which rewards knowing a job's length and picked a kind that placed worse, bench/selection_rule.py). "
-    f"MAPE is reported, never compared."
+    f"set to pick from), node-pair accuracy (weighted) higher by more than {PAIR_TIE * 100:g} point: over "
+    f"pairs of comparable jobs of one workload kind, how often the model predicting the first job on its own "
+    f"node and on the second's orders the two as their true times are, each pair weighed by how far apart "
+    f"those are (not pairwise accuracy between the jobs, which rewards knowing a job's length and picked "
+    f"kinds that placed worse, bench/selection_rule.py). MAPE is reported, never compared."
 )
 
 
@@ -191,20 +193,14 @@ def cross_validate(ds: Dataset, kind: str, folds: list[tuple[np.ndarray, np.ndar
     predicted = np.full(len(ds), np.nan)
     tested = np.zeros(len(ds), dtype=bool)
     by_node = not any(len(rows) > 1 for rows in ds.sets())
-    right = squared = 0.0
-    judged = 0
+    pairs = NodePairCounts()
     for train, test in folds:
         model = fit_kind(kind, ds.take(train), seed)
         predicted[test] = seconds(model, ds.X[test])
         tested[test] = True
         if by_node:
-            r, n, e = node_pair_counts(ds.take(test), predicted[test], lambda X, m=model: seconds(m, X))
-            right, judged, squared = right + r, judged + n, squared + e
-    scores = model_scores(ds.take(tested), predicted[tested])
-    if not judged:
-        return scores
-    return replace(scores, node_pair_accuracy=right / judged, node_pairs=judged,
-                   node_pair_error=math.sqrt(squared / judged))
+            pairs += node_pair_counts(ds.take(test), predicted[test], lambda X, m=model: seconds(m, X))
+    return with_node_pairs(model_scores(ds.take(tested), predicted[tested]), pairs)
 
 
 def _mean(a: Scores, b: Scores | None) -> Scores:
@@ -286,9 +282,9 @@ def validate(data: Dataset, holdout: float, seed: int, log=print,
     by = judged_by(results[0].overall)
     if by in (BY_NODE_PAIRS, BY_PAIRS):
         log("the records hold one row per job (no counterfactual candidates, as the operator writes them): "
-            "top-1 and regret are undefined, so kinds are compared by node-pair accuracy: pairs of jobs of "
-            "comparable size (equal GPUs, expected seconds within a power of two) and one workload kind, the "
-            "first job predicted on both jobs' nodes")
+            "top-1 and regret are undefined, so kinds are compared by node-pair accuracy (weighted): pairs "
+            "of jobs of comparable size (equal GPUs, expected seconds within a power of two) and one "
+            "workload kind, the first job predicted on both jobs' nodes")
     elif by is None:
         log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
             f"kept the first servable kind, {SERVABLE[0]}")
