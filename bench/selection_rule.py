@@ -9,7 +9,7 @@ the older 70% are the history, the newer 30% the test. Two kinds of history:
 - records: one row per job, the candidate it ran on (`chosen`: kube-scheduler's pick), as the
   operator records a cluster's finished jobs: no counterfactual candidate, so `train` cannot rank
   candidate sets and compares kinds by pairs of jobs;
-- candidates: every candidate of every job, as the simulator writes them (top-1, then p95 regret).
+- candidates: every candidate of every job, as the simulator writes them (top-1).
 
 For each servable kind (netsched.training.train.SERVABLE): its cross-validation scores on the
 history as `train` computes them (evaluate_kinds), and its placement on the test jobs when fitted
@@ -18,9 +18,9 @@ by the test regret of the kind it picks against the lowest test regret of any ki
 Rules on records: pairwise accuracy between comparable jobs (`train`'s rule before node pairs),
 node-pair accuracy (netsched.training.metrics: the first job of a pair predicted on both jobs'
 nodes) unweighted, and weighted by how far apart the pair's true times are (`train`'s rule). On the
-candidate history: `train`'s rule (top-1, then p95 regret), and the lowest cross-validated mean
-regret. Fits run on one thread. `--write`
-replaces the section "Selection rule against placement regret" of docs/benchmarks-history.md.
+candidate history: `train`'s rule (from the physics kind, a top-1 lead beyond noise), and the
+lowest cross-validated mean regret. Fits run on one thread. `--write` replaces the section
+"Selection rule against placement regret" of docs/benchmarks-history.md.
 """
 
 from __future__ import annotations
