@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsched.api.topology import DEFAULT
+from netsched.datagen import laws
 from netsched.devcluster.topology import gpu_nodes
 from netsched.models.features import (
     COMM_LEVELS,
@@ -98,6 +99,7 @@ class ClusterProfile:
     endpoint_mbps: tuple[float, float] = (800, 8_000)
     # share of training, inference, etl and batch jobs
     kind_share: tuple[float, float, float, float] = (0.45, 0.15, 0.25, 0.15)
+    law: str = "physics"  # how completion time comes about (netsched.datagen.laws)
 
 
 # Clusters that differ in GPUs (several found in one cluster only), link speeds, topology and job
@@ -120,6 +122,20 @@ PROFILES = {
     "mixed": ClusterProfile(80, 5, 4, (("NVIDIA-H100-80GB-HBM3", 0.2), ("NVIDIA-A40", 0.3),
                                        ("NVIDIA-A100-SXM4-80GB", 0.2), ("NVIDIA-L40S", 0.3)),
                             zone_mbps=(2_000, 8_000)),
+    # worlds whose completion-time law differs in form from the above (netsched.datagen.laws)
+    "affinity": ClusterProfile(64, 4, 4, (("NVIDIA-H100-80GB-HBM3", 0.25), ("NVIDIA-A100-SXM4-80GB", 0.25),
+                                          ("NVIDIA-L40S", 0.2), ("NVIDIA-A40", 0.15), ("NVIDIA-L4", 0.15)),
+                               kind_share=(0.3, 0.3, 0.25, 0.15), law="affinity"),
+    "cliff": ClusterProfile(64, 4, 4, (("NVIDIA-H100-80GB-HBM3", 0.4), ("NVIDIA-A100-SXM4-80GB", 0.4),
+                                       ("NVIDIA-L40S", 0.2)),
+                            nic_scale=0.5, zone_mbps=(1_000, 6_000), kind_share=(0.6, 0.1, 0.2, 0.1),
+                            law="cliff"),
+    "cached": ClusterProfile(64, 4, 4, (("NVIDIA-A100-SXM4-80GB", 0.4), ("NVIDIA-L40S", 0.3),
+                                        ("Tesla-V100-SXM2-32GB", 0.3)),
+                             endpoint_mbps=(400, 4_000), kind_share=(0.3, 0.15, 0.4, 0.15), law="cached"),
+    "stragglers": ClusterProfile(64, 4, 4, (("NVIDIA-H100-80GB-HBM3", 0.3), ("NVIDIA-A40", 0.3),
+                                            ("NVIDIA-A100-SXM4-80GB", 0.2), ("Tesla-T4", 0.2)),
+                                 law="stragglers"),
 }
 REPLICAS = {"training": ((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15)), "inference": ((1,), (1.0,)),
             "etl": ((1, 2, 4), (0.5, 0.3, 0.2)), "batch": ((1, 2), (0.7, 0.3))}
@@ -190,6 +206,7 @@ class Cluster:
         self.rack_zone = np.zeros(self.racks, dtype=int)
         self.rack_zone[self.rack] = self.zone
         profile = PROFILES[cfg.profile]
+        self.law = profile.law
         products, shares = zip(*profile.gpus, strict=True)
         rack_gpu = rng.choice(products, size=len(rack_names), p=shares)
         self.gpu = rack_gpu[self.rack]
@@ -383,6 +400,9 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
     local_data = job.scope == "node" and job.where == i
     _, peer = _exchange(cluster, job, i, 1 - CONTENTION * nic)
     duration = completion_seconds(cluster, job, i, nic, cpu) * rng.lognormal(0, cfg.node_noise)
+    if cluster.law == "stragglers":  # drawn only there: the other worlds keep their draws
+        factor = laws.straggle(rng, cpu, nic)
+        duration *= factor if cfg.node_noise > 0 else 1.0  # the noise-free oracle knows no straggling
     remote = [p for p in job.peers if p != i]
     peer_bw, peer_rtt = seen(peer[0], peer[1]) if remote else (math.nan, math.nan)
     shown_data = seen(data_bw, data_rtt) if not local_data else (math.nan, math.nan)
@@ -412,7 +432,28 @@ def completion_seconds(cluster: Cluster, job: Job, i: int, nic: float = 0.0, cpu
     pull = job.input_gb / job.replicas * 8000 / (data_bw * (1.0 if local_data else c))
     compute = (job.work_s * GPU_SPEED[cluster.gpu[i]] ** -GPU_EXPONENT[job.kind]
                * (1 + CPU_SENSITIVITY[job.kind] * cpu))
-    return STARTUP_S + pull + compute + _exchange(cluster, job, i, c)[0]
+    physics = STARTUP_S + pull + compute + _exchange(cluster, job, i, c)[0]
+    if cluster.law == "physics":
+        return physics
+    data_mbps = data_bw * (1.0 if local_data else c)
+    inputs = _law_inputs(cluster, job, i, c, cpu, compute, data_mbps)
+    return laws.seconds(cluster.law, inputs, STARTUP_S, physics)
+
+
+def _law_inputs(cluster: Cluster, job: Job, i: int, c: float, cpu: float, compute: float,
+                data_mbps: float) -> laws.Inputs:
+    peer_mbps = peer_rtt = math.nan
+    if job.peers:
+        links = [cluster.node_link(i, p) for p in job.peers]
+        peer_mbps = min(b * (1.0 if p == i else c) for (b, _), p in zip(links, job.peers, strict=True))
+        peer_rtt = max(r for _, r in links)
+    far = job.scope == "endpoint" or cluster.data_distance(i, job.scope, job.where) == DISTANCES["far"]
+    return laws.Inputs(gpu=str(cluster.gpu[i]), kind=job.kind, work_s=job.work_s, physics_compute_s=compute,
+                       cpu_factor=1 + CPU_SENSITIVITY[job.kind] * cpu,
+                       input_gb_per_replica=job.input_gb / job.replicas, data_mbps=data_mbps, data_far=far,
+                       replicas=job.replicas, volume_gb=job.comm_gb_per_hour * job.work_s / 3600,
+                       peer_mbps=peer_mbps, peer_rtt_ms=peer_rtt,
+                       steps=job.work_s / step_seconds(job.comm_gb_per_hour))
 
 
 def _exchange(cluster: Cluster, job: Job, i: int, c: float) -> tuple[float, tuple[float, float]]:

@@ -37,8 +37,9 @@ from netsched.models.artifact import (
     read_serving,
 )
 from netsched.models.compiled import OnnxTrees
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, Regressor
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, PlainTrees, Regressor
 from netsched.models.features import FEATURE_NAMES, NETWORK_BLIND, SCHEMA_VERSION, feature_matrix, require
+from netsched.models.gpu_identity import GpuIdentity, identity_columns
 from netsched.models.physics import estimate_names
 from netsched.models.products import ProductOffsets
 
@@ -152,18 +153,24 @@ class Predictor:
         LinearPlusTrees its linear part's parameters and its trees' graph, ready to run as written: no
         pickle, no conversion."""
         files = read_serving(directory, meta)
-        model: JobPlusCandidate | LinearPlusTrees
+        model: JobPlusCandidate | LinearPlusTrees | PlainTrees
         try:
             spec = json.loads(files[SERVING_SPEC])
             screen = LinearScreen.of_params(spec["screen"], features)
+            identity = (GpuIdentity.of_params(spec["gpu_identity"], features) if "gpu_identity" in spec
+                        else None)
+            _check_identity(directory, meta, identity)
             if "linear_plus_trees" in spec:
-                model = _linear_plus_trees(directory, spec["linear_plus_trees"], files, features)
+                model = _linear_plus_trees(directory, spec["linear_plus_trees"], files, features, identity)
+            elif "plain_trees" in spec:
+                model = PlainTrees(OnnxTrees(files[spec["plain_trees"]]), identity)
             else:
                 part = spec["candidate"]
+                wide = (*features, *identity_columns(identity))
                 candidate = (OnnxTrees(files[part["onnx"]]) if "onnx" in part
-                             else LinearScreen.of_params(part["linear"], features))
+                             else LinearScreen.of_params(part["linear"], wide))
                 model = JobPlusCandidate([int(j) for j in spec["job_columns"]], OnnxTrees(files[spec["job"]]),
-                                         candidate)
+                                         candidate, identity)
         except ArtifactError:
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -237,14 +244,16 @@ def _served(estimator: Regressor) -> Regressor:
     """A LinearPlusTrees' linear part as one numpy expression: scikit-learn's pipeline validates its
     input at each of its four steps, 0.7 ms on 128 rows where the model's trees take 0.2."""
     if isinstance(estimator, LinearPlusTrees) and not isinstance(estimator.linear, LinearScreen):
-        names = (*estimator.features, *estimate_names(estimator.features))
+        identity = getattr(estimator, "identity", None)
+        names = (*estimator.features, *estimate_names(estimator.features), *identity_columns(identity))
         return LinearPlusTrees(estimator.features, LinearScreen(estimator.linear, names), estimator.trees,
-                               getattr(estimator, "products", None), getattr(estimator, "by_reach", False))
+                               getattr(estimator, "products", None), getattr(estimator, "by_reach", False),
+                               identity)
     return estimator
 
 
 def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[str, bytes],
-                       features: tuple[str, ...]) -> LinearPlusTrees:
+                       features: tuple[str, ...], identity: GpuIdentity | None = None) -> LinearPlusTrees:
     """A LinearPlusTrees from its serving spec, refused if it was trained on other physics estimates
     than this netsched computes; without `products` (written before product offsets) it has none,
     without `by_reach` (written before physics.peers_by_reach) it reads the peer columns as written."""
@@ -252,11 +261,20 @@ def _linear_plus_trees(directory: Path, spec: Mapping[str, Any], files: Mapping[
     if tuple(spec["estimates"]) != estimates:
         raise ArtifactError(f"{directory / SERVING_SPEC}: trained on the estimates {spec['estimates']}, this "
                             f"netsched computes {list(estimates)}; retrain the model with `netsched train`")
-    linear = LinearScreen.of_params(spec["linear"], (*features, *estimates))
+    linear = LinearScreen.of_params(spec["linear"], (*features, *estimates, *identity_columns(identity)))
     products = spec.get("products")
     return LinearPlusTrees(features, linear, OnnxTrees(files[spec["trees"]]),
                            None if products is None else ProductOffsets.of_params(products, features),
-                           bool(spec.get("by_reach", False)))
+                           bool(spec.get("by_reach", False)), identity)
+
+
+def _check_identity(directory: Path, meta: Mapping[str, Any], identity: GpuIdentity | None) -> None:
+    """The serving files' GPU identity flags must be those meta.json records (none where it records none,
+    as artifacts written before them): else the files and the record are of different models."""
+    recorded = list(meta.get("gpu_identity", []))
+    if recorded != list(identity_columns(identity)):
+        raise ArtifactError(f"{directory}: meta.json records the GPU identity flags {recorded}, its serving "
+                            f"files {list(identity_columns(identity))}; retrain the model")
 
 
 def _check(directory: Path, version: object, features: Iterable[str] | None,

@@ -38,6 +38,16 @@ two-part kind's offset from the set's mean log seconds, this one is taken after 
 accounted for the GPUs and links of the set, so it no longer depends on the cluster's GPU mix.
 A set of one (operator records) keeps its whole residual.
 
+`hist_gradient_boosting_plain` is the kind with none of those assumptions: one boosted model of log
+seconds over the raw columns, no parts, no physics estimates, no monotone constraints, at the
+two-part kind's tree settings. It stays in the running so that a world whose law is not the one the
+other kinds encode still has a kind that only learns from its rows.
+
+Every kind reads, beside the GPU capability columns, a flag per GPU product the training rows hold
+gpu_identity.MIN_JOBS jobs or more of (netsched.models.gpu_identity): the candidate part of the
+two-part kinds, both parts of the physics kind, the plain kind's trees. A product without a flag
+(unseen, or too few jobs) is placed by its capability numbers alone.
+
 Trees read NaN (unknown) natively; the linear and kNN models get log1p of heavy-tailed
 features, median imputation with missing-value indicators, and standard scaling. Settings
 are fixed, not searched. They were chosen when scikit-learn served the trees, at ~9 us per
@@ -64,13 +74,15 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, log1p_columns
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, PlainTrees, log1p_columns
 from netsched.models.features import FEATURES
+from netsched.models.gpu_identity import GpuIdentity, appended, identity_columns
 from netsched.models.physics import estimate_names, peers_by_reach, with_estimates
 from netsched.models.products import ProductOffsets
 
 MODEL_KINDS = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
-               "random_forest", "ridge", "knn")
+               "hist_gradient_boosting_plain", "random_forest", "ridge", "knn")
+PLAIN = "hist_gradient_boosting_plain"
 WHOLE = {"hist_gradient_boosting_whole": "hist_gradient_boosting"}  # kind -> its trees' settings
 PHYSICS = "hist_gradient_boosting_physics"
 # +1: completion time never falls as the feature rises; -1: never rises. Every physics estimate is +1.
@@ -90,7 +102,7 @@ KNN_NEIGHBORS = 15  # or every row, when fewer: a cross-validation fold of a you
 def make_model(kind: str, features: tuple[str, ...], seed: int):
     """An unfitted regressor of `kind` over `features` (a subset of the schema, in schema order)."""
     kind = WHOLE.get(kind, kind)
-    if kind in ("hist_gradient_boosting", PHYSICS):
+    if kind in ("hist_gradient_boosting", PHYSICS, PLAIN):
         monotone = None if kind != PHYSICS else [direction(f) for f in features]
         return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.15, max_leaf_nodes=31,
                                              min_samples_leaf=20, early_stopping=False, random_state=seed,
@@ -111,11 +123,17 @@ def direction(name: str) -> int:
 
 
 def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-              sets: np.ndarray, seed: int) -> JobPlusCandidate | LinearPlusTrees:
-    """A fitted JobPlusCandidate, or LinearPlusTrees for PHYSICS; `sets` names each row's candidate set."""
+              sets: np.ndarray, seed: int,
+              identity: bool = True) -> JobPlusCandidate | LinearPlusTrees | PlainTrees:
+    """A fitted JobPlusCandidate, or LinearPlusTrees for PHYSICS, PlainTrees for PLAIN; `sets` names
+    each row's candidate set (one per job); `identity`: with the GPU identity flags."""
     X = _no_empty_columns(X)
+    gpus = GpuIdentity.fit(features, X, sets) if identity else None
     if kind == PHYSICS:
-        return fit_linear_plus_trees(features, X, log_seconds, sets, seed)
+        return fit_linear_plus_trees(features, X, log_seconds, sets, seed, identity=gpus)
+    wide = (*features, *identity_columns(gpus))
+    if kind == PLAIN:
+        return PlainTrees(make_model(PLAIN, wide, seed).fit(appended(gpus, X), log_seconds), gpus)
     job_columns = [i for i, name in enumerate(features) if name in JOB_FEATURES]
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
     set_mean = (np.bincount(inverse, weights=log_seconds) / counts)[inverse]
@@ -129,20 +147,23 @@ def fit_model(kind: str, features: tuple[str, ...], X: np.ndarray, log_seconds: 
     if kind == "knn" and len(X) > KNN_MAX_ROWS:
         keep = np.random.default_rng(seed).choice(len(X), KNN_MAX_ROWS, replace=False)
         X, offset = X[keep], offset[keep]
-    candidate = make_model(kind, features, seed)
+    candidate = make_model(kind, wide, seed)
     if kind == "knn":
         candidate.set_params(kneighborsregressor__n_neighbors=min(KNN_NEIGHBORS, len(X)))
-    return JobPlusCandidate(job_columns, job, candidate.fit(X, offset))
+    return JobPlusCandidate(job_columns, job, candidate.fit(appended(gpus, X), offset), gpus)
 
 
 def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds: np.ndarray,
-                          sets: np.ndarray, seed: int, products: bool = True) -> LinearPlusTrees:
+                          sets: np.ndarray, seed: int, products: bool = True,
+                          identity: GpuIdentity | None = None) -> LinearPlusTrees:
     """Ridge with the MONOTONE signs on the features (peers restated by reach) and their physics
     estimates; its residual, each row's less its candidate set's mean residual (a set of one keeps its
     own), gives the offset per GPU product and workload kind the rows have enough jobs of (`products`),
     and monotone trees learn what is left."""
     Z = _no_empty_columns(peers_by_reach(with_estimates(X, features), features))
-    names = (*features, *estimate_names(features))
+    if identity is not None:
+        Z = np.column_stack([Z, identity.flags(X)])
+    names = (*features, *estimate_names(features), *identity_columns(identity))
     linear = _signed_linear(names, Z, log_seconds)
     residual = log_seconds - linear.predict(Z)
     _, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
@@ -152,7 +173,7 @@ def fit_linear_plus_trees(features: tuple[str, ...], X: np.ndarray, log_seconds:
     if offsets is not None:
         residual = residual - offsets.predict(X)
     trees = make_model(PHYSICS, names, seed).fit(Z, residual)
-    return LinearPlusTrees(features, linear, trees, offsets, by_reach=True)
+    return LinearPlusTrees(features, linear, trees, offsets, by_reach=True, identity=identity)
 
 
 def _signed_linear(names: tuple[str, ...], Z: np.ndarray, log_seconds: np.ndarray) -> Pipeline:

@@ -13,20 +13,37 @@ pairs of jobs of comparable size (`job_sizes`) whose true times a model's predic
 order the same way (a tie in prediction counts half; 0.5 is chance). Each job counts once,
 by its own row: the candidate it really ran on (`chosen`), or the only row of its set.
 
+Pairwise accuracy between jobs rewards a model for knowing how long a job is, which ranks no
+node: on a world whose node effects the physics kind got wrong it still led by pair accuracy while
+it placed worse (bench/selection_rule.py). Node-pair accuracy asks the placement question of the
+same records: for pairs of comparable jobs of one workload kind, each by its own row, the model
+predicts the first job on its own node and on the second job's node (the second row with the first
+job's job columns); the share of pairs whose true order those two predictions give is
+`node_pair_accuracy` (a tie counts half). The job part of the prediction is the same on both
+sides, so only what the model says of the nodes is judged. `node_pair_weighted`, the score kinds
+are compared by, weighs each pair by how far apart the two true times are (|log ratio|): regret
+is about the large mistakes, and a pair of nearly equal times is mostly noise. On the nine simulated
+worlds the kinds it picked placed closer to the best kind than those pairwise accuracy or unweighted
+node pairs picked (docs/benchmarks-history.md, "Selection rule against placement regret"); none of
+the three picks the best kind every time.
+
 MAE and MAPE compare predicted with true seconds, row by row: diagnostics, never a
-criterion. `better` is the one rule that both model selection (train) and promotion
-(retrain) apply, by `judged_by`: top-1, then p95 regret, where there are candidate sets to
-pick from; pairwise accuracy where there are none.
+criterion. `better` is the rule promotion (retrain) applies, by `judged_by`: top-1, then p95
+regret, where there are candidate sets to pick from; weighted node-pair accuracy where there are
+none but node pairs were judged; pairwise accuracy where only it was. Selection among kinds
+(train) applies `clearly_better`: on candidate sets a top-1 lead must pass the noise of the
+comparison; otherwise the same as `better`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from netsched.models.features import INDEX
+from netsched.models.features import FEATURES, INDEX, WORKLOAD_KINDS
 from netsched.training.dataset import Dataset
 
 TOP1_TIE = 0.005  # top-1 shares closer than 0.5 percentage point are a tie...
@@ -34,6 +51,9 @@ REGRET_TIE = 0.001  # ...broken by p95 regret lower by more than 0.1 point
 PAIR_TIE = 0.005  # pairwise accuracies closer than 0.5 point are a tie
 BY_RANKING = "top1, then regret_p95"
 BY_PAIRS = "pair_accuracy"
+BY_NODE_PAIRS = "node_pair_accuracy"
+NODE_PAIRS = 20_000  # node pairs judged at most per call (sampled): each costs one predicted row
+JOB_COLUMNS = [INDEX[f.name] for f in FEATURES if f.group == "job"]
 PAIR_BLOCK = 2048  # rows compared with their whole size class at once (memory: block x class)
 
 
@@ -51,6 +71,9 @@ class Scores:
     rows: int = 0
     pair_accuracy: float = math.nan  # NaN where no two comparable jobs took different times
     pairs: int = 0  # pairs of comparable jobs with different true times
+    node_pair_accuracy: float = math.nan  # NaN where no node pair was judged
+    node_pairs: int = 0  # pairs of comparable jobs of one kind with different true times, judged by node
+    node_pair_weighted: float = math.nan  # node_pair_accuracy, each pair weighed by |true log ratio|
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -100,10 +123,73 @@ def _errors(y: np.ndarray, predicted: np.ndarray) -> dict:
     return {"mae": float(err.mean()), "mape": float((err / y).mean())}
 
 
-def model_scores(ds: Dataset, predicted: np.ndarray) -> Scores:
-    """A model's scores on `ds` from its predicted seconds per row: `score`, and pairwise accuracy."""
+def model_scores(ds: Dataset, predicted: np.ndarray,
+                 predict: Callable[[np.ndarray], np.ndarray] | None = None) -> Scores:
+    """A model's scores on `ds` from its predicted seconds per row: `score`, pairwise accuracy, and with
+    `predict` (rows -> seconds) node-pair accuracy."""
     accuracy, pairs = pair_accuracy(ds.y, predicted, job_sizes(ds))
-    return replace(score(ds.y, predicted, ds.sets(), predicted), pair_accuracy=accuracy, pairs=pairs)
+    scores = replace(score(ds.y, predicted, ds.sets(), predicted), pair_accuracy=accuracy, pairs=pairs)
+    if predict is None:
+        return scores
+    return with_node_pairs(scores, node_pair_counts(ds, predicted, predict))
+
+
+def with_node_pairs(scores: Scores, counts: NodePairCounts) -> Scores:
+    """`scores` with the node-pair scores of `counts` (unchanged where no pair was judged)."""
+    if not counts.judged:
+        return scores
+    return replace(scores, node_pair_accuracy=counts.right / counts.judged, node_pairs=counts.judged,
+                   node_pair_weighted=counts.weighted_right / counts.weight)
+
+
+def node_pairs(ds: Dataset, seed: int = 0, limit: int = NODE_PAIRS) -> tuple[np.ndarray, np.ndarray]:
+    """(first rows, second rows): pairs of jobs of one size class (`job_sizes`) and workload kind with
+    different true times, each job by its own row; at most `limit`, drawn at random (`seed`)."""
+    size = job_sizes(ds)
+    kind = ds.X[:, [INDEX[f"kind_{k}"] for k in WORKLOAD_KINDS]].argmax(axis=1)
+    group = np.where(size >= 0, size * len(WORKLOAD_KINDS) + kind, -1)
+    first, second = [], []
+    for g in np.unique(group[group >= 0]):
+        rows = np.flatnonzero(group == g)
+        a, b = np.triu_indices(len(rows), 1)
+        first.append(rows[a])
+        second.append(rows[b])
+    if not first:
+        return np.empty(0, dtype=int), np.empty(0, dtype=int)
+    a, b = np.concatenate(first), np.concatenate(second)
+    differ = ds.y[a] != ds.y[b]
+    a, b = a[differ], b[differ]
+    if len(a) > limit:
+        keep = np.sort(np.random.default_rng(seed).choice(len(a), limit, replace=False))
+        a, b = a[keep], b[keep]
+    return a, b
+
+
+@dataclass(frozen=True)
+class NodePairCounts:
+    """Sums over node pairs, which add up over cross-validation folds."""
+    right: float = 0.0  # pairs ordered right, a tie counting half
+    judged: int = 0
+    weighted_right: float = 0.0  # the same, each pair weighed by |true log ratio|
+    weight: float = 0.0
+
+    def __add__(self, other: NodePairCounts) -> NodePairCounts:
+        return NodePairCounts(self.right + other.right, self.judged + other.judged,
+                              self.weighted_right + other.weighted_right, self.weight + other.weight)
+
+
+def node_pair_counts(ds: Dataset, predicted: np.ndarray,
+                     predict: Callable[[np.ndarray], np.ndarray]) -> NodePairCounts:
+    """NodePairCounts of `node_pairs`: the first job predicted on its own node (`predicted`, seconds per
+    row of ds) against it on the second job's node."""
+    a, b = node_pairs(ds)
+    if not len(a):
+        return NodePairCounts()
+    swapped = ds.X[b].copy()
+    swapped[:, JOB_COLUMNS] = ds.X[a][:, JOB_COLUMNS]
+    right = (1 + np.sign(ds.y[b] - ds.y[a]) * np.sign(predict(swapped) - predicted[a])) / 2
+    weight = np.abs(np.log(ds.y[b] / ds.y[a]))
+    return NodePairCounts(float(right.sum()), len(a), float((weight * right).sum()), float(weight.sum()))
 
 
 def job_sizes(ds: Dataset) -> np.ndarray:
@@ -138,10 +224,13 @@ def pair_accuracy(y: np.ndarray, predicted: np.ndarray, size: np.ndarray) -> tup
 
 def judged_by(a: Scores, b: Scores | None = None) -> str | None:
     """What `better` compares a and b (or a alone) by: BY_RANKING where both have candidate sets of
-    two or more; BY_PAIRS where both have comparable jobs; None where there is nothing to rank."""
+    two or more; BY_NODE_PAIRS where both had node pairs judged; BY_PAIRS where both have comparable
+    jobs; None where there is nothing to rank."""
     both = (a,) if b is None else (a, b)
     if all(s.sets for s in both):
         return BY_RANKING
+    if all(s.node_pairs for s in both):
+        return BY_NODE_PAIRS
     if all(s.pairs for s in both):
         return BY_PAIRS
     return None
@@ -156,9 +245,23 @@ def better(a: Scores, b: Scores) -> bool:
         if abs(a.top1 - b.top1) > TOP1_TIE:
             return a.top1 > b.top1
         return a.regret_p95 < b.regret_p95 - REGRET_TIE
+    if by == BY_NODE_PAIRS:
+        return a.node_pair_weighted > b.node_pair_weighted + PAIR_TIE
     if by == BY_PAIRS:
         return a.pair_accuracy > b.pair_accuracy + PAIR_TIE
     return False
+
+
+def clearly_better(a: Scores, b: Scores) -> bool:
+    """a beats b by more than the noise of the comparison, as `train` selects: on candidate sets, top-1
+    higher by more than the standard error of the difference of the two shares (at least TOP1_TIE);
+    elsewhere `better`. Cross-validation on a few hundred jobs puts kinds within a few points of each
+    other by chance, and following such a lead picked kinds that placed worse on the newer jobs
+    (bench/loco.py, within each world)."""
+    if judged_by(a, b) != BY_RANKING:
+        return better(a, b)
+    noise = math.sqrt(a.top1 * (1 - a.top1) / a.sets + b.top1 * (1 - b.top1) / b.sets)
+    return a.top1 > b.top1 + max(TOP1_TIE, noise)
 
 
 def describe(s: Scores) -> str:
@@ -166,6 +269,9 @@ def describe(s: Scores) -> str:
     by = judged_by(s)
     if by == BY_RANKING:
         ranks = f"top-1 {s.top1:.3f}  regret p95 {s.regret_p95:.4f}  mean {s.regret_mean:.4f}"
+    elif by == BY_NODE_PAIRS:
+        ranks = (f"node-pair accuracy, weighted {s.node_pair_weighted:.3f} ({s.node_pairs:,} pairs)  "
+                 f"unweighted {s.node_pair_accuracy:.3f}  pair accuracy {s.pair_accuracy:.3f}")
     elif by == BY_PAIRS:
         ranks = f"pair accuracy {s.pair_accuracy:.3f} ({s.pairs:,} pairs)"
     else:

@@ -13,7 +13,8 @@ import logging
 import warnings
 
 from netsched.models.compiled import OnnxTrees
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, Regressor
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, PlainTrees, Regressor
+from netsched.models.gpu_identity import identity_columns
 from netsched.models.physics import estimate_names
 
 log = logging.getLogger(__name__)
@@ -43,15 +44,26 @@ def is_trees(model: object) -> bool:
 def compiled(estimator: Regressor, n_features: int) -> Regressor:
     """`estimator` with its boosted trees run by ONNX Runtime, converted now, or `estimator` itself
     where it cannot be (another kind, or skl2onnx missing)."""
+    identity = getattr(estimator, "identity", None)  # a pickle from before identities has none
+    flags = len(identity_columns(identity))
+    if isinstance(estimator, PlainTrees):
+        if not is_trees(estimator.trees):
+            return estimator
+        try:
+            return PlainTrees(OnnxTrees(onnx_graph(estimator.trees, n_features + flags)), identity)
+        except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
+            log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s",
+                        exc)
+            return estimator
     if isinstance(estimator, LinearPlusTrees):
         if not is_trees(estimator.trees):
             return estimator
         try:
-            width = len(estimator.features) + len(estimate_names(estimator.features))
+            width = len(estimator.features) + len(estimate_names(estimator.features)) + flags
             trees = OnnxTrees(onnx_graph(estimator.trees, width))
             products = getattr(estimator, "products", None)
             return LinearPlusTrees(estimator.features, estimator.linear, trees, products,
-                                   getattr(estimator, "by_reach", False))
+                                   getattr(estimator, "by_reach", False), identity)
         except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
             log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s",
                         exc)
@@ -63,7 +75,7 @@ def compiled(estimator: Regressor, n_features: int) -> Regressor:
     try:
         return JobPlusCandidate(estimator.job_columns,
                                 OnnxTrees(onnx_graph(estimator.job, len(estimator.job_columns))),
-                                OnnxTrees(onnx_graph(estimator.candidate, n_features)))
+                                OnnxTrees(onnx_graph(estimator.candidate, n_features + flags)), identity)
     except Exception as exc:  # noqa: BLE001 - a converter gap costs speed, never the model
         log.warning("serving the model's trees with scikit-learn (slower): ONNX conversion failed: %s", exc)
         return estimator

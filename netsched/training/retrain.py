@@ -88,13 +88,14 @@ def _decide(challenger: Path, checked: Validation, current: Predictor | None, pr
     served as the current model is (netsched.training.onnx_export)."""
     assert checked.recent_model is not None  # retrain's holdout is above 0
     served = compiled(checked.recent_model, len(FEATURE_NAMES))
-    mine = model_scores(judged, seconds(served, judged.X)) if len(judged) else None
+    mine = (model_scores(judged, seconds(served, judged.X), lambda X: seconds(served, X)) if len(judged)
+            else None)
     if current is None:
         return Decision(True, problem, challenger, None, mine, None)
     if mine is None:
         return Decision(False, "no held-out job is newer than the current model's training data, so the two "
                         "cannot be compared fairly; kept", challenger, current.path, None, None)
-    theirs = model_scores(judged, current.predict(judged.X))
+    theirs = model_scores(judged, current.predict(judged.X), current.predict)
     won = better(mine, theirs)
     reason = (f"challenger {'beats' if won else 'does not beat'} the current model on {len(judged.jobs())} "
               f"held-out jobs by {judged_by(mine, theirs) or 'nothing: no job to rank'} "

@@ -12,11 +12,12 @@ that started after one it is tested on):
   several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
   that a kind is also judged on clusters it never saw.
 
-A kind is picked by ranking (metrics.better: top-1, then p95 regret; pairwise accuracy for
-records of one row per job) and, fitted on the earlier jobs, scored on the held-out ones:
-for the report only. Then the picked kind is refit on all records, the held-out jobs
-included (the newest jobs are the most like those the model will place), and again on the
-network-blind features for evaluation's network-blind baseline.
+A kind is picked by ranking (metrics.clearly_better: top-1 beyond the noise of the comparison,
+starting from the physics kind; weighted node-pair accuracy for records of one row per job) and,
+fitted on the earlier jobs, scored on the held-out ones: for the report only. Then the picked
+kind is refit on all records, the held-out jobs included (the newest jobs are the most like those
+the model will place), and again on the network-blind features for evaluation's network-blind
+baseline.
 
 With fewer than MIN_JOBS (netsched.training.enough_jobs) usable jobs nothing is trained (TooFewJobs):
 a young cluster's records are not yet enough to cross-validate on, and a nightly `retrain` must not
@@ -44,41 +45,51 @@ import sklearn
 from netsched import __version__
 from netsched.api.events import rfc3339
 from netsched.models.artifact import SERVING_SPEC, write_artifact
-from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees
+from netsched.models.estimators import JobPlusCandidate, LinearPlusTrees, PlainTrees
 from netsched.models.features import FEATURE_NAMES, INDEX, NETWORK_BLIND, SCHEMA_VERSION, SchemaError
+from netsched.models.gpu_identity import identity_columns
 from netsched.models.physics import estimate_names
 from netsched.models.predictor import SCREEN_ROWS, LinearScreen, fastest, predict_ms
 from netsched.training.dataset import Dataset, data_sha256, dataset_from_rows, read_datasets
 from netsched.training.enough_jobs import MIN_JOBS, TooFewJobs
 from netsched.training.fitting import MODEL_KINDS, fit_model, fit_screen
 from netsched.training.metrics import (
+    BY_NODE_PAIRS,
     BY_PAIRS,
     PAIR_TIE,
-    REGRET_TIE,
     TOP1_TIE,
+    NodePairCounts,
     Scores,
-    better,
+    clearly_better,
     describe,
     judged_by,
     model_scores,
+    node_pair_counts,
+    with_node_pairs,
 )
 from netsched.training.onnx_export import compiled, is_trees, onnx_graph
 
 TIME_BLOCKS = 5
 SERVABLE = ("hist_gradient_boosting", "hist_gradient_boosting_whole", "hist_gradient_boosting_physics",
-            "ridge")
+            "hist_gradient_boosting_plain", "ridge")
+PREFERRED = "hist_gradient_boosting_physics"  # where the selection starts (SELECTION_RULE)
 SELECTION_RULE = (
     f"Each kind's score is the mean of its by-time and by-site cross-validation scores. Only "
     f"{', '.join(SERVABLE)} may serve: at their fixed settings the serving path (the linear screen over "
     f"5,000 candidates, the model over the best {SCREEN_ROWS}) takes about 2 ms at the median, where "
     f"random_forest and knn take 3.5-5 ms (bench/model_kinds.py, docs/models.md); those two are "
     f"cross-validated for comparison only. No time measured while training takes part: on a busy "
-    f"machine it would change the pick from run to run. Among the servable kinds, in the "
+    f"machine it would change the pick from run to run. The pick starts at {PREFERRED}, the kind that "
+    f"placed best on clusters left out of training (bench/loco.py); then, among the servable kinds in the "
     f"order {', '.join(k for k in MODEL_KINDS if k in SERVABLE)}, a kind replaces the pick so far only if it "
-    f"beats it: top-1 higher by more than {TOP1_TIE * 100:g} percentage point, or, within that, p95 regret "
-    f"lower by more than {REGRET_TIE * 100:g} point. Where the records hold one row per job (no candidate "
-    f"set to pick from), pairwise accuracy between jobs of comparable size higher by more than "
-    f"{PAIR_TIE * 100:g} point. MAPE is reported, never compared."
+    f"beats it by more than the noise of the comparison: top-1 higher by more than the standard error of "
+    f"the difference of the two shares, and by more than {TOP1_TIE * 100:g} percentage point. Where the "
+    f"records hold one row per job (no candidate "
+    f"set to pick from), node-pair accuracy (weighted) higher by more than {PAIR_TIE * 100:g} point: over "
+    f"pairs of comparable jobs of one workload kind, how often the model predicting the first job on its own "
+    f"node and on the second's orders the two as their true times are, each pair weighed by how far apart "
+    f"those are (not pairwise accuracy between the jobs, which rewards knowing a job's length and picked "
+    f"kinds that placed worse, bench/selection_rule.py). MAPE is reported, never compared."
 )
 
 
@@ -170,7 +181,7 @@ def cluster_groups(ds: Dataset) -> np.ndarray | None:
     return ds.cluster if len(set(ds.cluster)) > 1 else None
 
 
-def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees:
+def fit_kind(kind: str, ds: Dataset, seed: int) -> JobPlusCandidate | LinearPlusTrees | PlainTrees:
     return fit_model(kind, FEATURE_NAMES, ds.X, np.log(ds.y), ds.candidate_set, seed)
 
 
@@ -180,20 +191,26 @@ def seconds(model: Any, X: np.ndarray) -> np.ndarray:
 
 
 def cross_validate(ds: Dataset, kind: str, folds: list[tuple[np.ndarray, np.ndarray]], seed: int) -> Scores:
-    """Scores of the out-of-fold predictions, pooled over the folds."""
+    """Scores of the out-of-fold predictions, pooled over the folds; where the records hold no candidate
+    set to rank, also node-pair accuracy (metrics.node_pair_counts), pooled over each fold's pairs."""
     predicted = np.full(len(ds), np.nan)
     tested = np.zeros(len(ds), dtype=bool)
+    by_node = not any(len(rows) > 1 for rows in ds.sets())
+    pairs = NodePairCounts()
     for train, test in folds:
-        predicted[test] = seconds(fit_kind(kind, ds.take(train), seed), ds.X[test])
+        model = fit_kind(kind, ds.take(train), seed)
+        predicted[test] = seconds(model, ds.X[test])
         tested[test] = True
-    return model_scores(ds.take(tested), predicted[tested])
+        if by_node:
+            pairs += node_pair_counts(ds.take(test), predicted[test], lambda X, m=model: seconds(m, X))
+    return with_node_pairs(model_scores(ds.take(tested), predicted[tested]), pairs)
 
 
 def _mean(a: Scores, b: Scores | None) -> Scores:
     """Both splits' scores averaged; a score one split leaves undefined (NaN) is the other's."""
     if b is None:
         return a
-    counts = ("sets", "rows", "pairs")
+    counts = ("sets", "rows", "pairs", "node_pairs")
     fields = {k: _mean_of(getattr(a, k), getattr(b, k))
               for k in Scores.__dataclass_fields__ if k not in counts}
     return Scores(**{k: getattr(a, k) + getattr(b, k) for k in counts}, **fields)
@@ -226,9 +243,9 @@ def evaluate_kinds(ds: Dataset, seed: int, kinds: tuple[str, ...] | None = None,
 def select(results: list[KindResult]) -> KindResult:
     """The serving model by SELECTION_RULE."""
     servable = [r for r in results if r.kind in SERVABLE]
-    pick = servable[0]
-    for r in servable[1:]:
-        if better(r.overall, pick.overall):
+    pick = next((r for r in servable if r.kind == PREFERRED), servable[0])
+    for r in servable:
+        if r is not pick and clearly_better(r.overall, pick.overall):
             pick = r
     return pick
 
@@ -242,7 +259,7 @@ class Validation:
     judged_by: str | None  # metrics.judged_by of the pick's cross-validation scores
     holdout: float
     recent: Dataset  # the held-out most recent jobs; empty without a holdout
-    recent_model: JobPlusCandidate | LinearPlusTrees | None  # None without a holdout
+    recent_model: JobPlusCandidate | LinearPlusTrees | PlainTrees | None  # None without a holdout
     recent_scores: Scores | None
 
     def to_json(self) -> dict:
@@ -266,10 +283,11 @@ def validate(data: Dataset, holdout: float, seed: int, log=print,
         f"recent jobs held out")
     results = evaluate_kinds(earlier, seed, progress=progress)
     by = judged_by(results[0].overall)
-    if by == BY_PAIRS:
+    if by in (BY_NODE_PAIRS, BY_PAIRS):
         log("the records hold one row per job (no counterfactual candidates, as the operator writes them): "
-            "top-1 and regret are undefined, so kinds are compared by pairwise accuracy between jobs of "
-            "comparable size (equal GPUs, expected seconds within a power of two)")
+            "top-1 and regret are undefined, so kinds are compared by node-pair accuracy (weighted): pairs "
+            "of jobs of comparable size (equal GPUs, expected seconds within a power of two) and one "
+            "workload kind, the first job predicted on both jobs' nodes")
     elif by is None:
         log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
             f"kept the first servable kind, {SERVABLE[0]}")
@@ -333,32 +351,41 @@ def serving_files(bundle: dict, log=print) -> dict[str, bytes] | None:
     """What the extender loads (netsched.models.predictor): the linear screen's parameters, the job
     part's trees as an ONNX graph and the candidate part as one too, or its parameters when it is
     linear; converted here once rather than at every load. None (served from the pickle) for a
-    model that cannot be written so."""
+    model that cannot be written so. The GPU identity flags every part reads after the features
+    (`gpu_identity`) are written beside them."""
     estimator = bundle["estimator"]
     files: dict[str, bytes] = {}
     screen = LinearScreen(bundle["screen"], FEATURE_NAMES).params()
+    identity = estimator.identity
+    wide = (*FEATURE_NAMES, *identity_columns(identity))
     if isinstance(estimator, LinearPlusTrees):
         return _linear_plus_trees_files(estimator, screen, log)
     try:
-        files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
-        if is_trees(estimator.candidate):
-            files["candidate.onnx"] = onnx_graph(estimator.candidate, len(FEATURE_NAMES))
-            candidate: dict = {"onnx": "candidate.onnx"}
+        if isinstance(estimator, PlainTrees):
+            files["trees.onnx"] = onnx_graph(estimator.trees, len(wide))
+            spec: dict = {"plain_trees": "trees.onnx", "screen": screen}
         else:
-            candidate = {"linear": LinearScreen(estimator.candidate, FEATURE_NAMES).params()}
+            files["job.onnx"] = onnx_graph(estimator.job, len(estimator.job_columns))
+            if is_trees(estimator.candidate):
+                files["candidate.onnx"] = onnx_graph(estimator.candidate, len(wide))
+                candidate: dict = {"onnx": "candidate.onnx"}
+            else:
+                candidate = {"linear": LinearScreen(estimator.candidate, wide).params()}
+            spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
+                    "screen": screen}
     except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
         log(f"no serving files (the extender will serve the pickled model, slower): {exc}")
         return None
-    spec = {"job_columns": list(estimator.job_columns), "job": "job.onnx", "candidate": candidate,
-            "screen": screen}
+    if identity is not None:
+        spec["gpu_identity"] = identity.params()
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), **files}
 
 
 def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print) -> dict[str, bytes] | None:
     """A LinearPlusTrees as the extender loads it: the physics estimates it appends (by name, so a
     netsched that computes other ones refuses it), the linear part's parameters over the features and
-    those estimates, and the trees as an ONNX graph."""
-    names = (*estimator.features, *estimate_names(estimator.features))
+    those estimates (and the GPU identity flags), and the trees as an ONNX graph."""
+    names = (*estimator.features, *estimate_names(estimator.features), *identity_columns(estimator.identity))
     try:
         trees = onnx_graph(estimator.trees, len(names))
     except Exception as exc:  # noqa: BLE001 - a converter gap costs serving speed, never the artifact
@@ -370,6 +397,8 @@ def _linear_plus_trees_files(estimator: LinearPlusTrees, screen: dict, log=print
                   "screen": screen}
     if estimator.products is not None:
         spec["linear_plus_trees"]["products"] = estimator.products.params()
+    if estimator.identity is not None:
+        spec["gpu_identity"] = estimator.identity.params()
     return {SERVING_SPEC: (json.dumps(spec, indent=1) + "\n").encode(), "trees.onnx": trees}
 
 
@@ -391,10 +420,14 @@ def _meta(bundle: dict, checked: Validation, data: Dataset, paths: list[Path], d
     if isinstance(estimator, LinearPlusTrees):
         params = {"linear": _params(estimator.linear), "trees": _params(estimator.trees),
                   "estimates": list(estimate_names(estimator.features))}
+    elif isinstance(estimator, PlainTrees):
+        params = {"trees": _params(estimator.trees)}
     else:
         params = {"job": _params(estimator.job), "candidate": _params(estimator.candidate)}
     return {
         "schema_version": SCHEMA_VERSION, "features": bundle["features"],
+        # the flags every part of the model reads after `features` (netsched.models.gpu_identity)
+        "gpu_identity": list(identity_columns(estimator.identity)),
         "network_blind_features": bundle["network_blind_features"], "target": bundle["target"],
         "model_kind": checked.pick.kind,
         "model_params": params,

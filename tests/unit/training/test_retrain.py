@@ -6,7 +6,7 @@ import pytest
 from netsched.models.features import TARGET, SchemaError
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import write_dataset
-from netsched.training.metrics import BY_PAIRS, BY_RANKING
+from netsched.training.metrics import BY_NODE_PAIRS, BY_RANKING
 from netsched.training.retrain import retrain
 from netsched.training.train import train
 
@@ -96,8 +96,8 @@ def test_a_current_model_that_cannot_load_is_replaced(tmp_path, data):
     assert logged["decision"] == "promoted" and logged["reason"] == decision.reason
 
 
-def test_sets_of_one_are_judged_by_pairwise_accuracy(tmp_path, monkeypatch):
-    """Operator records have no counterfactual candidates: no top-1 or regret; pairwise accuracy decides."""
+def test_sets_of_one_are_judged_by_node_pairs(tmp_path, monkeypatch):
+    """Operator records have no counterfactual candidates: no top-1 or regret; node pairs decide."""
     monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting",))  # one model twice
     alone = [r for r in sim_rows(jobs=60, seed=4) if r["chosen"]]
     write_dataset(tmp_path / "earlier.csv", alone[:48])
@@ -105,9 +105,10 @@ def test_sets_of_one_are_judged_by_pairwise_accuracy(tmp_path, monkeypatch):
     models = tmp_path / "models"
     assert retrain([tmp_path / "earlier.csv"], models, log=quiet).promoted
     again = retrain([tmp_path / "records.csv"], models, log=quiet)
-    assert not again.promoted and f"by {BY_PAIRS}" in again.reason
+    assert not again.promoted and f"by {BY_NODE_PAIRS}" in again.reason
     mine, theirs = again.challenger_scores, again.current_scores
     assert mine.sets == 0 and mine.pairs == theirs.pairs > 0 and 0 <= mine.pair_accuracy <= 1
+    assert mine.node_pairs == theirs.node_pairs > 0 and 0 <= mine.node_pair_accuracy <= 1
 
 
 def test_bad_data_changes_nothing(tmp_path):
