@@ -140,11 +140,12 @@ def test_one_gpujob_the_forecast_cannot_read_stops_no_other_jobs_forecast(dev_cl
     one_node = {"template": {"metadata": {"annotations": {DURATION_ANNOTATION: "600s"}}, "spec": {
         "nodeSelector": {"kubernetes.io/hostname": node}, "containers": [{"name": "main", "image": "t:1"}]}},
         "workload": {"expectedDurationSeconds": 600}}
-    for name in ("first", "next"):
+    # "first" running before "next" comes: a job still being scheduled has a predicted completion too
+    for name, phase in (("first", "Running"), ("next", "Pending")):
         jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
             name, replicas=1, gpus=8, manifest=True, **one_node))
-        poll(lambda name=name: (_status(jobs, namespace, name).get("phase") in ("Running", "Pending")), 60,
-             f"{name} to run or wait")
+        poll(lambda name=name, phase=phase: _status(jobs, namespace, name).get("phase") == phase, 60,
+             f"{name} to be {phase}")
 
     first = poll(lambda: (s := _status(jobs, namespace, "first")).get("predictedCompletionTime") and s, 60,
                  "the running job's predicted completion")
