@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+LANES  := test-lint test-unit test-integration test-faults test-e2e  # in the order `make test` runs them
 
 .PHONY: install controlplane prometheus node-packages image image-train demo test $(LANES) unit integration faults e2e lint clean
 
@@ -43,8 +44,6 @@ demo: install controlplane
 # The suite in lanes; each runs alone (`make test-unit`, ...) and `make test` runs them all, in this
 # order, so a lint or unit failure is seen before the clusters start. pytest prints each lane's 25
 # slowest tests (pyproject.toml).
-LANES := test-lint test-unit test-integration test-faults test-e2e
-
 test-lint: install
 	$(BIN)/ruff check netsched tests bench hack
 	$(BIN)/lint-imports

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from netsched.api import plans
 from netsched.api.labels import GPU_RESOURCE
@@ -23,6 +22,7 @@ from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing.chart import metric_sum
 
 LOW, HIGH = 100, 100000  # the values of the `priority_classes` "low" and "high"
 JOB_NAME = BATCH_JOB.name_labels[0]  # the label the Job controller puts on its pods
@@ -70,9 +70,7 @@ def operator_metric(cluster: DevCluster, name: str, **labels: str) -> float:
     """The sum of the operator's samples `name` whose labels include `labels`, read from its /metrics."""
     port = json.loads((cluster.directory / "state.json").read_text())["ports"]["operator-metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == name and labels.items() <= s.labels.items())
+        return metric_sum(resp.read().decode(), name, **labels)
 
 
 def kill(cluster: DevCluster, component: str) -> None:
