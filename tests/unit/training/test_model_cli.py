@@ -11,8 +11,8 @@ from netsched.cli import main
 from netsched.models.artifact import MANIFEST, promote
 from netsched.testing.models import copy_of, trained
 from netsched.testing.records import operator_record, young_cluster_records
-from netsched.training.commands import MIN_JOBS
 from netsched.training.dataset import read_dataset
+from netsched.training.enough_jobs import MIN_JOBS
 from netsched.training.fitting import MODEL_KINDS
 
 ROOT = Path(__file__).parents[3]
