@@ -363,14 +363,27 @@ def _uvicorn(settings: ExtenderConfig) -> dict[str, Any]:
 
 async def _serve_both(scheduling: Any, ops: Any) -> None:
     """Both servers on one loop until SIGINT/SIGTERM: the scheduling server takes the signals (uvicorn
-    installs one handler per process) and the metrics server stops with it."""
+    installs one handler per process) and the metrics server stops with it. Either one ending (its port
+    taken, say: uvicorn logs it and exits 1) ends the other, never a process half serving."""
     ops.capture_signals = contextlib.nullcontext
-    beside = asyncio.create_task(ops.serve())
+    beside = asyncio.create_task(_until_exit(ops))
+    beside.add_done_callback(lambda _: setattr(scheduling, "should_exit", True))
     try:
         await scheduling.serve()
     finally:
         ops.should_exit = True
-        await beside
+        code = await beside
+    if code:
+        raise SystemExit(code)
+
+
+async def _until_exit(server: Any) -> int | str | None:
+    """Serve, and hand back the exit code uvicorn raised (a task's SystemExit would escape the loop)."""
+    try:
+        await server.serve()
+    except SystemExit as exc:
+        return exc.code
+    return None
 
 
 def check_tls(settings: ExtenderConfig) -> None:

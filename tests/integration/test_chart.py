@@ -844,7 +844,15 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
       "extender": SERVED_MODELS}, [],
      ["WARNING: the extender reads models from claim {release}-models, which the retrain CronJob writes, "
       "but it is ReadWriteOnce, not ReadWriteMany"]),
-], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo"])
+    ({"extender": {"tls": {"enabled": False}}}, [],
+     ["WARNING: extender.tls.enabled is false: any pod that reaches port 8888 of {release}-extender can "
+      "send scheduling requests that change netsched's placements, and bearer tokens to its metrics port "
+      "travel in the clear."]),
+    ({"extender": {"tls": {"clientAuth": False}}}, [],
+     ["WARNING: extender.tls.clientAuth is false: any pod that reaches port 8888 of {release}-extender can "
+      "send scheduling requests that change netsched's placements. Keep it only"]),
+], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo",
+        "plain-http", "any-client"])
 def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, release, values, notes,
                                                                 warnings):
     # ServiceMonitor has no CRD here; everything else goes through helm's own install path.

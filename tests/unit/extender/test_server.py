@@ -13,7 +13,7 @@ from netsched.extender.access import Access
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender
 from netsched.extender.read_model import ReadModel
-from netsched.extender.server import BadTLS, check_tls, make_app, make_ops_app
+from netsched.extender.server import BadTLS, _serve_both, check_tls, make_app, make_ops_app
 from netsched.testing.extender import CLUSTER, FakeReviewer, cache_of, call, node
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"
@@ -246,3 +246,37 @@ def test_a_client_ca_or_port_that_cannot_work_is_refused_naming_the_flag(tmp_pat
     settings = ExtenderConfig(**{k: tmp_path / v if isinstance(v, str) else v for k, v in flags.items()})
     with pytest.raises(BadTLS, match=said):
         check_tls(settings)
+
+
+class FakeServer:
+    """uvicorn.Server's part that _serve_both uses: serve() until should_exit."""
+
+    def __init__(self, port_taken: bool = False):
+        self.should_exit, self.port_taken = False, port_taken
+
+    async def serve(self):
+        if self.port_taken:
+            raise SystemExit(1)  # what uvicorn does when it cannot bind
+        while not self.should_exit:
+            await asyncio.sleep(0.005)
+
+
+def test_the_two_servers_end_together_never_one_left_serving():
+    with pytest.raises(SystemExit):  # the metrics port taken: the process ends, scheduling port and all
+        asyncio.run(_serve_both(FakeServer(), FakeServer(port_taken=True)))
+    scheduling, ops = FakeServer(), FakeServer()
+
+    async def stop_scheduling_soon():
+        asyncio.get_running_loop().call_later(0.02, setattr, scheduling, "should_exit", True)
+        await _serve_both(scheduling, ops)
+
+    asyncio.run(stop_scheduling_soon())  # a signal stops the scheduling server: the metrics one follows
+    assert ops.should_exit
+    scheduling, ops = FakeServer(), FakeServer()
+
+    async def stop_ops_soon():
+        asyncio.get_running_loop().call_later(0.02, setattr, ops, "should_exit", True)
+        await _serve_both(scheduling, ops)
+
+    asyncio.run(stop_ops_soon())
+    assert scheduling.should_exit
