@@ -154,6 +154,10 @@ def make_ops_app(extender: Extender, access: Access) -> App:
             log.warning("could not check a caller of %s with the API server: %s", path, exc)
             return await _reply(send, 503, {"Error": f"netsched: could not ask the API server who may read "
                                                      f"{path}; try again ({exc})"})
+        except Exception as exc:  # a bug: logged, answered, never a dropped connection
+            log.exception("GET %s failed", path)
+            return await _reply(send, 503, {"Error": f"netsched: internal error in GET {path}: "
+                                                     f"{type(exc).__name__}: {exc}"})
         await _raw(send, status, body, content_type)
 
     return app

@@ -118,3 +118,13 @@ def test_malformed_authorization_headers_are_401_not_an_error():
     for header in (None, "Basic abc", "Bearer", "Bearer   "):
         with pytest.raises(Unauthenticated):
             access.caller(header)
+
+
+class Broken(FakeReviewer):
+    def allowed(self, caller, attributes):
+        raise KeyError("status")
+
+
+def test_a_failure_of_its_own_is_answered_not_a_dropped_connection():
+    status, doc = call(ops(Broken(tokens={"t": "alice"})), "GET", "/metrics", token="t")
+    assert status == 503 and "internal error in GET /metrics: KeyError" in doc["Error"]
