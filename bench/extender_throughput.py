@@ -50,6 +50,7 @@ from netsched.devcluster.devcluster import EXTENDER, DevCluster
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.devcluster.wait import Timeout, poll
+from netsched.testing import extender_http
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report import exit_on_sigterm, publish  # noqa: E402
@@ -83,15 +84,15 @@ def start_scheduler(cluster: DevCluster, name: str,
     return proc, f"https://127.0.0.1:{port}/metrics"
 
 
-def start_extender(cluster: DevCluster, shortlist: int, flags: tuple[str, ...] = ()) -> tuple[int, str]:
-    port = processes.free_port()
-    proc = processes.start("bench-extender", [
-        sys.executable, "-m", "netsched", "extender", f"--kubeconfig={cluster.directory}/netsched-extender"
-        ".kubeconfig", "--host=127.0.0.1", f"--port={port}", f"--shortlist={shortlist}", *flags,
-    ], cluster.log("bench-extender"), cwd=cluster.directory)
-    url = f"http://127.0.0.1:{port}"
-    processes.wait_until(proc, lambda: _serving(f"{url}/readyz"), timeout=60, port=port)
-    return proc.pid, url
+def start_extender(cluster: DevCluster, shortlist: int) -> tuple[int, tuple[str, str]]:
+    """A second extender as the dev-cluster runs its own (with its extender_args): its pid, and its
+    scheduling and metrics URLs."""
+    port, metrics_port = processes.free_port(), processes.free_port()
+    argv = [*cluster.extender_argv(port, metrics_port), f"--shortlist={shortlist}"]
+    proc = processes.start("bench-extender", argv, cluster.log("bench-extender"), cwd=cluster.directory)
+    urls = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}"
+    processes.wait_until(proc, lambda: _serving(f"{urls[1]}/readyz"), timeout=60, port=metrics_port)
+    return proc.pid, urls
 
 
 def _serving(url: str) -> bool:
@@ -132,10 +133,11 @@ def scheduler_seconds(url: str) -> dict[str, float]:
     return dict(out)
 
 
-def writer_totals(url: str) -> tuple[float, float]:
-    """The extender's explanation-writer histogram: (seconds summed, events written), from /metrics."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+def writer_totals(cluster: DevCluster, metrics_url: str) -> tuple[float, float]:
+    """The extender's explanation-writer histogram: (seconds summed, events written), from /metrics (read
+    as the dev-cluster's admin)."""
+    status, text = extender_http.request(f"{metrics_url}/metrics", token=extender_http.admin_token(cluster))
+    assert status == 200, text
     total = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         for part in total:
@@ -218,9 +220,11 @@ class PlacementEvents:
                 time.sleep(0.2)
 
 
-def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extender_url: str | None,
+def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extender: tuple[str, str] | None,
             pods: int, run: int, racks: dict[str, str], explained: bool = True,
             pids: dict[str, int] | None = None) -> dict:
+    """One configuration's run; `extender`: its scheduling and metrics URLs (None: no extender)."""
+    extender_url, metrics = extender or (None, "")
     ns = f"{scheduler}-{run + 1}"
     core.create_namespace({"metadata": {"name": ns}})
     poll(lambda: core.read_namespaced_service_account("default", ns), 60, f"the default SA in {ns}")
@@ -229,7 +233,7 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
     watch = BindWatch(core, ns)
     events = PlacementEvents(core, ns) if extender_url and explained else None
     time.sleep(2)  # the watch is running and the apiserver has settled from the creations
-    written = writer_totals(extender_url) if extender_url else (0.0, 0.0)
+    written = writer_totals(cluster, metrics) if extender_url else (0.0, 0.0)
     proc, metrics_url = start_scheduler(cluster, scheduler, extender_url)
     pids = {**(pids or {}), "bench kube-scheduler": proc.pid, "this bench": os.getpid()}
     try:
@@ -252,7 +256,7 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
         events.stop.set()
         result["lags"] = [events.seen[p] - watch.bound[p][0] for p in watch.bound if p in events.seen]
         result["explained"] = len(result["lags"]) / pods
-        seconds, count = (after - before for after, before in zip(writer_totals(extender_url), written,
+        seconds, count = (after - before for after, before in zip(writer_totals(cluster, metrics), written,
                                                                    strict=True))
         result["writer"] = seconds / count if count else float("nan")
     # pod by pod, as they were made: one deletecollection of every pod outlasted a busy API server's
@@ -301,9 +305,12 @@ def main() -> int:
     flags = ("--no-explain-events",) if args.no_explain_events else ()
     order = list(CONFIGURATIONS)  # not "netsched": the dev-cluster's
     with tempfile.TemporaryDirectory() as d:
+        # plain HTTP to the extender, as the figures in docs/benchmarks.md were measured (what mutual TLS
+        # costs is not measured yet); this bench's own kube-scheduler has no client certificate
         cluster = DevCluster(directory=Path(d), nodes=args.nodes, zones=4,
                              racks_per_zone=max(1, args.nodes // 80), extender_args=flags,
-                             run_operator=not args.no_operator, progress=lambda m: print(m, file=sys.stderr))
+                             extender_mtls=False, run_operator=not args.no_operator,
+                             progress=lambda m: print(m, file=sys.stderr))
         state = cluster.up()
         pids = []
         try:
@@ -311,13 +318,14 @@ def main() -> int:
             nodes = core.list_node().items
             racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in nodes}
             zones = len({n.metadata.labels[ZONE_LABEL] for n in nodes})
-            ext_pid, all_url = start_extender(cluster, 0, flags)
+            ext_pid, all_urls = start_extender(cluster, 0)
             pids.append(ext_pid)
             watched = {name: info["pid"] for name, info in state["components"].items()} | {
                 "bench extender (--shortlist 0)": ext_pid}
             watched |= {f"{name} watches": child for name in (EXTENDER, "bench extender (--shortlist 0)")
                         for child in processes.children(watched[name])}
-            urls = dict(zip(order, (None, cluster.extender_url, all_url), strict=True))
+            own = (cluster.extender_url, cluster.extender_metrics_url)
+            urls = dict(zip(order, (None, own, all_urls), strict=True))
             # The first minutes after 1,000 nodes appear are slow for everyone (KWOK and the
             # controller-manager settle them); one discarded run takes that out of the figures.
             warm = one_run(cluster, core, order[0], None, args.pods, -1, racks, pids=watched)

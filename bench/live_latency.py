@@ -70,16 +70,14 @@ def bound(pod: dict, node: str) -> dict:
 
 
 def start_extender(cluster: DevCluster, model: Path | None) -> tuple[processes.Process, int]:
-    port = processes.free_port()
-    argv = [sys.executable, "-m", "netsched", "extender",
-            f"--kubeconfig={cluster.directory}/netsched-extender.kubeconfig",
-            "--host=127.0.0.1", f"--port={port}", "--no-explain-events"]
+    port, metrics_port = processes.free_port(), processes.free_port()
+    argv = [*cluster.extender_argv(port, metrics_port), "--no-explain-events"]
     if model is not None:
         argv.append(f"--model={model}")
     proc = processes.start("bench-extender", argv, cluster.log("bench-extender"), cwd=cluster.directory)
     try:
-        processes.wait_until(proc, lambda: _serving(f"http://127.0.0.1:{port}/readyz"), timeout=120,
-                             port=port)
+        processes.wait_until(proc, lambda: _serving(f"http://127.0.0.1:{metrics_port}/readyz"), timeout=120,
+                             port=metrics_port)
     except BaseException:
         processes.stop(proc.pid)
         raise
@@ -119,7 +117,7 @@ def live_cluster(n: int, seed: int) -> Iterator[tuple[DevCluster, dict, list[byt
     node."""
     with tempfile.TemporaryDirectory() as d:
         cluster = DevCluster(directory=Path(d), nodes=n, zones=4, racks_per_zone=max(n // 80, 1),
-                             run_extender=False, run_operator=False,
+                             run_extender=False, run_operator=False, extender_mtls=False,  # as measured
                              progress=lambda m: print(m, file=sys.stderr))
         state = cluster.up()
         try:

@@ -230,8 +230,10 @@ def load(cluster: DevCluster, n: int, seed: int) -> None:
 
 def measure_size(n: int, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as d:
+        # plain HTTP to the extender, as extender_throughput runs it (its kube-scheduler has no client
+        # certificate, and the figures so far were measured so)
         cluster = DevCluster(directory=Path(d), nodes=n, zones=4, racks_per_zone=max(1, n // 320),
-                             extender_args=(f"--model={MODEL}",),
+                             extender_args=(f"--model={MODEL}",), extender_mtls=False,
                              progress=lambda m: print(m, file=sys.stderr))
         state = cluster.up()
         try:
@@ -297,7 +299,8 @@ def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Names
                    pids=pids)["pods_per_s"]
     print(f"warm-up (discarded): {warm:.1f} pods/s", file=sys.stderr)
     for rnd in range(args.rounds):
-        order = [("bench-plain", None), ("bench-netsched", cluster.extender_url)]
+        own = (cluster.extender_url, cluster.extender_metrics_url)
+        order = [("bench-plain", None), ("bench-netsched", own)]
         runs = {}
         for scheduler, url in order if rnd % 2 == 0 else reversed(order):
             run = arrangement * args.rounds + rnd  # each run its own namespace

@@ -35,7 +35,7 @@ from netsched.devcluster.crds import install_crds
 from netsched.devcluster.kwok_stages import stages_yaml
 from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
 from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
-from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
+from netsched.devcluster.scheduler_config import ExtenderSettings, ExtenderTLS, scheduler_config
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 from netsched.devcluster.wait import poll
 from netsched.operator.webhook.configurations import (
@@ -86,6 +86,11 @@ class DevCluster:
     extender: ExtenderSettings | None = None
     run_extender: bool = True
     extender_args: tuple[str, ...] = ()  # more `netsched extender` flags, e.g. ("--model=<path>",)
+    # netsched's own extender over mutual TLS, as the chart runs it: kube-scheduler presents a client
+    # certificate the extender's client CA signed (pki.write_extender_pki). False: plain HTTP (benchmarks
+    # whose figures predate it). Either way /metrics and /debug/* are on the metrics port, for a bearer
+    # token the API server accepts and allows.
+    extender_mtls: bool = True
     run_operator: bool = True  # the GPUJob operator (its CRDs are installed either way)
     operator_args: tuple[str, ...] = ()  # more `netsched operator` flags, e.g. ("--model=<path>",)
     real_node: bool = False  # one real kubelet node besides the KWOK ones (netsched.devcluster.realnode)
@@ -107,11 +112,37 @@ class DevCluster:
 
     @property
     def extender_url(self) -> str | None:
-        """Where netsched's own extender serves, when the dev-cluster runs it."""
+        """Where netsched's own extender serves kube-scheduler, when the dev-cluster runs it: https with
+        `extender_mtls` (a client then needs `pki.scheduler_client_cert`, as kube-scheduler has)."""
+        return self._extender_at("extender")
+
+    @property
+    def extender_metrics_url(self) -> str | None:
+        """The extender's metrics port: /healthz, /readyz, and for a bearer token with the right,
+        /metrics and /debug/decisions."""
+        return self._extender_at("extender-metrics")
+
+    def _extender_at(self, port: str) -> str | None:
         state = self._load()
         if EXTENDER not in state.get("components", {}):
             return None
-        return f"http://127.0.0.1:{state['ports']['extender']}"
+        scheme = "https" if state.get("extender_mtls") else "http"
+        return f"{scheme}://127.0.0.1:{state['ports'][port]}"
+
+    @property
+    def pki(self) -> pkilib.Pki:
+        return pkilib.Pki(self.directory / "pki")
+
+    def extender_argv(self, port: int, metrics_port: int) -> list[str]:
+        """`netsched extender` as the dev-cluster runs it (with `extender_args`), on these two ports: a
+        second replica is this with ports of its own."""
+        pki = self.pki
+        tls = [f"--tls-cert-file={pki.extender_cert}", f"--tls-private-key-file={pki.extender_key}",
+               f"--client-ca-file={pki.extender_client_ca_cert}"] if self.extender_mtls else []
+        return [sys.executable, "-m", "netsched", "extender",
+                f"--kubeconfig={self.directory / pkilib.kubeconfig_name(pkilib.User(EXTENDER))}",
+                "--host=127.0.0.1", f"--port={port}", f"--metrics-port={metrics_port}", *tls,
+                *self.extender_args]
 
     @property
     def records_file(self) -> Path:
@@ -279,13 +310,18 @@ class DevCluster:
             self._save(state)
         pki = pkilib.Pki(self.directory / "pki")
         admin = pkilib.read_tokens(pki)["admin"]
-        checks = _health_checks(state["ports"], state["apiserver"], pki.ca_cert, admin)
+        checks = _health_checks(state["ports"], state["apiserver"], pki.ca_cert, admin,
+                                state.get("extender_mtls", False))
         ready, port = checks[name]
         processes.wait_until(proc, ready, timeout=60, port=port)
 
     def _extender(self, ports: dict[str, int]) -> ExtenderSettings | None:
         if self.extender is not None:
             return self.extender
+        if self.run_extender and self.extender_mtls:
+            pki = self.pki
+            tls = ExtenderTLS(pki.extender_ca_cert, pki.scheduler_client_cert, pki.scheduler_client_key)
+            return ExtenderSettings(url_prefix=f"https://127.0.0.1:{ports['extender']}", tls=tls)
         if self.run_extender:
             return ExtenderSettings(url_prefix=f"http://127.0.0.1:{ports['extender']}")
         return None
@@ -300,18 +336,19 @@ class DevCluster:
     def _pick_ports() -> dict[str, int]:
         ports: dict[str, int] = {}
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "extender",
-                 "operator-health", "operator-metrics", "operator-webhook", "kueue-health", "kueue-metrics",
-                 "kueue-webhook")
+                 "extender-metrics", "operator-health", "operator-metrics", "operator-webhook",
+                 "kueue-health", "kueue-metrics", "kueue-webhook")
         while len(set(ports.values())) < len(names):
             ports = {name: processes.free_port() for name in names}
         return ports
 
     def _start_all(self, bin_dir: Path, state: dict) -> None:
         d, ports = self.directory, state["ports"]
-        pki = pkilib.write_pki(d / "pki")
+        pki = pkilib.write_extender_pki(pkilib.write_pki(d / "pki"))
         tokens = pkilib.read_tokens(pki)
         server = f"https://127.0.0.1:{ports['apiserver']}"
         state["apiserver"] = server
+        state["extender_mtls"] = self.extender_mtls and self.run_extender and self.extender is None
         kubeconfigs = {
             user.name: pkilib.write_kubeconfig(
                 d / pkilib.kubeconfig_name(user), server, pki.ca_cert, user.name, tokens[user.name]
@@ -332,9 +369,9 @@ class DevCluster:
         plan["kwok"].append(f"--node-lease-duration-seconds={lease}")
         if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable
             plan["kube-controller-manager"].append(f"--node-monitor-grace-period={lease + 10}s")
-        plan[EXTENDER] += self.extender_args
+        plan[EXTENDER] = self.extender_argv(ports["extender"], ports["extender-metrics"])
         plan[OPERATOR] += self.operator_args
-        checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
+        checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"], state["extender_mtls"])
         for name in self.components():
             t0 = time.monotonic()
             if name == EXTENDER:
@@ -503,10 +540,6 @@ def _component_argv(
             "--authentication-skip-lookup=true", "--bind-address=127.0.0.1",
             f"--secure-port={ports['scheduler']}", f"--cert-dir={d / 'certs'}",
         ],
-        EXTENDER: [
-            sys.executable, "-m", "netsched", "extender", f"--kubeconfig={kubeconfigs['netsched-extender']}",
-            "--host=127.0.0.1", f"--port={ports['extender']}",
-        ],
         OPERATOR: [
             sys.executable, "-m", "netsched", "operator", f"--kubeconfig={kubeconfigs[OPERATOR]}",
             "--host=127.0.0.1", f"--health-port={ports['operator-health']}",
@@ -531,8 +564,8 @@ def webhook_key(pki: pkilib.Pki) -> Path:
     return pki.dir / "operator-webhook.key"
 
 
-def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None
-                   ) -> dict[str, tuple[Callable[[], bool], int]]:
+def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: str | None,
+                   tls: bool = False) -> dict[str, tuple[Callable[[], bool], int]]:
     """component -> a call that is True once it serves, and the port it asks: the component must be the
     process listening there (processes.wait_until)."""
     def at(port: str, path: str, scheme: str = "http") -> tuple[Callable[[], bool], int]:
@@ -545,7 +578,7 @@ def _health_checks(ports: dict[str, int], server: str, ca: Path, admin_token: st
         "kube-controller-manager": at("controller-manager", "/healthz", "https"),
         "kube-scheduler": at("scheduler", "/healthz", "https"),
         "kwok": at("kwok", "/healthz"),
-        EXTENDER: at("extender", "/readyz"),
+        EXTENDER: at("extender-metrics", "/readyz", "https" if tls else "http"),
         OPERATOR: at("operator-health", "/healthz"),
         kueuelib.KUEUE: at("kueue-health", "/readyz"),
     }

@@ -7,6 +7,8 @@ A second CA, the front proxy's, signs the client certificate the apiserver
 presents when it proxies to aggregated servers; the apiserver publishes it in
 kube-system/extension-apiserver-authentication, where every component that
 delegates authentication (a kube-scheduler in a pod, say) expects to find it.
+Two more, the extender's, as the chart makes them: one signs its serving certificate for 127.0.0.1,
+the other the client certificate kube-scheduler presents to it (mutual TLS).
 """
 
 from __future__ import annotations
@@ -152,6 +154,31 @@ class Pki:
     def token_file(self) -> Path:
         return self.dir / "tokens.csv"
 
+    # the extender's (write_extender_pki)
+    @property
+    def extender_ca_cert(self) -> Path:
+        return self.dir / "extender-ca.crt"
+
+    @property
+    def extender_cert(self) -> Path:
+        return self.dir / "extender.crt"
+
+    @property
+    def extender_key(self) -> Path:
+        return self.dir / "extender.key"
+
+    @property
+    def extender_client_ca_cert(self) -> Path:
+        return self.dir / "extender-client-ca.crt"
+
+    @property
+    def scheduler_client_cert(self) -> Path:
+        return self.dir / "scheduler-client.crt"
+
+    @property
+    def scheduler_client_key(self) -> Path:
+        return self.dir / "scheduler-client.key"
+
 
 def write_pki(directory: Path) -> Pki:
     """Create the CA, the apiserver certificate, the service-account key and tokens."""
@@ -186,6 +213,37 @@ def write_pki(directory: Path) -> Pki:
     return pki
 
 
+def write_extender_pki(pki: Pki) -> Pki:
+    """The extender's serving certificate for 127.0.0.1 with the CA kube-scheduler trusts for it, and the
+    client certificate kube-scheduler presents with the CA the extender trusts for that: two CAs, so a
+    serving certificate is never taken for a client's. Neither CA key is kept, as in the chart."""
+    ca, cert, key = serving_certificate("127.0.0.1", ["localhost"], ip_addresses=("127.0.0.1",))
+    pki.extender_ca_cert.write_bytes(ca)
+    pki.extender_cert.write_bytes(cert)
+    pki.extender_key.write_bytes(key)
+    pki.extender_key.chmod(0o600)
+    client_ca, client, client_key = client_certificate("netsched-scheduler")
+    pki.extender_client_ca_cert.write_bytes(client_ca)
+    pki.scheduler_client_cert.write_bytes(client)
+    pki.scheduler_client_key.write_bytes(client_key)
+    pki.scheduler_client_key.chmod(0o600)
+    return pki
+
+
+def client_certificate(common_name: str) -> tuple[bytes, bytes, bytes]:
+    """A new CA and a client certificate it signs for `common_name`: (CA, certificate, key) as PEM."""
+    ca_key, key = _key(), _key()
+    ca = _cert(f"{common_name} client CA", ca_key, None, ca_key, ca=True)
+    return _pems(ca, _cert(common_name, key, ca.subject, ca_key, ca=False), key)
+
+
+def _pems(ca: x509.Certificate, cert: x509.Certificate, key: rsa.RSAPrivateKey) -> tuple[bytes, bytes, bytes]:
+    pem = serialization.Encoding.PEM
+    openssl = serialization.PrivateFormat.TraditionalOpenSSL
+    key_pem = key.private_bytes(pem, openssl, serialization.NoEncryption())
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+
+
 def serving_certificate(common_name: str, dns_names: list[str],
                         ip_addresses: tuple[str, ...] = ()) -> tuple[bytes, bytes, bytes]:
     """A new CA and a server certificate it signs for `dns_names` and `ip_addresses`: (CA, certificate,
@@ -195,11 +253,7 @@ def serving_certificate(common_name: str, dns_names: list[str],
     ca = _cert(f"{common_name} CA", ca_key, None, ca_key, ca=True)
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    cert = _cert(common_name, key, ca.subject, ca_key, ca=False, sans=sans)
-    pem = serialization.Encoding.PEM
-    openssl = serialization.PrivateFormat.TraditionalOpenSSL
-    key_pem = key.private_bytes(pem, openssl, serialization.NoEncryption())
-    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+    return _pems(ca, _cert(common_name, key, ca.subject, ca_key, ca=False, sans=sans), key)
 
 
 def read_tokens(pki: Pki) -> dict[str, str]:

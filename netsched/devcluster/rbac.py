@@ -22,6 +22,10 @@ EXTENDER_RULES = [
     {"apiGroups": ["netsched.io"], "resources": ["packingplans"], "verbs": ["get", "list", "watch"]},
     # placement explanations on pods
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # the metrics port asks the API server who a bearer token is and what it may read
+    # (netsched/extender/access.py, ApiReviewer: TokenReview, then SubjectAccessReview)
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
 ]
 
 OPERATOR_ROLE = "netsched:operator"

@@ -18,26 +18,43 @@ from netsched.api.labels import GPU_RESOURCE, SCHEDULER_NAME
 
 
 @dataclass(frozen=True)
+class ExtenderTLS:
+    """kube-scheduler's side of mutual TLS with the extender: the CA it verifies the extender's certificate
+    with (without one it would verify nothing), and the client certificate and key it presents."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+    def config(self) -> dict:
+        return {"caFile": str(self.ca_file), "certFile": str(self.cert_file), "keyFile": str(self.key_file)}
+
+
+@dataclass(frozen=True)
 class ExtenderSettings:
     url_prefix: str
     weight: int = 5
     http_timeout: str = "2s"
     ignorable: bool = True  # a down extender must not stop GPU pods from scheduling
     node_cache_capable: bool = True
+    tls: ExtenderTLS | None = None  # None: plain HTTP
 
     def block(self) -> dict:
-        return {
+        block = {
             "urlPrefix": self.url_prefix,
             "filterVerb": "filter",
             "prioritizeVerb": "prioritize",
             "preemptVerb": "preempt",  # candidates whose node breaks the pod's network needs are dropped
-            "enableHTTPS": False,
+            "enableHTTPS": self.tls is not None,
             "weight": self.weight,
             "httpTimeout": self.http_timeout,
             "nodeCacheCapable": self.node_cache_capable,
             "ignorable": self.ignorable,
             "managedResources": [{"name": GPU_RESOURCE, "ignoredByScheduler": False}],
         }
+        if self.tls is not None:
+            block["tlsConfig"] = self.tls.config()
+        return block
 
 
 # Only GPU requests are scored: a pod that requests no GPU scores 0 on every node from it.

@@ -15,6 +15,8 @@ CHART_GPU_TABLE = ("the chart writes its gpuCapabilities value to a ConfigMap, m
                    "this flag when the value is not empty")
 CHART_TLS = ("the chart passes both with extender.tls.enabled: the certificate Secret it mounts is "
              "extender.tls.secretName's, or one the chart makes")
+CHART_MTLS = ("the chart passes it with extender.tls.enabled and extender.tls.clientAuth: the CA of the "
+              "client certificate it gives its kube-scheduler, or extender.tls.clientCABundle")
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,14 @@ class ExtenderConfig:
         fixed=IN_CLUSTER)
     host: str = setting("0.0.0.0", flag="--host", help="address to listen on (default 0.0.0.0)",
                         fixed=CHART_PORT)
-    port: int = setting(8888, flag="--port", help="port to listen on (default 8888)", fixed=CHART_PORT)
+    port: int = setting(8888, flag="--port", fixed=CHART_PORT,
+                        help="the scheduling port, kube-scheduler's: filter, prioritize, preempt "
+                        "(default 8888)")
+    metrics_port: int = setting(
+        8889, flag="--metrics-port", fixed=CHART_PORT,
+        help="port of /healthz and /readyz (open), /metrics and /debug/decisions (for a bearer token the "
+        "API server accepts, with the right to them: docs/security.md); HTTPS with --tls-cert-file "
+        "(default 8889)")
     tls_cert_file: Path | None = setting(
         flag="--tls-cert-file", metavar="PEM", fixed=CHART_TLS,
         help="serve HTTPS with this certificate (with --tls-private-key-file); kube-scheduler's "
@@ -32,6 +41,11 @@ class ExtenderConfig:
     tls_private_key_file: Path | None = setting(
         flag="--tls-private-key-file", metavar="PEM", fixed=CHART_TLS,
         help="the private key of --tls-cert-file")
+    client_ca_file: Path | None = setting(
+        flag="--client-ca-file", metavar="PEM", fixed=CHART_MTLS,
+        help="mutual TLS on the scheduling port: only a client whose certificate this CA signed "
+        "(kube-scheduler with certFile and keyFile in its extender tlsConfig) completes the handshake; "
+        "needs --tls-cert-file (default: any client)")
     shortlist: int = setting(
         1, flag="--shortlist", metavar="N", parse=number(at_least=0, kind=int), helm="extender.shortlist",
         help="filter hands back at most the N best nodes of the best network tier "

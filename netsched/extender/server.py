@@ -1,15 +1,19 @@
-"""The extender's HTTP server: a bare ASGI app under uvicorn (httptools, uvloop) with orjson.
+"""The extender's HTTP servers: bare ASGI apps under uvicorn (httptools, uvloop) with orjson.
 
 Chosen by measurement (docs/benchmarks.md, "Extender latency"): at 5,000 node names
 filter + prioritize takes about 0.7x the time of http.server with the json module
 (p50), with a much tighter p99; the scheduler waits on every call.
 
-Routes:
-  POST /filter /prioritize /preempt   the extender v1 verbs (urlPrefix is the server root)
-  GET  /healthz                       the process is alive
-  GET  /readyz                        the cache is synced and fresh (503 with the reason if not)
-  GET  /metrics                       Prometheus
-  GET  /debug/decisions[/<ns>/<pod>]  why pods went where they did
+Two ports, one event loop (docs/security.md):
+  scheduling port (--port): kube-scheduler's. With --client-ca-file only a client holding a
+  certificate that CA signed completes the TLS handshake (mutual TLS); anyone else gets no answer.
+    POST /filter /prioritize /preempt   the extender v1 verbs (urlPrefix is the server root)
+    GET  /healthz                       the process is alive
+  metrics port (--metrics-port): for people and Prometheus; HTTPS with the same certificate.
+    GET  /healthz /readyz               open, for probes (/readyz: the cache is synced and fresh)
+    GET  /metrics                       Prometheus       } a bearer token the API server accepts, and
+    GET  /debug/decisions[/<ns>/<pod>]  why pods went   } its right to them (access.py); decisions
+                                        where they did  } only of namespaces whose pods it may read
 
 Every request gets an answer: malformed input is HTTP 200 with `Error` set (filter)
 or HTTP 400 with a message (prioritize, preempt); a body over the limit is 413, one
@@ -21,11 +25,13 @@ a 500 or a dropped connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import gc
 import logging
+import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ import orjson
 from kubernetes.client import ApiClient
 
 from netsched.api.objects import KubeObject
+from netsched.extender.access import Access, ApiReviewer, Forbidden, ReviewFailed, Unauthenticated
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.explain import WRITERS
@@ -58,13 +65,19 @@ JSON = b"application/json"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc malloc.h)
 MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap, reused (glibc's maximum)
 TRIM_THRESHOLD = 256 * 1024 * 1024  # free memory kept at the top of the heap before returning any
-CONNECTIONS = WRITERS + 1  # to the API server: a writer's each, a spare (the watches have a process)
+RECENT = 50  # decisions listed by /debug/decisions
+CONNECTIONS = WRITERS + 2  # to the API server: a writer's each, the reviews of the metrics port, a spare
+# (the watches have a process)
 
 
 Message = dict[str, Any]  # an ASGI event or scope
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Message, Receive, Send], Awaitable[None]]
+
+
+class BadTLS(ValueError):
+    """A TLS or port flag that cannot work: said in one line before anything starts (exit 2)."""
 
 
 class TooLarge(Exception):
@@ -76,6 +89,7 @@ class TooSlow(Exception):
 
 
 def make_app(extender: Extender, max_body: int = MAX_BODY, body_seconds: float = BODY_SECONDS) -> App:
+    """The scheduling port's app: the extender verbs for kube-scheduler, and /healthz."""
     verbs = {
         "/filter": _filter,
         "/prioritize": _prioritize,
@@ -99,13 +113,92 @@ def make_app(extender: Extender, max_body: int = MAX_BODY, body_seconds: float =
                 return await _reply(send, 408, {"Error": msg})
             status, doc = _answer(extender, path[1:], verbs[path], body)
             return await _reply(send, status, doc)
+        if method == "GET" and path == "/healthz":
+            return await _reply(send, 200, {"status": "ok"})
         if method == "GET":
-            return await _get(extender, path, send)
-        await _reply(send, 404 if method in ("GET", "POST") else 405,
+            return await _reply(send, 404, {"Error": f"netsched: no GET {path} on the scheduling port; "
+                                                     "/readyz, /metrics and /debug/decisions are on the "
+                                                     "metrics port (--metrics-port)"})
+        await _reply(send, 404 if method == "POST" else 405,
                      {"Error": f"netsched: no {method} {path}; the verbs are POST /filter, /prioritize, "
                                "/preempt"})
 
     return app
+
+
+def make_ops_app(extender: Extender, access: Access) -> App:
+    """The metrics port's app: probes open, metrics and decisions to whom the API server allows."""
+
+    async def app(scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"].rstrip("/") or "/", scope["method"]
+        if method != "GET":
+            return await _reply(send, 405, {"Error": f"netsched: no {method} on the metrics port; GET only"})
+        if path in ("/healthz", "/readyz"):
+            return await _open(extender, path, send)
+        if path != "/metrics" and path != "/debug/decisions" and not path.startswith("/debug/decisions/"):
+            return await _reply(send, 404, {"Error": f"netsched: no GET {path}; try /healthz, /readyz, "
+                                                     "/metrics, /debug/decisions"})
+        authorization = next((v.decode("latin-1") for k, v in scope.get("headers") or ()
+                              if k.lower() == b"authorization"), None)
+        try:
+            status, body, content_type = await asyncio.to_thread(_authorised, extender, access, path,
+                                                                 authorization)
+        except Unauthenticated as exc:
+            return await _raw(send, 401, orjson.dumps({"Error": str(exc)}), JSON,
+                              [(b"www-authenticate", b'Bearer realm="netsched-extender"')])
+        except Forbidden as exc:
+            return await _reply(send, 403, {"Error": str(exc)})
+        except ReviewFailed as exc:
+            log.warning("could not check a caller of %s with the API server: %s", path, exc)
+            return await _reply(send, 503, {"Error": f"netsched: could not ask the API server who may read "
+                                                     f"{path}; try again ({exc})"})
+        except Exception as exc:  # a bug: logged, answered, never a dropped connection
+            log.exception("GET %s failed", path)
+            return await _reply(send, 503, {"Error": f"netsched: internal error in GET {path}: "
+                                                     f"{type(exc).__name__}: {exc}"})
+        await _raw(send, status, body, content_type)
+
+    return app
+
+
+async def _open(extender: Extender, path: str, send: Send) -> None:
+    if path == "/healthz":
+        return await _reply(send, 200, {"status": "ok"})
+    snap = extender.cluster.snapshot()
+    ready = not snap.stale
+    await _reply(send, 200 if ready else 503, {
+        "ready": ready, "cache_age_seconds": None if snap.age == float("inf") else round(snap.age, 3),
+        "nodes": len(snap.table.names), "sources": extender.cluster.sources()})
+
+
+def _authorised(extender: Extender, access: Access, path: str,
+                authorization: str | None) -> tuple[int, bytes, bytes]:
+    """The answer to an authorised GET (on a worker thread: the reviews block); raises Unauthenticated,
+    Forbidden or ReviewFailed."""
+    caller = access.caller(authorization)
+    access.require_path(caller, path)
+    if path == "/metrics":
+        return 200, extender.metrics.exposition(), b"text/plain; version=0.0.4"
+    if path == "/debug/decisions":  # the latest of those the caller may read, not of all
+        decisions = extender.decisions.recent(extender.decisions.size)
+        readable = access.readable_namespaces(caller, {d.namespace for d in decisions})
+        shown = [d.as_dict() for d in decisions if d.namespace in readable][-RECENT:]
+        return 200, orjson.dumps(shown), JSON
+    parts = path.split("/")
+    if len(parts) != 5:
+        return 404, orjson.dumps({"Error": f"netsched: no GET {path}; one pod's decision is at "
+                                           "/debug/decisions/<namespace>/<pod>"}), JSON
+    namespace, pod = parts[3], parts[4]
+    if not access.may_read_pods(caller, namespace, pod):
+        raise Forbidden(f'netsched: user "{caller.name}" may not get pod {namespace}/{pod}, so not its '
+                        "placement either")
+    found = extender.decisions.find(namespace, pod)
+    if found is None:
+        return 404, orjson.dumps({"Error": f"netsched: no decision recorded for pod {namespace}/{pod} (kept "
+                                           f"for the last {extender.decisions.size} pods)"}), JSON
+    return 200, orjson.dumps(found.as_dict() | {"summary": found.summary()}), JSON
 
 
 def _answer(extender: Extender, verb: str, handler: Callable[[Extender, object], object],
@@ -153,31 +246,6 @@ def _preempt(extender: Extender, doc: object) -> dict[str, Any]:
     return preemption_result(extender.preempt(pod, victims))
 
 
-async def _get(extender: Extender, path: str, send: Send) -> None:
-    if path == "/healthz":
-        return await _reply(send, 200, {"status": "ok"})
-    if path == "/readyz":
-        snap = extender.cluster.snapshot()
-        ready = not snap.stale
-        return await _reply(send, 200 if ready else 503, {
-            "ready": ready, "cache_age_seconds": None if snap.age == float("inf") else round(snap.age, 3),
-            "nodes": len(snap.table.names), "sources": extender.cluster.sources()})
-    if path == "/metrics":
-        return await _raw(send, 200, extender.metrics.exposition(), b"text/plain; version=0.0.4")
-    if path == "/debug/decisions":
-        return await _reply(send, 200, [d.as_dict() for d in extender.decisions.recent()])
-    parts = path.split("/")
-    if len(parts) == 5 and path.startswith("/debug/decisions/"):
-        found = extender.decisions.find(parts[3], parts[4])
-        if found is None:
-            return await _reply(send, 404, {"Error": f"netsched: no decision recorded for pod "
-                                                     f"{parts[3]}/{parts[4]} (kept for the last "
-                                                     f"{extender.decisions.size} pods)"})
-        return await _reply(send, 200, found.as_dict() | {"summary": found.summary()})
-    await _reply(send, 404, {"Error": f"netsched: no GET {path}; try /healthz, /readyz, /metrics, "
-                                      "/debug/decisions"})
-
-
 async def _read_body(receive: Receive, limit: int, seconds: float) -> bytes:
     """The whole body within `seconds`, however many chunks it comes in (one deadline for all of them)."""
     chunks, size = [], 0
@@ -200,9 +268,11 @@ async def _reply(send: Send, status: int, doc: object) -> None:
     await _raw(send, status, orjson.dumps(doc), JSON)
 
 
-async def _raw(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+async def _raw(send: Send, status: int, body: bytes, content_type: bytes,
+               headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+                            *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -237,7 +307,6 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     log.info("netsched extender settings: %s", summary(settings))
     gpus = gpu_table()
     log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
-    check_tls(settings)
     metrics, decisions = Metrics(), DecisionLog()
     cache = ReadModel(max_age=settings.max_cache_age, topology=settings.topology,
                       hold_ttl=settings.hold_seconds)
@@ -267,30 +336,90 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     scorer = _scorer(metrics, settings.model, settings.model_reload_seconds)
     extender = Extender(cache, telemetry=telemetry, scorer=scorer, shortlist=settings.shortlist,
                         decisions=decisions, metrics=metrics)
+    access = Access(ApiReviewer(api))
     tls = settings.tls_cert_file is not None
-    log.info("netsched extender on %s://%s:%d (shortlist %d, cache bound %g s, scorer %s)",
-             "https" if tls else "http", settings.host, settings.port, settings.shortlist,
-             settings.max_cache_age, scorer.name)
+    scheme = "https" if tls else "http"
+    ca = settings.client_ca_file
+    clients = f"client certificates signed by {ca}" if ca else "any client"
+    log.info("netsched extender on %s://%s:%d (%s; shortlist %d, cache bound %g s, scorer %s), metrics and "
+             "decisions on %s://%s:%d for callers the API server allows", scheme, settings.host,
+             settings.port, clients, settings.shortlist, settings.max_cache_age, scorer.name, scheme,
+             settings.host, settings.metrics_port)
+    if not tls:
+        log.warning("serving plain HTTP: bearer tokens sent to the metrics port cross the network in the "
+                    "clear")
+    scheduling = uvicorn.Config(
+        make_app(extender), port=settings.port, ssl_ca_certs=settings.client_ca_file,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if settings.client_ca_file else ssl.CERT_NONE, **_uvicorn(settings))
+    ops = uvicorn.Config(make_ops_app(extender, access), port=settings.metrics_port, **_uvicorn(settings))
     try:
-        uvicorn.run(make_app(extender), host=settings.host, port=settings.port, loop="uvloop",
-                    http="httptools", lifespan="off", access_log=False, log_level="warning",
-                    proxy_headers=False, ssl_certfile=settings.tls_cert_file,
-                    ssl_keyfile=settings.tls_private_key_file)
+        asyncio.run(_serve_both(uvicorn.Server(scheduling), uvicorn.Server(ops)))
     finally:
         watches.stop()
 
 
+def _uvicorn(settings: ExtenderConfig) -> dict[str, Any]:
+    """uvicorn settings both ports share."""
+    return {"host": settings.host, "loop": "uvloop", "http": "httptools", "lifespan": "off",
+            "access_log": False, "log_level": "warning", "proxy_headers": False,
+            "ssl_certfile": settings.tls_cert_file, "ssl_keyfile": settings.tls_private_key_file}
+
+
+async def _serve_both(scheduling: Any, ops: Any) -> None:
+    """Both servers on one loop until SIGINT/SIGTERM: the scheduling server takes the signals (uvicorn
+    installs one handler per process) and the metrics server stops with it. Either one ending (its port
+    taken, say: uvicorn logs it and exits 1) ends the other, never a process half serving."""
+    ops.capture_signals = contextlib.nullcontext
+    beside = asyncio.create_task(_until_exit(ops))
+    beside.add_done_callback(lambda _: setattr(scheduling, "should_exit", True))
+    try:
+        await scheduling.serve()
+    finally:
+        ops.should_exit = True
+        code = await beside
+    if code:
+        raise SystemExit(code)
+
+
+async def _until_exit(server: Any) -> int | str | None:
+    """Serve, and hand back the exit code uvicorn raised (a task's SystemExit would escape the loop)."""
+    try:
+        await server.serve()
+    except SystemExit as exc:
+        return exc.code
+    return None
+
+
 def check_tls(settings: ExtenderConfig) -> None:
-    """Both TLS files or neither, each readable: said before anything starts, naming the flag."""
+    """Both TLS files or neither, each readable, a client CA only with them, two distinct ports: said before
+    anything starts, naming the flag."""
     cert, key = settings.tls_cert_file, settings.tls_private_key_file
     if (cert is None) != (key is None):
         given, missing = ("--tls-cert-file", "--tls-private-key-file") if key is None else (
             "--tls-private-key-file", "--tls-cert-file")
-        raise SystemExit(f"netsched extender: {given} needs {missing} too (HTTPS takes both), "
-                         "or give neither")
-    for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
+        raise BadTLS(f"{given} needs {missing} too (HTTPS takes both), or give neither")
+    ca = settings.client_ca_file
+    if ca is not None and cert is None:
+        raise BadTLS("--client-ca-file needs --tls-cert-file and --tls-private-key-file (client certificates "
+                     "are checked in the TLS handshake)")
+    for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key), ("--client-ca-file", ca)):
         if path is not None and not Path(path).is_file():
-            raise SystemExit(f"netsched extender: {flag} {path}: no such file")
+            raise BadTLS(f"{flag} {path}: no such file")
+    if cert is not None and key is not None:  # read as uvicorn will: a bad PEM named here, not in a traceback
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise BadTLS(f"--tls-cert-file {cert} with --tls-private-key-file {key}: not a PEM certificate "
+                         f"and its key ({exc})") from None
+        try:
+            if ca is not None:
+                context.load_verify_locations(ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise BadTLS(f"--client-ca-file {ca}: no PEM CA certificate in it ({exc})") from None
+    if settings.metrics_port == settings.port:
+        raise BadTLS(f"--metrics-port {settings.metrics_port} is --port's too; give the metrics port one of "
+                     "its own")
 
 
 def _is_synced(cache: ReadModel, kind: str) -> float:

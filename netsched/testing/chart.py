@@ -68,13 +68,17 @@ def real_node(cluster: DevCluster) -> RealNode:
     return RealNode(cluster.directory / "node", Path())
 
 
-def scrape(cluster: DevCluster, pod: client.V1Pod, port: int, https: bool = False) -> str:
-    """A pod's /metrics, read from the node's network namespace where pod IPs answer. The extender's
-    certificate is for its Service's names, not pod IPs: not verified here."""
+def scrape(cluster: DevCluster, pod: client.V1Pod, port: int, https: bool = False,
+           token: str | None = None) -> str:
+    """A pod's /metrics, read from the node's network namespace where pod IPs answer, with `token` as
+    bearer token (the extender's metrics port wants one). The extender's certificate is for its
+    Service's names, not pod IPs: not verified here."""
     context = ssl._create_unverified_context() if https else None
-    url = f"{'https' if https else 'http'}://{pod.status.pod_ip}:{port}/metrics"
+    request = urllib.request.Request(f"{'https' if https else 'http'}://{pod.status.pod_ip}:{port}/metrics")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     with in_netns(real_node(cluster).netns):
-        return urllib.request.urlopen(url, timeout=5, context=context).read().decode()
+        return urllib.request.urlopen(request, timeout=5, context=context).read().decode()
 
 
 def metric_sum(exposition: str, name: str, **labels: str) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ import orjson
 
 from netsched.api.events import rfc3339
 from netsched.api.topology import DEFAULT, Topology
+from netsched.extender.access import Caller
 from netsched.extender.plugin import Request
 from netsched.extender.protocol import ExtenderArgs, parse_args
 from netsched.extender.read_model import ReadModel
@@ -21,7 +23,8 @@ from netsched.extender.reservations import Placement
 from netsched.telemetry.store import TelemetryStore
 from netsched.testing.builders import CLUSTER, make_node, make_pod
 
-__all__ = ["CLUSTER", "NAMES", "args", "assume", "cache_of", "call", "node", "plugin_request", "pod"]
+__all__ = ["CLUSTER", "NAMES", "FakeReviewer", "args", "assume", "cache_of", "call", "node", "plugin_request",
+           "pod"]
 
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 node = make_node
@@ -73,8 +76,10 @@ def args(p: dict, names: list[str]) -> ExtenderArgs:
     return parse_args({"Pod": p, "Nodes": None, "NodeNames": names})
 
 
-def call(app: Callable, method: str, path: str, body: bytes = b"") -> tuple[int, object]:
-    """One request through an ASGI app, as uvicorn would make it; returns status and decoded body."""
+def call(app: Callable, method: str, path: str, body: bytes = b"",
+         token: str | None = None) -> tuple[int, object]:
+    """One request through an ASGI app, as uvicorn would make it (with `token` as its bearer token);
+    returns status and decoded body."""
     sent: list[dict] = []
 
     async def receive() -> dict:
@@ -83,10 +88,37 @@ def call(app: Callable, method: str, path: str, body: bytes = b"") -> tuple[int,
     async def send(message: dict) -> None:
         sent.append(message)
 
-    asyncio.run(app({"type": "http", "method": method, "path": path}, receive, send))
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token is not None else []
+    asyncio.run(app({"type": "http", "method": method, "path": path, "headers": headers}, receive, send))
     status = sent[0]["status"]
     raw = sent[1]["body"]
     try:
         return status, orjson.loads(raw)
     except orjson.JSONDecodeError:
         return status, raw.decode()
+
+
+@dataclass
+class FakeReviewer:
+    """The API server's answers to TokenReview and SubjectAccessReview, from tables: `tokens` (token ->
+    user name), `paths` (user -> non-resource URLs it may get) and `pods` (user -> namespaces it may
+    read pods in; "" for all). Counts the reviews asked, so tests see what the cache saves."""
+
+    tokens: dict[str, str] = field(default_factory=dict)
+    paths: dict[str, set[str]] = field(default_factory=dict)
+    pods: dict[str, set[str]] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+
+    def review_token(self, token: str) -> Caller | None:
+        self.asked.append("token")
+        name = self.tokens.get(token)
+        return Caller(name, uid=f"uid-{name}", groups=("system:authenticated",)) if name else None
+
+    def allowed(self, caller: Caller, attributes: dict[str, Any]) -> bool:
+        self.asked.append(repr(attributes))
+        if "nonResourceAttributes" in attributes:
+            path = attributes["nonResourceAttributes"]["path"]  # RBAC's rule: a trailing * matches a prefix
+            return any(path == rule or rule.endswith("*") and path.startswith(rule[:-1])
+                       for rule in self.paths.get(caller.name, set()))
+        namespaces = self.pods.get(caller.name, set())
+        return "" in namespaces or attributes["resourceAttributes"]["namespace"] in namespaces

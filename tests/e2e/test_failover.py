@@ -28,7 +28,7 @@ from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.devcluster.pods import gpu_pod, indexed_job
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import pod_name
-from netsched.testing import chart
+from netsched.testing import chart, extender_http
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import free_gpus, scratch_namespace
 
@@ -176,7 +176,8 @@ def extender_answers(cluster, core: client.CoreV1Api) -> dict[str, float]:
         if status is None or not status.container_id or not status.ready:
             continue
         try:
-            metrics = chart.scrape(cluster, pod, 8888, https=True)
+            # the metrics port, for a token the API server allows: the dev-cluster's admin
+            metrics = chart.scrape(cluster, pod, 8889, https=True, token=extender_http.admin_token(cluster))
         except OSError:
             continue
         answers[status.container_id] = sum(chart.metric_sum(metrics, "netsched_extender_requests_total",

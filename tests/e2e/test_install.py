@@ -1,6 +1,6 @@
 """The install path end to end, as a platform team would take it: the image built here
 (hack/image/build.sh), loaded into the dev-cluster's real node, the Helm chart installed on it with
-TLS between its kube-scheduler and the extender, GPUJobs placed through the chart's own scheduler and
+mutual TLS between its kube-scheduler and the extender, GPUJobs placed through the chart's own scheduler and
 extender, a PackingPlan for a high-priority job, upgrades (one that must roll only the extender, a
 certificate the user brings, and a CA the scheduler must refuse), an uninstall that leaves no
 netsched pod, and the plain manifests applied and deleted with `kubectl -k`; then `dev-cluster down`
@@ -15,11 +15,13 @@ from __future__ import annotations
 import base64
 import re
 import shutil
+import ssl
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -32,6 +34,7 @@ from netsched.devcluster.pki import serving_certificate
 from netsched.devcluster.realnode import NODE_IP, NODE_LABEL
 from netsched.devcluster.wait import poll
 from netsched.extender.explain import EVENT_REASON
+from netsched.testing import extender_http
 from netsched.testing.builders import make_gpujob
 from netsched.testing.chart import (
     COMPONENT,
@@ -205,6 +208,21 @@ def check_packing_plan(core: client.CoreV1Api, custom: client.CustomObjectsApi,
             scheduling.delete_priority_class(name)
 
 
+def check_only_the_scheduler_is_answered(cluster: DevCluster, core: client.CoreV1Api) -> None:
+    """From the node's network, as any pod could: an extender replica's scheduling port hangs up on a
+    client without the scheduler's client certificate, and its metrics port wants a bearer token."""
+    pod = component_pods(core, "extender")[0]
+    unverified = ssl._create_unverified_context()  # the certificate names the Service, not pod IPs
+    made_up = {"Pod": {"metadata": {"name": "made-up", "namespace": "default", "uid": "made-up"}},
+               "NodeNames": [pod.spec.node_name]}
+    at = f"https://{pod.status.pod_ip}"
+    with in_netns(real_node(cluster).netns):
+        with pytest.raises(OSError):  # no HTTP answer at all: the TLS handshake fails
+            extender_http.request(f"{at}:8888/filter", made_up, context=unverified)
+        status, _ = extender_http.request(f"{at}:8889/debug/decisions", context=unverified)
+    assert status == 401
+
+
 def check_certificates(core: client.CoreV1Api, custom: client.CustomObjectsApi,
                        coordination: client.CoordinationV1Api, cluster: DevCluster, work: Path) -> None:
     """The user's own certificate: first with a caBundle that did not sign it, which the real
@@ -304,7 +322,7 @@ def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly
 
     helm(cluster, "install", RELEASE, ROOT / "charts/netsched", "-n", NAMESPACE, "--create-namespace",
          "-f", VALUES, "--wait", "--timeout", "6m")
-    t = timed("helm install --wait (extender over TLS, certificate made by the chart)", t)
+    t = timed("helm install --wait (extender over mutual TLS, certificates made by the chart)", t)
     check_pods_ready_on_the_real_node(core)
     print_extender_start_to_ready(core, "install")
 
@@ -323,7 +341,9 @@ def test_the_chart_installs_on_a_real_node_places_gpujobs_and_uninstalls_cleanly
             "single": make_gpujob("single", replicas=1, gpus=1, manifest=True, duration="5s"),
             "gang": make_gpujob("gang", replicas=2, gpus=8, manifest=True, duration="5s",
                                 gang={"minAvailable": 2})})
-        t = timed("a 1-GPU GPUJob and a 2x8 gang Succeeded through the extender over TLS", t)
+        t = timed("a 1-GPU GPUJob and a 2x8 gang Succeeded through the extender over mutual TLS", t)
+        check_only_the_scheduler_is_answered(cluster, core)
+        t = timed("a client without the scheduler's certificate got no answer, nor one without a token", t)
 
         check_packing_plan(core, custom, scheduling)
         t = timed("a high-priority GPUJob that did not fit got a PackingPlan", t)

@@ -22,9 +22,9 @@ from netsched.api.topology import Topology
 from netsched.cli import build_parser
 from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, read_versions
-from netsched.devcluster.pki import serving_certificate
+from netsched.devcluster.pki import client_certificate, serving_certificate
 from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
-from netsched.devcluster.scheduler_config import PACK_GPUS, ExtenderSettings
+from netsched.devcluster.scheduler_config import PACK_GPUS, ExtenderSettings, ExtenderTLS
 from netsched.devcluster.wait import poll
 from netsched.extender.metrics import Metrics
 from netsched.models.gpus import GpuCapability, parse_table
@@ -133,7 +133,12 @@ def test_defaults_render_the_documented_components(bin_dir):
     extender = find(docs, "Deployment", "netsched-extender")
     assert extender["spec"]["replicas"] == 2
     ext = container(docs, "Deployment", "netsched-extender")
-    assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--shortlist=1", "--max-cache-age=30",
+    # mutual TLS by default: the certificates the chart makes (test_mutual_tls_... below)
+    assert ext["args"] == ["extender", "--host=0.0.0.0", "--port=8888", "--metrics-port=8889",
+                           "--tls-cert-file=/etc/netsched/tls/tls.crt",
+                           "--tls-private-key-file=/etc/netsched/tls/tls.key",
+                           "--client-ca-file=/etc/netsched/client-ca/ca.crt", "--shortlist=1",
+                           "--max-cache-age=30",
                            "--hold-seconds=15", "--telemetry-max-age=120", "--topology=netsched",
                            "--model=/opt/netsched/models/current.json", "--model-reload-seconds=30"]
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -142,7 +147,8 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert ext["startupProbe"]["httpGet"]["path"] == "/healthz" and ext["startupProbe"]["periodSeconds"] == 1
     assert ext["startupProbe"]["periodSeconds"] * ext["startupProbe"]["failureThreshold"] >= 120
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
-        {"name": "http", "port": 8888, "targetPort": "http"}]
+        {"name": "https", "port": 8888, "targetPort": "https"},
+        {"name": "metrics", "port": 8889, "targetPort": "metrics"}]
     assert find(docs, "PodDisruptionBudget", "netsched-extender")["spec"]["minAvailable"] == 1
 
     sched = container(docs, "Deployment", "netsched-scheduler")
@@ -314,14 +320,27 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
 
 
 def test_scheduler_config_calls_the_extender_as_the_dev_cluster_does(bin_dir):
-    config = scheduler_yaml(render(bin_dir, release="netsched", namespace="gpu-sched"), "netsched")
+    docs = render(bin_dir, release="netsched", namespace="gpu-sched")
+    config = scheduler_yaml(docs, "netsched")
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["profiles"] == [{"schedulerName": "netsched", "percentageOfNodesToScore": 100,
                                    "pluginConfig": [PACK_GPUS]}]
     assert config["leaderElection"] == {"leaderElect": True, "resourceNamespace": "gpu-sched",
                                         "resourceName": "netsched-scheduler"}
-    dev_cluster_block = ExtenderSettings(url_prefix="http://netsched-extender.gpu-sched.svc:8888").block()
-    assert config["extenders"] == [dev_cluster_block]
+    # both over mutual TLS: the dev-cluster names its CA file, the chart carries the CA itself
+    client = Path("/etc/netsched-client")
+    tls = ExtenderTLS(Path("ca.crt"), client / "tls.crt", client / "tls.key")
+    url = "https://netsched-extender.gpu-sched.svc:8888"
+    dev_cluster_block = ExtenderSettings(url_prefix=url, tls=tls).block()
+    [block] = config["extenders"]
+    ca = find(docs, "ConfigMap", "netsched-extender-ca")["data"]["ca.crt"]
+    assert block["tlsConfig"].pop("caData") == base64.b64encode(ca.encode()).decode()
+    files = dev_cluster_block.pop("tlsConfig")
+    assert block["tlsConfig"] == {k: v for k, v in files.items() if k != "caFile"}
+    assert block | {"tlsConfig": None} == dev_cluster_block | {"tlsConfig": None}
+    plain = scheduler_yaml(render(bin_dir, {"extender": {"tls": {"enabled": False}}}, namespace="gpu-sched"),
+                           "netsched")
+    assert plain["extenders"] == [ExtenderSettings(url_prefix=url.replace("https", "http")).block()]
 
 
 def _decoded(data: str) -> bytes:
@@ -360,9 +379,10 @@ def test_tls_with_the_certificate_the_chart_makes_gives_the_scheduler_its_ca(bin
     assert volume["secret"]["secretName"] == "netsched-extender-tls"
     assert volume["secret"]["defaultMode"] == 0o440
     probes = [ext[p]["httpGet"] for p in ("startupProbe", "readinessProbe", "livenessProbe")]
-    assert all(p["scheme"] == "HTTPS" and p["port"] == "https" for p in probes)
+    assert all(p["scheme"] == "HTTPS" and p["port"] == "metrics" for p in probes)  # no client certificate
     assert find(docs, "Service", "netsched-extender")["spec"]["ports"] == [
-        {"name": "https", "port": 8888, "targetPort": "https"}]
+        {"name": "https", "port": 8888, "targetPort": "https"},
+        {"name": "metrics", "port": 8889, "targetPort": "metrics"}]
     assert "checksum/tls-ca" in deployment["spec"]["template"]["metadata"]["annotations"]
 
 
@@ -372,21 +392,87 @@ def test_tls_with_the_users_secret_trusts_the_given_ca_and_makes_no_secret(bin_d
     values = {"extender": {"tls": tls}, "serviceMonitor": {"enabled": True}}
     docs = render(bin_dir, values)
     secrets = [d["metadata"]["name"] for d in docs if d["kind"] == "Secret"]
-    assert secrets == ["netsched-operator-tls"]  # the webhook's, not the extender's
+    assert secrets == ["netsched-scheduler-client-tls", "netsched-operator-tls"]  # not the extender's
     [block] = scheduler_yaml(docs, "netsched")["extenders"]
     assert _decoded(block["tlsConfig"]["caData"]) == ca
     volumes = find(docs, "Deployment", "netsched-extender")["spec"]["template"]["spec"]["volumes"]
     assert [v["secret"]["secretName"] for v in volumes if v["name"] == "tls"] == ["my-extender-tls"]
     [endpoint] = find(docs, "ServiceMonitor", "netsched-extender")["spec"]["endpoints"]
-    assert endpoint["port"] == "https" and endpoint["scheme"] == "https"
+    assert endpoint["port"] == "metrics" and endpoint["scheme"] == "https"
     assert endpoint["tlsConfig"] == {"ca": {"configMap": {"name": "netsched-extender-ca", "key": "ca.crt"}},
                                      "serverName": "netsched-extender.netsched-system.svc"}
+    # the metrics port wants a bearer token the API server accepts: Prometheus' own ServiceAccount token
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     # a new CA restarts the extender, which reads its certificate once
     other, _, _ = serving_certificate("x", ["x"])
     annotations = [find(render(bin_dir, v), "Deployment", "netsched-extender")["spec"]["template"]["metadata"]
                    ["annotations"]["checksum/tls-ca"]
                    for v in (values, {"extender": {"tls": tls | {"caBundle": other.decode()}}})]
     assert annotations[0] != annotations[1]
+
+
+def _pem(data: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(_decoded(data))
+
+
+def test_mutual_tls_gives_the_scheduler_a_client_certificate_only_the_extender_trusts(bin_dir):
+    docs = render(bin_dir, namespace="gpu-sched")  # the default
+    secret = find(docs, "Secret", "netsched-scheduler-client-tls")
+    ca, cert = _pem(secret["data"]["ca.crt"]), _pem(secret["data"]["tls.crt"])
+    cert.verify_directly_issued_by(ca)
+    key = serialization.load_pem_private_key(_decoded(secret["data"]["tls.key"]), password=None)
+    assert key.public_key() == cert.public_key()
+    trusted = find(docs, "ConfigMap", "netsched-extender-client-ca")["data"]["ca.crt"]
+    assert x509.load_pem_x509_certificate(trusted.encode()) == ca
+    # a CA of its own: the extender takes no serving certificate for a client's
+    serving = find(docs, "ConfigMap", "netsched-extender-ca")["data"]["ca.crt"]
+    assert x509.load_pem_x509_certificate(serving.encode()) != ca
+
+    extender = find(docs, "Deployment", "netsched-extender")["spec"]["template"]
+    client_ca = {"name": "client-ca", "configMap": {"name": "netsched-extender-client-ca"}}
+    assert client_ca in extender["spec"]["volumes"]
+    assert {"name": "client-ca", "mountPath": "/etc/netsched/client-ca", "readOnly": True} in \
+        extender["spec"]["containers"][0]["volumeMounts"]
+    assert "checksum/client-ca" in extender["metadata"]["annotations"]
+    scheduler = find(docs, "Deployment", "netsched-scheduler")["spec"]["template"]
+    [volume] = [v for v in scheduler["spec"]["volumes"] if v["name"] == "extender-client"]
+    items = [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]  # not the CA's
+    assert volume["secret"] == {"secretName": "netsched-scheduler-client-tls", "defaultMode": 0o440,
+                                "items": items}
+    assert {"name": "extender-client", "mountPath": "/etc/netsched-client", "readOnly": True} in \
+        scheduler["spec"]["containers"][0]["volumeMounts"]
+    assert "checksum/client-tls" in scheduler["metadata"]["annotations"]  # a new certificate restarts it
+    [block] = scheduler_yaml(docs, "netsched")["extenders"]
+    assert (block["tlsConfig"]["certFile"], block["tlsConfig"]["keyFile"]) == (
+        "/etc/netsched-client/tls.crt", "/etc/netsched-client/tls.key")
+
+
+@pytest.mark.parametrize("tls, https, mutual", [
+    pytest.param({"clientAuth": False}, True, False, id="https-any-client"),
+    pytest.param({"enabled": False}, False, False, id="plain-http"),
+])
+def test_the_switch_turns_client_certificates_or_all_tls_off(bin_dir, tls, https, mutual):
+    docs = render(bin_dir, {"extender": {"tls": tls}})
+    args = container(docs, "Deployment", "netsched-extender")["args"]
+    assert any(a.startswith("--tls-cert-file=") for a in args) == https
+    assert not any(a.startswith("--client-ca-file=") for a in args)
+    assert not [d for d in docs if d["metadata"]["name"] in ("netsched-scheduler-client-tls",
+                                                              "netsched-extender-client-ca")]
+    [block] = scheduler_yaml(docs, "netsched")["extenders"]
+    assert block["enableHTTPS"] is https and "certFile" not in block.get("tlsConfig", {})
+    assert "--metrics-port=8889" in args  # metrics and decisions stay apart, authorised, either way
+
+
+def test_mutual_tls_with_the_users_client_certificate_trusts_the_given_ca_and_makes_none(bin_dir):
+    ca, _, _ = client_certificate("netsched-scheduler")
+    tls = {"clientSecretName": "my-client", "clientCABundle": ca.decode()}
+    docs = render(bin_dir, {"extender": {"tls": tls}})
+    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    assert "netsched-scheduler-client-tls" not in secrets
+    trusted = find(docs, "ConfigMap", "netsched-extender-client-ca")["data"]["ca.crt"]
+    assert trusted.strip() == ca.decode().strip()
+    volumes = find(docs, "Deployment", "netsched-scheduler")["spec"]["template"]["spec"]["volumes"]
+    assert [v["secret"]["secretName"] for v in volumes if v["name"] == "extender-client"] == ["my-client"]
 
 
 def test_the_webhook_is_the_operators_behind_its_service_with_a_certificate_the_api_server_trusts(bin_dir):
@@ -465,7 +551,12 @@ def test_rbac_is_the_cluster_rbac_module_and_grants_no_secrets(bin_dir):
         {"apiGroups": ["netsched.io"], "resources": ["packingplans"], "verbs": ["list"]}]
     assert not [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "netsched-agent"]
     rules = [r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]]
-    assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
+    assert not [r for r in rules
+                if "secrets" in r.get("resources", []) or "*" in r.get("resources", []) + r["verbs"]]
+    # the extender's metrics port readers: bound to nobody by the chart, paths only
+    assert find(docs, "ClusterRole", "netsched-extender-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics", "/debug/decisions", "/debug/decisions/*"], "verbs": ["get"]}]
+    assert "netsched-extender-reader" not in {d["roleRef"]["name"] for d in docs if "roleRef" in d}
     bound = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
     assert {"system:kube-scheduler", "system:volume-scheduler"} <= bound
 
@@ -562,6 +653,12 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  "at '/extender/tls/caBundle': minLength: got 0, want 1", id="tls-secret-without-ca"),
     pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine", "caBundle": "trust me"}}},
                  "at '/extender/tls/caBundle': 'trust me' does not match pattern", id="tls-ca-not-pem"),
+    pytest.param({"extender": {"tls": {"clientSecretName": "mine"}}},
+                 "at '/extender/tls/clientCABundle': minLength: got 0, want 1",
+                 id="client-secret-without-ca"),
+    pytest.param({"extender": {"tls": {"clientSecretName": "mine", "clientCABundle": "trust me"}}},
+                 "at '/extender/tls/clientCABundle': 'trust me' does not match pattern",
+                 id="client-ca-not-pem"),
     pytest.param({"operator": {"webhook": {"failurePolicy": "Open"}}},
                  "at '/operator/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
                  id="webhook-failure-policy"),
@@ -747,7 +844,15 @@ SERVED_MODELS = {"model": {"source": "pvc", "claimName": "{release}-models", "pa
       "extender": SERVED_MODELS}, [],
      ["WARNING: the extender reads models from claim {release}-models, which the retrain CronJob writes, "
       "but it is ReadWriteOnce, not ReadWriteMany"]),
-], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo"])
+    ({"extender": {"tls": {"enabled": False}}}, [],
+     ["WARNING: extender.tls.enabled is false: any pod that reaches port 8888 of {release}-extender can "
+      "send scheduling requests that change netsched's placements, and bearer tokens to its metrics port "
+      "travel in the clear."]),
+    ({"extender": {"tls": {"clientAuth": False}}}, [],
+     ["WARNING: extender.tls.clientAuth is false: any pod that reaches port 8888 of {release}-extender can "
+      "send scheduling requests that change netsched's placements. Keep it only"]),
+], ids=["defaults", "custom", "operator-replicas-on-rwo", "retrain-on-rwo-records", "served-models-on-rwo",
+        "plain-http", "any-client"])
 def test_helm_install_dry_run_succeeds_and_notes_fit_the_values(bin_dir, dev_cluster, release, values, notes,
                                                                 warnings):
     # ServiceMonitor has no CRD here; everything else goes through helm's own install path.
@@ -780,6 +885,8 @@ CAN_I = [  # (component, kubectl auth can-i arguments, allowed)
     ("extender", "watch packingplans.netsched.io", True),
     ("extender", "create packingplans.netsched.io", False),
     ("extender", "get secrets -n {ns}", False),
+    ("extender", "create tokenreviews.authentication.k8s.io", True),  # the metrics port's callers
+    ("extender", "create subjectaccessreviews.authorization.k8s.io", True),
     ("operator", "create pods -n default", True),
     ("operator", "delete pods -n default", True),
     ("operator", "patch gpujobs.netsched.io --subresource=status -n default", True),
@@ -827,6 +934,12 @@ def test_kube_scheduler_runs_the_rendered_config_with_the_rendered_rbac(bin_dir,
     sa_kubeconfig.write_text(yaml.safe_dump(kubeconfig))
     config = scheduler_yaml(applied_rbac, release)
     config["clientConnection"] = {"kubeconfig": str(sa_kubeconfig)}
+    # the client certificate for the extender that the chart makes, where the pod mounts it (read at start)
+    client_tls = find(applied_rbac, "Secret", f"{release}-scheduler-client-tls")["data"]
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_bytes(base64.b64decode(client_tls[name]))
+    for extender in config["extenders"]:
+        extender["tlsConfig"] |= {"certFile": str(tmp_path / "tls.crt"), "keyFile": str(tmp_path / "tls.key")}
     (tmp_path / "scheduler.yaml").write_text(yaml.safe_dump(config))
 
     scheduler = container(applied_rbac, "Deployment", f"{release}-scheduler")
@@ -876,7 +989,9 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
     assert not stale, f"manifests/ is out of date; run `.venv/bin/python hack/render-manifests.py`: {stale}"
 
     built = [d for d in yaml.safe_load_all(ok([bin_dir / "kubectl", "kustomize", committed])) if d]
-    chart = render(bin_dir, {"operator": {"webhook": {"enabled": False}}})  # no committed private key
+    # no committed private key: no webhook, no TLS to the extender
+    chart = render(bin_dir, {"operator": {"webhook": {"enabled": False}},
+                             "extender": {"tls": {"enabled": False}}})
     assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
         [("Namespace", "netsched-system")] + [(d["kind"], d["metadata"]["name"]) for d in chart]
         + [("CustomResourceDefinition", n) for n in

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import ssl
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 
-import pytest
 from kubernetes import client
 
 from netsched.api.labels import JOB_LABEL
-from netsched.devcluster import processes
 from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.testing import extender_http
 
 DATA_ZONE_B = {"netsched.io/data-source": "zone:zone-b"}
 
@@ -43,14 +37,6 @@ def _job(name: str, replicas: int, gpus: int, annotations: dict[str, str]) -> li
             for i in range(replicas)]
 
 
-def _get(url: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
 def test_a_jobs_pods_land_together_where_the_scorer_prefers(dev_cluster, core, namespace):
     labels = _nodes(core)
     # 4 x 4 GPUs fill one rack of two 8-GPU nodes; the data lives in zone-b
@@ -69,7 +55,7 @@ def test_a_jobs_pods_land_together_where_the_scorer_prefers(dev_cluster, core, n
         30, "a NetworkPlacement event per pod")
     for event in events:
         assert event.message.startswith(f"netsched placed the pod on {placed[event.involved_object.name]}")
-    status, decision = _get(f"{dev_cluster.extender_url}/debug/decisions/{namespace}/train-3")
+    status, decision = extender_http.decision(dev_cluster, namespace, "train-3")
     assert status == 200 and decision["node"] == placed["train-3"] and decision["job"] == "train"
     assert "peers" in decision["top"][0]["factors"]
 
@@ -96,10 +82,9 @@ def test_a_pod_kept_near_its_data_waits_when_that_zone_is_full_and_says_why(core
     assert core.read_namespaced_pod("one-more", namespace).spec.node_name is None
 
 
-def _watch_updates(url: str) -> Counter[tuple[str, str]]:
+def _watch_updates(cluster) -> Counter[tuple[str, str]]:
     """The extender's netsched_extender_watch_updates_total by (kind, effect)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+    text = extender_http.metrics_text(cluster)
     found: Counter[tuple[str, str]] = Counter()
     for labels, value in re.findall(r"^netsched_extender_watch_updates_total\{(.*)\} (\S+)$", text, re.M):
         fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
@@ -109,19 +94,19 @@ def _watch_updates(url: str) -> Counter[tuple[str, str]]:
 
 def test_node_status_updates_stay_in_the_watch_process_and_a_label_change_reaches_the_server(dev_cluster,
                                                                                             core):
-    url, name = dev_cluster.extender_url, sorted(_nodes(core))[0]
-    before = _watch_updates(url)
+    name = sorted(_nodes(core))[0]
+    before = _watch_updates(dev_cluster)
     for k in range(3):  # what a heartbeat changes: a condition's times and reason
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         core.patch_node_status(name, {"status": {"conditions": [
             {"type": "NetschedProbe", "status": "True", "reason": f"Beat{k}", "message": "a test's heartbeat",
              "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
-    poll(lambda: _watch_updates(url)["nodes", "unchanged"] >= before["nodes", "unchanged"] + 3, 30,
+    poll(lambda: _watch_updates(dev_cluster)["nodes", "unchanged"] >= before["nodes", "unchanged"] + 3, 30,
          "the watch process to count 3 node updates it let go")
-    assert _watch_updates(url)["nodes", "changed"] == before["nodes", "changed"]
+    assert _watch_updates(dev_cluster)["nodes", "changed"] == before["nodes", "changed"]
     core.patch_node(name, {"metadata": {"labels": {"netsched.io/test-probe": "1"}}})
     try:
-        poll(lambda: _watch_updates(url)["nodes", "changed"] == before["nodes", "changed"] + 1, 30,
+        poll(lambda: _watch_updates(dev_cluster)["nodes", "changed"] == before["nodes", "changed"] + 1, 30,
              "the label change to reach the serving process")
     finally:
         core.patch_node(name, {"metadata": {"labels": {"netsched.io/test-probe": None}}})
@@ -140,42 +125,12 @@ def test_pods_still_schedule_while_the_extender_is_down_and_none_is_lost(dev_clu
     finally:
         dev_cluster.restart(EXTENDER)
 
-    status, ready = _get(f"{dev_cluster.extender_url}/readyz")
+    status, ready = extender_http.metrics_port_get(dev_cluster, "/readyz", token=None)  # open to probes
     assert status == 200 and ready["ready"] and ready["nodes"] == len(_nodes(core))
     core.create_namespaced_pod(namespace, gpu_pod("after", 2, labels={JOB_LABEL: "while-down"}))
     placed = _bound(core, namespace, 4)
     assert set(placed) == {"while-down-0", "while-down-1", "while-down-2", "after"}
     # the restarted extender rebuilt its cache from the apiserver: it sees the job's three pods
-    _, decision = _get(f"{dev_cluster.extender_url}/debug/decisions/{namespace}/after")
+    _, decision = extender_http.decision(dev_cluster, namespace, "after")
     assert decision["node"] == placed["after"]
     assert decision["top"][0]["factors"]["peers"] > 0
-
-
-def test_the_extender_serves_https_with_a_certificate_and_answers_the_protocol(dev_cluster, core):
-    pki = dev_cluster.directory / "pki"  # the dev-cluster's own CA signed a 127.0.0.1 certificate
-    port = processes.free_port()
-    proc = processes.start("extender-https", [
-        sys.executable, "-m", "netsched", "extender",
-        f"--kubeconfig={dev_cluster.directory}/{EXTENDER}.kubeconfig", "--host=127.0.0.1", f"--port={port}",
-        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-        "--no-explain-events",
-    ], dev_cluster.log("extender-https"), cwd=dev_cluster.directory)
-    trusted = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-    url = f"https://127.0.0.1:{port}"
-    try:
-        def ready() -> bool:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=5, context=trusted) as resp:
-                return resp.status == 200
-        poll(ready, 90, "the HTTPS extender to be ready")
-        names = list(_nodes(core))
-        pod = gpu_pod("tls-probe", 1)
-        pod["metadata"] |= {"namespace": "default", "uid": "tls-probe"}
-        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode()
-        request = urllib.request.Request(f"{url}/filter", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10, context=trusted) as resp:
-            answer = json.loads(resp.read())
-        assert answer["Error"] == "" and set(answer["NodeNames"]) <= set(names) and answer["NodeNames"]
-        with pytest.raises(OSError):  # plain HTTP is not served on that port (the TLS server hangs up)
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
-    finally:
-        processes.stop(proc.pid)

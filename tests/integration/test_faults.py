@@ -3,6 +3,7 @@ that nothing loops, raises or slips through."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.processes import pid_alive
 from netsched.devcluster.wait import poll
 from netsched.operator.gpujobs.reconcile import BACKOFF, PERMANENT_FIRST_RETRY
+from netsched.testing import extender_http
 from netsched.testing.builders import make_gpujob
 
 
@@ -212,11 +214,13 @@ def test_a_rack_bound_gang_stays_in_one_rack_while_the_extender_is_down(dev_clus
 
 
 def test_a_client_that_stalls_mid_body_gets_408_and_the_extender_goes_on_serving(dev_cluster):
-    host, port = dev_cluster.extender_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as stalled:
+    host, port = dev_cluster.extender_url.split("://")[1].split(":")
+    tls = extender_http.scheduler_tls(dev_cluster)  # kube-scheduler's certificate: a client it answers
+    with contextlib.closing(socket.create_connection((host, int(port)), timeout=60)) as raw, \
+            contextlib.closing(tls.wrap_socket(raw, server_hostname=host) if tls else raw) as stalled:
         stalled.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 1000\r\n\r\n{\"Pod\": ")
-        with urllib.request.urlopen(f"{dev_cluster.extender_url}/healthz", timeout=10) as resp:
+        with urllib.request.urlopen(f"{dev_cluster.extender_url}/healthz", timeout=10, context=tls) as resp:
             assert resp.status == 200  # another client is served while this one stalls
         answer = b""
         while b"\r\n\r\n" not in answer:

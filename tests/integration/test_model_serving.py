@@ -12,7 +12,6 @@ import json
 import math
 import re
 import shutil
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from netsched.models.artifact import META_FILE, MODEL_FILE, artifact_dir
 from netsched.models.features import DATA_SCOPES, FEATURE_NAMES, kind_features
 from netsched.models.gpus import gpu_features
 from netsched.models.predictor import Predictor
+from netsched.testing import extender_http
 from netsched.testing.cluster import free_gpus
 from netsched.training.dataset import write_dataset
 from netsched.training.train import train
@@ -72,9 +72,15 @@ def core(cluster) -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
 
 
+def decision_text(cluster: DevCluster, pod: str) -> str:
+    """The extender's decision for default/<pod>, as JSON text."""
+    status, decision = extender_http.decision(cluster, "default", pod)
+    assert status == 200, decision
+    return json.dumps(decision)
+
+
 def metric(cluster: DevCluster, name: str) -> float:
-    with urllib.request.urlopen(f"{cluster.extender_url}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+    text = extender_http.metrics_text(cluster)
     found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
 
@@ -113,8 +119,7 @@ def test_kube_scheduler_places_the_pod_where_the_model_predicts_it_finishes_firs
     node = bound(core, "fast")
     failed = core.list_namespaced_event("default", field_selector="reason=FailedScheduling").items
     assert node == fastest, [e.message for e in failed]
-    with urllib.request.urlopen(f"{cluster.extender_url}/debug/decisions/default/fast", timeout=5) as resp:
-        decision = resp.read().decode()
+    decision = decision_text(cluster, "fast")
     assert '"scorer":"model"' in decision.replace(" ", "") and "predicted_seconds" in decision
 
 
@@ -134,8 +139,7 @@ def test_a_gangs_second_pod_joins_its_peer_rather_than_an_empty_rack_mate(cluste
     poll(lambda: core.read_namespaced_pod("gang-0", "default").status.phase == "Running", 30, "gang-0 to run")
     core.create_namespaced_pod("default", gpu_pod("gang-1", 4, labels={JOB_LABEL: "gang"}, annotations=notes))
     node = bound(core, "gang-1")
-    with urllib.request.urlopen(f"{cluster.extender_url}/debug/decisions/default/gang-1", timeout=5) as resp:
-        decision = resp.read().decode()
+    decision = decision_text(cluster, "gang-1")
     assert node == peer_node, f"bound to {node}, its peer on {peer_node}, empty {rack_mate}: {decision}"
     assert '"scorer":"model"' in decision.replace(" ", "")
 
@@ -158,9 +162,7 @@ def test_a_gangs_first_pod_goes_where_the_whole_gang_fits(cluster, core, model):
         core.create_namespaced_pod("default", gpu_pod("pair-0", 4, labels={JOB_LABEL: "pair"},
                                                       annotations=notes))
         node = bound(core, "pair-0")
-        url = f"{cluster.extender_url}/debug/decisions/default/pair-0"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            decision = resp.read().decode()
+        decision = decision_text(cluster, "pair-0")
         assert node == whole, f"bound to {node}, no room for its peer; room for both on {whole}: {decision}"
     finally:
         made = {"pair-0", *(f"filler-{i}" for i in range(len(fillers)))}

@@ -337,3 +337,27 @@ def test_the_krew_manifest_has_what_krew_requires_and_the_archives_sha256(tmp_pa
     env["NETSCHED_PYTHON"] = "/bin/false"  # a Python without the package: one line, exit 1
     ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 1 and ran.stderr.count("\n") == 1 and "pip install netsched" in ran.stderr
+
+
+@pytest.mark.parametrize("flags, said", [
+    pytest.param(["--tls-cert-file={d}/c.pem", "--tls-private-key-file={d}/k.pem",
+                  "--client-ca-file={d}/gone.pem"], "--client-ca-file {d}/gone.pem: no such file",
+                 id="client-ca-missing"),
+    pytest.param(["--client-ca-file={d}/c.pem"], "--client-ca-file needs --tls-cert-file",
+                 id="client-ca-alone"),
+    pytest.param(["--tls-cert-file={d}/gone.pem", "--tls-private-key-file={d}/k.pem"],
+                 "--tls-cert-file {d}/gone.pem: no such file", id="cert-missing"),
+])
+def test_the_extender_names_a_certificate_flag_that_cannot_work_in_one_line_and_exit_2(tmp_path, flags, said):
+    for name in ("c.pem", "k.pem"):
+        (tmp_path / name).write_text("pem")
+    proc = _netsched(tmp_path, ["extender", *(f.format(d=tmp_path) for f in flags)], capture_output=True)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"netsched: error: extender: {said.format(d=tmp_path)}"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_unknown_extender_flag_is_one_line_and_exit_2(tmp_path):
+    proc = _netsched(tmp_path, ["extender", "--client-cert=x"], capture_output=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("netsched: error: unrecognized arguments: --client-cert=x")

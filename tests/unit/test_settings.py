@@ -225,7 +225,9 @@ def test_the_dev_cluster_starts_the_extender_and_operator_with_real_flags(tmp_pa
     kubeconfigs = defaultdict(lambda: tmp_path / "kubeconfig")
     argv = devcluster._component_argv(tmp_path, tmp_path, ports, mock.MagicMock(), kubeconfigs,
                                       tmp_path / "scheduler.yaml", tmp_path / "stages.yaml")
-    for name, command in ((devcluster.EXTENDER, "extender"), (devcluster.OPERATOR, "operator")):
+    for mtls in ("mtls", ""):  # the extender as the dev-cluster starts it, with mutual TLS and without
+        argv[mtls] = devcluster.DevCluster(tmp_path, extender_mtls=bool(mtls)).extender_argv(1, 2)
+    for name, command in (("mtls", "extender"), ("", "extender"), (devcluster.OPERATOR, "operator")):
         args = argv[name][argv[name].index(command):]
         build_parser().parse_args(args)  # exits on an unknown flag
 

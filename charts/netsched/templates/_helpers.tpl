@@ -78,6 +78,46 @@ labels:
 {{- include "netsched.servingTLS" (dict "ctx" . "component" "extender" "tls" .Values.extender.tls) -}}
 {{- end -}}
 
+{{/* Mutual TLS on the extender's scheduling port: TLS on, and client certificates asked for. */}}
+{{- define "netsched.extenderMutualTLS" -}}
+{{- if and .Values.extender.tls.enabled .Values.extender.tls.clientAuth -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding kube-scheduler's client certificate for the extender: the user's, or the chart's. */}}
+{{- define "netsched.schedulerClientSecret" -}}
+{{- .Values.extender.tls.clientSecretName | default (include "netsched.componentName" (dict "ctx" . "component" "scheduler-client-tls")) -}}
+{{- end -}}
+
+{{/*
+kube-scheduler's client certificate for the extender as JSON: ca (the PEM the extender trusts for it)
+and, when the chart makes it, cert and key. A CA of its own, not the serving certificate's: the extender
+then takes no serving certificate for a client's. Made once per render (kept in .Release, as
+netsched.servingTLS) and on an upgrade read back from the Secret (lookup), so it stays until the Secret
+is deleted; the CA's private key is not kept: nothing is signed with it again.
+*/}}
+{{- define "netsched.schedulerClientTLS" -}}
+{{- $root := . -}}
+{{- if not (hasKey $root.Release "netschedTLS-scheduler-client") -}}
+{{- $tls := .Values.extender.tls -}}
+{{- $out := dict "ca" $tls.clientCABundle -}}
+{{- if not $tls.clientSecretName -}}
+{{- $old := lookup "v1" "Secret" $root.Release.Namespace (include "netsched.schedulerClientSecret" $root) | default dict -}}
+{{- $data := dig "data" dict $old -}}
+{{- if and (hasKey $data "tls.crt") (hasKey $data "tls.key") (hasKey $data "ca.crt") -}}
+{{- $out = dict "ca" (b64dec (get $data "ca.crt")) "cert" (b64dec (get $data "tls.crt")) "key" (b64dec (get $data "tls.key")) -}}
+{{- else -}}
+{{- $name := include "netsched.componentName" (dict "ctx" $root "component" "scheduler") -}}
+{{- $ca := genCA (printf "%s client CA" $name) 3650 -}}
+{{- $cert := genSignedCert $name nil nil 3650 $ca -}}
+{{- $out = dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $out "ca" (printf "%s\n" (trim $out.ca)) -}}
+{{- $_ := set $root.Release "netschedTLS-scheduler-client" $out -}}
+{{- end -}}
+{{- toJson (get $root.Release "netschedTLS-scheduler-client") -}}
+{{- end -}}
+
 {{/* The operator's admission webhook certificate: the extender's mechanism, for the operator's Service. */}}
 {{- define "netsched.webhookTLSSecret" -}}
 {{- include "netsched.tlsSecret" (dict "ctx" . "component" "operator" "tls" .Values.operator.webhook.tls) -}}

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from netsched.extender.access import Access
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender
 from netsched.extender.read_model import ReadModel
-from netsched.extender.server import check_tls, make_app
-from netsched.testing.extender import CLUSTER, cache_of, call, node
+from netsched.extender.server import BadTLS, _serve_both, check_tls, make_app, make_ops_app
+from netsched.testing.extender import CLUSTER, FakeReviewer, cache_of, call, node
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "extender-v1"
 # the captured requests name kwok-gpu-0..2
@@ -22,6 +23,17 @@ CAPTURED = [node(f"kwok-gpu-{i}", rack=f"rack-{i}") for i in range(3)]
 
 def app(cache=None, **kwargs):
     return make_app(Extender(cache or cache_of(CAPTURED + CLUSTER), **kwargs))
+
+
+# a caller the fake API server lets read everything the metrics port serves
+ADMIN = FakeReviewer(tokens={"t": "admin"}, pods={"admin": {""}},
+                     paths={"admin": {"/metrics", "/debug/decisions", "/debug/decisions/*"}})
+
+
+def both(cache=None, reviewer=ADMIN, **kwargs):
+    """The scheduling port's app and the metrics port's, over one extender."""
+    extender = Extender(cache or cache_of(CAPTURED + CLUSTER), **kwargs)
+    return make_app(extender), make_ops_app(extender, Access(reviewer))
 
 
 def fixture(name: str) -> bytes:
@@ -73,7 +85,7 @@ def test_a_stale_cache_makes_filter_answer_error_and_prioritize_and_preempt_abst
     victims = {"kwok-gpu-0": {"Pods": [], "NumPDBViolations": 0}}
     preempt = orjson.dumps({"Pod": orjson.loads(body)["Pod"], "NodeNameToVictims": victims})
     assert call(stale, "POST", "/preempt", preempt) == (200, {"NodeNameToMetaVictims": victims})
-    status, doc = call(stale, "GET", "/readyz")
+    status, doc = call(both(ReadModel())[1], "GET", "/readyz")
     assert status == 503 and doc["ready"] is False
     assert doc["sources"] == {"nodes": "waiting", "pods": "waiting", "packingplans": "waiting"}
 
@@ -83,15 +95,15 @@ def test_readyz_says_which_source_is_absent_while_the_extender_serves_without_it
     cache.replace("nodes", CLUSTER)
     cache.replace("pods", [])
     cache.absent("packingplans")
-    status, doc = call(app(cache), "GET", "/readyz")
+    status, doc = call(both(cache)[1], "GET", "/readyz")
     assert status == 200 and doc["sources"]["packingplans"] == "absent"
 
 
 def test_metrics_count_requests_by_verb_and_outcome():
-    a = app()
+    a, ops = both()
     call(a, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
     call(a, "POST", "/filter", b"oops")
-    status, text = call(a, "GET", "/metrics")
+    status, text = call(ops, "GET", "/metrics", token="t")
     assert status == 200
     assert 'netsched_extender_requests_total{outcome="ok",verb="filter"} 1.0' in text
     assert 'netsched_extender_requests_total{outcome="bad_request",verb="filter"} 1.0' in text
@@ -99,13 +111,28 @@ def test_metrics_count_requests_by_verb_and_outcome():
 
 
 def test_debug_endpoint_explains_a_filtered_pod():
-    a = app()
+    a, ops = both()
     call(a, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))
     pod = orjson.loads(fixture("filter-args.nodeCacheCapable-true.json"))["Pod"]["metadata"]
-    status, doc = call(a, "GET", f"/debug/decisions/{pod['namespace']}/{pod['name']}")
+    status, doc = call(ops, "GET", f"/debug/decisions/{pod['namespace']}/{pod['name']}", token="t")
     assert status == 200 and doc["candidates"] == 3 and doc["top"][0]["node"].startswith("kwok-gpu-")
-    assert call(a, "GET", "/debug/decisions/x/y")[0] == 404
+    assert call(ops, "GET", "/debug/decisions/x/y", token="t")[0] == 404
     assert call(a, "DELETE", "/filter")[0] == 405 and call(a, "GET", "/nope")[0] == 404
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/debug/decisions", "/debug/decisions/ns/pod", "/readyz"])
+def test_the_scheduling_port_serves_neither_metrics_nor_decisions_nor_readiness(path):
+    status, doc = call(app(), "GET", path)
+    assert status == 404 and "metrics port (--metrics-port)" in doc["Error"]
+    assert call(app(), "GET", "/healthz") == (200, {"status": "ok"})
+
+
+def test_the_metrics_port_answers_no_verb_and_its_probes_need_no_token():
+    _, ops = both()
+    assert call(ops, "POST", "/filter", fixture("filter-args.nodeCacheCapable-true.json"))[0] == 405
+    assert call(ops, "GET", "/healthz") == (200, {"status": "ok"})
+    assert call(ops, "GET", "/readyz")[0] == 200
+    assert call(ops, "GET", "/nope", token="t")[0] == 404
 
 
 JSON = st.recursive(
@@ -195,5 +222,61 @@ def test_half_a_tls_setting_is_refused_before_anything_starts_naming_the_flag(tm
     (tmp_path / "key.pem").write_text("x")
     settings = ExtenderConfig(tls_cert_file=cert and tmp_path / cert,
                               tls_private_key_file=key and tmp_path / key)
-    with pytest.raises(SystemExit, match=said):
+    with pytest.raises(BadTLS, match=said):
         check_tls(settings)
+
+
+@pytest.mark.parametrize("flags, said", [
+    pytest.param({"client_ca_file": "ca.pem"}, "--client-ca-file needs --tls-cert-file", id="ca-without-tls"),
+    pytest.param({"tls": True, "client_ca_file": "gone.pem"}, "--client-ca-file", id="ca-missing"),
+    pytest.param({"tls": True, "client_ca_file": "junk.pem"}, "no PEM CA certificate", id="ca-not-pem"),
+    pytest.param({"tls": "junk"}, "not a PEM certificate and its key", id="cert-not-pem"),
+    pytest.param({"metrics_port": 8888}, "--metrics-port 8888 is --port's too", id="same-port"),
+])
+def test_a_client_ca_or_port_that_cannot_work_is_refused_naming_the_flag(tmp_path, flags, said):
+    from netsched.devcluster.pki import serving_certificate
+
+    ca, cert, key = serving_certificate("127.0.0.1", ["localhost"])
+    for name, pem in (("ca.pem", ca), ("cert.pem", cert), ("key.pem", key), ("junk.pem", b"junk")):
+        (tmp_path / name).write_bytes(pem)
+    tls = flags.pop("tls", None)
+    if tls:
+        cert_name = "junk.pem" if tls == "junk" else "cert.pem"
+        flags |= {"tls_cert_file": cert_name, "tls_private_key_file": "key.pem"}
+    settings = ExtenderConfig(**{k: tmp_path / v if isinstance(v, str) else v for k, v in flags.items()})
+    with pytest.raises(BadTLS, match=said):
+        check_tls(settings)
+
+
+class FakeServer:
+    """uvicorn.Server's part that _serve_both uses: serve() until should_exit."""
+
+    def __init__(self, port_taken: bool = False):
+        self.should_exit, self.port_taken = False, port_taken
+
+    async def serve(self):
+        if self.port_taken:
+            raise SystemExit(1)  # what uvicorn does when it cannot bind
+        while not self.should_exit:
+            await asyncio.sleep(0.005)
+
+
+def test_the_two_servers_end_together_never_one_left_serving():
+    with pytest.raises(SystemExit):  # the metrics port taken: the process ends, scheduling port and all
+        asyncio.run(_serve_both(FakeServer(), FakeServer(port_taken=True)))
+    scheduling, ops = FakeServer(), FakeServer()
+
+    async def stop_scheduling_soon():
+        asyncio.get_running_loop().call_later(0.02, setattr, scheduling, "should_exit", True)
+        await _serve_both(scheduling, ops)
+
+    asyncio.run(stop_scheduling_soon())  # a signal stops the scheduling server: the metrics one follows
+    assert ops.should_exit
+    scheduling, ops = FakeServer(), FakeServer()
+
+    async def stop_ops_soon():
+        asyncio.get_running_loop().call_later(0.02, setattr, ops, "should_exit", True)
+        await _serve_both(scheduling, ops)
+
+    asyncio.run(stop_ops_soon())
+    assert scheduling.should_exit
