@@ -83,3 +83,8 @@ def test_the_rendered_manifests_grant_the_rules(manifest, rules):
     [role] = [d for d in docs if d and d["kind"] == "ClusterRole"]
     assert role["rules"] == rules, f"manifests/ is out of date; {REGENERATE}"
 
+
+def test_the_docs_table_is_the_one_source():
+    assert rbac.markdown_table() in (ROOT / "docs/security-policies.md").read_text(), (
+        "docs/security-policies.md's RBAC table is not what netsched/devcluster/rbac.py declares: paste "
+        "`python -c 'from netsched.devcluster.rbac import markdown_table; print(markdown_table())'`")
