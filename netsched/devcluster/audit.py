@@ -37,6 +37,9 @@ class Request:
     group: str  # "" for the core group
     resource: str  # with its subresource, e.g. pods/eviction
     code: int
+    # refused by authorization (RBAC). A 403 alone is not: admission refuses content in a namespace
+    # being deleted with 403 too.
+    denied: bool
 
     @classmethod
     def of(cls, event: dict) -> Request | None:
@@ -44,8 +47,9 @@ class Request:
         if not ref or "resource" not in ref:  # a non-resource URL (/api, /version): open to everyone
             return None
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        decision = (event.get("annotations") or {}).get("authorization.k8s.io/decision")
         return cls(event["user"]["username"], event["verb"], ref.get("apiGroup", ""), resource,
-                   event.get("responseStatus", {}).get("code", 0))
+                   event.get("responseStatus", {}).get("code", 0), decision == "forbid")
 
 
 def requests(log: Path) -> list[Request]:

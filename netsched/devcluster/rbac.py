@@ -255,7 +255,8 @@ def markdown_table() -> str:
             "|---|---|---|---|---|"]
     for component in COMPONENTS:
         for rule in all_rules(component):
-            uses = "; ".join(f"{'/'.join(u.verbs)}: {u.why} (`{u.path.replace(KOPF, 'kopf: ')}`)" for u in rule.uses)
+            uses = "; ".join(f"{'/'.join(u.verbs)}: {u.why} (`{u.path.replace(KOPF, 'kopf: ')}`)"
+                             for u in rule.uses)
             names = " (its own Lease only)" if rule.resource_names else ""
             rows.append(f"| {component} | {rule.group or 'core'} | {', '.join(rule.resources)}{names} | "
                         f"{', '.join(rule.verbs)} | {uses} |")
