@@ -7,8 +7,8 @@ So the extender's scheduling port is plain HTTP here, which any pod that reaches
     .venv/bin/python hack/render-manifests.py          # manifests/netsched/ + manifests/kustomization.yaml
     .venv/bin/python hack/render-manifests.py OUT_DIR  # the same under OUT_DIR (the sync test uses this)
 
-Without OUT_DIR it first writes the chart's one generated template, the operator's rules for the pod-gang
-kinds (charts/netsched/templates/_gang-kinds-rbac.tpl, from netsched.jobs.kinds: a unit test checks it).
+Without OUT_DIR it first writes the chart's one generated template, every component's RBAC rules
+(charts/netsched/templates/_rbac-rules.tpl, from netsched/devcluster/rbac.py: a unit test checks it).
 
 One file per chart source file (templates/x.yaml -> netsched/x.yaml, crds/y.yaml -> netsched/crds/y.yaml),
 plus the netsched-system Namespace that `helm install --create-namespace` would create. manifests/examples/
@@ -88,8 +88,8 @@ def write(out: Path) -> list[str]:
     return resources
 
 
-def write_gang_rules() -> Path:
-    """The chart's template of the pod-gang kinds' rules, as the kinds' registry declares them."""
+def write_rbac_rules() -> Path:
+    """The chart's template of every component's RBAC rules, as netsched/devcluster/rbac.py declares them."""
     sys.path.insert(0, str(ROOT))
     from netsched.devcluster.rbac import CHART_TEMPLATE, chart_template
 
@@ -100,7 +100,7 @@ def write_gang_rules() -> Path:
 
 def main() -> None:
     if len(sys.argv) == 1:
-        print(f"wrote {write_gang_rules().relative_to(ROOT)}")
+        print(f"wrote {write_rbac_rules().relative_to(ROOT)}")
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "manifests"
     resources = write(out)
     print(f"wrote {len(resources)} files to {out / 'netsched'} and {out / 'kustomization.yaml'}")

@@ -27,9 +27,9 @@ from kubernetes import client
 
 from netsched.api.connect import api_client, items
 from netsched.api.labels import RACK_LABEL, SCHEDULER_NAME, ZONE_LABEL
+from netsched.devcluster import audit, processes
 from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
-from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, ensure_kueue
 from netsched.devcluster.crds import install_crds
 from netsched.devcluster.kwok_stages import stages_yaml
@@ -143,6 +143,11 @@ class DevCluster:
                 f"--kubeconfig={self.directory / pkilib.kubeconfig_name(pkilib.User(EXTENDER))}",
                 "--host=127.0.0.1", f"--port={port}", f"--metrics-port={metrics_port}", *tls,
                 *self.extender_args]
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's log of the extender's and operator's requests (netsched.devcluster.audit)."""
+        return self.log_dir / audit.LOG_FILE
 
     @property
     def records_file(self) -> Path:
@@ -520,6 +525,8 @@ def _component_argv(
             f"--service-account-key-file={pki.service_account_key}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+            # what the extender and operator ask, and whether RBAC allowed it (tests/integration/test_rbac.py)
+            *audit.apiserver_args(d, d / "logs"),
         ],
         "kube-controller-manager": [
             str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm}",
