@@ -333,6 +333,9 @@ class DevCluster:
         if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable
             plan["kube-controller-manager"].append(f"--node-monitor-grace-period={lease + 10}s")
         plan[EXTENDER] += self.extender_args
+        extender = self._extender(ports)
+        if extender is not None:  # gangs released whole are placed whole by it (netsched.extender.gang)
+            plan[OPERATOR].append(f"--extender-url={extender.url_prefix}")
         plan[OPERATOR] += self.operator_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"])
         for name in self.components():

@@ -211,7 +211,7 @@ class Extender:
         unknown_names = [names[pos] for pos in unknown]
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
         scored = self.scorer.score(req, ok_idx)
-        order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
+        order = ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
         strict = any(f.binds(req) for f in self.filters)
         passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
         return Filtered(req, len(names), idx, unresolvable, ok_idx, scored, scored.scores(), order, passed,
@@ -340,7 +340,7 @@ def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
     return reasons
 
 
-def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
+def ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
     """Positions best first: by value, then by name (table order) so equal inputs give equal answers.
     With `top`, the first `top` of that order only, without sorting all the candidates. NaN ranks last."""
     value = np.nan_to_num(scored.value, nan=-np.inf)

@@ -53,13 +53,13 @@ def parse_args(doc: Any) -> ExtenderArgs:
     """Validate a decoded ExtenderArgs document (filter or prioritize request)."""
     if not isinstance(doc, dict):
         raise BadRequest(f"request body must be a JSON object (ExtenderArgs), got {type(doc).__name__}")
-    pod = _parse_pod(doc.get("Pod"))
+    pod = parse_pod(doc.get("Pod"))
     names = _node_names(doc)
     nodes = None if doc.get("NodeNames") is not None else doc["Nodes"]["items"]
     return ExtenderArgs(pod, names, nodes)
 
 
-def _parse_pod(pod: Any) -> PodRef:
+def parse_pod(pod: Any) -> PodRef:
     if not isinstance(pod, dict):
         raise BadRequest("field Pod is missing or not an object: send the pod being scheduled")
     meta = pod.get("metadata")
@@ -191,7 +191,7 @@ def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, KubeObject]]:
     """ExtenderPreemptionArgs -> the pod and its candidates as node -> MetaVictims."""
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object (ExtenderPreemptionArgs)")
-    pod = _parse_pod(doc.get("Pod"))
+    pod = parse_pod(doc.get("Pod"))
     meta = doc.get("NodeNameToMetaVictims")
     if meta is None:
         full = doc.get("NodeNameToVictims")

@@ -6,6 +6,7 @@ filter + prioritize takes about 0.7x the time of http.server with the json modul
 
 Routes:
   POST /filter /prioritize /preempt   the extender v1 verbs (urlPrefix is the server root)
+  POST /gang                          a gang's nodes chosen together (the operator, as it releases it)
   GET  /healthz                       the process is alive
   GET  /readyz                        the cache is synced and fresh (503 with the reason if not)
   GET  /metrics                       Prometheus
@@ -37,6 +38,7 @@ from netsched.api.objects import KubeObject
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.explain import WRITERS
+from netsched.extender.gang import decide_gang, gang_result, parse_gang
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.protocol import (
@@ -80,6 +82,7 @@ def make_app(extender: Extender, max_body: int = MAX_BODY, body_seconds: float =
         "/filter": _filter,
         "/prioritize": _prioritize,
         "/preempt": _preempt,
+        "/gang": _gang,
     }
 
     async def app(scope: Message, receive: Receive, send: Send) -> None:
@@ -151,6 +154,10 @@ def _prioritize(extender: Extender, doc: object) -> orjson.Fragment:
 def _preempt(extender: Extender, doc: object) -> dict[str, Any]:
     pod, victims = parse_preemption(doc)
     return preemption_result(extender.preempt(pod, victims))
+
+
+def _gang(extender: Extender, doc: object) -> dict[str, Any]:
+    return gang_result(decide_gang(extender, parse_gang(doc)))
 
 
 async def _get(extender: Extender, path: str, send: Send) -> None:

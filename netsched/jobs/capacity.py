@@ -53,6 +53,7 @@ class Fit:
     message: str
     domain: tuple[str, str] | None = None  # (node label, value) the gang must stay in, when it has a limit
     why: str = c.FITS  # a Schedulable reason (netsched.api.conditions): why it does not fit
+    nodes: dict[str, str] | None = None  # member pod -> node, when its members' nodes were chosen together
 
     @property
     def fits(self) -> bool:
@@ -186,6 +187,23 @@ def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
         if take > 0:
             out[n.name] = take
     return out
+
+
+def member_room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], job: Workload,
+                topology: Topology = DEFAULT) -> dict[str, int]:
+    """How many of `job`'s members each node it may use holds now (after the `pending` pods take their
+    room): what kube-scheduler's own filters would let through, handed to the extender's gang placement
+    as its candidates."""
+    _, _, per_node = _room(nodes, used, pending, job, topology)
+    return {name: n for name, n in per_node.items() if n > 0}
+
+
+def on_nodes(nodes_of: dict[str, str]) -> str:
+    """Members per node as people read it: "gpu-a1-0 x4" or "gpu-a1-0 x2, gpu-a1-1 x2"."""
+    counts: dict[str, int] = defaultdict(int)
+    for node in nodes_of.values():
+        counts[node] += 1
+    return ", ".join(f"{n} x{k}" for n, k in sorted(counts.items()))
 
 
 def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,

@@ -84,6 +84,10 @@ class OperatorConfig:
         120.0, flag="--telemetry-max-age", metavar="SECONDS", parse=SECONDS,
         helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is not recorded (default 120)")
+    extender_url: str | None = setting(
+        flag="--extender-url", metavar="URL", fixed="the chart passes its extender's Service",
+        help="ask this extender where each member of a gang goes as its gates lift, and pin each pod to its "
+        "node (default: none; gangs are released into their domain and placed pod by pod)")
     webhook_port: int = setting(
         0, flag="--webhook-port", fixed=CHART_WEBHOOK,
         help="serve the admission webhook that puts the gang gate on the pods of recognised gangs (batch "

@@ -25,6 +25,7 @@ class PodView:
     started: str | None = None  # status.startTime: when the kubelet (KWOK) started it
     finished: str | None = None  # when its last container terminated
     released_by: str | None = None  # the PackingPlan that lifted its gang gate, if one did
+    uid: str = ""
 
     @classmethod
     def of(cls, pod: dict[str, Any]) -> PodView:
@@ -35,7 +36,7 @@ class PodView:
                    status.get("phase", PodPhase.PENDING), spec.get("nodeName"), GANG_GATE in gates,
                    bool(meta.get("deletionTimestamp")), _pod_message(status),
                    tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status),
-                   (meta.get("annotations") or {}).get(RELEASED_BY))
+                   (meta.get("annotations") or {}).get(RELEASED_BY), meta.get("uid") or "")
 
 
 

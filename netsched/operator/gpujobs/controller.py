@@ -34,15 +34,23 @@ from netsched.api.gpujob import (
     Phase,
 )
 from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.pods import DONE
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
+from netsched.jobs.capacity import Fit, NodeRoom, gang_fit, member_room
 from netsched.jobs.gpujob import GPUJob
-from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement
+from netsched.jobs.hard_limits import (
+    NodeRequirement,
+    Unwritable,
+    data_requirement,
+    pinned_to,
+    requirement_patch,
+)
 from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
 from netsched.jobs.validation import invalid, problems
 from netsched.operator import COMPONENT
 from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import Indices
+from netsched.operator.gang_placer import GangPlacer
 from netsched.operator.gpujobs.reconcile import (
     BACKOFF,
     CREATED,
@@ -75,6 +83,7 @@ class GPUJobController:
     never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
     topology: Topology = DEFAULT  # the levels jobs name in maxPeerDistance, data sources, ...
     gate: AdmissionGate = field(default_factory=AdmissionGate)  # one gang admitted at a time; reservations
+    placer: GangPlacer = field(default_factory=lambda: GangPlacer(None))  # where a released gang's pods go
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -132,12 +141,28 @@ class GPUJobController:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        result = gang_fit(nodes, indices.used, indices.pending + self.gate.reserved(indices, job.key), job,
-                          self.topology)
+        pending = indices.pending + self.gate.reserved(indices, job.key)
+        result = gang_fit(nodes, indices.used, pending, job, self.topology)
+        if result.fits:
+            room = member_room(nodes, indices.used, pending, job, self.topology)
+            return replace(result, nodes=self._place(job, indices, room))
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS
         note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
         return replace(result, message=f"{result.message}; {note}") if note else result
+
+    def _place(self, job: GPUJob, indices: Indices, room: dict[str, int]) -> dict[str, str] | None:
+        """Each gated pod's node, chosen together by the extender, when it has every one."""
+        gated = [p for p in indices.pods_of(job.key) if p.gated and p.phase not in DONE]
+        if not gated or not self.placer.url:
+            return None
+        return self.placer.nodes(job.namespace, job.name, [self._as_made(job, p) for p in gated], room)
+
+    def _as_made(self, job: GPUJob, pod: PodView, near_data: NodeRequirement | None = None) -> dict[str, Any]:
+        """The gated pod as this controller made it (its spec is the template's: no pod body is kept)."""
+        made = replica_pod(job, pod.replica, pod.attempt, True, self.scheduler, near_data)
+        made["metadata"].update(name=pod.name, namespace=job.namespace, uid=pod.uid)
+        return made
 
     def deleted(self, body: dict[str, Any], indices: Indices) -> None:
         """A GPUJob being deleted: delete its pods now, so their GPUs are free within seconds rather
@@ -159,9 +184,17 @@ class GPUJobController:
         others = {p.name: p.other_gates for p in pods}
         # the pin goes in the same patch as the gate: only a gated pod's nodeSelector may change
         pin = pin_patch(job.template["spec"].get("nodeSelector"), *actions.pin) if actions.pin else []
+        views = {p.name: p for p in pods}
+        near_data = self._near_data(job, labels) if actions.nodes else None
         for name in actions.ungate:
+            node = actions.nodes.get(name)
+            if node and name in views:  # narrowed to its one node, the data limit it was made with kept
+                spec = self._as_made(job, views[name], near_data)["spec"]
+                pinned = requirement_patch(spec, pinned_to(node, near_data))
+            else:
+                pinned = pin
             self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
-                       [*pin, ungate_patch(others.get(name, ()))])
+                       [*pinned, ungate_patch(others.get(name, ()))])
         for name in actions.delete:
             self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
         if actions.record:

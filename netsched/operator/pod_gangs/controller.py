@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -34,6 +35,7 @@ from netsched.jobs.replica_pods import ungate_patch
 from netsched.operator import COMPONENT
 from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
+from netsched.operator.gang_placer import GangPlacer
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.pod_gangs.decision import decide
 
@@ -44,9 +46,12 @@ SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods
 class PodGangController:
     def __init__(self, api: client.ApiClient, metrics: OperatorMetrics, gate: AdmissionGate,
                  cluster: ClusterIndex, topology: Topology = DEFAULT, interval: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True):
+                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True,
+                 placer: GangPlacer | None = None):
         """`gate`: the one the GPUJob controller admits through; `leads`: whether this replica acts
-        (netsched.operator.leadership): only the leader releases."""
+        (netsched.operator.leadership): only the leader releases; `placer`: asks where a gang's members
+        go as it is released whole."""
+        self.placer = placer or GangPlacer(None, metrics)
         self.metrics, self.gate, self.cluster, self.topology = metrics, gate, cluster, topology
         self.interval, self.clock, self.leads = interval, clock, leads
         self.core = client.CoreV1Api(api)
@@ -106,7 +111,8 @@ class PodGangController:
             indices = self.cluster.indices({})
             decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
                               indices.pending + self.gate.reserved(indices), no_size, plan,
-                              self.topology)
+                              self.topology, partial(self.placer.nodes, ref.namespace,
+                                                     f"{ref.kind}/{ref.name}"))
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
             if decision.release:

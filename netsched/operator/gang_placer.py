@@ -1,0 +1,79 @@
+"""Where a gang's members go, asked of the extender as their gates lift (POST /gang,
+netsched.extender.gang): the extender holds the telemetry, the holds of other jobs and the model, and
+chooses every member's node together with the plugins that serve kube-scheduler.
+
+The answer is advice with a fallback, never a dependency: with no extender configured, or one that
+does not answer within `timeout`, answers an error, or cannot place the whole gang, the gang is released
+as before (into its domain, each pod placed by kube-scheduler and the extender one by one). A failure
+is logged once per kind of failure until an answer comes again, and counted."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from netsched.api.objects import KubeObject
+from netsched.operator.metrics import OperatorMetrics
+
+log = logging.getLogger(__name__)
+TIMEOUT = 5.0  # a search over 10,000 nodes takes well under a second; kube-scheduler's call times out at 5
+
+
+@dataclass
+class GangPlacer:
+    url: str | None  # the extender's root URL; None: no placement asked
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    timeout: float = TIMEOUT
+    context: ssl.SSLContext | None = None  # for an https URL
+    _failing: str | None = None  # the kind of the last failure, said once
+
+    def nodes(self, namespace: str, name: str, pods: Sequence[KubeObject], room: dict[str, int],
+              dry_run: bool = False) -> dict[str, str] | None:
+        """Each pod's node (by pod name) for the gang `namespace/name`, or None: release it unpinned."""
+        if not self.url or not pods:
+            return None
+        body = orjson.dumps({"namespace": namespace, "name": name, "pods": list(pods), "room": room,
+                             "dryRun": dry_run})
+        request = urllib.request.Request(f"{self.url.rstrip('/')}/gang", body,
+                                         {"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as resp:
+                doc = orjson.loads(resp.read())
+        except urllib.error.HTTPError as exc:  # the extender's own words: a bad request or a stale cache
+            self._failed("refused", f"HTTP {exc.code}: {_said(exc)}")
+            return None
+        except (urllib.error.URLError, OSError, orjson.JSONDecodeError) as exc:
+            self._failed("unreachable", str(getattr(exc, "reason", exc)))
+            return None
+        nodes = doc.get("nodes") if isinstance(doc, dict) else None
+        if not isinstance(nodes, dict) or set(nodes) != {p["metadata"]["name"] for p in pods}:
+            self.metrics.gang_pins.labels("unplaced").inc()
+            log.info("gang %s/%s: the extender placed no node for every member (%s); released unpinned",
+                     namespace, name, doc.get("message") if isinstance(doc, dict) else doc)
+            return None
+        if self._failing:
+            log.info("gang placement: the extender at %s answers again", self.url)
+            self._failing = None
+        self.metrics.gang_pins.labels("pinned").inc()
+        return {str(k): str(v) for k, v in nodes.items()}
+
+    def _failed(self, kind: str, detail: str) -> None:
+        self.metrics.gang_pins.labels(kind).inc()
+        if self._failing != kind:
+            self._failing = kind
+            log.warning("gang placement: the extender at %s did not answer (%s); gangs are released unpinned "
+                        "until it does", self.url, detail)
+
+
+def _said(exc: urllib.error.HTTPError) -> str:
+    try:
+        doc = orjson.loads(exc.read())
+    except (orjson.JSONDecodeError, OSError):
+        return exc.reason or ""
+    return str(doc.get("Error", doc)) if isinstance(doc, dict) else str(doc)
