@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from netsched.api.objects import KubeObject
-from netsched.extender.explain import Candidate, Decision, DecisionLog
+from netsched.extender.explain import PINNED, Candidate, Decision, DecisionLog
 from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
@@ -210,7 +210,7 @@ class Extender:
         unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
         unknown_names = [names[pos] for pos in unknown]
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
-        scored = self.scorer.score(req, ok_idx)
+        scored = _as_pinned(req, ok_idx) or self.scorer.score(req, ok_idx)
         order = ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
         strict = any(f.binds(req) for f in self.filters)
         passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
@@ -293,6 +293,16 @@ class Extender:
         if self.shortlist == 0 or not passed:
             passed += unknown
         return passed, {}
+
+
+def _as_pinned(req: Request, idx: np.ndarray) -> Scored | None:
+    """A pod pinned to its node by its gang's placement, offered that node alone: nothing to score (its
+    node was chosen with the model as the gang was released); None for any other pod."""
+    pinned = req.pod.pinned
+    names = req.snapshot.table.names
+    if pinned is None or len(idx) != 1 or names[int(idx[0])] != pinned:
+        return None
+    return Scored(np.ones(1), np.ones(1), {}, PINNED)
 
 
 def _run(steps: Sequence[PostStep], pod: PodRef, done: Filtered | None) -> None:

@@ -54,7 +54,8 @@ def test_a_gpujob_is_pinned_as_its_gate_lifts(core, jobs, namespace):
         return pods if len(pods) == 4 and all(p.spec.node_name for p in pods) else []
     pods = poll(bound, 120, "the 4 pods bound")
     assert len({p.spec.node_name for p in pods}) == 1
-    assert all(pinned_to(p) == [p.spec.node_name] for p in pods), [(p.metadata.name, pinned_to(p)) for p in pods]
+    assert all(pinned_to(p) == [p.spec.node_name] for p in pods), [(p.metadata.name, pinned_to(p))
+                                                                   for p in pods]
 
 
 def test_a_rack_limit_goes_where_the_gang_takes_fewest_nodes_not_to_the_roomiest_rack(

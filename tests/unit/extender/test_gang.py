@@ -8,7 +8,7 @@ from netsched.extender.engine import Extender
 from netsched.extender.gang import GangRequest, decide_gang, parse_gang
 from netsched.extender.protocol import BadRequest, parse_pod
 from netsched.extender.server import make_app
-from netsched.testing.extender import cache_of, call, node, pod
+from netsched.testing.extender import args, cache_of, call, node, pod
 
 # two racks: a1 has two 8-GPU nodes with 4 free each, a2 one empty 8-GPU node
 NODES = [node("a1-0", rack="rack-a1"), node("a1-1", rack="rack-a1"), node("a2-0", rack="rack-a2"),
@@ -92,3 +92,34 @@ def test_the_http_answer_names_every_members_node():
 def test_a_malformed_gang_request_is_named(body, word):
     with pytest.raises(BadRequest, match=word):
         parse_gang(body)
+
+
+PIN = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a2-0"]}]}]}}}
+
+
+def test_a_pinned_pod_offered_its_node_is_passed_unscored_and_says_its_gang_chose_it():
+    ext = Extender(cache_of(NODES, BUSY))
+    member = pod("g-0", gpus=2)
+    member["spec"]["affinity"] = PIN
+    out = ext.filter(args(member, ["a2-0"]))
+    assert out.passed == ["a2-0"]
+    [decision] = ext.decisions.recent()
+    assert decision.scorer == "pinned" and not decision.top[0].factors
+    decision.node = "a2-0"
+    assert "with its gang: its node was decided when the gang was released" in decision.summary()
+
+
+@pytest.mark.parametrize("affinity, pinned", [
+    (PIN, "a2-0"),
+    ({}, None),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]}}}, None),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}]}}}, None),
+], ids=["one node", "no affinity", "two nodes", "a term without the pin"])
+def test_a_pod_is_pinned_only_when_every_term_names_the_same_one_node(affinity, pinned):
+    member = pod("g-0")
+    member["spec"]["affinity"] = affinity
+    assert parse_pod(member).pinned == pinned
