@@ -273,6 +273,11 @@ def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[s
     return c.INSUFFICIENT_RESOURCES, ""
 
 
+def fits_on(node: NodeRoom, used: Resources, request: Resources) -> bool:
+    """Does one pod asking `request` fit beside the `used` requests on the node?"""
+    return _count(_minus(node.allocatable, used), request) >= 1
+
+
 def _minus(a: Resources, b: Resources) -> Resources:
     return {k: v - b.get(k, 0.0) for k, v in a.items()}
 

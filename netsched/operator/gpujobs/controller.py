@@ -45,7 +45,15 @@ from netsched.jobs.hard_limits import (
     pinned_to,
     requirement_patch,
 )
-from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
+from netsched.jobs.replica_pods import (
+    pin_patch,
+    pinned_note,
+    pod_annotations,
+    pod_name,
+    replica_pod,
+    ungate_patch,
+)
+from netsched.jobs.stale_pins import stale_pin
 from netsched.jobs.validation import invalid, problems
 from netsched.operator import COMPONENT
 from netsched.operator.admission_gate import AdmissionGate
@@ -84,6 +92,7 @@ class GPUJobController:
     topology: Topology = DEFAULT  # the levels jobs name in maxPeerDistance, data sources, ...
     gate: AdmissionGate = field(default_factory=AdmissionGate)  # one gang admitted at a time; reservations
     placer: GangPlacer = field(default_factory=lambda: GangPlacer(None))  # where a released gang's pods go
+    _evicted: set[str] = field(default_factory=set)  # pods evicted for a stale pin, until the watch shows it
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -110,6 +119,8 @@ class GPUJobController:
     def _reconcile(self, job: GPUJob, status: dict[str, Any], pods: list[PodView], nodes: list[NodeRoom],
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
+        if self._replaced_stale_pins(job, status, pods, nodes, indices):
+            return
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self.gate if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
@@ -120,6 +131,34 @@ class GPUJobController:
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self.gate.reserve(job.key, job.member_request)
+
+    def _replaced_stale_pins(self, job: GPUJob, status: dict[str, Any], pods: list[PodView],
+                             nodes: list[NodeRoom], indices: Indices) -> bool:
+        """When a pod's pinned node can no longer take it (netsched.jobs.stale_pins), evict the job's
+        unbound pinned pods; with none of its pods bound, the gang goes back to admission (Admitted
+        False, PinStale), so the pods made again are gated and the gang is placed anew. Once per pod."""
+        rooms = {n.name: n for n in nodes}
+        self._evicted &= {p.uid for p in pods if p.pinned}
+        stale = (stale_pin(p.pinned, job.member_spec, p.unschedulable, rooms, indices.used)
+                 for p in pods if p.pinned)
+        why = next((w for w in stale if w), None)
+        fresh = [p for p in pods if p.pinned and p.uid not in self._evicted]
+        if why is None or not fresh:
+            return False
+        for p in fresh:
+            self._evicted.add(p.uid)
+            self._call("evict", self.core.create_namespaced_pod_eviction, p.name, job.namespace,
+                       client.V1Eviction(metadata=client.V1ObjectMeta(name=p.name, namespace=job.namespace)))
+        message = (f"{why} before its pod bound; its {len(fresh)} unbound pod(s) are evicted to be made "
+                   "again and placed anew")
+        actions = Actions(status={**status, "conditions": [dict(x) for x in status.get("conditions") or []]})
+        if not any(p.node and p.phase not in DONE for p in pods):  # none bound: the whole gang again
+            c.set_condition(actions.status["conditions"], c.ADMITTED, False, c.PIN_STALE, message,
+                            job.generation)
+        actions.event(c.PIN_STALE, message, warning=True)
+        log.info("GPUJob %s/%s: %s", job.namespace, job.name, message)
+        self._apply(job, status, actions, {}, pods)
+        return True
 
     def _failed(self, job: GPUJob, status: dict[str, Any], exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
@@ -189,8 +228,9 @@ class GPUJobController:
         for name in actions.ungate:
             node = actions.nodes.get(name)
             if node and name in views:  # narrowed to its one node, the data limit it was made with kept
-                spec = self._as_made(job, views[name], near_data)["spec"]
-                pinned = requirement_patch(spec, pinned_to(node, near_data))
+                made = self._as_made(job, views[name], near_data)
+                pinned = requirement_patch(made["spec"], pinned_to(node, near_data))
+                pinned.append(pinned_note(made["metadata"].get("annotations"), node, []))
             else:
                 pinned = pin
             self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,

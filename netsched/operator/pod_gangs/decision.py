@@ -23,7 +23,7 @@ from netsched.jobs.hard_limits import (
 from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef
-from netsched.jobs.replica_pods import pin_patch, size_patch, ungate_patch
+from netsched.jobs.replica_pods import pin_patch, pinned_note, size_patch, ungate_patch
 from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import GangMember
 
@@ -92,8 +92,10 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
         node = (nodes_of or {}).get(m.name)
         pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain and not node else []
         requirement = pinned_to(node, near_data) if node else near_data
-        sized = size_patch((m.pod.get("metadata") or {}).get("annotations"), size, workload.gpus_per_member)
-        release[m.name] = [*pin, *requirement_patch(spec, requirement), *sized, _ungate(m)]
+        annotations = (m.pod.get("metadata") or {}).get("annotations")
+        sized = size_patch(annotations, size, workload.gpus_per_member)
+        noted = [pinned_note(annotations, node, sized)] if node else []
+        release[m.name] = [*pin, *requirement_patch(spec, requirement), *sized, *noted, _ungate(m)]
     if nodes_of:
         where = f" on {on_nodes(nodes_of)}, chosen together"
     else:
