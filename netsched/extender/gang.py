@@ -48,6 +48,7 @@ class GangRequest:
     members: tuple[PodRef, ...]
     room: dict[str, int]
     dry_run: bool = False
+    peers: tuple[str, ...] = ()  # nodes of its members placed already (bound, or pinned and on their way)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def decide_gang(extender: Extender, req: GangRequest) -> GangPlacement:
     if snap.stale:
         raise StaleCache(f"netsched: cluster cache is {snap.age:.0f} s old or not synced; no gang placement "
                          "on stale data")
+    if req.peers:
+        snap = replace(snap, peers=tuple(sorted((*snap.peers, *req.peers))))
     placed = place_gang(req, snap, extender.filters, extender.scorer, extender.plugins)
     extender.metrics.gangs.labels("placed" if placed.placed else "unplaced").inc()
     if placed.placed and not req.dry_run:
@@ -238,7 +241,8 @@ def _nowhere(req: GangRequest, why: Mapping[str, str]) -> str:
 
 
 def parse_gang(doc: object) -> GangRequest:
-    """A POST /gang body: {"namespace", "name", "pods": [Pod, ...], "room": {node: members}, "dryRun"}."""
+    """A POST /gang body: {"namespace", "name", "pods": [Pod, ...], "room": {node: members}, "peers":
+    [node, ...], "dryRun"}."""
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object with namespace, name, pods and room")
     pods = doc.get("pods")
@@ -252,7 +256,10 @@ def parse_gang(doc: object) -> GangRequest:
     if not isinstance(name, str) or not name:
         raise BadRequest("field name (the gang's name) is missing")
     namespace = str(doc.get("namespace") or members[0].namespace)
-    return GangRequest(namespace, name, members, dict(room), bool(doc.get("dryRun")))
+    peers = doc.get("peers") or []
+    if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
+        raise BadRequest("field peers must list the nodes of the gang's members placed already")
+    return GangRequest(namespace, name, members, dict(room), bool(doc.get("dryRun")), tuple(peers))
 
 
 def gang_result(placed: GangPlacement) -> dict[str, object]:

@@ -34,12 +34,13 @@ class GangPlacer:
     _failing: str | None = None  # the kind of the last failure, said once
 
     def nodes(self, namespace: str, name: str, pods: Sequence[KubeObject], room: dict[str, int],
-              dry_run: bool = False) -> dict[str, str] | None:
-        """Each pod's node (by pod name) for the gang `namespace/name`, or None: release it unpinned."""
+              peers: Sequence[str] = (), dry_run: bool = False) -> dict[str, str] | None:
+        """Each pod's node (by pod name) for the gang `namespace/name`, beside its members on `peers`
+        already, or None: release it unpinned."""
         if not self.url or not pods:
             return None
         body = orjson.dumps({"namespace": namespace, "name": name, "pods": list(pods), "room": room,
-                             "dryRun": dry_run})
+                             "peers": list(peers), "dryRun": dry_run})
         request = urllib.request.Request(f"{self.url.rstrip('/')}/gang", body,
                                          {"Content-Type": "application/json"}, method="POST")
         try:

@@ -28,8 +28,9 @@ from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import GangMember
 
 log = logging.getLogger(__name__)
-# the gang's members (pods to release) and each node's room for one more -> each member's node, or None
-Place = Callable[[list[dict[str, Any]], dict[str, int]], dict[str, str] | None]
+# the members to release, each node's room for one more, and the nodes of the members released already
+# -> each member's node, or None
+Place = Callable[[list[dict[str, Any]], dict[str, int], list[str]], dict[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Decision:
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
            used: dict[str, Resources], pending: list[Resources], no_size: str = "",
            plan: str | None = None, topology: Topology = DEFAULT,
-           place: Place = lambda pods, room: None) -> Decision:
+           place: Place = lambda pods, room, peers: None) -> Decision:
     """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
     is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does;
     `place`: where its members go, chosen together (netsched.operator.gang_placer), when it is released
@@ -82,9 +83,9 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     near_data = _near_data(workload, nodes, topology)
     members = [m.pod for m in gated[:to_release] if m.pod is not None]
-    # a gang released whole is placed whole; one that joins released peers keeps to their domain
-    nodes_of = place(members, member_room(nodes, used, pending, workload, topology)) if (
-        to_release == size) else None
+    # placed together, beside the members released already (a replacement, or a release cut short)
+    peers = sorted(m.node for m in gang if m.pod is None and m.node)
+    nodes_of = place(members, member_room(nodes, used, pending, workload, topology), peers)
     release = {}
     for m in gated[:to_release]:
         assert m.pod is not None
