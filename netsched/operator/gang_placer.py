@@ -31,6 +31,8 @@ class GangPlacer:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     timeout: float = TIMEOUT
     context: ssl.SSLContext | None = None  # for an https URL
+    log_failures: bool = True  # a CLI says them in its answer instead (`failure`)
+    failure: str | None = None  # why the last call had no answer, in words
     _failing: str | None = None  # the kind of the last failure, said once
 
     def nodes(self, namespace: str, name: str, pods: Sequence[KubeObject], room: dict[str, int],
@@ -55,18 +57,21 @@ class GangPlacer:
         nodes = doc.get("nodes") if isinstance(doc, dict) else None
         if not isinstance(nodes, dict) or set(nodes) != {p["metadata"]["name"] for p in pods}:
             self.metrics.gang_pins.labels("unplaced").inc()
+            said = doc.get("message") if isinstance(doc, dict) else doc
+            self.failure = f"the extender placed no node for every member: {said}"
             log.info("gang %s/%s: the extender placed no node for every member (%s); released unpinned",
-                     namespace, name, doc.get("message") if isinstance(doc, dict) else doc)
+                     namespace, name, said)
             return None
-        if self._failing:
+        if self._failing and self.log_failures:
             log.info("gang placement: the extender at %s answers again", self.url)
-            self._failing = None
+        self._failing = self.failure = None
         self.metrics.gang_pins.labels("pinned").inc()
         return {str(k): str(v) for k, v in nodes.items()}
 
     def _failed(self, kind: str, detail: str) -> None:
         self.metrics.gang_pins.labels(kind).inc()
-        if self._failing != kind:
+        self.failure = f"the extender at {self.url} did not answer ({detail})"
+        if self._failing != kind and self.log_failures:
             self._failing = kind
             log.warning("gang placement: the extender at %s did not answer (%s); gangs are released unpinned "
                         "until it does", self.url, detail)
