@@ -43,6 +43,7 @@ import yaml
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
+from netsched.api.connect import items
 from netsched.api.labels import JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster import processes
 from netsched.devcluster.binaries import ensure_binaries, read_versions
@@ -50,6 +51,7 @@ from netsched.devcluster.devcluster import EXTENDER, DevCluster
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.scheduler_config import ExtenderSettings, scheduler_config
 from netsched.devcluster.wait import Timeout, poll
+from netsched.jobs.hard_limits import pinned_to, requirement_patch
 from netsched.testing import extender_http
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -58,7 +60,9 @@ from report import exit_on_sigterm, publish  # noqa: E402
 SECTION = "## Extender throughput"  # at other than the default 1,000 nodes, a section of its own
 REPLICAS, GPUS = 4, 2
 CONFIGURATIONS = {"bench-plain": "no extender", "bench-netsched": "netsched extender, default (shortlist 1)",
-                  "bench-all-nodes": "netsched extender, `--shortlist 0` (every feasible node back)"}
+                  "bench-all-nodes": "netsched extender, `--shortlist 0` (every feasible node back)",
+                  "bench-pinned": "netsched extender, each job placed whole first (POST /gang) and its pods "
+                                  "pinned to their nodes, as the operator releases a gang"}
 
 
 def start_scheduler(cluster: DevCluster, name: str,
@@ -156,6 +160,36 @@ def job_pods(scheduler: str, pods: int) -> list[dict]:
     return out
 
 
+def pin_gangs(core: client.CoreV1Api, namespace: str, pods: list[dict], racks: dict[str, str],
+              extender_url: str) -> list[float]:
+    """Pin each job's pods where the extender places the job whole (POST /gang), with each node's room
+    counted here from the pods bound now and the jobs pinned before (the extender's own assumptions
+    last 30 s, less than making a backlog takes); the seconds of each /gang call."""
+    used: dict[str, float] = defaultdict(float)
+    for pod in items(core.list_pod_for_all_namespaces, field_selector="spec.nodeName!="):
+        if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            used[pod["spec"]["nodeName"]] += sum(float((c.get("resources") or {}).get("requests", {}).get(
+                "nvidia.com/gpu", 0)) for c in pod["spec"]["containers"])
+    seconds = []
+    for j in range(0, len(pods), REPLICAS):
+        job = pods[j:j + REPLICAS]
+        room = {n: int((8 - used[n]) // GPUS) for n in racks if used[n] + GPUS <= 8}
+        members = [{**p, "metadata": {**p["metadata"], "namespace": namespace}} for p in job]
+        body = {"namespace": namespace, "name": job[0]["metadata"]["labels"][JOB_LABEL], "pods": members,
+                "room": room}
+        started = time.perf_counter()
+        request = urllib.request.Request(f"{extender_url}/gang", orjson.dumps(body),
+                                         {"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            nodes = orjson.loads(resp.read())["nodes"]
+        seconds.append(time.perf_counter() - started)
+        for p in job:
+            node = nodes[p["metadata"]["name"]]
+            p["spec"]["affinity"] = requirement_patch(p["spec"], pinned_to(node))[0]["value"]
+            used[node] += GPUS
+    return seconds
+
+
 class BindWatch:
     """Records when each pod of a namespace gets a node, from a raw watch (cheap to decode).
     A watch stream can end early; it resumes from the last resourceVersion it saw."""
@@ -222,14 +256,18 @@ class PlacementEvents:
 
 def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extender: tuple[str, str] | None,
             pods: int, run: int, racks: dict[str, str], explained: bool = True,
-            pids: dict[str, int] | None = None) -> dict:
-    """One configuration's run; `extender`: its scheduling and metrics URLs (None: no extender)."""
+            pids: dict[str, int] | None = None, pinned: bool = False) -> dict:
+    """One configuration's run; `extender`: its scheduling and metrics URLs (None: no extender).
+    `pinned`: each job's pods made as the operator releases a gang, every member pinned to the node
+    the extender chose for it with the rest (POST /gang), so kube-scheduler filters one node per pod."""
     extender_url, metrics = extender or (None, "")
     ns = f"{scheduler}-{run + 1}"
     core.create_namespace({"metadata": {"name": ns}})
     poll(lambda: core.read_namespaced_service_account("default", ns), 60, f"the default SA in {ns}")
+    made = job_pods(scheduler, pods)
+    gang_seconds = pin_gangs(core, ns, made, racks, extender_url) if pinned and extender_url else []
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda p: core.create_namespaced_pod(ns, p), job_pods(scheduler, pods)))
+        list(pool.map(lambda p: core.create_namespaced_pod(ns, p), made))
     watch = BindWatch(core, ns)
     events = PlacementEvents(core, ns) if extender_url and explained else None
     time.sleep(2)  # the watch is running and the apiserver has settled from the creations
@@ -249,7 +287,7 @@ def one_run(cluster: DevCluster, core: client.CoreV1Api, scheduler: str, extende
               "one_rack": one_rack_share(watch.bound, racks), "lags": [],
               "cpu_ms_per_pod": {k: v * 1000 / pods for k, v in cpu.items()},
               "phase_ms_per_pod": {k: v * 1000 / pods for k, v in phases.items()},
-              "busy": phases.get("algorithm", 0.0) / (times[-1] - times[0])}
+              "busy": phases.get("algorithm", 0.0) / (times[-1] - times[0]), "gang_seconds": gang_seconds}
     if events is not None:  # the explanations of the last bindings are still on their way
         with contextlib.suppress(Timeout):  # the extender drops explanations rather than block
             poll(lambda: len(events.seen) >= pods, 60, f"NetworkPlacement events of {ns}", interval=0.5)
@@ -325,7 +363,7 @@ def main() -> int:
             watched |= {f"{name} watches": child for name in (EXTENDER, "bench extender (--shortlist 0)")
                         for child in processes.children(watched[name])}
             own = (cluster.extender_url, cluster.extender_metrics_url)
-            urls = dict(zip(order, (None, own, all_urls), strict=True))
+            urls = dict(zip(order, (None, own, all_urls, own), strict=True))
             # The first minutes after 1,000 nodes appear are slow for everyone (KWOK and the
             # controller-manager settle them); one discarded run takes that out of the figures.
             warm = one_run(cluster, core, order[0], None, args.pods, -1, racks, pids=watched)
@@ -334,7 +372,7 @@ def main() -> int:
             for rnd in range(args.rounds):
                 for name in order if rnd % 2 == 0 else reversed(order):
                     runs.append(one_run(cluster, core, name, urls[name], args.pods, rnd, racks,
-                                        not args.no_explain_events, watched))
+                                        not args.no_explain_events, watched, pinned=name == "bench-pinned"))
                     r = runs[-1]
                     print(f"round {rnd + 1} {name}: {r['pods_per_s']:.1f} pods/s, "
                           f"{r['one_rack']:.0%} of jobs in one rack, scheduler busy {r['busy']:.0%}, "
@@ -401,7 +439,19 @@ def report(args: argparse.Namespace, runs: list[dict], racks: int, zones: int) -
            "|---|---|---|---|---|",
            *lag_rows, ""] if lag_rows else []),
         *where_time_goes(by),
+        *gang_calls(by["bench-pinned"]),
     ])
+
+
+def gang_calls(runs: list[dict]) -> list[str]:
+    """What placing each job whole cost the extender (the operator's call, off kube-scheduler's path)."""
+    ms = np.array([s * 1000 for r in runs for s in r["gang_seconds"]])
+    if not len(ms):
+        return []
+    p50, p99 = np.percentile(ms, [50, 99])
+    return [f"Placing a job whole (POST /gang, {REPLICAS} members, every node a candidate), as the bench "
+            f"client waited for it: {len(ms)} calls, p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+            f"max {ms.max():.1f} ms.", ""]
 
 
 PHASES = ("PreFilter", "Filter", "PreScore", "Score")

@@ -9,7 +9,7 @@ what the extender would refuse). Those readings catch BadAnnotation; where a com
 a value by a rule of its own, that rule is here too, named for it (`data_source_as_written`,
 `hint_number`, `number_as_written`), so every rule of every reader sits in this module.
 
-`evicted-by` (JSON, netsched.api.plans.Eviction.of), `released-by`, `room-freed-by` and the
+`evicted-by` (JSON, netsched.api.plans.Eviction.of), `released-by`, `pinned-node`, `room-freed-by` and the
 `predicted-*` times are written by netsched itself and read back as they are: they have no reader here.
 """
 

@@ -24,6 +24,8 @@ WAITING_FOR_CAPACITY = "WaitingForCapacity"
 GANG_RELEASED = "GangReleased"
 GANG_GONE = "GangGone"  # a pod held by the gang gate whose workload is gone: released as a pod of its own
 RELEASED_BY_PLAN = "ReleasedByPackingPlan"  # the packer made room and lifted the gate itself
+# a member's pinned node could no longer take it before it bound: the unbound members are placed again
+PIN_STALE = "PinStale"
 NOT_GANG_SCHEDULED = "NotGangScheduled"
 # a pod gang Kueue's topology-aware scheduling places: netsched lifted its gate, no gang, no pin
 PLACED_BY_KUEUE = "PlacedByKueueTopology"

@@ -31,6 +31,7 @@ JOB_LABEL = PREFIX + "job"  # the GPUJob (or any group of pods) a pod belongs to
 REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
 ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement
 RELEASED_BY = PREFIX + "released-by"  # annotation: the PackingPlan that lifted a pod's gang gate
+PINNED_NODE = PREFIX + "pinned-node"  # annotation: the node its gang's placement pinned a pod to at release
 # pod annotation: the PackingPlan whose end freed the room its last scheduling attempt was refused for;
 # the update makes kube-scheduler try the pod again now rather than at its next periodic flush
 ROOM_FREED_BY = PREFIX + "room-freed-by"

@@ -320,6 +320,19 @@ class DevCluster:
         ready, port = checks[name]
         processes.wait_until(proc, ready, timeout=60, port=port)
 
+    def _operator_to_extender(self, ports: dict[str, int]) -> list[str]:
+        """The operator's flags for the extender it asks to place gangs whole (netsched.extender.gang),
+        over mutual TLS with kube-scheduler's client certificate when the extender asks for one."""
+        extender = self._extender(ports)
+        if extender is None:
+            return []
+        flags = [f"--extender-url={extender.url_prefix}"]
+        if extender.tls is not None:
+            tls = extender.tls
+            flags += [f"--extender-ca-file={tls.ca_file}", f"--extender-cert-file={tls.cert_file}",
+                      f"--extender-key-file={tls.key_file}"]
+        return flags
+
     def _extender(self, ports: dict[str, int]) -> ExtenderSettings | None:
         if self.extender is not None:
             return self.extender
@@ -375,6 +388,7 @@ class DevCluster:
         if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable
             plan["kube-controller-manager"].append(f"--node-monitor-grace-period={lease + 10}s")
         plan[EXTENDER] = self.extender_argv(ports["extender"], ports["extender-metrics"])
+        plan[OPERATOR] += self._operator_to_extender(ports)
         plan[OPERATOR] += self.operator_args
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"], state["extender_mtls"])
         for name in self.components():

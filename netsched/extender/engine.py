@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from netsched.api.objects import KubeObject
-from netsched.extender.explain import Candidate, Decision, DecisionLog
+from netsched.extender.explain import PINNED, Candidate, Decision, DecisionLog
 from netsched.extender.link_origin import link_notes
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import Filter, InvalidNeeds, Refused, Request, Scorer
@@ -210,8 +210,8 @@ class Extender:
         unresolvable = {names[known[pos]]: why for pos, why in reasons.items()}
         unknown_names = [names[pos] for pos in unknown]
         ok_idx = np.delete(idx, list(reasons)) if reasons else idx
-        scored = self.scorer.score(req, ok_idx)
-        order = _ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
+        scored = _as_pinned(req, ok_idx) or self.scorer.score(req, ok_idx)
+        order = ranking(scored, ok_idx, max(self.shortlist, EXPLAIN_TOP))
         strict = any(f.binds(req) for f in self.filters)
         passed, failed = self._narrow(snap, ok_idx, scored, order, unknown_names, strict)
         return Filtered(req, len(names), idx, unresolvable, ok_idx, scored, scored.scores(), order, passed,
@@ -295,6 +295,16 @@ class Extender:
         return passed, {}
 
 
+def _as_pinned(req: Request, idx: np.ndarray) -> Scored | None:
+    """A pod pinned to its node by its gang's placement, offered that node alone: nothing to score (its
+    node was chosen with the model as the gang was released); None for any other pod."""
+    pinned = req.pod.pinned
+    names = req.snapshot.table.names
+    if pinned is None or len(idx) != 1 or names[int(idx[0])] != pinned:
+        return None
+    return Scored(np.ones(1), np.ones(1), {}, PINNED)
+
+
 def _run(steps: Sequence[PostStep], pod: PodRef, done: Filtered | None) -> None:
     """Each post-step in order; after one fails (the answer is then an error) the rest see no outcome,
     and the first failure is raised once all have run."""
@@ -340,7 +350,7 @@ def run_filters(filters: Sequence[Filter], req: Request, idx: np.ndarray,
     return reasons
 
 
-def _ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
+def ranking(scored: Scored, idx: np.ndarray, top: int = 0) -> list[int]:
     """Positions best first: by value, then by name (table order) so equal inputs give equal answers.
     With `top`, the first `top` of that order only, without sorting all the candidates. NaN ranks last."""
     value = np.nan_to_num(scored.value, nan=-np.inf)

@@ -37,6 +37,9 @@ class Candidate:
     links: list[str] = field(default_factory=list)  # the links its score read, and where each value came from
 
 
+PINNED = "pinned"  # the scorer of a pod whose node its gang's placement chose (netsched.extender.gang)
+
+
 @dataclass
 class Decision:
     namespace: str
@@ -55,6 +58,9 @@ class Decision:
     def summary(self) -> str:
         chosen = next((c for c in self.top if c.node == self.node), None)
         head = f"netsched placed the pod on {self.node}"
+        if self.scorer == PINNED:
+            head += " with its gang: its node was decided when the gang was released, chosen for every member"
+            return "; ".join([head, *([self.room] if self.room else [])])
         if chosen:
             head += f" (score {chosen.score}/10: {_factors(chosen.factors)})"
             if chosen.links:

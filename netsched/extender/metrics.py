@@ -16,6 +16,8 @@ class Metrics:
                                  ["verb"], buckets=LATENCY_BUCKETS, registry=r)
         self.requests = Counter("netsched_extender_requests", "Requests answered, by verb and outcome "
                                 "(ok, bad_request, stale_cache, error).", ["verb", "outcome"], registry=r)
+        self.gangs = Counter("netsched_extender_gang_placements", "Gangs placed as one decision (POST "
+                             "/gang), by result (placed, unplaced).", ["result"], registry=r)
         self.filtered = Counter("netsched_extender_nodes_filtered", "Candidate nodes removed by the "
                                 "filter, by reason.", ["reason"], registry=r)
         self.prioritized = Counter("netsched_extender_prioritized", "Prioritize requests by where the "

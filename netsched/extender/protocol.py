@@ -36,6 +36,7 @@ class PodRef:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     owner: str | None = None  # uid of the pod's controller (a PackingPlan may pin its replacement pods)
+    pinned: str | None = None  # the one node its required affinity allows by name: its gang's choice
 
     @property
     def key(self) -> str:
@@ -53,13 +54,13 @@ def parse_args(doc: Any) -> ExtenderArgs:
     """Validate a decoded ExtenderArgs document (filter or prioritize request)."""
     if not isinstance(doc, dict):
         raise BadRequest(f"request body must be a JSON object (ExtenderArgs), got {type(doc).__name__}")
-    pod = _parse_pod(doc.get("Pod"))
+    pod = parse_pod(doc.get("Pod"))
     names = _node_names(doc)
     nodes = None if doc.get("NodeNames") is not None else doc["Nodes"]["items"]
     return ExtenderArgs(pod, names, nodes)
 
 
-def _parse_pod(pod: Any) -> PodRef:
+def parse_pod(pod: Any) -> PodRef:
     if not isinstance(pod, dict):
         raise BadRequest("field Pod is missing or not an object: send the pod being scheduled")
     meta = pod.get("metadata")
@@ -77,7 +78,30 @@ def _parse_pod(pod: Any) -> PodRef:
         labels=labels,
         annotations=annotations,
         owner=_controller(meta.get("ownerReferences")),
+        pinned=pinned_node(spec),
     )
+
+
+def pinned_node(spec: KubeObject) -> str | None:
+    """The node a pod may only go to by its required node affinity on metadata.name (every term naming
+    the same one node), as a gang's placement pins its members (netsched.jobs.hard_limits.pinned_to)."""
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(
+        node_affinity, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    named: set[str] = set()
+    for term in terms:
+        fields = term.get("matchFields") if isinstance(term, dict) else None
+        values = [v for f in (fields if isinstance(fields, list) else ())
+                  if isinstance(f, dict) and f.get("key") == "metadata.name" and f.get("operator") == "In"
+                  for v in f.get("values") or ()]
+        if len(values) != 1:
+            return None
+        named.add(str(values[0]))
+    return named.pop() if len(named) == 1 else None
 
 
 def _controller(refs: Any) -> str | None:
@@ -191,7 +215,7 @@ def parse_preemption(doc: Any) -> tuple[PodRef, dict[str, KubeObject]]:
     """ExtenderPreemptionArgs -> the pod and its candidates as node -> MetaVictims."""
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object (ExtenderPreemptionArgs)")
-    pod = _parse_pod(doc.get("Pod"))
+    pod = parse_pod(doc.get("Pod"))
     meta = doc.get("NodeNameToMetaVictims")
     if meta is None:
         full = doc.get("NodeNameToVictims")

@@ -8,6 +8,8 @@ Two ports, one event loop (docs/security.md):
   scheduling port (--port): kube-scheduler's. With --client-ca-file only a client holding a
   certificate that CA signed completes the TLS handshake (mutual TLS); anyone else gets no answer.
     POST /filter /prioritize /preempt   the extender v1 verbs (urlPrefix is the server root)
+    POST /gang                          a gang's nodes chosen together (the operator, as it releases
+                                        it; also behind mutual TLS: it presents the same certificate)
     GET  /healthz                       the process is alive
   metrics port (--metrics-port): for people and Prometheus; HTTPS with the same certificate.
     GET  /healthz /readyz               open, for probes (/readyz: the cache is synced and fresh)
@@ -44,6 +46,7 @@ from netsched.extender.access import Access, ApiReviewer, Forbidden, ReviewFaile
 from netsched.extender.config import ExtenderConfig
 from netsched.extender.engine import Extender, StaleCache
 from netsched.extender.explain import WRITERS
+from netsched.extender.gang import decide_gang, gang_result, parse_gang
 from netsched.extender.metrics import Metrics
 from netsched.extender.plugin import InvalidNeeds
 from netsched.extender.protocol import (
@@ -94,6 +97,7 @@ def make_app(extender: Extender, max_body: int = MAX_BODY, body_seconds: float =
         "/filter": _filter,
         "/prioritize": _prioritize,
         "/preempt": _preempt,
+        "/gang": _gang,
     }
 
     async def app(scope: Message, receive: Receive, send: Send) -> None:
@@ -244,6 +248,10 @@ def _prioritize(extender: Extender, doc: object) -> orjson.Fragment:
 def _preempt(extender: Extender, doc: object) -> dict[str, Any]:
     pod, victims = parse_preemption(doc)
     return preemption_result(extender.preempt(pod, victims))
+
+
+def _gang(extender: Extender, doc: object) -> dict[str, Any]:
+    return gang_result(decide_gang(extender, parse_gang(doc)))
 
 
 async def _read_body(receive: Receive, limit: int, seconds: float) -> bytes:

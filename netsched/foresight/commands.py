@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from netsched.foresight.manifests import Document
     from netsched.foresight.whatif import WhatIfError
 
+EXTENDER_ENV = "NETSCHED_EXTENDER_URL"  # where whatif asks where a gang would go, by default
 TOPOLOGY_ENV = "NETSCHED_TOPOLOGY"  # what whatif and why take the cluster's topology from by default
 KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
@@ -141,6 +142,10 @@ class WhatIfSettings:
                                  "(default: only the finished GPUJobs still in the cluster)")
     budget: float = option(1.0, flag="--budget", metavar="SECONDS",
                            help="wall-clock limit of the packer's dry run (default 1)")
+    extender_url: str | None = option(
+        flag="--extender-url", metavar="URL",
+        help=f"ask netsched's extender where each gang would go, as the operator asks it when it releases "
+        f"the gang (default: ${EXTENDER_ENV}; without one, where it would run is estimated from free room)")
     namespace: str | None = _namespace()
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
@@ -229,6 +234,9 @@ def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings,
     if api is None or not accepted:
         return
     cluster = Cluster.read(api, topology)
+    if url := settings.extender_url or os.environ.get(EXTENDER_ENV):
+        from netsched.operator.gang_placer import GangPlacer
+        cluster = replace(cluster, placer=GangPlacer(url, log_failures=False))
     past = history(cluster, Path(settings.records) if settings.records else None)
     for doc, manifest, unchecked in accepted:
         try:

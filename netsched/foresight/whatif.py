@@ -45,13 +45,14 @@ from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, node_room, placement
+from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, member_room, node_room, placement
 from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
+from netsched.operator.gang_placer import GangPlacer
 from netsched.packer.live_cluster import STATE
 from netsched.records.reader import read_records
 from netsched.records.writer import job_record
@@ -79,6 +80,8 @@ class Cluster:
     notes: tuple[str, ...] = ()  # what this read could not see, in words
     api: client.ApiClient | None = field(default=None, compare=False)  # read from: for a pod gang's size
     topology: Topology = DEFAULT  # the levels jobs name, as the operator is configured
+    # the extender, asked where a gang's members would go as the release would ask it (a dry run)
+    placer: GangPlacer | None = field(default=None, compare=False)
 
     @classmethod
     def read(cls, api: client.ApiClient, topology: Topology = DEFAULT) -> Cluster:
@@ -153,7 +156,9 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     levels = cluster.topology
     fit = gang_fit(rooms, used, pending_requests(cluster.pods), job, levels)
     answer["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
-    where = placement(rooms, used, job, levels)
+    where = joint_placement(cluster, job, job.namespace, job.name, pods) if fit.fits else None
+    answer["placedBy"] = "extender" if where else "estimate"
+    where = where or placement(rooms, used, job, levels)
     answer["placement"] = placement_rows(where, rooms, levels) if fit.fits and where else []
     answer["domains"] = room_table(job, rooms, used, job.needs.max_peer_distance, levels)
     body = copy.deepcopy(manifest) | {"status": {"phase": "Pending"}}
@@ -168,8 +173,38 @@ def what_if(cluster: Cluster, manifest: dict, past: list[dict], now: datetime | 
     answer["ahead"] = _ahead(cluster, priority)
     # no plan can place a gang that never fits: the packer's dry run would only take its budget
     answer["packer"] = {} if fit.fits or fit.why == c.NEVER_FITS else _packer(cluster, pods, budget)
-    answer["notes"] = list(cluster.notes)
+    answer["notes"] = [*cluster.notes, *placer_notes(cluster)]
     return answer
+
+
+def joint_placement(cluster: Cluster, gang: Workload, namespace: str, name: str,
+                    pods: list[dict]) -> dict[str, int] | None:
+    """Members per node as the extender would place the gang now (netsched.extender.gang, the call the
+    operator makes as it releases it, here a dry run); None without an extender to ask or an answer."""
+    if cluster.placer is None:
+        return None
+    room = member_room(cluster.rooms, cluster.used, pending_requests(cluster.pods), gang, cluster.topology)
+    named = [{**p, "metadata": {**p["metadata"], "namespace": namespace}} for p in pods]
+    nodes = cluster.placer.nodes(namespace, name, named, room, dry_run=True)
+    if not nodes:
+        return None  # the placer's `failure` says why, in the answer's notes
+    counts: dict[str, int] = {}
+    for node in nodes.values():
+        counts[node] = counts.get(node, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def placer_notes(cluster: Cluster) -> list[str]:
+    """Why "Would run on" is an estimate although an extender was named."""
+    failure = cluster.placer.failure if cluster.placer else None
+    return [f"{failure}; where it would run is estimated from free room"] if failure else []
+
+
+def placed_by(answer: dict[str, Any]) -> str:
+    """Whose choice a "Would run on" line is."""
+    if answer.get("placedBy") == "extender":
+        return " (the extender's choice for the whole gang: its pods are pinned there as it is released)"
+    return ""
 
 
 def check(cluster: Cluster, manifest: dict) -> None:
@@ -317,7 +352,7 @@ def render(answer: dict[str, Any], now: datetime | None = None) -> str:
     s = answer["schedulable"]
     lines.append(f"Fits now: {'yes' if s['fits'] else 'no'} ({s['reason']}): {s['message']}")
     if answer["placement"]:
-        lines.append("Would run on: " + placement_text(answer["placement"]))
+        lines.append("Would run on: " + placement_text(answer["placement"]) + placed_by(answer))
     lines += room_lines(answer["domains"], "replicas of this job")
     lines += forecast_lines(answer, NEVER_STARTS, now)
     if answer["ahead"]:

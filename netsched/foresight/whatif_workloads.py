@@ -29,10 +29,13 @@ from netsched.foresight.whatif import (
     WhatIfError,
     forecast_lines,
     from_now,
+    joint_placement,
     missing_priority_class,
     pending_requests,
+    placed_by,
     placement_rows,
     placement_text,
+    placer_notes,
     priority_of,
     range_texts,
     room_lines,
@@ -83,7 +86,14 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
                 entry["schedulable"] = {"fits": fit.fits, "reason": fit.why, "message": fit.message}
                 entry["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
                                               cluster.topology)
-            where = placement(rooms, used, gang, cluster.topology) if fit.fits else None
+            joint = None
+            if i == 0 and fit.fits:  # the first gang as the operator would release it now
+                meta = gang.member.get("metadata") or {}
+                members = [{**gang.member, "metadata": {**meta, "name": f"{s.first.name}-{k}"}}
+                           for k in range(gang.size)]
+                joint = joint_placement(cluster, gang, namespace, f"{s.first.kind}/{s.first.name}", members)
+                entry["placedBy"] = "extender" if joint else "estimate"
+            where = joint or (placement(rooms, used, gang, cluster.topology) if fit.fits else None)
             if not where:
                 break
             entry["fitNow"] += 1
@@ -93,6 +103,7 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         if s.note:
             entry["note"] = s.note
         answer["gangs"].append(entry)
+    answer["notes"] += placer_notes(cluster)
     predicted(cluster, sets, answer["gangs"], past or [], now or datetime.now(UTC))
     return answer
 
@@ -209,7 +220,7 @@ def render_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
             fits += f", {g['fitNow']} of {g['count']} gangs at once"
         lines.append(f"  Fits now: {fits} ({s['reason']}): {s['message']}")
         if g["placement"]:
-            lines.append("  Would run on: " + placement_text(g["placement"]))
+            lines.append("  Would run on: " + placement_text(g["placement"]) + placed_by(g))
         lines += ["  " + line for line in room_lines(g["domains"], "members of this gang")]
         if "estimate" in g:
             lines += ["  " + line for line in forecast_lines(g, NEVER_FITS, now)]

@@ -53,6 +53,7 @@ class Fit:
     message: str
     domain: tuple[str, str] | None = None  # (node label, value) the gang must stay in, when it has a limit
     why: str = c.FITS  # a Schedulable reason (netsched.api.conditions): why it does not fit
+    nodes: dict[str, str] | None = None  # member pod -> node, when its members' nodes were chosen together
 
     @property
     def fits(self) -> bool:
@@ -188,6 +189,23 @@ def placement(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
     return out
 
 
+def member_room(nodes: list[NodeRoom], used: dict[str, Resources], pending: list[Resources], job: Workload,
+                topology: Topology = DEFAULT) -> dict[str, int]:
+    """How many of `job`'s members each node it may use holds now (after the `pending` pods take their
+    room): what kube-scheduler's own filters would let through, handed to the extender's gang placement
+    as its candidates."""
+    _, _, per_node = _room(nodes, used, pending, job, topology)
+    return {name: n for name, n in per_node.items() if n > 0}
+
+
+def on_nodes(nodes_of: dict[str, str]) -> str:
+    """Members per node as people read it: "gpu-a1-0 x4" or "gpu-a1-0 x2, gpu-a1-1 x2"."""
+    counts: dict[str, int] = defaultdict(int)
+    for node in nodes_of.values():
+        counts[node] += 1
+    return ", ".join(f"{n} x{k}" for n, k in sorted(counts.items()))
+
+
 def domain_room(nodes: list[NodeRoom], used: dict[str, Resources], job: Workload,
                 level: str, topology: Topology = DEFAULT) -> list[tuple[str, float, int]]:
     """Per domain of `level` (node or a level of `topology`) the job may use: its name, free GPUs, and
@@ -253,6 +271,11 @@ def _why_not(nodes: list[NodeRoom], free: dict[str, Resources], per_node: dict[s
         if max(_groups(anywhere, counts, level, topology).values(), default=0) >= needed:
             return c.DATA_TOO_FAR, f"all {needed} would fit now without maxDataDistance: {far}"
     return c.INSUFFICIENT_RESOURCES, ""
+
+
+def fits_on(node: NodeRoom, used: Resources, request: Resources) -> bool:
+    """Does one pod asking `request` fit beside the `used` requests on the node?"""
+    return _count(_minus(node.allocatable, used), request) >= 1
 
 
 def _minus(a: Resources, b: Resources) -> Resources:

@@ -79,6 +79,16 @@ def data_requirement(needs: NetworkNeeds, nodes: Iterable[NodeLabels],
     return NodeRequirement(tuple(expressions))
 
 
+def pinned_to(node: str, also: NodeRequirement | None = None) -> NodeRequirement:
+    """A gang member's node as chosen when its gate lifts (with its data limit `also`, when it has one):
+    a field requirement on metadata.name, which kube-scheduler's NodeAffinity PreFilter turns into that
+    one node, so its Filter runs on one node instead of all of them."""
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    if also is None:
+        return NodeRequirement(fields=(pin,))
+    return NodeRequirement(also.expressions, (*also.fields, pin))
+
+
 def with_requirement(spec: Mapping[str, Any], requirement: NodeRequirement) -> dict[str, Any] | None:
     """The pod's `affinity` with `requirement` added to every term of its required node affinity (one
     term of its own when it has none); None when every term holds it already. Only adding to each term

@@ -26,6 +26,7 @@ from netsched.api.labels import (
     MAX_PEER_RTT_MS,
     MIN_DATA_BANDWIDTH_MBPS,
     MIN_PEER_BANDWIDTH_MBPS,
+    PINNED_NODE,
     REPLICA_LABEL,
     REPLICAS,
     SCHEDULER_NAME,
@@ -128,10 +129,12 @@ def pin_patch(node_selector: dict[str, str] | None, label: str, value: str) -> l
     return [{"op": "add", "path": f"/spec/nodeSelector/{_pointer(label)}", "value": value}]
 
 
-def annotate_patch(annotations: dict[str, str] | None, key: str, value: str) -> dict[str, Any]:
+def annotate_patch(annotations: dict[str, str] | None, key: str, value: str,
+                   made: bool = False) -> dict[str, Any]:
     """The JSON patch op setting annotation key=value on a pod whose annotations are `annotations`
-    (a pod with none has no map to add a key to: the op adds the map)."""
-    if not annotations:
+    (a pod with none has no map to add a key to: the op adds the map, unless an earlier op of the same
+    patch `made` it)."""
+    if not annotations and not made:
         return {"op": "add", "path": "/metadata/annotations", "value": {key: value}}
     return {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}
 
@@ -155,6 +158,14 @@ def size_patch(annotations: dict[str, str] | None, members: int, gpus_per_member
 def gang_gated(pod: dict[str, Any]) -> bool:
     """Whether netsched's gang gate still holds the pod."""
     return any(g.get("name") == GANG_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def pinned_note(annotations: dict[str, str] | None, node: str,
+                earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """The op noting on a pod the node its gang's placement pinned it to (PINNED_NODE), after the
+    `earlier` ops of the same patch (which may have made the annotations map)."""
+    made = any(op.get("path") == "/metadata/annotations" for op in earlier)
+    return annotate_patch(annotations, PINNED_NODE, node, made)
 
 
 def ungate_patch(gates: Iterable[str]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import gang_gated
+from netsched.jobs.stale_pins import pinned_node
 from netsched.operator.pod_view import PodView
 
 WATCHED = ("nodes", "pods")
@@ -45,6 +46,7 @@ class GangMember:
     name: str
     pod: KubeObject | None  # None once released: only counted
     pinned: tuple[str, str] | None = None  # released into this domain (node label, value): its peers follow
+    node: str | None = None  # released: the node it is bound to, else the one its gang's placement pinned
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,8 @@ def _member(pod: KubeObject, topology: Topology) -> tuple[GangKey, GangMember] |
     # the packer pins a gang within one node to its node
     labels = [topology.label_of(name) for name in topology.limits]
     pinned = next(((label, selector[label]) for label in labels if label in selector), None)
-    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned)
+    node = (pod.get("spec") or {}).get("nodeName") or pinned_node(pod)
+    return (ref.kind, ref.namespace, ref.name), GangMember(pod["metadata"]["name"], None, pinned, node)
 
 
 def _held_without_gang(pod: KubeObject) -> bool:

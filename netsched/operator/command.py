@@ -12,6 +12,7 @@ from netsched.operator.config import OperatorConfig
 
 
 def main(settings: OperatorConfig) -> int:
+    from netsched.operator.gang_placer import BadExtenderTLS
     from netsched.operator.manager import PortTaken, run_operator
     from netsched.operator.webhook.server import WebhookUnset
     from netsched.packing.policy import InvalidPolicy
@@ -19,7 +20,8 @@ def main(settings: OperatorConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run_operator(settings)
-    except (InvalidPolicy, PortTaken, WebhookUnset) as exc:  # say which file, port or flag; never half start
+    # say which file, port or flag; never half start
+    except (InvalidPolicy, PortTaken, WebhookUnset, BadExtenderTLS) as exc:
         print(f"netsched: error: operator: {exc}", file=sys.stderr)
         return 2
     return 0

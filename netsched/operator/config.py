@@ -13,6 +13,8 @@ from netsched.api.topology import Topology
 from netsched.packer.config import PackerConfig
 
 CHART_PORTS = "the chart's probes and Service are bound to it"
+CHART_EXTENDER_TLS = ("the chart passes the extender's CA and kube-scheduler's client certificate, which it "
+                      "mounts, when extender.tls is on")
 CHART_WEBHOOK = ("the chart passes all three with operator.webhook.enabled: port 9443, behind the Service "
                  "its MutatingWebhookConfiguration names, and the certificate Secret it mounts")
 
@@ -84,6 +86,21 @@ class OperatorConfig:
         120.0, flag="--telemetry-max-age", metavar="SECONDS", parse=SECONDS,
         helm="extender.telemetry.maxAgeSeconds",
         help="a link measured longer ago than this is not recorded (default 120)")
+    extender_url: str | None = setting(
+        flag="--extender-url", metavar="URL", fixed="the chart passes its extender's Service",
+        help="ask this extender where each member of a gang goes as its gates lift, and pin each pod to its "
+        "node (default: none; gangs are released into their domain and placed pod by pod)")
+    extender_ca_file: Path | None = setting(
+        flag="--extender-ca-file", metavar="PEM", fixed=CHART_EXTENDER_TLS,
+        help="with an https --extender-url: the CA its serving certificate is verified with (default: the "
+        "system's)")
+    extender_cert_file: Path | None = setting(
+        flag="--extender-cert-file", metavar="PEM", fixed=CHART_EXTENDER_TLS,
+        help="with an https --extender-url: the client certificate presented to it (an extender with "
+        "--client-ca-file answers no other client)")
+    extender_key_file: Path | None = setting(
+        flag="--extender-key-file", metavar="PEM", fixed=CHART_EXTENDER_TLS,
+        help="the private key of --extender-cert-file")
     webhook_port: int = setting(
         0, flag="--webhook-port", fixed=CHART_WEBHOOK,
         help="serve the admission webhook that puts the gang gate on the pods of recognised gangs (batch "

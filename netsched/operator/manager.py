@@ -22,6 +22,7 @@ from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import WATCHED, ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster.loop import Forecaster
+from netsched.operator.gang_placer import GangPlacer, tls_context
 from netsched.operator.gpujobs import handlers as gpujob_handlers
 from netsched.operator.gpujobs.controller import GPUJobController
 from netsched.operator.leadership import Alone, Election
@@ -122,7 +123,9 @@ def _loops(api: client.ApiClient, settings: OperatorConfig) -> Loops:
     AdmissionGate, every loop one set of metrics and one election, most one ClusterIndex."""
     records = JobRecords(settings.records or default_path())
     metrics, gate = OperatorMetrics(), AdmissionGate()
-    gpujobs = GPUJobController(api, records, metrics, interval=settings.interval, gate=gate,
+    placer = GangPlacer(settings.extender_url, metrics, context=tls_context(
+        settings.extender_ca_file, settings.extender_cert_file, settings.extender_key_file))
+    gpujobs = GPUJobController(api, records, metrics, interval=settings.interval, gate=gate, placer=placer,
                                scheduler=settings.scheduler_name, topology=settings.topology,
                                never_fits_timeout=settings.never_fits_timeout,
                                telemetry=_telemetry(settings.prometheus_url, settings.telemetry_max_age))
@@ -136,7 +139,7 @@ def _loops(api: client.ApiClient, settings: OperatorConfig) -> Loops:
                             gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,
                             topology=settings.topology, leads=leadership.leads)
     pod_gangs = PodGangController(api, metrics, gate, cluster, settings.topology, settings.interval,
-                                  leads=leadership.leads)
+                                  leads=leadership.leads, placer=placer)
     return Loops(records, metrics, leadership, cluster, gpujobs, packer, disruption, forecaster, pod_gangs)
 
 

@@ -51,6 +51,11 @@ class OperatorMetrics(PackerMetrics):
             "netsched_gpujob_predicted_remaining_seconds", "Seconds until each unfinished GPUJob is "
             "predicted to complete (waiting jobs: from their predicted start)", ["namespace", "gpujob"],
             registry=self.registry)
+        self.gang_pins = Counter(
+            "netsched_operator_gang_placements_total", "Gangs released with every member's node chosen by "
+            "the extender (pinned), or released unpinned because it placed no node for every member "
+            "(unplaced), refused the request (refused) or did not answer (unreachable)", ["result"],
+            registry=self.registry)
         self.webhook_requests = Counter(
             "netsched_webhook_requests_total", "Pod creations the admission webhook answered, by outcome: "
             "gated (the gang gate added), passed (left as it was), error (refused: the pod's controller "

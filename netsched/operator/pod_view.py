@@ -9,6 +9,7 @@ from typing import Any
 from netsched.api.labels import ATTEMPT_LABEL, RELEASED_BY, REPLICA_LABEL
 from netsched.api.pods import PodPhase
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.stale_pins import pinned_node, unschedulable
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class PodView:
     started: str | None = None  # status.startTime: when the kubelet (KWOK) started it
     finished: str | None = None  # when its last container terminated
     released_by: str | None = None  # the PackingPlan that lifted its gang gate, if one did
+    uid: str = ""
+    pinned: str | None = None  # unbound and live: the node its gang's placement pinned it to
+    unschedulable: bool = False  # kube-scheduler said it cannot place it (PodScheduled False)
 
     @classmethod
     def of(cls, pod: dict[str, Any]) -> PodView:
@@ -35,7 +39,8 @@ class PodView:
                    status.get("phase", PodPhase.PENDING), spec.get("nodeName"), GANG_GATE in gates,
                    bool(meta.get("deletionTimestamp")), _pod_message(status),
                    tuple(g for g in gates if g != GANG_GATE), status.get("startTime"), _finished_at(status),
-                   (meta.get("annotations") or {}).get(RELEASED_BY))
+                   (meta.get("annotations") or {}).get(RELEASED_BY), meta.get("uid") or "", pinned_node(pod),
+                   unschedulable(pod))
 
 
 

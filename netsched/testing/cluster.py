@@ -120,6 +120,15 @@ def gated(pod: client.V1Pod) -> bool:
     return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or ())
 
 
+def pinned_to(pod: client.V1Pod) -> list[str]:
+    """The nodes a pod's required node affinity names by metadata.name, over all its terms: the node a
+    gang's placement pinned it to as its gate lifted (netsched.jobs.hard_limits.pinned_to)."""
+    affinity = pod.spec.affinity and pod.spec.affinity.node_affinity
+    required = affinity and affinity.required_during_scheduling_ignored_during_execution
+    return [v for t in (required.node_selector_terms if required else ()) for f in t.match_fields or ()
+            if f.key == "metadata.name" for v in f.values]
+
+
 def watch_all_or_nothing(core: client.CoreV1Api, namespace: str, job_name: str, pods: int,
                          timeout: float = 120) -> dict[str, str]:
     """Polls until all `pods` of Job `job_name` are bound, checking at every look that the gang is never

@@ -17,7 +17,7 @@ from netsched.api.labels import JOB_LABEL, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
-from netsched.testing.cluster import running
+from netsched.testing.cluster import pinned_to, running
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 TOPOLOGY = f"block={BLOCK},rack={RACK}"
@@ -59,7 +59,7 @@ def test_a_gang_within_a_configured_level_lands_inside_one_domain_of_its_label(c
     racks = {nodes[p.spec.node_name][RACK] for p in pods}
     assert len(racks) == 1 and len({p.spec.node_name for p in pods}) == 2, racks
     [rack] = racks
-    assert all(p.spec.node_selector == {RACK: rack} for p in pods), [p.spec.node_selector for p in pods]
+    assert all(pinned_to(p) == [p.spec.node_name] for p in pods), [p.spec.affinity for p in pods]
     placements = poll(lambda: (s := _job(jobs, namespace, "near").get("status") or {}).get("placements")
                       and len(s["placements"]) == 2 and s["placements"], 60, "near's placements")
     assert {p["domains"]["rack"] for p in placements} == {rack}

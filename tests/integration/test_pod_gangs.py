@@ -15,7 +15,7 @@ from kubernetes import client
 from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, ZONE_LABEL
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.testing.cluster import free_gpus, gated, pods_of, watch_all_or_nothing
+from netsched.testing.cluster import free_gpus, gated, pinned_to, pods_of, watch_all_or_nothing
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +54,10 @@ def test_an_indexed_job_with_a_rack_limit_lands_whole_in_the_one_rack_with_room(
     placed = watch_all_or_nothing(core, namespace, "train", 4)
     assert {racks[n] for n in placed.values()} == {one_roomy_rack}, placed
     pods = pods_of(core, namespace, "train")
-    assert all(p.spec.node_selector == {RACK_LABEL: one_roomy_rack} for p in pods)
-    poll(lambda: any(e.reason == "GangReleased" and one_roomy_rack in e.message for e in
+    assert all(pinned_to(p) == [p.spec.node_name] for p in pods)  # each pinned where the gang was placed
+    poll(lambda: any(e.reason == "GangReleased" and placed[pods[0].metadata.name] in e.message for e in
                      core.list_namespaced_event(namespace, field_selector="involvedObject.name=train").items),
-         60, "a GangReleased Event naming the rack")
+         60, "a GangReleased Event naming the nodes")
 
 
 def test_two_jobs_that_each_need_most_of_the_cluster_run_one_after_the_other(core, batch, namespace):

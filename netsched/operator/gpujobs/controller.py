@@ -34,15 +34,31 @@ from netsched.api.gpujob import (
     Phase,
 )
 from netsched.api.labels import SCHEDULER_NAME
+from netsched.api.pods import DONE
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import Fit, NodeRoom, gang_fit
+from netsched.jobs.capacity import Fit, NodeRoom, gang_fit, member_room
 from netsched.jobs.gpujob import GPUJob
-from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement
-from netsched.jobs.replica_pods import pin_patch, pod_annotations, pod_name, replica_pod, ungate_patch
+from netsched.jobs.hard_limits import (
+    NodeRequirement,
+    Unwritable,
+    data_requirement,
+    pinned_to,
+    requirement_patch,
+)
+from netsched.jobs.replica_pods import (
+    pin_patch,
+    pinned_note,
+    pod_annotations,
+    pod_name,
+    replica_pod,
+    ungate_patch,
+)
+from netsched.jobs.stale_pins import stale_pin
 from netsched.jobs.validation import invalid, problems
 from netsched.operator import COMPONENT
 from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import Indices
+from netsched.operator.gang_placer import GangPlacer
 from netsched.operator.gpujobs.reconcile import (
     BACKOFF,
     CREATED,
@@ -75,6 +91,8 @@ class GPUJobController:
     never_fits_timeout: float = 0.0  # seconds Blocked because it never fits before it fails; 0: never fails
     topology: Topology = DEFAULT  # the levels jobs name in maxPeerDistance, data sources, ...
     gate: AdmissionGate = field(default_factory=AdmissionGate)  # one gang admitted at a time; reservations
+    placer: GangPlacer = field(default_factory=lambda: GangPlacer(None))  # where a released gang's pods go
+    _evicted: set[str] = field(default_factory=set)  # pods evicted for a stale pin, until the watch shows it
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -101,6 +119,8 @@ class GPUJobController:
     def _reconcile(self, job: GPUJob, status: dict[str, Any], pods: list[PodView], nodes: list[NodeRoom],
                    indices: Indices) -> None:
         labels = {n.name: n.labels for n in nodes}
+        if self._replaced_stale_pins(job, status, pods, nodes, indices):
+            return
         gated = job.gang and not c.is_true(status.get("conditions") or [], c.ADMITTED)
         with self.gate if gated else contextlib.nullcontext():
             actions = reconcile(job, status, pods, labels, lambda: self._fit(job, nodes, indices),
@@ -111,6 +131,34 @@ class GPUJobController:
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
                 self.gate.reserve(job.key, job.member_request)
+
+    def _replaced_stale_pins(self, job: GPUJob, status: dict[str, Any], pods: list[PodView],
+                             nodes: list[NodeRoom], indices: Indices) -> bool:
+        """When a pod's pinned node can no longer take it (netsched.jobs.stale_pins), evict the job's
+        unbound pinned pods; with none of its pods bound, the gang goes back to admission (Admitted
+        False, PinStale), so the pods made again are gated and the gang is placed anew. Once per pod."""
+        rooms = {n.name: n for n in nodes}
+        self._evicted &= {p.uid for p in pods if p.pinned}
+        stale = (stale_pin(p.pinned, job.member_spec, p.unschedulable, rooms, indices.used)
+                 for p in pods if p.pinned)
+        why = next((w for w in stale if w), None)
+        fresh = [p for p in pods if p.pinned and p.uid not in self._evicted]
+        if why is None or not fresh:
+            return False
+        for p in fresh:
+            self._evicted.add(p.uid)
+            self._call("evict", self.core.create_namespaced_pod_eviction, p.name, job.namespace,
+                       client.V1Eviction(metadata=client.V1ObjectMeta(name=p.name, namespace=job.namespace)))
+        message = (f"{why} before its pod bound; its {len(fresh)} unbound pod(s) are evicted to be made "
+                   "again and placed anew")
+        actions = Actions(status={**status, "conditions": [dict(x) for x in status.get("conditions") or []]})
+        if not any(p.node and p.phase not in DONE for p in pods):  # none bound: the whole gang again
+            c.set_condition(actions.status["conditions"], c.ADMITTED, False, c.PIN_STALE, message,
+                            job.generation)
+        actions.event(c.PIN_STALE, message, warning=True)
+        log.info("GPUJob %s/%s: %s", job.namespace, job.name, message)
+        self._apply(job, status, actions, {}, pods)
+        return True
 
     def _failed(self, job: GPUJob, status: dict[str, Any], exc: Exception) -> None:
         """Counted every time; logged with its traceback and said on the job once per new message."""
@@ -132,12 +180,28 @@ class GPUJobController:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        result = gang_fit(nodes, indices.used, indices.pending + self.gate.reserved(indices, job.key), job,
-                          self.topology)
+        pending = indices.pending + self.gate.reserved(indices, job.key)
+        result = gang_fit(nodes, indices.used, pending, job, self.topology)
+        if result.fits:
+            room = member_room(nodes, indices.used, pending, job, self.topology)
+            return replace(result, nodes=self._place(job, indices, room))
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS
         note = self.packer_note(f"{job.namespace}/{job.name}") if waits else None
         return replace(result, message=f"{result.message}; {note}") if note else result
+
+    def _place(self, job: GPUJob, indices: Indices, room: dict[str, int]) -> dict[str, str] | None:
+        """Each gated pod's node, chosen together by the extender, when it has every one."""
+        gated = [p for p in indices.pods_of(job.key) if p.gated and p.phase not in DONE]
+        if not gated or not self.placer.url:
+            return None
+        return self.placer.nodes(job.namespace, job.name, [self._as_made(job, p) for p in gated], room)
+
+    def _as_made(self, job: GPUJob, pod: PodView, near_data: NodeRequirement | None = None) -> dict[str, Any]:
+        """The gated pod as this controller made it (its spec is the template's: no pod body is kept)."""
+        made = replica_pod(job, pod.replica, pod.attempt, True, self.scheduler, near_data)
+        made["metadata"].update(name=pod.name, namespace=job.namespace, uid=pod.uid)
+        return made
 
     def deleted(self, body: dict[str, Any], indices: Indices) -> None:
         """A GPUJob being deleted: delete its pods now, so their GPUs are free within seconds rather
@@ -159,9 +223,18 @@ class GPUJobController:
         others = {p.name: p.other_gates for p in pods}
         # the pin goes in the same patch as the gate: only a gated pod's nodeSelector may change
         pin = pin_patch(job.template["spec"].get("nodeSelector"), *actions.pin) if actions.pin else []
+        views = {p.name: p for p in pods}
+        near_data = self._near_data(job, labels) if actions.nodes else None
         for name in actions.ungate:
+            node = actions.nodes.get(name)
+            if node and name in views:  # narrowed to its one node, the data limit it was made with kept
+                made = self._as_made(job, views[name], near_data)
+                pinned = requirement_patch(made["spec"], pinned_to(node, near_data))
+                pinned.append(pinned_note(made["metadata"].get("annotations"), node, []))
+            else:
+                pinned = pin
             self._call("ungate", self.core.patch_namespaced_pod, name, job.namespace,
-                       [*pin, ungate_patch(others.get(name, ()))])
+                       [*pinned, ungate_patch(others.get(name, ()))])
         for name in actions.delete:
             self._call("delete", self.core.delete_namespaced_pod, name, job.namespace)
         if actions.record:

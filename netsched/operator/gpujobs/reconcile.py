@@ -19,7 +19,7 @@ from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_STA
 from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import Fit
+from netsched.jobs.capacity import Fit, on_nodes
 from netsched.jobs.gpujob import GPUJob
 from netsched.operator.pod_view import PodView
 
@@ -36,6 +36,7 @@ class Actions:
     ungate: list[str] = field(default_factory=list)
     # (node label, value) added to the nodeSelector of the pods it ungates and creates ungated
     pin: tuple[str, str] | None = None
+    nodes: dict[str, str] = field(default_factory=dict)  # pod -> its node, pinned as it is ungated
     delete: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)  # the whole new status
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -257,9 +258,12 @@ def _admit(out: Actions, job: GPUJob, conds: list[dict[str, Any]], latest: dict[
             out.event(reason, result.message, warning=never)
         return False
     out.ungate = [p.name for p in latest.values() if p.gated and p.phase not in DONE]
-    out.pin = result.domain
+    out.nodes = result.nodes if result.nodes and set(result.nodes) >= set(out.ungate) else {}
+    out.pin = None if out.nodes else result.domain
     message = f"released the gang: {result.message}"
-    if result.domain:
+    if out.nodes:
+        message += f"; its pods go to {on_nodes(out.nodes)}, chosen together"
+    elif result.domain:
         message += f"; its pods keep to {result.domain[0]}={result.domain[1]}"
     c.set_condition(conds, c.ADMITTED, True, c.GANG_RELEASED, message, job.generation)
     out.event(c.GANG_RELEASED, message)

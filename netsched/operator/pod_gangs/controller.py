@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -31,9 +32,11 @@ from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.gang_size import read_size
 from netsched.jobs.pod_gangs import gang_of, involved
 from netsched.jobs.replica_pods import ungate_patch
+from netsched.jobs.stale_pins import pinned_node, stale_pin, unschedulable
 from netsched.operator import COMPONENT
 from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
+from netsched.operator.gang_placer import GangPlacer
 from netsched.operator.metrics import OperatorMetrics
 from netsched.operator.pod_gangs.decision import decide
 
@@ -44,9 +47,12 @@ SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods
 class PodGangController:
     def __init__(self, api: client.ApiClient, metrics: OperatorMetrics, gate: AdmissionGate,
                  cluster: ClusterIndex, topology: Topology = DEFAULT, interval: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True):
+                 clock: Callable[[], float] = time.monotonic, leads: Callable[[], bool] = lambda: True,
+                 placer: GangPlacer | None = None):
         """`gate`: the one the GPUJob controller admits through; `leads`: whether this replica acts
-        (netsched.operator.leadership): only the leader releases."""
+        (netsched.operator.leadership): only the leader releases; `placer`: asks where a gang's members
+        go as it is released whole."""
+        self.placer = placer or GangPlacer(None, metrics)
         self.metrics, self.gate, self.cluster, self.topology = metrics, gate, cluster, topology
         self.interval, self.clock, self.leads = interval, clock, leads
         self.core = client.CoreV1Api(api)
@@ -54,6 +60,7 @@ class PodGangController:
         self.custom = client.CustomObjectsApi(api)
         self._said: dict[GangKey, tuple[str, str]] = {}
         self._released_strays: set[str] = set()
+        self._evicted: set[str] = set()  # pods evicted for a stale pin the watch still shows
 
     def start(self) -> None:
         threading.Thread(target=self._loop, name="pod-gangs", daemon=True).start()
@@ -81,6 +88,7 @@ class PodGangController:
             planned, waiting = {}, {}
         for key, gang in waiting.items():
             self._admit(key, gang, planned)
+        self._replace_stale_pins()
         strays = {p["metadata"].get("uid", ""): p for p in self.cluster.strays()}
         self._released_strays &= set(strays)  # released ones the watch has not shown released yet
         for uid, pod in strays.items():
@@ -106,7 +114,8 @@ class PodGangController:
             indices = self.cluster.indices({})
             decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
                               indices.pending + self.gate.reserved(indices), no_size, plan,
-                              self.topology)
+                              self.topology, partial(self.placer.nodes, ref.namespace,
+                                                     f"{ref.kind}/{ref.name}"))
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
             if decision.release:
@@ -117,6 +126,37 @@ class PodGangController:
                        event(involved(member), decision.reason, decision.message, COMPONENT, decision.type))
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
+
+    def _replace_stale_pins(self) -> None:
+        """Evict the unbound members of each gang one of whose pinned nodes can no longer take its pod
+        (netsched.jobs.stale_pins): their controller makes them again, gated, and the gang's unbound part
+        is placed anew. Through the Eviction API, which marks each pod DisruptionTarget: a Job's
+        podFailurePolicy can then ignore it. Once per pod."""
+        rooms = {r.name: r for r in self.cluster.rooms()}
+        used = self.cluster.indices({}).used
+        pinned: dict[tuple[str, str, str], list[tuple[dict[str, Any], str]]] = {}
+        for pod in self.cluster.pods():
+            node, ref = pinned_node(pod), gang_of(pod)
+            if node is not None and ref is not None:
+                pinned.setdefault((ref.kind, ref.namespace, ref.name), []).append((pod, node))
+        self._evicted &= {p["metadata"].get("uid", "") for members in pinned.values() for p, _ in members}
+        for (kind, namespace, name), members in pinned.items():
+            stale = (stale_pin(node, pod.get("spec") or {}, unschedulable(pod), rooms, used)
+                     for pod, node in members)
+            why = next((w for w in stale if w), None)
+            fresh = [pod for pod, _ in members if pod["metadata"].get("uid", "") not in self._evicted]
+            if why is None or not fresh:
+                continue
+            for pod in fresh:
+                self._evicted.add(pod["metadata"].get("uid", ""))
+                self._call(self.core.create_namespaced_pod_eviction, pod["metadata"]["name"], namespace,
+                           client.V1Eviction(metadata=client.V1ObjectMeta(name=pod["metadata"]["name"],
+                                                                          namespace=namespace)))
+            message = (f"{kind} {namespace}/{name}: {why} before its pod bound; its {len(fresh)} unbound "
+                       "pod(s) are evicted to be made again and placed anew (bound pods stay)")
+            log.info("%s", message)
+            self._call(self.core.create_namespaced_event, namespace,
+                       event(involved(fresh[0]), c.PIN_STALE, message, COMPONENT, "Warning"))
 
     def _release_stray(self, pod: dict[str, Any]) -> None:
         """A pod the gang gate holds with no gang to release it (netsched.operator.cluster_index

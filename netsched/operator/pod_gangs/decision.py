@@ -4,6 +4,7 @@ gated members with the patches that lift the gate (netsched.operator.pod_gangs.c
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,16 +12,25 @@ from netsched.api import conditions as c
 from netsched.api.labels import MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import NodeRoom, gang_fit
-from netsched.jobs.hard_limits import NodeRequirement, Unwritable, data_requirement, requirement_patch
+from netsched.jobs.capacity import NodeRoom, gang_fit, member_room, on_nodes
+from netsched.jobs.hard_limits import (
+    NodeRequirement,
+    Unwritable,
+    data_requirement,
+    pinned_to,
+    requirement_patch,
+)
 from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.pod_gang import PodGang, still_to_release
 from netsched.jobs.pod_gangs import GangRef
-from netsched.jobs.replica_pods import pin_patch, size_patch, ungate_patch
+from netsched.jobs.replica_pods import pin_patch, pinned_note, size_patch, ungate_patch
 from netsched.jobs.validation import problems
 from netsched.operator.cluster_index import GangMember
 
 log = logging.getLogger(__name__)
+# the members to release, each node's room for one more, and the nodes of the members released already
+# -> each member's node, or None
+Place = Callable[[list[dict[str, Any]], dict[str, int], list[str]], dict[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -39,9 +49,12 @@ class Decision:
 
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
            used: dict[str, Resources], pending: list[Resources], no_size: str = "",
-           plan: str | None = None, topology: Topology = DEFAULT) -> Decision:
+           plan: str | None = None, topology: Topology = DEFAULT,
+           place: Place = lambda pods, room, peers: None) -> Decision:
     """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
-    is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does."""
+    is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does;
+    `place`: where its members go, chosen together (netsched.operator.gang_placer), when it is released
+    whole; each is then pinned to its node rather than to a domain."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
     if plan is not None:  # the plan lifts the gates, on the nodes it freed, once its victims are gone
@@ -69,16 +82,28 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     near_data = _near_data(workload, nodes, topology)
+    members = [m.pod for m in gated[:to_release] if m.pod is not None]
+    # placed together, beside the members released already (a replacement, or a release cut short)
+    peers = sorted(m.node for m in gang if m.pod is None and m.node)
+    nodes_of = place(members, member_room(nodes, used, pending, workload, topology), peers)
     release = {}
     for m in gated[:to_release]:
         assert m.pod is not None
         spec = m.pod.get("spec") or {}
-        pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain else []
-        sized = size_patch((m.pod.get("metadata") or {}).get("annotations"), size, workload.gpus_per_member)
-        release[m.name] = [*pin, *requirement_patch(spec, near_data), *sized, _ungate(m)]
-    where = f" in {fit.domain[0]}={fit.domain[1]}" if fit.domain else ""
+        node = (nodes_of or {}).get(m.name)
+        pin = pin_patch(spec.get("nodeSelector"), *fit.domain) if fit.domain and not node else []
+        requirement = pinned_to(node, near_data) if node else near_data
+        annotations = (m.pod.get("metadata") or {}).get("annotations")
+        sized = size_patch(annotations, size, workload.gpus_per_member)
+        noted = [pinned_note(annotations, node, sized)] if node else []
+        release[m.name] = [*pin, *requirement_patch(spec, requirement), *sized, *noted, _ungate(m)]
+    if nodes_of:
+        where = f" on {on_nodes(nodes_of)}, chosen together"
+    else:
+        where = f" in {fit.domain[0]}={fit.domain[1]}" if fit.domain else ""
     return Decision("Normal", c.GANG_RELEASED, f"{what}: released {len(release)} pods{where}: {fit.message}",
                     release)
+
 
 
 def _kueue_places(what: str, mark: str, gated: list[GangMember]) -> Decision:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from netsched.extender.engine import Extender, StaleCache, _ranking
+from netsched.extender.engine import Extender, StaleCache, ranking
 from netsched.extender.read_model import ReadModel
 from netsched.extender.reservations import Placement
 from netsched.extender.scorers import Scored, TopologyScorer
@@ -160,8 +160,8 @@ def test_the_top_of_the_ranking_is_the_top_of_the_full_ranking(top):
     value[::7] = np.nan
     scored = Scored(value, value)
     idx = rng.permutation(100)[:30]
-    assert _ranking(scored, idx, top) == _ranking(scored, idx)[:top]
-    assert set(_ranking(scored, idx)[-5:]) == set(range(0, 30, 7))  # NaN last
+    assert ranking(scored, idx, top) == ranking(scored, idx)[:top]
+    assert set(ranking(scored, idx)[-5:]) == set(range(0, 30, 7))  # NaN last
 
 
 def test_single_pods_between_a_jobs_replicas_leave_the_room_its_first_replica_chose():

@@ -39,6 +39,39 @@ def test_all_members_released_together_pinned_to_the_roomiest_rack():
                                     {"op": "remove", "path": "/spec/schedulingGates"}]
 
 
+def test_a_gang_placed_together_is_pinned_node_by_node_instead_of_to_a_domain():
+    pods = [member(i, annotations={"netsched.io/max-peer-distance": "rack"}) for i in range(4)]
+    asked = []
+
+    def place(members, room, peers):
+        asked.append(([m["metadata"]["name"] for m in members], room, peers))
+        return {m["metadata"]["name"]: "n2" if i < 2 else "n3" for i, m in enumerate(members)}
+    d = decide(REF, 4, gang(pods), NODES, {"n0": {"nvidia.com/gpu": 4}}, [], place=place)
+    assert asked == [([f"train-{i}" for i in range(4)], {"n0": 1, "n1": 2, "n2": 2, "n3": 2}, [])]
+    [affinity, sized, noted, ungate] = d.release["train-3"]
+    assert affinity["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                "values": ["n3"]}]}]}
+    assert noted == {"op": "add", "path": "/metadata/annotations/netsched.io~1pinned-node", "value": "n3"}
+    assert "on n2 x2, n3 x2, chosen together" in d.message
+
+
+def test_members_released_after_their_peers_are_placed_beside_them():
+    pods = [member(0, gated=False), member(1)]
+    members = [GangMember("train-0", None, node="n1"), GangMember("train-1", pods[1])]
+    asked = []
+    d = decide(REF, 2, members, NODES, {"n1": {"nvidia.com/gpu": 4}}, [],
+               place=lambda m, room, peers: asked.append(peers) or {"train-1": "n1"})
+    assert asked == [["n1"]] and d.reason == "GangReleased" and set(d.release) == {"train-1"}
+
+
+def test_with_no_answer_the_gang_keeps_to_its_domain():
+    pods = [member(i, annotations={"netsched.io/max-peer-distance": "rack"}) for i in range(4)]
+    d = decide(REF, 4, gang(pods), NODES, {}, [], place=lambda m, room, peers: None)
+    assert d.release["train-0"][0] == {"op": "add", "path": "/spec/nodeSelector",
+                                       "value": {"netsched.io/rack": "rack-0"}}
+
+
 @pytest.mark.parametrize("annotations, said", [
     pytest.param(None, [{"op": "add", "path": "/metadata/annotations",
                          "value": {"netsched.io/job-gpus": "8"}}], id="no-annotations-the-map-is-added"),

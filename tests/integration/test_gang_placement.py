@@ -1,0 +1,80 @@
+"""A gang placed as one decision on the real control plane: as the operator lifts a gang's gates it asks
+the extender (POST /gang) for every member's node and pins each pod to it (required node affinity on
+metadata.name, which kube-scheduler's NodeAffinity PreFilter turns into one node), so kube-scheduler
+binds each pod where the gang was decided."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from netsched.api.gpujob import GROUP, PLURAL, VERSION
+from netsched.api.labels import JOB_LABEL, MAX_PEER_DISTANCE, RACK_LABEL
+from netsched.devcluster.pods import gated_job, gpu_pod
+from netsched.devcluster.wait import poll
+from netsched.testing.builders import make_gpujob
+from netsched.testing.cluster import free_gpus, operator_metric, pinned_to, pods_of, watch_all_or_nothing
+
+
+@pytest.fixture(scope="module")
+def batch(dev_cluster) -> client.BatchV1Api:
+    return client.BatchV1Api(dev_cluster.api_client())
+
+
+def empty(core) -> dict[str, int]:
+    return poll(lambda: (f := free_gpus(core)) and all(v == 8 for v in f.values()) and f, 180,
+                "every node empty")
+
+
+def released_event(core, namespace: str, name: str) -> str:
+    return poll(lambda: next((e.message for e in core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}").items if e.reason == "GangReleased"), None),
+        60, f"the GangReleased Event of {name}")
+
+
+def test_an_indexed_job_lands_on_one_node_where_its_gang_was_pinned(dev_cluster, core, batch, namespace):
+    empty(core)
+    before = operator_metric(dev_cluster, "netsched_operator_gang_placements_total", result="pinned")
+    batch.create_namespaced_job(namespace, gated_job("train", 4, 2, "600s"))
+    placed = watch_all_or_nothing(core, namespace, "train", 4)
+    assert len(set(placed.values())) == 1, placed  # 8 GPUs: one empty 8-GPU node holds the gang
+    for pod in pods_of(core, namespace, "train"):
+        assert pinned_to(pod) == [pod.spec.node_name], (pod.metadata.name, pinned_to(pod))
+    assert "chosen together" in released_event(core, namespace, "train")
+    after = operator_metric(dev_cluster, "netsched_operator_gang_placements_total", result="pinned")
+    assert after == before + 1
+
+
+def test_a_gpujob_is_pinned_as_its_gate_lifts(core, jobs, namespace):
+    empty(core)
+    jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
+        "pinned", replicas=4, gpus=2, duration="600s", manifest=True))
+    def bound() -> list[client.V1Pod]:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}=pinned").items
+        return pods if len(pods) == 4 and all(p.spec.node_name for p in pods) else []
+    pods = poll(bound, 120, "the 4 pods bound")
+    assert len({p.spec.node_name for p in pods}) == 1
+    assert all(pinned_to(p) == [p.spec.node_name] for p in pods), [(p.metadata.name, pinned_to(p))
+                                                                   for p in pods]
+
+
+def test_a_rack_limit_goes_where_the_gang_takes_fewest_nodes_not_to_the_roomiest_rack(
+        core, batch, namespace):
+    """Every node keeps 6 free GPUs but one, empty, whose rack-mate is full: the roomiest racks hold 12
+    free GPUs on two nodes, the empty node's rack 8 on one. A gang of 8 GPUs within a rack fits on that
+    one node."""
+    free = empty(core)
+    racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
+    target = sorted(free)[0]
+    mate = next(n for n in sorted(free) if n != target and racks[n] == racks[target])
+    for node in sorted(free):
+        if node != target:
+            filler = gpu_pod(f"filler-{node}", 8 if node == mate else 2, duration="600s")
+            filler["spec"]["nodeName"] = node
+            core.create_namespaced_pod(namespace, filler)
+    poll(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items),
+         60, "the filler pods to run")
+    batch.create_namespaced_job(namespace, gated_job("racked", 4, 2, "600s",
+                                                     annotations={MAX_PEER_DISTANCE: "rack"}))
+    placed = watch_all_or_nothing(core, namespace, "racked", 4)
+    assert set(placed.values()) == {target}, placed

@@ -1,0 +1,125 @@
+"""The gang placed as one decision (netsched.extender.gang): every member's node chosen together from the
+filters and scorer the filter verb serves, on one snapshot."""
+
+import orjson
+import pytest
+
+from netsched.extender.engine import Extender
+from netsched.extender.gang import GangRequest, decide_gang, parse_gang
+from netsched.extender.protocol import BadRequest, parse_pod
+from netsched.extender.server import make_app
+from netsched.testing.extender import args, cache_of, call, node, pod
+
+# two racks: a1 has two 8-GPU nodes with 4 free each, a2 one empty 8-GPU node
+NODES = [node("a1-0", rack="rack-a1"), node("a1-1", rack="rack-a1"), node("a2-0", rack="rack-a2"),
+         node("b1-0", zone="zone-b", rack="rack-b1")]
+BUSY = [pod("x0", "a1-0", gpus=4, job="other"), pod("x1", "a1-1", gpus=4, job="other"),
+        pod("y0", "b1-0", gpus=6, job="third")]
+
+
+def gang(members: int = 4, gpus: int = 2, annotations: dict | None = None, room: dict | None = None,
+         job: str | None = None) -> GangRequest:
+    pods = tuple(parse_pod(pod(f"g-{i}", gpus=gpus, job=job, annotations=annotations))
+                 for i in range(members))
+    if room is None:  # what the operator's capacity says each node holds now
+        room = {"a1-0": 4 // gpus, "a1-1": 4 // gpus, "a2-0": 8 // gpus, "b1-0": 2 // gpus}
+    return GangRequest("ml", "g", pods, room)
+
+
+CASES = [
+    # (id, request, where every member must go)
+    ("one node that holds the whole gang, not the rack with most room", gang(), {"a2-0"}),
+    ("a rack limit: the rack where it fits on one node",
+     gang(annotations={"netsched.io/max-peer-distance": "rack"}), {"a2-0"}),
+    ("a GPUJob's job label: the same answer", gang(job="train"), {"a2-0"}),
+    ("too big for one node: the fewest nodes", gang(members=6), None),
+]
+
+
+@pytest.mark.parametrize("request_, where", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_gang_goes_where_it_takes_the_fewest_nodes(request_, where):
+    ext = Extender(cache_of(NODES, BUSY))
+    placed = decide_gang(ext, request_)
+    assert placed.placed and set(placed.nodes) == {p.name for p in request_.members}
+    if where is not None:
+        assert set(placed.nodes.values()) == where
+    else:  # 12 GPUs: a2-0's 8 and 4 more on one node
+        counts = sorted(list(placed.nodes.values()).count(n) for n in set(placed.nodes.values()))
+        assert counts == [2, 4]
+
+
+def test_members_are_assumed_on_their_nodes_so_the_next_pod_sees_the_room_taken():
+    ext = Extender(cache_of(NODES, BUSY))
+    decide_gang(ext, gang())
+    assert ext.cluster.snapshot().free[ext.cluster.snapshot().table.index["a2-0"]] == 0
+
+
+def test_a_dry_run_keeps_nothing():
+    ext = Extender(cache_of(NODES, BUSY))
+    req = gang()
+    decide_gang(ext, GangRequest(req.namespace, req.name, req.members, req.room, dry_run=True))
+    snap = ext.cluster.snapshot()
+    assert snap.free[snap.table.index["a2-0"]] == 8
+
+
+def test_a_gang_that_does_not_fit_within_its_limit_is_placed_nowhere():
+    ext = Extender(cache_of(NODES, BUSY))
+    # 4 x 4 GPUs within one rack: rack-a1 has 8 free, rack-a2 8, rack-b1 2
+    placed = decide_gang(ext, gang(gpus=4, annotations={"netsched.io/max-peer-distance": "rack"},
+                                   room={"a1-0": 1, "a1-1": 1, "a2-0": 2, "b1-0": 0}))
+    assert not placed.placed and placed.nodes == {} and len(placed.unplaced) == 4
+
+
+def test_no_room_anywhere_says_so():
+    placed = decide_gang(Extender(cache_of(NODES, BUSY)), gang(room={}))
+    assert not placed.placed and placed.message == "no node has room for a member now"
+
+
+def test_the_http_answer_names_every_members_node():
+    ext = Extender(cache_of(NODES, BUSY))
+    body = {"namespace": "ml", "name": "g", "room": {"a2-0": 4},
+            "pods": [pod(f"g-{i}", gpus=2) for i in range(4)]}
+    status, doc = call(make_app(ext), "POST", "/gang", orjson.dumps(body))
+    assert status == 200 and set(doc["nodes"].values()) == {"a2-0"} and doc["unplaced"] == []
+
+
+@pytest.mark.parametrize("body, word", [
+    ({"name": "g", "room": {}}, "pods"),
+    ({"name": "g", "pods": [pod("a")], "room": {"n": "x"}}, "room"),
+    ({"pods": [pod("a")], "room": {}}, "name"),
+    ([], "JSON object"),
+])
+def test_a_malformed_gang_request_is_named(body, word):
+    with pytest.raises(BadRequest, match=word):
+        parse_gang(body)
+
+
+PIN = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a2-0"]}]}]}}}
+
+
+def test_a_pinned_pod_offered_its_node_is_passed_unscored_and_says_its_gang_chose_it():
+    ext = Extender(cache_of(NODES, BUSY))
+    member = pod("g-0", gpus=2)
+    member["spec"]["affinity"] = PIN
+    out = ext.filter(args(member, ["a2-0"]))
+    assert out.passed == ["a2-0"]
+    [decision] = ext.decisions.recent()
+    assert decision.scorer == "pinned" and not decision.top[0].factors
+    decision.node = "a2-0"
+    assert "with its gang: its node was decided when the gang was released" in decision.summary()
+
+
+@pytest.mark.parametrize("affinity, pinned", [
+    (PIN, "a2-0"),
+    ({}, None),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]}}}, None),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}]}}}, None),
+], ids=["one node", "no affinity", "two nodes", "a term without the pin"])
+def test_a_pod_is_pinned_only_when_every_term_names_the_same_one_node(affinity, pinned):
+    member = pod("g-0")
+    member["spec"]["affinity"] = affinity
+    assert parse_pod(member).pinned == pinned
