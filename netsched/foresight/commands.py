@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from netsched.foresight.manifests import Document
     from netsched.foresight.whatif import WhatIfError
+    from netsched.operator.gang_placer import GangPlacer
 
 EXTENDER_ENV = "NETSCHED_EXTENDER_URL"  # where whatif asks where a gang would go, by default
 TOPOLOGY_ENV = "NETSCHED_TOPOLOGY"  # what whatif and why take the cluster's topology from by default
@@ -146,6 +147,15 @@ class WhatIfSettings:
         flag="--extender-url", metavar="URL",
         help=f"ask netsched's extender where each gang would go, as the operator asks it when it releases "
         f"the gang (default: ${EXTENDER_ENV}; without one, where it would run is estimated from free room)")
+    extender_ca_file: str | None = option(
+        flag="--extender-ca-file", metavar="PEM",
+        help="with an https --extender-url: the CA its certificate is verified with (default: the system's)")
+    extender_cert_file: str | None = option(
+        flag="--extender-cert-file", metavar="PEM",
+        help="with an https --extender-url: the client certificate it asks for (mutual TLS: the one the "
+        "chart issues kube-scheduler and the operator)")
+    extender_key_file: str | None = option(
+        flag="--extender-key-file", metavar="PEM", help="the private key of --extender-cert-file")
     namespace: str | None = _namespace()
     output: str = _output()
     kubeconfig: str | None = _kubeconfig()
@@ -170,17 +180,19 @@ def whatif_main(settings: WhatIfSettings) -> int:
     from netsched.foresight.manifests import ManifestError, read_documents
     from netsched.foresight.whatif import WhatIfError, render
     from netsched.foresight.whatif_workloads import render_workload
+    from netsched.operator.gang_placer import BadExtenderTLS
 
     topology = _topology_of(settings, "whatif")
     if topology is None:
         return 2
     try:
         documents = read_documents(settings.filename)
-    except ManifestError as exc:
+        placer = _placer(settings)
+    except (ManifestError, BadExtenderTLS) as exc:
         print(f"netsched: error: whatif: {exc}", file=sys.stderr)
         return 2
     answers, refused = [], 0
-    for doc, outcome in _whatif_outcomes(documents, settings, topology):
+    for doc, outcome in _whatif_outcomes(documents, settings, topology, placer):
         if isinstance(outcome, WhatIfError):
             print(f"netsched: error: whatif: {doc.label}: {outcome}", file=sys.stderr)
             refused += 1
@@ -194,8 +206,21 @@ def whatif_main(settings: WhatIfSettings) -> int:
     return 2 if refused else 0
 
 
-def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings,
-                     topology: Topology) -> Iterator[tuple[Document, dict | WhatIfError]]:
+def _placer(settings: WhatIfSettings) -> GangPlacer | None:
+    """The extender to ask where each gang would go (--extender-url or $NETSCHED_EXTENDER_URL), with the
+    TLS files given; BadExtenderTLS names the flag whose file cannot be used."""
+    from netsched.operator.gang_placer import GangPlacer, tls_context
+
+    url = settings.extender_url or os.environ.get(EXTENDER_ENV)
+    if not url:
+        return None
+    files = (settings.extender_ca_file, settings.extender_cert_file, settings.extender_key_file)
+    context = tls_context(*(Path(f) if f else None for f in files))
+    return GangPlacer(url, context=context, log_failures=False)
+
+
+def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topology: Topology,
+                     placer: GangPlacer | None = None) -> Iterator[tuple[Document, dict | WhatIfError]]:
     """Each document with its answer or why there is none: the API server's verdict on the object (and,
     for a GPUJob, on the pods the operator would make from it; a JobSet or LeaderWorkerSet it does not
     serve goes on unchecked, said in its answer), the operator's own checks, then the answer from one
@@ -234,9 +259,7 @@ def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings,
     if api is None or not accepted:
         return
     cluster = Cluster.read(api, topology)
-    if url := settings.extender_url or os.environ.get(EXTENDER_ENV):
-        from netsched.operator.gang_placer import GangPlacer
-        cluster = replace(cluster, placer=GangPlacer(url, log_failures=False))
+    cluster = replace(cluster, placer=placer)
     past = history(cluster, Path(settings.records) if settings.records else None)
     for doc, manifest, unchecked in accepted:
         try:

@@ -43,6 +43,7 @@ from netsched.jobs.kinds.batch_job import members
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import GANG_GATE
+from netsched.jobs.stale_pins import pinned_node
 
 # what `why` takes before the slash, as kubectl spells kinds (case does not matter)
 KIND_NAMES = {
@@ -124,10 +125,14 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
         for p in members_:
             if _runs(p):
                 running[p["spec"]["nodeName"]] += 1
+        pinned: dict[str, int] = {}
+        for p in members_:
+            if (node := pinned_node(p)) is not None:
+                pinned[node] = pinned.get(node, 0) + 1
         answer["gangs"].append({
             "gang": f"{ref.kind} {ref.namespace}/{ref.name}", "size": size, "pods": len(members_),
             "gated": len(gated), "runsOn": placement_rows(running, rooms, cluster.topology),
-            "event": _last_word(live.events, members_)})
+            "pinnedTo": pinned, "event": _last_word(live.events, members_)})
         if gated and not answer["domains"]:
             gang = PodGang(ref, size or len(members_), gated[0], len(gated))
             answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
@@ -210,6 +215,11 @@ def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> 
                          "(docs/workloads.md: the gate)")
         if g["runsOn"]:
             lines.append("  Runs on: " + placement_text(g["runsOn"]))
+        if g.get("pinnedTo"):
+            where = ", ".join(f"{n} ×{k}" for n, k in sorted(g["pinnedTo"].items()))
+            lines.append(f"  Pinned, not bound yet: {where} (their nodes were chosen with the whole gang's "
+                         "as it was released; a node that can no longer take them shows as a PinStale "
+                         "event, and they are made again)")
     start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
     lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
     lines.append(f"Predicted completion: {finish or NO_PREDICTION}{between(answer, FINISH_RANGE, now)}")

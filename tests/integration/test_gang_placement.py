@@ -5,7 +5,12 @@ binds each pod where the gang was decided."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
+import yaml
 from kubernetes import client
 
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
@@ -78,3 +83,44 @@ def test_a_rack_limit_goes_where_the_gang_takes_fewest_nodes_not_to_the_roomiest
                                                      annotations={MAX_PEER_DISTANCE: "rack"}))
     placed = watch_all_or_nothing(core, namespace, "racked", 4)
     assert set(placed.values()) == {target}, placed
+
+
+def test_whatif_says_the_nodes_the_release_then_pins_the_gang_to(
+        dev_cluster, core, batch, namespace, tmp_path):
+    """whatif asks the extender the question the release asks (a dry run): with nothing changing in
+    between, the nodes it names are the nodes the pods are pinned to."""
+    empty(core)
+    tls = dev_cluster.pki
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(gated_job("asked", 4, 2, "600s")))
+    said = subprocess.run(
+        [sys.executable, "-m", "netsched", "whatif", "-f", str(manifest), "-n", namespace,
+         f"--kubeconfig={dev_cluster.kubeconfig}", f"--extender-url={dev_cluster.extender_url}",
+         f"--extender-ca-file={tls.extender_ca_cert}", f"--extender-cert-file={tls.scheduler_client_cert}",
+         f"--extender-key-file={tls.scheduler_client_key}", "-o", "json"],
+        capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    answer = json.loads(said.stdout)  # one document: its answer alone
+    [gang] = answer["gangs"]
+    assert gang["placedBy"] == "extender", answer
+    would = {row["node"]: row["replicas"] for row in gang["placement"]}
+    batch.create_namespaced_job(namespace, gated_job("asked", 4, 2, "600s"))
+    placed = watch_all_or_nothing(core, namespace, "asked", 4)
+    pinned = {}
+    for pod in pods_of(core, namespace, "asked"):
+        [node] = pinned_to(pod)
+        pinned[node] = pinned.get(node, 0) + 1
+    assert pinned == would and set(placed.values()) == set(would), (would, pinned, placed)
+
+
+def test_whatif_with_an_unreadable_extender_certificate_says_so_in_one_line(dev_cluster, tmp_path):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(gated_job("asked", 4, 2, "600s")))
+    said = subprocess.run(
+        [sys.executable, "-m", "netsched", "whatif", "-f", str(manifest),
+         f"--kubeconfig={dev_cluster.kubeconfig}", f"--extender-url={dev_cluster.extender_url}",
+         f"--extender-ca-file={tmp_path / 'missing.pem'}"],
+        capture_output=True, text=True, timeout=120)
+    assert said.returncode == 2 and said.stdout == "", said
+    [line] = said.stderr.splitlines()
+    assert line.startswith("netsched: error: whatif: --extender-ca-file ") and "missing.pem" in line, line
