@@ -31,14 +31,12 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api import plans
-from netsched.api.annotations import ignoring_bad, max_peer_distance
 from netsched.api.connect import api_message, items
 from netsched.api.errors import EvictionRefused
 from netsched.api.events import event
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import (
     EVICTED_BY,
-    JOB_LABEL,
     RELEASED_BY,
     ROOM_FREED_BY,
     SCHEDULER_NAME,
@@ -46,9 +44,10 @@ from netsched.api.labels import (
 from netsched.api.objects import KubeObject
 from netsched.api.plans import Eviction
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.replica_pods import annotate_patch, pin_patch, ungate_patch
+from netsched.jobs.hard_limits import pinned_to, requirement_patch
+from netsched.jobs.replica_pods import annotate_patch, pinned_note, ungate_patch
 from netsched.packer.config import PackerConfig
-from netsched.packer.live_cluster import cluster_state, gang_sizes, level_label, pod_gang, problem_of, selects
+from netsched.packer.live_cluster import cluster_state, gang_sizes, problem_of, selects
 from netsched.packer.metrics import PackerMetrics
 from netsched.packer.plan_steps import (
     LivePod,
@@ -358,27 +357,17 @@ class Packer:
         """Lift the gang gate of a pod the plan places on `node`, signed with the plan: the GPUJob's
         status names it."""
         meta = pod["metadata"]
-        gate = [*self._domain_pin(pod, node),
-                ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])]
         sign = annotate_patch(meta.get("annotations"), RELEASED_BY, plan)
+        # pinned to the planned node, as the operator pins a gang it places: kube-scheduler filters that
+        # node alone, and keeps the pod there if the plan ends before it binds (a stale pin is replaced)
+        pin = [*requirement_patch(pod["spec"], pinned_to(node)),
+               pinned_note(meta.get("annotations"), node, [sign])]
+        gate = [*pin, ungate_patch([g.get("name") for g in pod["spec"].get("schedulingGates") or ()])]
         try:
             self.core.patch_namespaced_pod(meta["name"], meta["namespace"], [sign, *gate])
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-
-    def _domain_pin(self, pod: KubeObject, node: str) -> list[dict[str, Any]]:
-        """A gang's pod (a GPUJob's or a pod gang's) is pinned to its planned node's domain of its level
-        in the patch that releases it, as the operator pins the gangs it releases: kube-scheduler then
-        keeps the gang there even if the plan ends before all are bound, or the extender is away."""
-        meta = pod["metadata"]
-        label = level_label(ignoring_bad(max_peer_distance, meta.get("annotations") or {}, self.topology),
-                            self.topology)
-        gang = pod_gang(pod, self.scheduler) or (meta.get("labels") or {}).get(JOB_LABEL)
-        if label is None or gang is None:
-            return []
-        value = (self.core.read_node(node).metadata.labels or {}).get(label)
-        return pin_patch(pod["spec"].get("nodeSelector"), label, value) if value else []
 
     def _pods(self, plan: KubeObject) -> list[KubeObject]:
         """The pods of the namespaces the plan touches (its pods and their replacements live there)."""

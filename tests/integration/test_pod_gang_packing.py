@@ -12,7 +12,7 @@ from netsched.api import plans
 from netsched.api.labels import MAX_PEER_DISTANCE, RACK_LABEL, RELEASED_BY
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
-from netsched.testing.cluster import LOW, free_gpus, packing_plans, pods_of, watch_all_or_nothing
+from netsched.testing.cluster import LOW, free_gpus, packing_plans, pinned_to, pods_of, watch_all_or_nothing
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -59,7 +59,7 @@ def test_a_high_priority_job_gets_room_in_one_rack_through_a_plan_and_the_evicte
     assert {p["pod"].split("/")[1]: p["node"] for p in spec["placements"]} == placed
     assert {nodes[n] for n in placed.values()} == {rack}, placed  # the gang whole in that rack
     for pod in pods_of(core, namespace, "urgent"):
-        assert pod.spec.node_selector == {RACK_LABEL: rack}  # kept there by its own constraints
+        assert pinned_to(pod) == [placed[pod.metadata.name]]  # kept there by its own constraints
         assert pod.metadata.annotations[RELEASED_BY] == plan["metadata"]["name"]
     done = poll(lambda: (p := custom.get_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL,
                                                                plan["metadata"]["name"]))

@@ -59,17 +59,19 @@ def test_the_replacement_pod_carries_the_pin_and_the_templates_own_selector_wins
         RACK_LABEL: "rack-b1"}
 
 
-@pytest.mark.parametrize("labels, pinned", [
-    pytest.param({JOB_LABEL: "train"}, {RACK_LABEL: "rack-a2"}, id="a-gpujobs-pod"),
-    pytest.param({}, None, id="a-single-pod-has-no-peers"),
+@pytest.mark.parametrize("labels", [
+    pytest.param({JOB_LABEL: "train"}, id="a-gpujobs-pod"),
+    pytest.param({}, id="a-single-pod"),
 ])
-def test_a_plan_releases_a_gpujobs_pod_pinned_to_its_planned_nodes_domain(labels, pinned):
+def test_a_plan_releases_a_pod_pinned_to_its_planned_node(labels):
     kube = FakeKube([*CLUSTER, make_pod("train-0", labels=labels, schedulingGates=[{"name": GANG_GATE}],
                                         annotations={"netsched.io/max-peer-distance": "rack"})])
     Packer(kube, PackerConfig())._ungate(kube.get("pods", "ml", "train-0"), "plan-1", "a2-0")
     released = kube.get("pods", "ml", "train-0")
-    assert "schedulingGates" not in released["spec"]
-    assert released["spec"].get("nodeSelector") == pinned
+    assert "schedulingGates" not in released["spec"] and "nodeSelector" not in released["spec"]
+    required = released["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["a2-0"]}]}]}
 
 
 def test_the_operator_creates_a_gpujobs_pods_with_its_data_limit_as_node_affinity(tmp_path):

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from netsched.api import plans
 from netsched.api.events import rfc3339
-from netsched.api.labels import RACK_LABEL, RELEASED_BY
+from netsched.api.labels import PINNED_NODE, RACK_LABEL, RELEASED_BY
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.packer.config import PackerConfig
 from netsched.packer.controller import Packer
@@ -56,7 +56,7 @@ def test_running_members_are_victims_of_their_gang_and_another_schedulers_job_is
     assert by["ml/train-2"].gang is None  # the Job controller recreates it, but no gang of netsched's
 
 
-def test_the_plan_evicts_in_one_rack_and_releases_the_gang_pinned_there():
+def test_the_plan_evicts_in_one_rack_and_releases_the_gang_pinned_to_its_planned_nodes():
     now = datetime.now(UTC)
     kube = FakeKube([*NODES, *scattered(), member(0), member(1), JOB], created=rfc3339(now))
     packer = Packer(kube, PackerConfig(budget=2.0))
@@ -69,11 +69,15 @@ def test_the_plan_evicts_in_one_rack_and_releases_the_gang_pinned_there():
     assert len(victims) == 2 and racks in ({"n0", "n1"}, {"n2", "n3"})  # one rack freed
     packer.step(plan)  # Pending -> Evicting: the victims are evicted
     packer.step(kube.list(plans.PLURAL)[0])  # gone: Placing, the gates lifted
-    rack = next(n["metadata"]["labels"][RACK_LABEL] for n in NODES if n["metadata"]["name"] in racks)
+    planned = {p["pod"]: p["node"] for p in spec["placements"]}
     for i in (0, 1):
         pod = kube.get("pods", "ml", f"train-{i}")
-        assert "schedulingGates" not in pod["spec"] and pod["spec"]["nodeSelector"] == {RACK_LABEL: rack}
+        node = planned[f"ml/train-{i}"]
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert "schedulingGates" not in pod["spec"] and terms["nodeSelectorTerms"] == [  # its planned node
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
         assert pod["metadata"]["annotations"][RELEASED_BY] == plan["metadata"]["name"]
+        assert pod["metadata"]["annotations"][PINNED_NODE] == node
 
 
 def test_without_the_jobs_size_a_gang_of_the_pods_present_is_planned_whole():
