@@ -12,7 +12,7 @@ that started after one it is tested on):
   several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
   that a kind is also judged on clusters it never saw.
 
-A kind is picked by ranking (metrics.clearly_better: top-1 beyond the noise of the comparison,
+A kind is picked by ranking (metrics.better: top-1 beyond the noise of the comparison,
 starting from the physics kind; weighted node-pair accuracy for records of one row per job) and,
 fitted on the earlier jobs, scored on the held-out ones: for the report only. Then the picked
 kind is refit on all records, the held-out jobs included (the newest jobs are the most like those
@@ -60,7 +60,7 @@ from netsched.training.metrics import (
     TOP1_TIE,
     NodePairCounts,
     Scores,
-    clearly_better,
+    better,
     describe,
     judged_by,
     model_scores,
@@ -245,7 +245,7 @@ def select(results: list[KindResult]) -> KindResult:
     servable = [r for r in results if r.kind in SERVABLE]
     pick = next((r for r in servable if r.kind == PREFERRED), servable[0])
     for r in servable:
-        if r is not pick and clearly_better(r.overall, pick.overall):
+        if r is not pick and better(r.overall, pick.overall):
             pick = r
     return pick
 
@@ -288,12 +288,12 @@ def validate(data: Dataset, holdout: float, seed: int, log=print,
             "top-1 and regret are undefined, so kinds are compared by node-pair accuracy (weighted): pairs "
             "of jobs of comparable size (equal GPUs, expected seconds within a power of two) and one "
             "workload kind, the first job predicted on both jobs' nodes")
-    elif by is None:
-        log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
-            f"kept the first servable kind, {SERVABLE[0]}")
     for r in results:
         log(f"  {r.kind:24s} {describe(r.overall)}{'' if r.kind in SERVABLE else '  (comparison only)'}")
     pick = select(results)
+    if by is None:
+        log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
+            f"kept the kind the pick starts at, {pick.kind}")
     log(f"chose {pick.kind} by {by or 'default'}")
     if not len(recent):
         return Validation(results, pick, by, holdout, recent, None, None)
