@@ -12,7 +12,7 @@ that started after one it is tested on):
   several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
   that a kind is also judged on clusters it never saw.
 
-A kind is picked by ranking (metrics.better: top-1 beyond the noise of the comparison,
+A kind is picked by ranking (metrics.better: top-1 or mean regret beyond the noise of the comparison,
 starting from the physics kind; weighted node-pair accuracy for records of one row per job) and,
 fitted on the earlier jobs, scored on the held-out ones: for the report only. Then the picked
 kind is refit on all records, the held-out jobs included (the newest jobs are the most like those
@@ -57,6 +57,7 @@ from netsched.training.metrics import (
     BY_NODE_PAIRS,
     BY_PAIRS,
     PAIR_TIE,
+    REGRET_TIE,
     TOP1_TIE,
     NodePairCounts,
     Scores,
@@ -83,7 +84,10 @@ SELECTION_RULE = (
     f"placed best on clusters left out of training (bench/loco.py); then, among the servable kinds in the "
     f"order {', '.join(k for k in MODEL_KINDS if k in SERVABLE)}, a kind replaces the pick so far only if it "
     f"beats it by more than the noise of the comparison: top-1 higher by more than the standard error of "
-    f"the difference of the two shares, and by more than {TOP1_TIE * 100:g} percentage point. Where the "
+    f"the difference of the two shares and by more than {TOP1_TIE * 100:g} percentage point, or mean regret "
+    f"lower by more than the standard error of the difference of the two means and by more than "
+    f"{REGRET_TIE * 100:g} point (bench/loco.py: on one world of nine a kind as often right with smaller "
+    f"mistakes placed better). Where the "
     f"records hold one row per job (no candidate "
     f"set to pick from), node-pair accuracy (weighted) higher by more than {PAIR_TIE * 100:g} point: over "
     f"pairs of comparable jobs of one workload kind, how often the model predicting the first job on its own "

@@ -39,7 +39,9 @@ def data(tmp_path):
     return [tmp_path / "sim.csv"]
 
 
-def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, data):
+def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, data, monkeypatch):
+    # one kind: both retrains pick it, so the challenger as validated is the model in service
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting",))
     models = tmp_path / "models"
     write_dataset(tmp_path / "earlier.csv", EARLIER)
     first = retrain([tmp_path / "earlier.csv"], models, log=quiet)
