@@ -180,8 +180,8 @@ TRAIN = Command(
     "train", "train and cross-validate a completion-time model", TrainSettings, train_main,
     "Train on dataset CSVs and/or operator records: cross-validate every regressor on all but the most "
     "recent jobs (folds split by job, later jobs tested by models of earlier ones; by time and by site), "
-    "pick one by SELECTION_RULE (netsched/training/train.py: top-1 beyond noise; node pairs for "
-    "records of one row per job), score it on the most recent jobs, then refit it on all records and "
+    "pick one by SELECTION_RULE (netsched/training/train.py: top-1 or mean regret beyond noise; node pairs "
+    "for records of one row per job), score it on the most recent jobs, then refit it on all records and "
     "write <out>/<name>/model.joblib and meta.json.")
 EVALUATE = Command(
     "evaluate", "judge a model against the other placement policies", EvaluateSettings, evaluate_main,
