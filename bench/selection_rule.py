@@ -18,7 +18,7 @@ by the test regret of the kind it picks against the lowest test regret of any ki
 Rules on records: pairwise accuracy between comparable jobs (`train`'s rule before node pairs),
 node-pair accuracy (netsched.training.metrics: the first job of a pair predicted on both jobs'
 nodes) unweighted, and weighted by how far apart the pair's true times are (`train`'s rule). On the
-candidate history: `train`'s rule (from the physics kind, a top-1 lead beyond noise), and the
+candidate history: `train`'s rule (from the physics kind, a top-1 or mean-regret lead beyond noise), and the
 lowest cross-validated mean regret. Fits run on one thread. `--write` replaces the section
 "Selection rule against placement regret" of docs/benchmarks-history.md.
 """

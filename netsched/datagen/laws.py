@@ -98,6 +98,17 @@ def _additive_exchange(x: Inputs) -> float:
 def straggle(rng: np.random.Generator, cpu: float, nic: float) -> float:
     """stragglers: the factor a run takes longer by, 1 for most runs, heavy-tailed for the rest; a
     busier node (CPU load, NIC utilisation) straggles more often."""
-    chance = 0.03 + 0.25 * cpu ** 2 + 0.2 * nic ** 2
     hit, tail = rng.random(), rng.pareto(STRAGGLE_SHAPE)
-    return min(1.0 + tail, STRAGGLE_CAP) if hit < chance else 1.0
+    return min(1.0 + tail, STRAGGLE_CAP) if hit < _straggle_chance(cpu, nic) else 1.0
+
+
+def expected_straggle(cpu: float, nic: float) -> float:
+    """The mean of `straggle` on a node so loaded: what a run there can be expected to take longer
+    by, knowing how likely the node is to straggle but not which run will. E[min(T, c)] of a Lomax T
+    of shape a is (1 - (1 + c)^(1 - a)) / (a - 1)."""
+    a, c = STRAGGLE_SHAPE, STRAGGLE_CAP - 1
+    return 1.0 + _straggle_chance(cpu, nic) * (1 - (1 + c) ** (1 - a)) / (a - 1)
+
+
+def _straggle_chance(cpu: float, nic: float) -> float:
+    return 0.03 + 0.25 * cpu ** 2 + 0.2 * nic ** 2

@@ -402,7 +402,8 @@ def _row(cluster: Cluster, cfg: SimConfig, rng: np.random.Generator, job: Job, i
     duration = completion_seconds(cluster, job, i, nic, cpu) * rng.lognormal(0, cfg.node_noise)
     if cluster.law == "stragglers":  # drawn only there: the other worlds keep their draws
         factor = laws.straggle(rng, cpu, nic)
-        duration *= factor if cfg.node_noise > 0 else 1.0  # the noise-free oracle knows no straggling
+        # without noise, the expected run: the node's chance of straggling, never the run's draw
+        duration *= factor if cfg.node_noise > 0 else laws.expected_straggle(cpu, nic)
     remote = [p for p in job.peers if p != i]
     peer_bw, peer_rtt = seen(peer[0], peer[1]) if remote else (math.nan, math.nan)
     shown_data = seen(data_bw, data_rtt) if not local_data else (math.nan, math.nan)

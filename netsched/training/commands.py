@@ -22,6 +22,9 @@ TRAIN_DATA_HELP = (f"{DATA_HELP}; at least {MIN_JOBS} usable jobs (with fewer, n
 MODEL_HELP = "artifact directory or current.json manifest"
 CHART_RETRAIN = "the chart's CronJob passes its mounted records and models volumes"
 TRAIN_EXTRA = {"sklearn", "skl2onnx", "scipy", "matplotlib"}  # what `pip install netsched` leaves out
+THREADS_HELP = ("threads the fits may use (OpenMP and BLAS), at most the CPUs this process may use; more "
+                "than 1 gained nothing measured here and stalls badly when other processes keep the CPUs "
+                "busy (netsched/training/threads.py; default 1)")
 
 
 def gpu_table_setting(fixed: str = NOT_IN_CHART) -> Any:
@@ -71,18 +74,22 @@ class TrainSettings:
         False, flag="--clusters-by-file",
         help="each DATA file is one cluster's records: the by-site cross-validation then holds out one "
         "cluster at a time instead of one zone, judging each kind on clusters it never saw")
+    threads: int = option(1, flag="--threads", parse=number(at_least=1, kind=int), metavar="N",
+                          help=THREADS_HELP)
     gpu_table: str | None = gpu_table_setting()
 
 
 def train_main(settings: TrainSettings) -> int:
+    from netsched.training.threads import fitting_threads
     from netsched.training.train import stderr_progress, train
 
-    return kept_unless_enough(
-        "train", lambda: train(list(settings.data), Path(settings.out), seed=settings.seed,
-                               holdout=settings.holdout, name=settings.name,
-                               clusters_by_file=settings.clusters_by_file, progress=stderr_progress,
-                               force=settings.force),
-        "no model written")
+    def run() -> None:
+        with fitting_threads(settings.threads):
+            train(list(settings.data), Path(settings.out), seed=settings.seed, holdout=settings.holdout,
+                  name=settings.name, clusters_by_file=settings.clusters_by_file, progress=stderr_progress,
+                  force=settings.force)
+
+    return kept_unless_enough("train", run, "no model written")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +127,8 @@ class RetrainSettings:
                              help="most recent share of jobs both models are judged on (default 0.2)")
     seed: int = setting(0, flag="--seed", fixed="the chart keeps the default",
                         help="seeds the regressors (default 0)")
+    threads: int = setting(1, flag="--threads", parse=number(at_least=1, kind=int), metavar="N",
+                           helm="retrain.threads", help=THREADS_HELP)
     gpu_table: str | None = gpu_table_setting(
         fixed="the chart mounts its gpuCapabilities value and passes this flag when it is not empty")
 
@@ -127,12 +136,15 @@ class RetrainSettings:
 def retrain_main(settings: RetrainSettings) -> int:
     from netsched.models.artifact import MANIFEST
     from netsched.training.retrain import retrain
+    from netsched.training.threads import fitting_threads
     from netsched.training.train import stderr_progress
 
-    return kept_unless_enough(
-        "retrain", lambda: retrain(settings.data, Path(settings.models), holdout=settings.holdout,
-                                   seed=settings.seed, progress=stderr_progress),
-        f"{Path(settings.models) / MANIFEST} unchanged")
+    def run() -> None:
+        with fitting_threads(settings.threads):
+            retrain(settings.data, Path(settings.models), holdout=settings.holdout, seed=settings.seed,
+                    progress=stderr_progress)
+
+    return kept_unless_enough("retrain", run, f"{Path(settings.models) / MANIFEST} unchanged")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,8 +180,8 @@ TRAIN = Command(
     "train", "train and cross-validate a completion-time model", TrainSettings, train_main,
     "Train on dataset CSVs and/or operator records: cross-validate every regressor on all but the most "
     "recent jobs (folds split by job, later jobs tested by models of earlier ones; by time and by site), "
-    "pick one by SELECTION_RULE (netsched/training/train.py: top-1 beyond noise; node pairs for "
-    "records of one row per job), score it on the most recent jobs, then refit it on all records and "
+    "pick one by SELECTION_RULE (netsched/training/train.py: top-1 or mean regret beyond noise; node pairs "
+    "for records of one row per job), score it on the most recent jobs, then refit it on all records and "
     "write <out>/<name>/model.joblib and meta.json.")
 EVALUATE = Command(
     "evaluate", "judge a model against the other placement policies", EvaluateSettings, evaluate_main,

@@ -5,10 +5,11 @@ trained as `netsched train` does (netsched.training.train): picked on all but th
 recent `holdout` share of jobs, fitted on those earlier jobs and scored on the held-out ones,
 then refit on all of them. The challenger as validated and the current model
 (`<models>/current.json`) are scored on the held-out jobs neither has trained on, by
-metrics.model_scores; metrics.better decides, the rule train selects by (top-1, then p95
-regret; pairwise accuracy where jobs have one row each, as the operator's do). The manifest
-is repointed, to the refit challenger, only when there is no current model, the current one
-cannot be loaded (another schema, a corrupt file), or the challenger is better. Every
+metrics.model_scores; metrics.better decides, the rule train selects among kinds by, with the model
+in service where train has its pick so far: top-1 higher or mean regret lower by more than the noise
+of the comparison (weighted node-pair accuracy where jobs have one row each, as the operator's do).
+The manifest is repointed, to the refit challenger, only when there is no current model, the current
+one cannot be loaded (another schema, a corrupt file), or the challenger is better so. Every
 decision, kept or promoted, is appended to `<models>/promotions.jsonl` with both models'
 scores. A challenger that is not promoted is deleted (its scores stay in the log), so a
 nightly run does not fill the volume.

@@ -12,7 +12,7 @@ that started after one it is tested on):
   several clusters (`netsched train --clusters-by-file`), one cluster instead of one zone, so
   that a kind is also judged on clusters it never saw.
 
-A kind is picked by ranking (metrics.clearly_better: top-1 beyond the noise of the comparison,
+A kind is picked by ranking (metrics.better: top-1 or mean regret beyond the noise of the comparison,
 starting from the physics kind; weighted node-pair accuracy for records of one row per job) and,
 fitted on the earlier jobs, scored on the held-out ones: for the report only. Then the picked
 kind is refit on all records, the held-out jobs included (the newest jobs are the most like those
@@ -57,10 +57,11 @@ from netsched.training.metrics import (
     BY_NODE_PAIRS,
     BY_PAIRS,
     PAIR_TIE,
+    REGRET_TIE,
     TOP1_TIE,
     NodePairCounts,
     Scores,
-    clearly_better,
+    better,
     describe,
     judged_by,
     model_scores,
@@ -83,7 +84,10 @@ SELECTION_RULE = (
     f"placed best on clusters left out of training (bench/loco.py); then, among the servable kinds in the "
     f"order {', '.join(k for k in MODEL_KINDS if k in SERVABLE)}, a kind replaces the pick so far only if it "
     f"beats it by more than the noise of the comparison: top-1 higher by more than the standard error of "
-    f"the difference of the two shares, and by more than {TOP1_TIE * 100:g} percentage point. Where the "
+    f"the difference of the two shares and by more than {TOP1_TIE * 100:g} percentage point, or mean regret "
+    f"lower by more than the standard error of the difference of the two means and by more than "
+    f"{REGRET_TIE * 100:g} point (bench/loco.py: on one world of nine a kind as often right with smaller "
+    f"mistakes placed better). Where the "
     f"records hold one row per job (no candidate "
     f"set to pick from), node-pair accuracy (weighted) higher by more than {PAIR_TIE * 100:g} point: over "
     f"pairs of comparable jobs of one workload kind, how often the model predicting the first job on its own "
@@ -245,7 +249,7 @@ def select(results: list[KindResult]) -> KindResult:
     servable = [r for r in results if r.kind in SERVABLE]
     pick = next((r for r in servable if r.kind == PREFERRED), servable[0])
     for r in servable:
-        if r is not pick and clearly_better(r.overall, pick.overall):
+        if r is not pick and better(r.overall, pick.overall):
             pick = r
     return pick
 
@@ -288,12 +292,12 @@ def validate(data: Dataset, holdout: float, seed: int, log=print,
             "top-1 and regret are undefined, so kinds are compared by node-pair accuracy (weighted): pairs "
             "of jobs of comparable size (equal GPUs, expected seconds within a power of two) and one "
             "workload kind, the first job predicted on both jobs' nodes")
-    elif by is None:
-        log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
-            f"kept the first servable kind, {SERVABLE[0]}")
     for r in results:
         log(f"  {r.kind:24s} {describe(r.overall)}{'' if r.kind in SERVABLE else '  (comparison only)'}")
     pick = select(results)
+    if by is None:
+        log("nothing to rank by (no candidate set of two, no two comparable jobs of different durations): "
+            f"kept the kind the pick starts at, {pick.kind}")
     log(f"chose {pick.kind} by {by or 'default'}")
     if not len(recent):
         return Validation(results, pick, by, holdout, recent, None, None)

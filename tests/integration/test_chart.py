@@ -53,7 +53,7 @@ CUSTOM_VALUES = {
     "scheduler": {"name": "netsched-chart-test", "extender": {"weight": 3, "ignorable": False}},
     "agent": {"interval": 10, "budgetBytesPerMinute": 1048576},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
-    "retrain": {"enabled": True, "schedule": "30 2 * * 0", "holdout": 0.25},
+    "retrain": {"enabled": True, "schedule": "30 2 * * 0", "holdout": 0.25, "threads": 2},
 }
 
 
@@ -310,8 +310,9 @@ def test_rendered_netsched_args_parse_with_the_real_cli(bin_dir, values):
     if values:
         cron = find(docs, "CronJob", "netsched-retrain")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         parsed["retrain"] = build_parser().parse_args(cron["containers"][0]["args"])
-        assert (parsed["retrain"].data, parsed["retrain"].models, parsed["retrain"].holdout) == (
-            [Path("/var/lib/netsched/job-records.jsonl")], "/var/lib/netsched-models", 0.25)
+        retrain = parsed["retrain"]
+        assert (retrain.data, retrain.models, retrain.holdout, retrain.threads) == (
+            [Path("/var/lib/netsched/job-records.jsonl")], "/var/lib/netsched-models", 0.25, 2)
     assert parsed["operator"].records == Path("/var/lib/netsched/job-records.jsonl")
     assert parsed["operator"].leader_lease == ("netsched-system/netsched-operator" if values else None)
     expected_url = values["extender"]["telemetry"]["prometheusUrl"] if values else None

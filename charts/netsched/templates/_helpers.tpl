@@ -269,6 +269,7 @@ not see; the schema lets a numeric string through (definitions/decimal).
   (dict "name" "extender.telemetry.maxAgeSeconds" "value" $v.extender.telemetry.maxAgeSeconds "above" 0 "means" "seconds after which a link measurement is unknown")
   (dict "name" "extender.model.reloadSeconds" "value" $v.extender.model.reloadSeconds "above" 0 "means" "seconds between checks for a new model")
   (dict "name" "retrain.holdout" "value" $v.retrain.holdout "above" 0 "below" 1 "means" "the share of the most recent jobs both models are judged on, e.g. 0.2")
+  (dict "name" "retrain.threads" "value" $v.retrain.threads "atLeast" 1 "means" "threads the retrain fits may use, e.g. 1")
   (dict "name" "agent.interval" "value" $v.agent.interval "above" 0 "means" "seconds between two probe rounds")
   (dict "name" "agent.port" "value" $v.agent.port "atLeast" 1 "atMost" 65535 "means" "a TCP port on every node")
   (dict "name" "agent.probePort" "value" $v.agent.probePort "atLeast" 1 "atMost" 65535 "means" "a TCP port on every node")

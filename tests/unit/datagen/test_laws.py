@@ -55,6 +55,13 @@ def test_stragglers_are_rare_on_idle_nodes_heavy_tailed_and_capped():
     assert busy.max() == laws.STRAGGLE_CAP and np.median(busy) == 1.0
 
 
+@pytest.mark.parametrize(("cpu", "nic"), [(0.0, 0.0), (0.5, 0.3), (1.0, 1.0)])
+def test_the_expected_straggle_is_the_mean_of_the_draws(cpu, nic):
+    rng = np.random.default_rng(1)
+    draws = np.array([laws.straggle(rng, cpu, nic) for _ in range(40_000)])
+    assert laws.expected_straggle(cpu, nic) == pytest.approx(draws.mean(), rel=0.02)
+
+
 def test_every_law_is_a_profile_and_an_unknown_law_is_refused():
     assert {p.law for p in PROFILES.values()} == set(laws.LAWS)
     with pytest.raises(ValueError, match="unknown completion-time law 'nope'"):

@@ -10,7 +10,6 @@ from netsched.training.metrics import (
     BY_PAIRS,
     BY_RANKING,
     PAIR_TIE,
-    REGRET_TIE,
     TOP1_TIE,
     Scores,
     better,
@@ -54,14 +53,22 @@ def test_sets_of_one_still_have_errors():
     assert s.sets == 0 and math.isnan(s.top1) and s.mape == pytest.approx(0.2)
 
 
-def test_better_compares_top1_then_p95_regret_and_never_mape():
-    base = Scores(sets=10, top1=0.60, regret_p95=0.10, regret_mean=0.02, mape=0.30)
+def test_better_needs_a_top1_or_mean_regret_lead_beyond_noise_and_never_reads_p95_or_mape():
+    base = Scores(sets=100, top1=0.60, regret_p95=0.10, regret_mean=0.02, regret_std=0.05, mape=0.30)
     assert judged_by(base, base) == BY_RANKING
-    assert better(Scores(sets=10, top1=0.60 + 2 * TOP1_TIE, regret_p95=0.5, regret_mean=0.1, mape=0.9), base)
-    assert not better(Scores(sets=10, top1=0.60 - 2 * TOP1_TIE, regret_p95=0, regret_mean=0, mape=0.01), base)
-    tie = 0.60 + TOP1_TIE / 2
-    assert better(Scores(sets=10, top1=tie, regret_p95=0.10 - 2 * REGRET_TIE, mape=0.90), base)
-    assert not better(Scores(sets=10, top1=tie, regret_p95=0.10 - REGRET_TIE / 2, mape=0.01), base)
+    # on 100 sets each the standard error of the top-1 difference is ~6.9 points
+    assert better(Scores(sets=100, top1=0.68, regret_p95=0.5, regret_mean=0.1, regret_std=0.05, mape=0.9),
+                  base)
+    assert not better(Scores(sets=100, top1=0.65, regret_p95=0, regret_mean=0.02, regret_std=0.05), base)
+    many = {"sets": 1_000_000, "regret_p95": 0.10, "regret_mean": 0.02, "regret_std": 0.05}  # little noise
+    assert better(Scores(top1=0.60 + 2 * TOP1_TIE, **many), Scores(top1=0.60, **many))
+    assert not better(Scores(top1=0.60 + TOP1_TIE / 2, **many), Scores(top1=0.60, **many))
+    # the same top-1 with smaller mistakes: mean regret lower by more than its standard error (~0.7 point)
+    assert better(Scores(sets=100, top1=0.60, regret_mean=0.01, regret_std=0.02, regret_p95=0.5), base)
+    assert not better(Scores(sets=100, top1=0.60, regret_mean=0.015, regret_std=0.05, regret_p95=0), base)
+    no_spread = Scores(sets=100, top1=0.60, regret_mean=0.5)  # scores written before regret_std
+    assert not better(Scores(sets=100, top1=0.60, regret_mean=0.0), no_spread)
+    assert not better(Scores(sets=100, top1=0.60, regret_p95=0.0, mape=0.01), base)  # p95, MAPE: no part
     assert not better(base, base)
 
 

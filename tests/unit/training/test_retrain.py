@@ -6,9 +6,9 @@ import pytest
 from netsched.models.features import TARGET, SchemaError
 from netsched.testing.models import sim_rows
 from netsched.training.dataset import write_dataset
-from netsched.training.metrics import BY_NODE_PAIRS, BY_RANKING
+from netsched.training.metrics import BY_NODE_PAIRS, BY_RANKING, Scores, better
 from netsched.training.retrain import retrain
-from netsched.training.train import train
+from netsched.training.train import PREFERRED, KindResult, select, train
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,9 @@ def data(tmp_path):
     return [tmp_path / "sim.csv"]
 
 
-def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, data):
+def test_promotes_the_first_model_then_keeps_one_that_is_not_better(tmp_path, data, monkeypatch):
+    # one kind: both retrains pick it, so the challenger as validated is the model in service
+    monkeypatch.setattr("netsched.training.train.MODEL_KINDS", ("hist_gradient_boosting",))
     models = tmp_path / "models"
     write_dataset(tmp_path / "earlier.csv", EARLIER)
     first = retrain([tmp_path / "earlier.csv"], models, log=quiet)
@@ -118,3 +120,30 @@ def test_bad_data_changes_nothing(tmp_path):
     with pytest.raises(SchemaError, match="bad.csv: line 2: schema_version '3'"):
         retrain([bad], models, log=quiet)
     assert not models.exists()
+
+
+def ranked(top1: float) -> Scores:
+    return Scores(sets=100, top1=top1, regret_p95=0.1, regret_mean=0.02, mape=0.3)
+
+
+@pytest.mark.parametrize(("challenger", "promoted"), [
+    pytest.param(ranked(0.65), False, id="a lead within the noise of 100 jobs is kept out"),
+    pytest.param(ranked(0.75), True, id="a lead beyond it is promoted"),
+])
+def test_promotes_by_the_rule_train_selects_by(tmp_path, data, monkeypatch, challenger, promoted):
+    """The model in service stands where train's pick so far stands: a challenger replaces it on the
+    same terms a kind replaces the pick (a top-1 lead of 0.5 point, the rule before, is not enough)."""
+    models = tmp_path / "models"
+    write_dataset(tmp_path / "earlier.csv", EARLIER)
+    retrain([tmp_path / "earlier.csv"], models, log=quiet)
+    current = ranked(0.60)
+    scored = iter([challenger, current])  # _decide scores the challenger, then the current model
+    monkeypatch.setattr("netsched.training.retrain.model_scores", lambda *_: next(scored))
+    decision = retrain(data, models, log=quiet)
+    assert decision.promoted == promoted == better(challenger, current)
+    picked = select([KindResult(PREFERRED, current, current, current),
+                     KindResult("ridge", challenger, challenger, challenger)]).kind
+    assert picked == ("ridge" if promoted else PREFERRED)
+    assert f"by {BY_RANKING} (" in decision.reason
+    [_, logged] = log_lines(models)
+    assert logged["decision"] == ("promoted" if promoted else "kept")
