@@ -122,6 +122,7 @@ def _loops(api: client.ApiClient, settings: OperatorConfig) -> Loops:
     AdmissionGate, every loop one set of metrics and one election, most one ClusterIndex."""
     records = JobRecords(settings.records or default_path())
     metrics, gate = OperatorMetrics(), AdmissionGate()
+    metrics.report.watch(records, settings.model)
     gpujobs = GPUJobController(api, records, metrics, interval=settings.interval, gate=gate,
                                scheduler=settings.scheduler_name, topology=settings.topology,
                                never_fits_timeout=settings.never_fits_timeout,
