@@ -23,7 +23,7 @@ from pathlib import Path
 from netsched.testing.records import generated_records
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import publish  # noqa: E402
+from report import publish_unless  # noqa: E402
 
 SECTION = "## netsched report over a year of records"
 
@@ -60,11 +60,7 @@ def main() -> int:
             lines.append(f"| {name} | {statistics.median(w for w, _ in runs):.2f} | "
                          f"{statistics.median(c for _, c in runs):.2f} |")
     text = "\n".join(lines)
-    if args.no_publish:
-        print(text)
-    else:
-        publish(text)
-    return 0
+    return publish_unless(args.no_publish, text)
 
 
 if __name__ == "__main__":
