@@ -54,13 +54,14 @@ def sample(nodes: list[TraceNode], fraction: float, seed: int) -> list[TraceNode
 
 def rows(outcomes: dict[str, list[OnlineOutcome]]) -> list[str]:
     out = ["| policy | pods | queueing p50 s | queueing p95 s | GPU utilisation % | utilisation while pods "
-           "wait % | waiting at last arrival | never placed | wall s per run |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "wait % | hours some pod waited | waiting at last arrival | never placed | wall s per run |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for name, runs_ in outcomes.items():
         def mean(attr: str, runs_: list[OnlineOutcome] = runs_) -> float:
             return statistics.mean(getattr(r, attr) for r in runs_)
         out.append(f"| {name} | {mean('pods'):.0f} | {mean('queue_p50'):.0f} | {mean('queue_p95'):.0f} | "
                    f"{100 * mean('utilisation'):.2f} | {100 * mean('utilisation_waiting'):.2f} | "
+                   f"{mean('waited_seconds') / 3600:.2f} | "
                    f"{mean('waiting_at_end'):.1f} | {mean('never_placed'):.1f} | {mean('seconds'):.1f} |")
     return out
 
