@@ -26,6 +26,15 @@ def publish(section: str) -> None:
     DOC.write_text(text)
 
 
+def publish_unless(no_publish: bool, section: str) -> int:
+    """A bench's last step: print its section (--no-publish) or publish it; the exit code, 0."""
+    if no_publish:
+        print(section)
+    else:
+        publish(section)
+    return 0
+
+
 def exit_on_sigterm() -> None:
     """Let SIGTERM (`kill`, `pkill`, `timeout`) end a bench like Ctrl-C does: through its `finally`
     blocks, so the dev-cluster it started goes down with it instead of running on unseen."""

@@ -57,16 +57,17 @@ class GpuCluster:
     def whole_free(self) -> np.ndarray:
         return (self.gpu == MILLI).sum(axis=1)
 
-    def feasible(self, ask: Ask) -> np.ndarray:
-        """Per node: could it take `ask` now."""
-        ok = (self.cpu >= ask.cpu) & (self.mem >= ask.memory)
+    def feasible(self, ask: Ask, nodes: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Per node (of `nodes`, default all): could it take `ask` now."""
+        ok = (self.cpu[nodes] >= ask.cpu) & (self.mem[nodes] >= ask.memory)
         if ask.models:
-            ok &= np.isin(self.models, ask.models)
+            ok &= np.isin(self.models[nodes], ask.models)
         if ask.gpus == 0:
             return ok
+        gpu = self.gpu[nodes]
         if ask.shares:
-            return ok & (self.gpu >= ask.milli).any(axis=1)
-        return ok & (self.whole_free() >= ask.gpus)
+            return ok & (gpu >= ask.milli).any(axis=1)
+        return ok & ((gpu == MILLI).sum(axis=1) >= ask.gpus)
 
     def best_fit_slots(self, node: int, ask: Ask) -> tuple[int, ...]:
         """The GPU slots `ask` takes on `node`: a share goes to the fullest GPU it fits on (it keeps

@@ -111,8 +111,6 @@ OPERATOR = (
     Rule("", ("nodes",), (
         Use(LIST_WATCH, "netsched/operator/cluster_index.py", 'WATCHED = ("nodes", "pods")',
             "the cluster index: every node's GPUs and labels"),
-        Use(("get",), "netsched/packer/controller.py", "self.core.read_node(node)",
-            "a moved pod's new node's topology label"),
         Use(("list",), "netsched/operator/webhook/hard_limits.py", "core.list_node(",
             "the data-limit webhook: which nodes hold a data source"),
     )),
@@ -144,6 +142,10 @@ OPERATOR = (
     Rule("", ("pods/eviction",), (
         Use(("create",), "netsched/packer/controller.py", "create_namespaced_pod_eviction",
             "evict only through the Eviction API, so PodDisruptionBudgets hold"),
+        Use(("create",), "netsched/operator/pod_gangs/controller.py", "create_namespaced_pod_eviction",
+            "a pod gang's unbound members whose pinned node can no longer take them"),
+        Use(("create",), "netsched/operator/gpujobs/controller.py", "create_namespaced_pod_eviction",
+            "a GPUJob's unbound pods whose pinned node can no longer take them"),
     )),
     Rule("policy", ("poddisruptionbudgets",), (
         Use(LIST_WATCH, "netsched/operator/packing/handlers.py", '"policy", "v1", "poddisruptionbudgets"',

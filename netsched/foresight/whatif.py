@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -52,10 +52,12 @@ from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
-from netsched.operator.gang_placer import GangPlacer
 from netsched.packer.live_cluster import STATE
 from netsched.records.reader import read_records
 from netsched.records.writer import job_record
+
+if TYPE_CHECKING:  # imported where an extender is asked: a whatif without one loads no operator code
+    from netsched.operator.gang_placer import GangPlacer
 
 WHATIF_UID = "whatif"  # the pretend job's uid: no real object has it
 # instead of a predicted start, for a gang that never fits (whatif and why say the same)

@@ -123,6 +123,7 @@ def _loops(api: client.ApiClient, settings: OperatorConfig) -> Loops:
     AdmissionGate, every loop one set of metrics and one election, most one ClusterIndex."""
     records = JobRecords(settings.records or default_path())
     metrics, gate = OperatorMetrics(), AdmissionGate()
+    metrics.report.watch(records, settings.model)
     placer = GangPlacer(settings.extender_url, metrics, context=tls_context(
         settings.extender_ca_file, settings.extender_cert_file, settings.extender_key_file))
     gpujobs = GPUJobController(api, records, metrics, interval=settings.interval, gate=gate, placer=placer,

@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import Phase
+from netsched.operator.record_report import RecordReport
 from netsched.packer.metrics import PackerMetrics
 
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, float("inf"))
@@ -68,6 +69,8 @@ class OperatorMetrics(PackerMetrics):
             "and the packer), 0 on one that stands by", registry=self.registry)
         self.jobs = JobCensus()
         self.registry.register(self.jobs)
+        self.report = RecordReport()  # reads the records once the manager says which (watch)
+        self.registry.register(self.report)
 
 
 class JobCensus(Collector):

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from netsched.models.errors import SchemaError
 from netsched.records.format import SCHEMA_VERSION
 
@@ -22,9 +24,12 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     out = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+            row = orjson.loads(line)  # a year of records is 50,000 lines: `netsched report` reads them in 5 s
+        except orjson.JSONDecodeError:
+            try:
+                row = json.loads(line)  # what orjson refuses and Python's json writes: NaN, Infinity
+            except json.JSONDecodeError:
+                continue
         if isinstance(row, dict):
             out.append((number, row))
     return out

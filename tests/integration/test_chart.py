@@ -611,7 +611,9 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
             # waiting jobs, the packer, the extender's errors
             "netsched_gpujobs", "netsched_gpujob_queue_seconds", "netsched_gpujob_oldest_waiting_seconds",
             "netsched_packing_plans_finished", "netsched_packer_evictions", "netsched_packer_solve_seconds",
-            "netsched_extender_requests", "netsched_extender_model_fallbacks"} <= used
+            "netsched_extender_requests", "netsched_extender_model_fallbacks",
+            # what netsched won this week (netsched report)
+            "netsched_report_estimated_gain_ratio", "netsched_report_gpu_hours"} <= used
     assert len({p["id"] for p in panels}) == len(panels)
     cells = [(p["gridPos"]["x"] + dx, p["gridPos"]["y"] + dy) for p in panels
              for dx in range(p["gridPos"]["w"]) for dy in range(p["gridPos"]["h"])]

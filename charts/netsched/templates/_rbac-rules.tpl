@@ -49,12 +49,11 @@ templates include these.
   resources: [pods]
   verbs: [list, watch, create, patch, delete]
 # list/watch: the cluster index: every node's GPUs and labels (netsched/operator/cluster_index.py)
-# get: a moved pod's new node's topology label (netsched/packer/controller.py)
 # list: the data-limit webhook: which nodes hold a data source
 #   (netsched/operator/webhook/hard_limits.py)
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 # create: GPUJob events, with its conditions' reasons (netsched/operator/gpujobs/controller.py)
 # create: the packer's evictions (netsched/packer/controller.py)
 # create: kopf's own events on objects (kopf _cogs/clients/events.py)
@@ -80,6 +79,10 @@ templates include these.
   verbs: [patch]
 # create: evict only through the Eviction API, so PodDisruptionBudgets hold
 #   (netsched/packer/controller.py)
+# create: a pod gang's unbound members whose pinned node can no longer take them
+#   (netsched/operator/pod_gangs/controller.py)
+# create: a GPUJob's unbound pods whose pinned node can no longer take them
+#   (netsched/operator/gpujobs/controller.py)
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]

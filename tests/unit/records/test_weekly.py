@@ -56,17 +56,18 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_report_on_a_generated_month_as_table_and_json(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in month()) + '{"torn": \n')
-    table = run(str(path))
+    table = run(str(path), "--no-gain")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["WEEK", "PRIORITY", "CLASS", "JOBS", "SUCCEEDED", "GPU-HOURS", "QUEUED",
                                 "P50", "QUEUED", "P95", "COMPLETION", "P50", "COMPLETION", "P95"]
     assert lines[1].split() == ["2026-W45", "batch", "10", "10", "80.0", "5.0m", "10.0m", "60.0m", "60.0m"]
     assert len(lines) == 9
-    doc = json.loads(run(str(path), "-o", "json").stdout)
+    doc = json.loads(run(str(path), "-o", "json", "--no-gain").stdout)
     assert doc["weeks"][0] == {"week": "2026-W45", "priority_class": "batch", "jobs": 10, "succeeded": 10,
                                "gpu_hours": 80.0, "queue_p50": 300.0, "queue_p95": 600.0,
-                               "completion_p50": 3600.0, "completion_p95": 3600.0}
+                               "completion_p50": 3600.0, "completion_p95": 3600.0, "gain": None}
+    assert doc["gain"] is None
 
 
 def test_no_records_is_one_line_and_exit_0(tmp_path):
