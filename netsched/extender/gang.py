@@ -11,12 +11,13 @@ affinity, CPU and memory) arrives as `room`: how many members each eligible node
 
 The search: a member at a time, each on the best node the plugins leave it, with the members placed so
 far as its peers (the same `Request` a filter builds, on the snapshot with those peers and their GPUs
-taken). That greedy walk is run from several first nodes, the best-scoring node of each of the best
-`STARTS` domains at the narrowest level, so the domain a limited gang goes to is part of the choice:
-the walks are compared by members left unplaced, then nodes used, then domains spanned at each level
-wider than a node, then the sum of the members' scores (the model's predicted completion when it
-scores). Cost: STARTS x members filter-and-score passes over the eligible nodes; at 10,000 nodes a
-pass is a few milliseconds (docs/benchmarks.md, "Gang placement").
+taken). That greedy walk is run from several first nodes: one in each of `STARTS` domains at the
+narrowest level, the nodes that hold the most of the gang first and the best-scoring among those, and
+the best-scoring node of all, so the domain a limited gang goes to is part of the choice. The walks
+are compared by members left unplaced, then nodes used, then domains spanned at each level wider than
+a node, then the sum of the members' scores (the model's predicted completion when it scores). Cost:
+at most STARTS + 1 walks of a filter-and-score pass per member over the eligible nodes; at 1,000
+nodes a 4-member gang took 6 ms at the median (docs/benchmarks.md, "Extender throughput").
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def place_gang(req: GangRequest, snap: Snapshot, filters: Sequence[Filter], scor
         return GangPlacement({}, tuple(p.name for p in members), f"its annotations are invalid: {exc}")
     walks: list[_Walk] = []
     why: dict[str, str] = {}
-    for start in _starts(first, room, filters, scorer, why):
+    for start in _starts(first, room, len(members), filters, scorer, why):
         walks.append(_walk(members, snap, room, filters, scorer, start))
     if not walks:
         return GangPlacement({}, tuple(p.name for p in members), _nowhere(req, why), 0.0,
@@ -137,16 +138,20 @@ def _as_gang_member(pod: PodRef, req: GangRequest) -> PodRef:
     return replace(pod, job=pod.job or req.name, annotations=annotations)
 
 
-def _starts(req: Request, room: np.ndarray, filters: Sequence[Filter], scorer: NodeScorer,
+def _starts(req: Request, room: np.ndarray, members: int, filters: Sequence[Filter], scorer: NodeScorer,
             why: dict[str, str]) -> list[int]:
     """The first member's candidate nodes to start from: the best of each of the best STARTS domains at
-    the narrowest level wider than a node (the best nodes themselves without such a level)."""
+    the narrowest level wider than a node (the best nodes themselves without such a level), nodes that
+    hold more of the gang first (a start on a node that holds it all is a walk on one node), then by
+    score; and the best-scoring node itself."""
     snap = req.snapshot
     idx = _open(snap, room, req.pod)
     left = _filtered(req, idx, filters, why)
     if not len(left):
         return []
-    order = ranking(scorer.score(req, left), left)
+    scored = ranking(scorer.score(req, left), left)
+    holds = np.minimum(np.minimum(room[left], snap.free[left] // max(req.pod.gpus, 1)), members)
+    order = sorted(scored, key=lambda o: -int(holds[o]))  # stable: by score among equal holds
     depth = snap.table.domains.shape[0]
     if depth == 0:
         return [int(left[o]) for o in order[:STARTS]]
@@ -160,7 +165,8 @@ def _starts(req: Request, room: np.ndarray, filters: Sequence[Filter], scorer: N
             starts.append(int(left[o]))
             if len(starts) == STARTS:
                 break
-    return starts
+    best = int(left[scored[0]])
+    return starts if best in starts else [*starts, best]
 
 
 def _walk(members: list[PodRef], snap: Snapshot, room: np.ndarray, filters: Sequence[Filter],

@@ -65,7 +65,7 @@ def test_by_default_each_port_admits_only_its_callers():
         assert spec["podSelector"] == pod_of(component)["podSelector"] and spec["policyTypes"] == ["Ingress"]
     # the extender's scheduling port from the chart's scheduler alone; its debug and metrics port from
     # monitoring alone
-    assert allowed(got["extender"]) == {8888: [pod_of("scheduler")], 8889: [MONITORING]}
+    assert allowed(got["extender"]) == {8888: [pod_of("scheduler"), pod_of("operator")], 8889: [MONITORING]}
     # the webhook from any source (the API server's host address), on that port only
     assert allowed(got["operator"]) == {9443: None, 9090: [MONITORING]}
     assert allowed(got["scheduler"]) == {10259: [MONITORING]}
@@ -82,7 +82,8 @@ def test_the_callers_given_in_values_are_the_ones_allowed():
         "networkPolicy": {"schedulerPeers": control_plane, "apiServerPeers": control_plane,
                           "nodePeers": nodes, "monitoringPeers": [prometheus]},
         "agent": {"port": 19101, "probePort": 19102}})
-    assert allowed(got["extender"]) == {8888: [pod_of("scheduler"), *control_plane], 8889: [prometheus]}
+    assert allowed(got["extender"]) == {8888: [pod_of("scheduler"), pod_of("operator"), *control_plane],
+                                       8889: [prometheus]}
     assert allowed(got["operator"]) == {9443: control_plane, 9090: [prometheus]}
     assert allowed(got["agent"]) == {19101: [prometheus, pod_of("extender"), pod_of("operator"), *nodes],
                                      19102: nodes}

@@ -45,14 +45,16 @@ def test_without_the_packingplan_crd_the_extender_serves_and_takes_plans_up_once
 
         poll(gone, 60, "the PackingPlan CRD to be removed")
         grant(api, EXTENDER_ROLE, EXTENDER_RULES, EXTENDER)
-        port = processes.free_port()
+        port, metrics_port = processes.free_port(), processes.free_port()
         proc = processes.start("extender", [
             sys.executable, "-m", "netsched", "extender",
             f"--kubeconfig={cluster.directory}/{EXTENDER}.kubeconfig", "--host=127.0.0.1", f"--port={port}",
+            f"--metrics-port={metrics_port}",
         ], cluster.log("extender"), cwd=cluster.directory)
-        url = f"http://127.0.0.1:{port}"
+        url, metrics = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}"
         try:
-            status, ready = poll(lambda: (r := readyz(url))[0] == 200 and r, 90, "the extender to be ready")
+            status, ready = poll(lambda: (r := readyz(metrics))[0] == 200 and r, 90,
+                                 "the extender to be ready")
             assert ready["sources"] == {"nodes": "synced", "pods": "synced", "packingplans": "absent"}
             names = [n.metadata.name for n in client.CoreV1Api(api).list_node().items]
             pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
@@ -64,7 +66,7 @@ def test_without_the_packingplan_crd_the_extender_serves_and_takes_plans_up_once
             assert answer["Error"] == "" and answer["NodeNames"]
 
             install_crds(api)
-            poll(lambda: readyz(url)[1]["sources"]["packingplans"] == "synced", 120,
+            poll(lambda: readyz(metrics)[1]["sources"]["packingplans"] == "synced", 120,
                  "the extender to take up PackingPlans once their CRD is installed")
             log = cluster.log("extender").read_text()
             assert log.count("packingplans watch failed") == 1  # said once, not at every look

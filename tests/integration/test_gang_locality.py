@@ -13,6 +13,7 @@ from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.testing import extender_http
 from netsched.testing.builders import make_gpujob
 
 REPLICAS, GPUS = 4, 2
@@ -67,8 +68,20 @@ def test_labelled_pods_created_between_single_pods_share_the_node_with_room(core
     assert node not in singles, singles  # its room was held for the job's other replicas
 
 
+def extender_sees_room_for_the_job_on(dev_cluster, node: str, namespace: str) -> None:
+    """Wait until the extender's cache shows the room the API server shows (the fillers bound, other
+    tests' pods gone): its answer to where such a gang would go (a dry run, as whatif asks) is that node.
+    On a loaded machine its watches may be a few seconds behind the API server."""
+    pods = [gpu_pod(f"probe-{i}", GPUS) | {"metadata": {"name": f"probe-{i}", "namespace": namespace}}
+            for i in range(REPLICAS)]
+    body = {"namespace": namespace, "name": "probe", "pods": pods, "room": {node: REPLICAS}, "dryRun": True}
+    poll(lambda: set(extender_http.scheduling_post(dev_cluster, "gang", body)[1].get("nodes", {}).values())
+         == {node}, 60, f"the extender to see room for the whole job on {node}")
+
+
 def test_a_gpujob_lands_on_the_one_node_with_room_and_its_events_say_why(
-        core, jobs, namespace, one_roomy_node):
+        dev_cluster, core, jobs, namespace, one_roomy_node):
+    extender_sees_room_for_the_job_on(dev_cluster, one_roomy_node, namespace)
     jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, make_gpujob(
         "gang", replicas=REPLICAS, gpus=GPUS, duration="600s", manifest=True))
     placed = _nodes_of(core, namespace, "gang")

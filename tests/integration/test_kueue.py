@@ -34,7 +34,7 @@ from netsched.devcluster.pods import DURATION_ANNOTATION, gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator import COMPONENT
-from netsched.testing.cluster import free_gpus, running, scratch_namespace
+from netsched.testing.cluster import free_gpus, pinned_to, running, scratch_namespace
 
 V = "v1beta2"
 GPUS_PER_POD = 8
@@ -277,11 +277,11 @@ def test_a_kueue_admitted_job_is_gated_by_the_webhook_and_placed_whole_in_one_ra
             p.metadata.name: p.spec.node_name for p in pods}
     placed = poll(bound, 120, "the 4 pods of Job train to be bound")
     assert {racks[node] for node in placed.values()} == {target}
-    # the operator pinned the rack as it lifted the gate the webhook had added
-    assert {p.spec.node_selector.get(RACK_LABEL) for p in pods_of(core, ns, "train")} == {target}
+    # the operator pinned each pod to its node, placed with the gang, as it lifted the gate the webhook added
+    assert all(pinned_to(p) == [p.spec.node_name] for p in pods_of(core, ns, "train"))
     poll(lambda: job_condition(batch, ns, "train", "Complete"), 120, "Job train to complete")
     released = [e for e in said(core, ns, "train") if e.reason == "GangReleased"]
-    assert len(released) == 1 and f"{RACK_LABEL}={target}" in released[0].message
+    assert len(released) == 1 and "chosen together" in released[0].message
 
 
 def test_kueue_preempts_a_job_netsched_holds_gated_and_it_runs_later_whole(kueue_cluster, gang_namespace):

@@ -123,3 +123,13 @@ def test_a_pod_is_pinned_only_when_every_term_names_the_same_one_node(affinity, 
     member = pod("g-0")
     member["spec"]["affinity"] = affinity
     assert parse_pod(member).pinned == pinned
+
+
+def test_the_node_that_holds_the_whole_gang_is_chosen_beside_fuller_rack_mates():
+    nodes = [node("a1-0", rack="rack-a1"), node("a1-1", rack="rack-a1"), node("a2-0", rack="rack-a2"),
+             node("a2-1", rack="rack-a2")]
+    busy = [pod("x0", "a1-0", gpus=6, job="other"), pod("x1", "a2-0", gpus=6, job="other"),
+            pod("x2", "a2-1", gpus=6, job="other")]
+    placed = decide_gang(Extender(cache_of(nodes, busy)),
+                         gang(room={"a1-0": 1, "a1-1": 4, "a2-0": 1, "a2-1": 1}))
+    assert set(placed.nodes.values()) == {"a1-1"}, placed
