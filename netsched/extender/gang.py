@@ -11,12 +11,13 @@ affinity, CPU and memory) arrives as `room`: how many members each eligible node
 
 The search: a member at a time, each on the best node the plugins leave it, with the members placed so
 far as its peers (the same `Request` a filter builds, on the snapshot with those peers and their GPUs
-taken). That greedy walk is run from several first nodes: one in each of `STARTS` domains at the
+taken). That greedy walk, once filling the nodes the gang uses first and once by score alone, is run
+from several first nodes: one in each of `STARTS` domains at the
 narrowest level, the nodes that hold the most of the gang first and the best-scoring among those, and
 the best-scoring node of all, so the domain a limited gang goes to is part of the choice. The walks
 are compared by members left unplaced, then nodes used, then domains spanned at each level wider than
 a node, then the sum of the members' scores (the model's predicted completion when it scores). Cost:
-at most STARTS + 1 walks of a filter-and-score pass per member over the eligible nodes; at 1,000
+at most 2 x (STARTS + 1) walks of a filter-and-score pass per member over the eligible nodes; at 1,000
 nodes a 4-member gang took 6 ms at the median (docs/benchmarks.md, "Extender throughput").
 """
 
@@ -114,7 +115,8 @@ def place_gang(req: GangRequest, snap: Snapshot, filters: Sequence[Filter], scor
     walks: list[_Walk] = []
     why: dict[str, str] = {}
     for start in _starts(first, room, len(members), filters, scorer, why):
-        walks.append(_walk(members, snap, room, filters, scorer, start))
+        for fill in (True, False):
+            walks.append(_walk(members, snap, room, filters, scorer, start, fill))
     if not walks:
         return GangPlacement({}, tuple(p.name for p in members), _nowhere(req, why), 0.0,
                              time.perf_counter() - started, why)
@@ -170,8 +172,10 @@ def _starts(req: Request, room: np.ndarray, members: int, filters: Sequence[Filt
 
 
 def _walk(members: list[PodRef], snap: Snapshot, room: np.ndarray, filters: Sequence[Filter],
-          scorer: NodeScorer, start: int) -> _Walk:
-    """Members in order, the first on `start`, each next on the best node left beside those before it."""
+          scorer: NodeScorer, start: int, fill: bool) -> _Walk:
+    """Members in order, the first on `start`, each next on the best node left beside those before it;
+    with `fill`, on a node the gang already uses while one still takes it (the scorer may rank another
+    node a little higher for one member, and the gang would then span more nodes than it has to)."""
     room = room.copy()
     free = snap.free.copy()
     placed: list[int] = []
@@ -184,6 +188,8 @@ def _walk(members: list[PodRef], snap: Snapshot, room: np.ndarray, filters: Sequ
             value += float(scorer.score(req, np.array([start])).value[0])
         else:
             left = _filtered(req, _open(here, room, pod), filters, {})
+            used = left[np.isin(left, placed)] if fill else left[:0]
+            left = used if len(used) else left
             if not len(left):
                 return _Walk(placed, value, len(members) - k)
             scored = scorer.score(req, left)

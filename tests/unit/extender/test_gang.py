@@ -1,12 +1,14 @@
 """The gang placed as one decision (netsched.extender.gang): every member's node chosen together from the
 filters and scorer the filter verb serves, on one snapshot."""
 
+import numpy as np
 import orjson
 import pytest
 
 from netsched.extender.engine import Extender
 from netsched.extender.gang import GangRequest, decide_gang, parse_gang
 from netsched.extender.protocol import BadRequest, parse_pod
+from netsched.extender.scorers import Scored
 from netsched.extender.server import make_app
 from netsched.testing.extender import args, cache_of, call, node, pod
 
@@ -133,3 +135,20 @@ def test_the_node_that_holds_the_whole_gang_is_chosen_beside_fuller_rack_mates()
     placed = decide_gang(Extender(cache_of(nodes, busy)),
                          gang(room={"a1-0": 1, "a1-1": 4, "a2-0": 1, "a2-1": 1}))
     assert set(placed.nodes.values()) == {"a1-1"}, placed
+
+
+class Spreading:
+    """A scorer that ranks nodes without the gang's peers higher: greedy by score alone spreads a gang."""
+
+    name = "spreading"
+
+    def score(self, req, idx):
+        peers = {req.snapshot.table.index[p] for p in req.snapshot.peers}
+        value = np.array([0.5 if int(i) in peers else 0.9 for i in idx])
+        return Scored(value, value)
+
+
+def test_a_scorer_that_would_spread_the_gang_still_leaves_it_on_the_fewest_nodes():
+    ext = Extender(cache_of(NODES, BUSY), scorer=Spreading())
+    placed = decide_gang(ext, gang())
+    assert set(placed.nodes.values()) == {"a2-0"}, placed  # the one node that holds all 4
