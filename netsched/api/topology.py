@@ -197,3 +197,10 @@ class Topology:
 
 
 DEFAULT = Topology(PRESETS[DEFAULT_PRESET])
+
+# Where the cluster publishes the levels its operator and extender run with, so `netsched whatif` and
+# `why` use the same ones: a ConfigMap the chart (and the dev-cluster) writes from the same setting as
+# their --topology, readable by every authenticated user, in netsched's namespace.
+PUBLISHED_CONFIGMAP = "netsched-topology"
+PUBLISHED_KEY = "topology"  # its value: the setting, as `Topology.parse` reads it
+PUBLISHED_NAMESPACE = "netsched-system"  # the namespace the docs install netsched into

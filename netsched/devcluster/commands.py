@@ -3,6 +3,7 @@ to import: the dev-cluster itself (and the `dev` extra it needs) loads only when
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import sys
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from netsched.api.settings import option
 from netsched.api.subcommand import Command, Group
+from netsched.api.topology import PRESETS, BadTopology, Topology
 
 if TYPE_CHECKING:
     from netsched.devcluster.devcluster import DevCluster
@@ -57,6 +59,15 @@ def scored_by(model: str | None) -> dict[str, Any]:
     return {"extender_args": (f"--model={Path(model).resolve()}",)} if model else {}
 
 
+def _topology_setting(text: str) -> str:
+    """A topology setting as given, once it parses (argparse reports the error in one line)."""
+    try:
+        Topology.parse(text)
+    except BadTopology as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 @dataclass(frozen=True)
 class UpSettings(ClusterShape):
     extender_url: str | None = option(
@@ -74,6 +85,11 @@ class UpSettings(ClusterShape):
         False, flag="--real-node",
         help="add one real kubelet node (containerd, kube-proxy) in a private network namespace, for pods "
         "that really run, e.g. the Helm chart's (root; see docs/dev-cluster.md)")
+    topology: str | None = option(
+        flag="--topology", metavar="LEVELS", parse=_topology_setting,
+        help="label the nodes for these topology levels and run the extender and operator with them: a "
+        f"preset ({', '.join(PRESETS)}) or NAME=LABEL,... widest first (the widest level is each node's "
+        "zone, the narrowest its rack); published for whatif and why (default: netsched's zone and rack)")
     kueue: bool = option(
         False, flag="--kueue",
         help="also run Kueue's manager (built from its Go module on first use), with its CRDs and the "
@@ -87,13 +103,19 @@ def up(settings: UpSettings) -> int:
 
     options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
                                "real_node": settings.real_node, "kueue": settings.kueue,
+                               "topology": settings.topology,
                                **scored_by(settings.model)}
     if settings.extender_url:
         options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)
     cluster = settings.cluster(**options)
     cluster.up()
+    from netsched.devcluster.binaries import ensure_binaries
+
+    tools = ensure_binaries(quiet=True)  # built by up(): only looked up here
     print(f"kubeconfig: {cluster.kubeconfig}")
     print(f"logs:       {cluster.log_dir}")
+    print(f"tools:      {tools} (kubectl, helm; to use them: export PATH={tools}:$PATH "
+          f"KUBECONFIG={cluster.kubeconfig})")
     if not settings.foreground:
         print("stop it with: netsched dev-cluster down" + (f" --dir {settings.dir}" if settings.dir else ""))
         return 0

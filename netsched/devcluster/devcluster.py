@@ -27,6 +27,13 @@ from kubernetes import client
 
 from netsched.api.connect import api_client, items
 from netsched.api.labels import RACK_LABEL, SCHEDULER_NAME, ZONE_LABEL
+from netsched.api.topology import (
+    DEFAULT_PRESET,
+    PUBLISHED_CONFIGMAP,
+    PUBLISHED_KEY,
+    PUBLISHED_NAMESPACE,
+    Topology,
+)
 from netsched.devcluster import audit, processes
 from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
@@ -81,6 +88,11 @@ class DevCluster:
     # the label keys of each node's zone and rack: another scheme's keys make a cluster netsched must
     # be told the topology of (`--topology` in extender_args)
     topology_labels: tuple[str, str] = (ZONE_LABEL, RACK_LABEL)
+    # a topology setting (a preset such as "gke", or NAME=LABEL,...): the nodes are labelled for its
+    # levels, the extender and operator run with it as --topology, and it is published where whatif and
+    # why read it (netsched.api.topology: PUBLISHED_CONFIGMAP). None: netsched's zone and rack, published
+    # when `topology_labels` are netsched's own
+    topology: str | None = None
     # None: run netsched's own extender and point the netsched profile at it;
     # settings with a urlPrefix: use that extender instead; run_extender=False and None: no extender.
     extender: ExtenderSettings | None = None
@@ -142,7 +154,11 @@ class DevCluster:
         return [sys.executable, "-m", "netsched", "extender",
                 f"--kubeconfig={self.directory / pkilib.kubeconfig_name(pkilib.User(EXTENDER))}",
                 "--host=127.0.0.1", f"--port={port}", f"--metrics-port={metrics_port}", *tls,
-                *self.extender_args]
+                *self._topology_args(), *self.extender_args]
+
+    def _topology_args(self) -> list[str]:
+        """--topology for the extender and the operator, when the cluster is labelled for a topology."""
+        return [f"--topology={self.topology}"] if self.topology else []
 
     @property
     def audit_log(self) -> Path:
@@ -389,7 +405,7 @@ class DevCluster:
             plan["kube-controller-manager"].append(f"--node-monitor-grace-period={lease + 10}s")
         plan[EXTENDER] = self.extender_argv(ports["extender"], ports["extender-metrics"])
         plan[OPERATOR] += self._operator_to_extender(ports)
-        plan[OPERATOR] += self.operator_args
+        plan[OPERATOR] += (*self._topology_args(), *self.operator_args)
         checks = _health_checks(ports, server, pki.ca_cert, tokens["admin"], state["extender_mtls"])
         for name in self.components():
             t0 = time.monotonic()
@@ -437,8 +453,10 @@ class DevCluster:
         # The ServiceAccount admission plugin rejects pods until this exists.
         poll(lambda: core.read_namespaced_service_account("default", "default"),
              timeout=60, what="the default ServiceAccount (kube-controller-manager)")
-        manifests = [n.manifest(*self.topology_labels)
+        levels = Topology.parse(self.topology) if self.topology else None
+        manifests = [n.manifest(*self.topology_labels, topology=levels)
                      for n in gpu_nodes(self.nodes, self.zones, self.racks_per_zone)]
+        self._publish_topology(core)
         # several at a time: one by one, 5,000 nodes took minutes of round trips on a busy machine
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(core.create_node, manifests))
@@ -449,6 +467,21 @@ class DevCluster:
         poll(lambda: self._ready_node_count(api) >= self.nodes, timeout=120 + self.nodes / 5,
              what=f"{self.nodes} GPU nodes to become Ready and schedulable (kwok)",
              interval=max(0.2, self.nodes / 1000))
+
+    def _publish_topology(self, core: client.CoreV1Api) -> None:
+        """The topology the extender and operator run with, where the chart publishes it (a ConfigMap in
+        netsched-system), so whatif and why against this cluster use the same levels."""
+        if self.topology is None and self.topology_labels != (ZONE_LABEL, RACK_LABEL):
+            return  # levels of a test's own, given only as flags: nothing to publish
+        namespace = client.V1Namespace(metadata=client.V1ObjectMeta(name=PUBLISHED_NAMESPACE))
+        try:
+            core.create_namespace(namespace)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        core.create_namespaced_config_map(PUBLISHED_NAMESPACE, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=PUBLISHED_CONFIGMAP),
+            data={PUBLISHED_KEY: self.topology or DEFAULT_PRESET}))
 
     @staticmethod
     def _ready_node_count(api: client.ApiClient) -> int:

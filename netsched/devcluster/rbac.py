@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
+from netsched.api.topology import PUBLISHED_CONFIGMAP
 from netsched.jobs.kinds.registry import access
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")  # the order rules list them in
@@ -181,6 +182,15 @@ OPERATOR_LEASE = (
     ), resource_names=(OPERATOR_LEASE_NAME,)),
 )
 
+# Every authenticated user (whatif and why run as the user) reads the one ConfigMap that publishes the
+# operator's topology levels (the chart's topology-configmap.yaml), nothing else of the namespace.
+TOPOLOGY_READER = (
+    Rule("", ("configmaps",), (
+        Use(("get",), "netsched/foresight/published_topology.py", "configmaps/{PUBLISHED_CONFIGMAP}",
+            "whatif and why read the topology levels the operator runs with"),
+    ), resource_names=(PUBLISHED_CONFIGMAP,)),
+)
+
 DISCOVERY = "netsched/telemetry/discovery.py"  # lists only, each from the API server's watch cache
 AGENT = (
     Rule("", ("nodes", "pods"), (
@@ -198,7 +208,8 @@ OPERATOR_RULES = [r.as_dict() for r in (*OPERATOR, *gang_rules())]
 AGENT_RULES = [r.as_dict() for r in AGENT]
 
 # component -> its rules, as the chart's generated template names them
-COMPONENTS = {"extender": EXTENDER, "operator": OPERATOR, "operatorLease": OPERATOR_LEASE, "agent": AGENT}
+COMPONENTS = {"extender": EXTENDER, "operator": OPERATOR, "operatorLease": OPERATOR_LEASE, "agent": AGENT,
+              "topologyReader": TOPOLOGY_READER}
 CHART_TEMPLATE = "charts/netsched/templates/_rbac-rules.tpl"  # in the repository; the *-rbac.yaml include it
 
 
@@ -268,7 +279,8 @@ def markdown_table() -> str:
         for rule in all_rules(component):
             uses = "; ".join(f"{'/'.join(u.verbs)}: {u.why} (`{u.path.replace(KOPF, 'kopf: ')}`)"
                              for u in rule.uses)
-            names = " (its own Lease only)" if rule.resource_names else ""
+            names = f" ({', '.join(rule.resource_names)} only)" if rule.resource_names else ""
+            names = names.replace(OPERATOR_LEASE_NAME, "its own Lease")
             rows.append(f"| {component} | {rule.group or 'core'} | {', '.join(rule.resources)}{names} | "
                         f"{', '.join(rule.verbs)} | {uses} |")
     return "\n".join(rows) + "\n"

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, REGION_LABEL, ZONE_LABEL
+from netsched.api.topology import Topology
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -28,16 +29,26 @@ class GPUNode:
     cpu: str = "96"
     memory: str = "1024Gi"
 
-    def manifest(self, zone_label: str = ZONE_LABEL, rack_label: str = RACK_LABEL) -> dict:
+    def domains(self, topology: Topology) -> dict[str, str]:
+        """Its domain at each level of `topology`, by the level's label: the widest level is its zone,
+        the narrowest its rack, a level between them one domain per zone (so a preset of three levels,
+        GKE's block, subblock and host, still nests: block = zone, host = rack)."""
+        if topology.depth == 1:
+            return {topology.labels[0]: self.rack}
+        middle = {lv.label: f"{self.zone}-{lv.name}" for lv in topology.levels[1:-1]}
+        return {topology.labels[0]: self.zone, **middle, topology.labels[-1]: self.rack}
+
+    def manifest(self, zone_label: str = ZONE_LABEL, rack_label: str = RACK_LABEL,
+                 topology: Topology | None = None) -> dict:
         """The Node, its zone and rack under the given label keys (a cluster labelled by a scheme of its
-        own, e.g. example.com/block and example.com/rack)."""
+        own, e.g. example.com/block and example.com/rack), or its domains at each level of `topology`."""
+        where = self.domains(topology) if topology else {zone_label: self.zone, rack_label: self.rack}
         labels = {
             "kubernetes.io/hostname": self.name,
             "kubernetes.io/os": "linux",
             "type": "kwok",
             REGION_LABEL: "dev",
-            zone_label: self.zone,
-            rack_label: self.rack,
+            **where,
             GPU_PRODUCT_LABEL: self.gpu_model,
             "nvidia.com/gpu.count": str(self.gpus),
         }

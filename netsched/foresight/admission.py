@@ -5,7 +5,9 @@ The CRD keeps a GPUJob's pod template as written (the server checks it only when
 the pods), so one of the pods the operator would make is checked the same way.
 
 The kinds whatif answers for are listed once, in ANSWERED. A JobSet or LeaderWorkerSet whose CRD the
-server does not serve is not refused: `NotServed` says so, and netsched's own checks go on.
+server does not serve is not refused: `NotServed` says so, and netsched's own checks go on. A manifest is
+first defaulted as its controller's webhook would (`defaulted`), so what that webhook fills in (a JobSet's
+restartPolicy) is not refused as missing.
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ ANSWERED = {KIND: Served(GROUP, VERSION, PLURAL),
                for kind, a in WORKLOADS.items()}}
 
 
+def answered_text() -> str:
+    """The kinds whatif answers for, those of one API version together: "Job (batch/v1), JAXJob, MPIJob
+    (kubeflow.org/v1)"."""
+    by_version: dict[str, list[str]] = {}
+    for kind, served in ANSWERED.items():
+        by_version.setdefault(served.api_version, []).append(kind)
+    return ", ".join(f"{', '.join(kinds)} ({version})" for version, kinds in by_version.items())
+
+
 class NotServed(WhatIfError):
     """The API server does not serve the kind (its CRD is not installed): it could not check the object."""
 
@@ -54,17 +65,37 @@ _NOT_CHECKED = (", <nil>: Invalid value: null: some validation rules were not ch
                 "was invalid; correct the existing errors to complete validation")
 
 
+def defaulted(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as its kind's controller defaults it before the API server stores it (the kind's
+    `defaults`), else as it is."""
+    kind = WORKLOADS.get(str(body.get("kind")))
+    return kind.defaults(body) if kind is not None and kind.defaults is not None else body
+
+
+def serves_group(api: client.ApiClient, group: str) -> bool | None:
+    """Does the API server serve any version of the API `group` (None: it did not say)?"""
+    try:
+        call(api, "GET", f"/apis/{quote(group)}", timeout=TIMEOUT)
+    except client.ApiException as exc:
+        return False if exc.status == 404 else None
+    return True
+
+
 def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dict[str, Any]:
     """`body` as the API server would store it if it were created now (with the CRD's defaults), in the
     manifest's namespace, else in `namespace` (as kubectl does); WhatIfError with the server's refusal."""
     kind, served = body.get("kind"), ANSWERED.get(str(body.get("kind")))
-    answered = ", ".join(f"{k} ({s.api_version})" for k, s in ANSWERED.items())
+    answered = answered_text()
     if not kind:
         raise WhatIfError(f"kind is not set; whatif answers for {answered}")
     if served is None:
         raise WhatIfError(f"kind {kind}: netsched does not gang its pods; whatif answers only for {answered}")
     if body.get("apiVersion") != served.api_version:
         said = f"apiVersion {body['apiVersion']!r}" if body.get("apiVersion") else "apiVersion is not set"
+        if not served.ours and serves_group(api, served.group) is False:
+            raise WhatIfError(f"{said}: {kind} is not installed (the API server serves no {served.group} "
+                              f"API); whatif reads {kind} as {served.api_version}: install {kind}'s "
+                              f"controller and write apiVersion: {served.api_version}")
         raise WhatIfError(f"{said}: the API server serves {kind} as {served.api_version}; write "
                           f"apiVersion: {served.api_version}")
     namespace = _namespace(body, namespace)
@@ -74,9 +105,9 @@ def admitted(api: client.ApiClient, body: dict[str, Any], namespace: str) -> dic
     except client.ApiException as exc:
         said = _refusal(exc, kind, served, namespace)
         if exc.status == 404 and not served.ours and "namespaces" not in said:
-            raise NotServed(f"the API server does not serve {kind} ({served.api_version}): its CRD is not "
-                            "installed, so it checked only what its controller would make of it; netsched's "
-                            "own checks follow") from None
+            raise NotServed(f"{kind} is not installed (the API server does not serve {served.api_version}), "
+                            "so it checked only what its controller would make of it; netsched's own checks "
+                            f"follow; nothing runs it until {kind}'s controller is installed") from None
         raise WhatIfError(said) from None
     stored["metadata"].pop("managedFields", None)
     return stored

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from netsched.api.settings import option, parse_topology
 from netsched.api.subcommand import Command
-from netsched.api.topology import DEFAULT_PRESET, PRESETS, BadTopology, Topology
+from netsched.api.topology import PRESETS, PUBLISHED_CONFIGMAP, PUBLISHED_NAMESPACE, BadTopology, Topology
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -104,19 +104,35 @@ def _topology() -> Topology | None:
     return option(flag="--topology", parse=parse_topology, metavar="LEVELS",
                   help="the cluster's topology levels, as the operator's --topology (a preset: "
                   f"{', '.join(PRESETS)}, or NAME=LABEL,... widest first); default ${TOPOLOGY_ENV} if set, "
-                  "else netsched")
+                  f"else the levels the cluster publishes (ConfigMap {PUBLISHED_CONFIGMAP} in "
+                  f"${{NETSCHED_NAMESPACE:-{PUBLISHED_NAMESPACE}}}), else netsched's")
 
 
-def _topology_of(settings: WhatIfSettings | WhySettings, command: str) -> Topology | None:
-    """The --topology given, else ${TOPOLOGY_ENV}'s, else netsched's; None (said on stderr) when the
-    variable holds no topology."""
+PUBLISHED = "published"  # _topology_of: read the levels the cluster publishes, once connected
+
+
+def _topology_of(settings: WhatIfSettings | WhySettings, command: str) -> Topology | str | None:
+    """The --topology given, else ${TOPOLOGY_ENV}'s, else PUBLISHED (the cluster's, read once connected:
+    `_cluster_topology`); None (said on stderr) when the variable holds no topology."""
     if settings.topology is not None:
         return settings.topology
+    if not os.environ.get(TOPOLOGY_ENV):
+        return PUBLISHED
     try:
-        return Topology.parse(os.environ.get(TOPOLOGY_ENV) or DEFAULT_PRESET)
+        return Topology.parse(os.environ[TOPOLOGY_ENV])
     except BadTopology as exc:
         print(f"netsched: error: {command}: ${TOPOLOGY_ENV}: {exc}", file=sys.stderr)
         return None
+
+
+def _cluster_topology(api: client.ApiClient, chosen: Topology | str) -> tuple[Topology, str | None]:
+    """The topology `_topology_of` chose, else the one the cluster publishes, with a note when none could
+    be read."""
+    if isinstance(chosen, Topology):
+        return chosen, None
+    from netsched.foresight.published_topology import NAMESPACE_ENV, published
+
+    return published(api, os.environ.get(NAMESPACE_ENV) or PUBLISHED_NAMESPACE)
 
 
 def _connect(kubeconfig: str | None, context: str | None) -> Any:
@@ -219,14 +235,22 @@ def _placer(settings: WhatIfSettings) -> GangPlacer | None:
     return GangPlacer(url, context=context, log_failures=False)
 
 
-def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topology: Topology,
+def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topology: Topology | str,
                      placer: GangPlacer | None = None) -> Iterator[tuple[Document, dict | WhatIfError]]:
     """Each document with its answer or why there is none: the API server's verdict on the object (and,
     for a GPUJob, on the pods the operator would make from it; a JobSet or LeaderWorkerSet it does not
     serve goes on unchecked, said in its answer), the operator's own checks, then the answer from one
     read of the cluster."""
     from netsched.api.gpujob import KIND
-    from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
+    from netsched.foresight.admission import (
+        NotServed,
+        admitted,
+        defaulted,
+        pods_admitted,
+        serves_group,
+        templates_admitted,
+    )
+    from netsched.foresight.suspension import KUEUE_GROUP, QUEUE_LABEL
     from netsched.foresight.whatif import (
         Cluster,
         WhatIfError,
@@ -248,24 +272,30 @@ def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topolo
             if doc.body is None:
                 raise WhatIfError(doc.error)
             api = api or _connect(settings.kubeconfig, settings.context)
+            body = defaulted(doc.body)
             try:
-                stored, unchecked = admitted(api, doc.body, namespace), None
+                stored, unchecked = admitted(api, body, namespace), None
             except NotServed as exc:
-                templates_admitted(api, doc.body, namespace)
-                stored, unchecked = doc.body, str(exc)
+                templates_admitted(api, body, namespace)
+                stored, unchecked = body, str(exc)
             accepted.append((doc, as_submitted(stored, namespace), unchecked))
         except WhatIfError as exc:
             yield doc, exc
     if api is None or not accepted:
         return
-    cluster = Cluster.read(api, topology)
-    cluster = replace(cluster, placer=placer)
+    levels, note = _cluster_topology(api, topology)
+    cluster = Cluster.read(api, levels)
+    cluster = replace(cluster, placer=placer, notes=(*cluster.notes, *([note] if note else [])))
     past = history(cluster, Path(settings.records) if settings.records else None)
+    # asked only when a workload names a Kueue queue: is there a Kueue to admit it
+    kueue = serves_group(api, KUEUE_GROUP) if any(
+        QUEUE_LABEL in ((m.get("metadata") or {}).get("labels") or {}) for _, m, _ in accepted) else None
     for doc, manifest, unchecked in accepted:
         try:
             if manifest["kind"] != KIND:
                 where = manifest["metadata"]["namespace"]
-                yield doc, what_if_workload(cluster, manifest, where, _opted_in(api, where), unchecked, past)
+                yield doc, what_if_workload(cluster, manifest, where, _opted_in(api, where), unchecked, past,
+                                            kueue_installed=kueue)
                 continue
             check(cluster, manifest)
             pods_admitted(api, manifest)
@@ -311,11 +341,14 @@ def why_main(settings: WhySettings) -> int:
     try:
         api = _connect(settings.kubeconfig, settings.context)
         namespace = _namespace_of(settings)
+        levels, note = _cluster_topology(api, topology)
+        if note:
+            print(f"netsched: note: {note}", file=sys.stderr)
         if kind == KIND:
-            answer = why(Cluster.read(api, topology), namespace, name)
+            answer = why(Cluster.read(api, levels), namespace, name)
         else:
             live = Live.read(api, kind, namespace, name)
-            answer = why_workload(Cluster.read(api, topology), live, kind, namespace, name)
+            answer = why_workload(Cluster.read(api, levels), live, kind, namespace, name)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1

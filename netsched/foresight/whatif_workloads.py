@@ -21,8 +21,11 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from netsched.api.conditions import NEVER_FITS as NEVER_FITS_REASON
+from netsched.api.gpujob import PREDICTED_FINISH_RANGE, PREDICTED_START_RANGE
 from netsched.api.labels import DATA_SOURCE, GANG_OPT_IN_LABEL, GANG_OPT_IN_VALUE, SCHEDULER_NAME
 from netsched.api.resources import Resources
+from netsched.foresight.suspension import held
 from netsched.foresight.whatif import (
     NEVER_FITS,
     Cluster,
@@ -45,18 +48,22 @@ from netsched.foresight.whatif import (
 from netsched.foresight.workload_gangs import GangSet, NotAGang, gang_sets
 from netsched.jobs.capacity import gang_fit, placement
 from netsched.jobs.forecast import Forecast, cluster_forecast
+from netsched.jobs.kueue_topology import placed_by_kueue
 from netsched.jobs.live_gangs import LiveGang, gang_key
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.replica_pods import GANG_GATE, NETWORK_ANNOTATIONS
 from netsched.jobs.validation import problems
+from netsched.operator.cluster_index import GangMember
+from netsched.operator.pod_gangs.decision import decide
 
 
 def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str, opted_in: bool | None,
                      unchecked: str | None = None, past: list[dict[str, Any]] | None = None,
-                     now: datetime | None = None) -> dict[str, Any]:
+                     now: datetime | None = None, kueue_installed: bool | None = None) -> dict[str, Any]:
     """The answer for the workload `manifest` in `namespace` (its namespace opted in to netsched's
     webhook, or not, or None: unknown); `unchecked`: why the API server did not check it; `past`: the
-    finished jobs to learn run times from (netsched.foresight.whatif.history).
+    finished jobs to learn run times from (netsched.foresight.whatif.history); `kueue_installed`: does
+    the API server serve Kueue (None: not known), for a suspended or queued workload.
     WhatIfError with the problems the gang controller would report."""
     try:
         sets = gang_sets(manifest, namespace)
@@ -73,6 +80,11 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
     answer: dict[str, Any] = {
         "workload": f"{manifest['kind']} {namespace}/{manifest['metadata'].get('name')}",
         "notes": [*([unchecked] if unchecked else []), *cluster.notes], "gangs": []}
+    hold, note = held(manifest, kueue_installed)
+    if hold is not None:
+        answer["held"] = {"message": hold.message, "never": hold.never, "queue": hold.queue}
+    if note:
+        answer["notes"].append(note)
     for s in sets:
         gang = s.gang
         gated, how = gating(s, namespace, opted_in)
@@ -80,6 +92,12 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
             "gang": s.label, "template": s.template, "count": s.count, "size": gang.size,
             "gpusPerMember": gang.gpus_per_member, "priority": priority_of(gang, cluster.priority_classes),
             "gated": gated, "gating": how, "needs": needs(gang), "fitNow": 0, "placement": []}
+        aside = steps_aside(s)
+        if aside is not None:
+            entry["stepsAside"] = aside
+            entry["gated"] = False
+            entry["gating"] = ("not ganged: Kueue places its pods, and netsched's gang controller lifts its "
+                               "gate as soon as they exist")
         for i in range(s.count):
             fit = gang_fit(rooms, used, pending, gang, cluster.topology)
             if i == 0:
@@ -87,6 +105,8 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
                 entry["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
                                               cluster.topology)
             joint = None
+            if aside is not None:  # Kueue places its pods: netsched neither pins nor places them
+                break
             if i == 0 and fit.fits:  # the first gang as the operator would release it now
                 meta = gang.member.get("metadata") or {}
                 members = [{**gang.member, "metadata": {**meta, "name": f"{s.first.name}-{k}"}}
@@ -105,7 +125,21 @@ def what_if_workload(cluster: Cluster, manifest: dict[str, Any], namespace: str,
         answer["gangs"].append(entry)
     answer["notes"] += placer_notes(cluster)
     predicted(cluster, sets, answer["gangs"], past or [], now or datetime.now(UTC))
+    if hold is not None:  # no pods until it is admitted or resumed: no start to predict from now
+        for entry in answer["gangs"]:
+            entry.update(predictedStartTime=None, predictedCompletionTime=None, waitsFor=[])
+            entry.update(dict.fromkeys((*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)))
+            entry.pop("predictedPerGang", None)
     return answer
+
+
+def steps_aside(s: GangSet) -> dict[str, str] | None:
+    """What the gang controller says of a gang whose pods Kueue's topology-aware scheduling places (its
+    own decision, so whatif says what the operator will), None for a gang netsched places."""
+    if placed_by_kueue(s.gang.member) is None:
+        return None
+    said = decide(s.first, s.gang.size, [GangMember(s.first.name, s.gang.member)], [], {}, [])
+    return {"type": said.type, "reason": said.reason, "message": said.message}
 
 
 def predicted(cluster: Cluster, sets: list[GangSet], entries: list[dict[str, Any]],
@@ -205,6 +239,9 @@ def render_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
     alone = len(answer["gangs"]) == 1 and answer["gangs"][0]["gang"] == answer["workload"]  # a Job
     lines = [] if alone else [answer["workload"] + ":"]
     lines += [f"Note: {n}" for n in answer["notes"]]
+    hold = answer.get("held")
+    if hold:
+        lines.append(f"Held: it {hold['message']}")
     for g in answer["gangs"]:
         gangs = "1 gang" if g["count"] == 1 else f"{g['count']} gangs"
         lines.append(f"{g['gang']}: {gangs} of {g['size']} pod(s) × {g['gpusPerMember']} GPU(s), "
@@ -214,6 +251,11 @@ def render_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
                                             or "none (no netsched.io/* limits on its pods)"))
         if g.get("note"):
             lines.append(f"  Note: {g['note']}")
+        if g.get("stepsAside"):
+            aside = g["stepsAside"]
+            lines.append(f"  The gang controller will say ({aside['type']} {aside['reason']}): "
+                         f"{aside['message']}")
+            continue
         s = g["schedulable"]
         fits = "yes" if s["fits"] else "no"
         if g["count"] > 1:
@@ -225,6 +267,9 @@ def render_workload(answer: dict[str, Any], now: datetime | None = None) -> str:
         if "estimate" in g:
             lines += ["  " + line for line in forecast_lines(g, NEVER_FITS, now)]
             lines += _last_start(g, now)
+        if hold and s["reason"] != NEVER_FITS_REASON:
+            lines.append("  Predicted start: " + ("never (nothing will start it)" if hold["never"]
+                                                  else "when Kueue admits it"))
     return "\n".join(lines + ["Nothing was created."])
 
 

@@ -68,7 +68,7 @@ def target(text: str) -> tuple[str, str]:
     known = KIND_NAMES.get(kind.lower())
     if known is None or not name:
         raise UnknownKind(f"{text!r}: {'no name after the kind' if known else f'unknown kind {kind!r}'}; "
-                          f"write {', '.join(f'{a.names(k)[0]}/NAME' for k, a in WORKLOADS.items())}, "
+                          f"write KIND/NAME (KIND: {', '.join(a.names(k)[0] for k, a in WORKLOADS.items())}) "
                           "or a GPUJob's NAME")
     return known, name
 

@@ -125,3 +125,11 @@ templates include these.
   resources: [packingplans]
   verbs: [list]
 {{- end }}
+{{- define "netsched.topologyReaderRules" -}}
+# get: whatif and why read the topology levels the operator runs with
+#   (netsched/foresight/published_topology.py)
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [netsched-topology]
+  verbs: [get]
+{{- end }}

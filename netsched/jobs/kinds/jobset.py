@@ -2,8 +2,13 @@
 labels the pods of every one with the JobSet, the replicated job and the Job's index. One Job of a
 replicated job is one gang, the unit JobSet itself places in one topology domain (its
 exclusive-topology annotation); the gang's name is that Job's (`<jobset>-<replicated job>-<index>`)
-and its size is the Job's parallelism, on the Job only (read with the Job's RBAC)."""
+and its size is the Job's parallelism, on the Job only (read with the Job's RBAC).
 
+For `netsched whatif`, a manifest is read as JobSet's mutating webhook leaves it (its `Default`): each
+replicated job's Job template gets completionMode Indexed and its pod template restartPolicy OnFailure
+when they are unset, so a manifest written without them, as JobSet's own examples are, is accepted."""
+
+import copy
 from typing import Any
 
 from netsched.jobs.kinds.batch_job import JOBS, job_gangs
@@ -37,6 +42,20 @@ def jobset_gangs(spec: dict[str, Any], name: str, namespace: str) -> list[GangTe
     return found
 
 
+def defaulted(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with what JobSet's webhook defaults in every replicated job's templates."""
+    out = copy.deepcopy(body)
+    for rj in as_map(out.get("spec")).get("replicatedJobs") or ():
+        job = as_map(as_map(rj).get("template")).get("spec")
+        if not isinstance(job, dict):
+            continue  # the API server names what is missing
+        job.setdefault("completionMode", "Indexed")
+        pod = as_map(job.get("template")).get("spec")
+        if isinstance(pod, dict):
+            pod.setdefault("restartPolicy", "OnFailure")
+    return out
+
+
 def made(body: dict[str, Any]) -> list[Made]:
     """A Job per replicated job."""
     found = []
@@ -50,4 +69,4 @@ def made(body: dict[str, Any]) -> list[Made]:
 
 JOBSET = GangKind("JobSet", 40, NAME_LABELS, sized_by=JOBS,
                   answered=Answered("jobset.x-k8s.io", "v1alpha2", "jobsets", jobset_gangs,
-                                    pod_label=NAME_LABELS[0], made=made))
+                                    pod_label=NAME_LABELS[0], made=made, defaults=defaulted))

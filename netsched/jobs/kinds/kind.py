@@ -52,6 +52,12 @@ class Answered:
     # what its controller makes of a manifest, checked by the API server when it does not serve the kind's
     # CRD; None: a built-in kind, always served
     made: Callable[[dict[str, Any]], list[Made]] | None = None
+    # the manifest as the kind's controller defaults it before acting on it (its mutating webhook or its
+    # defaulting functions), applied before the API server's dry run; None: nothing to default
+    defaults: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # a gang kind that several API kinds make (Kubeflow's training jobs): each as (kind, resource, gangs),
+    # answered for as a kind of its own; empty: the gang kind is the API kind
+    api_kinds: tuple[tuple[str, str, Callable[[dict[str, Any], str, str], list[GangTemplate]]], ...] = ()
 
     def names(self, kind: str) -> tuple[str, ...]:
         """Every name `why` takes for the kind before the slash, as kubectl spells kinds (lower case): its

@@ -11,6 +11,7 @@ from netsched.jobs.kinds.pod_templates import (
     NotAGang,
     as_map,
     member,
+    pod_made,
     required_map,
     shape,
     whole,
@@ -45,16 +46,8 @@ def lws_gangs(spec: dict[str, Any], name: str, namespace: str) -> list[GangTempl
 def made(body: dict[str, Any]) -> list[Made]:
     """A pod per template, leader's and workers'."""
     group = as_map(as_map(body.get("spec")).get("leaderWorkerTemplate"))
-    found = []
-    for name in ("leaderTemplate", "workerTemplate"):
-        if name in group:
-            template = as_map(group[name])
-            meta = as_map(template.get("metadata"))
-            kept = {k: meta[k] for k in ("labels", "annotations") if k in meta}
-            found.append(Made(f"spec.leaderWorkerTemplate.{name}", "v1", "pods", {
-                "apiVersion": "v1", "kind": "Pod", "metadata": {**kept, "generateName": "whatif-"},
-                "spec": template.get("spec")}))
-    return found
+    return [pod_made(f"spec.leaderWorkerTemplate.{name}", group[name])
+            for name in ("leaderTemplate", "workerTemplate") if name in group]
 
 
 LEADER_WORKER_SET = GangKind(

@@ -37,6 +37,18 @@ class Made:
     body: dict[str, Any]
 
 
+def pod_made(at: str, template: Any) -> Made:
+    """The pod a controller makes from the pod template at `at`, as the API server is asked about it:
+    the template's spec, labels and annotations, named by generateName (only the template is in
+    question)."""
+    template = as_map(template)
+    meta = as_map(template.get("metadata"))
+    kept = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+    return Made(at, "v1", "pods", {"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {**kept, "generateName": "whatif-"},
+                                   "spec": template.get("spec")})
+
+
 def member(template: dict[str, Any], namespace: str, labels: dict[str, str], owner: tuple[str, str, str],
            annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """The pod its controller would make from `template`."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import replace
 
 from netsched.jobs import kinds as package
 from netsched.jobs.kinds.kind import Access, Answered, GangKind
@@ -38,9 +39,18 @@ def kind_named(kind: str) -> GangKind | None:
 
 
 def answered() -> dict[str, Answered]:
-    """What whatif and why need of the kinds they answer for, by kind, in the order of the kinds' names
-    (the order their messages list them in)."""
-    return {k.kind: k.answered for k in sorted(KINDS, key=lambda k: k.kind) if k.answered is not None}
+    """What whatif and why need of the kinds they answer for, by API kind (each of a gang kind's
+    `api_kinds`), in the order of the kinds' names (the order their messages list them in)."""
+    found: dict[str, Answered] = {}
+    for k in KINDS:
+        a = k.answered
+        if a is None:
+            continue
+        for kind, plural, gangs in a.api_kinds:
+            found[kind] = replace(a, plural=plural, gangs=gangs, api_kinds=())
+        if not a.api_kinds:
+            found[k.kind] = a
+    return dict(sorted(found.items()))
 
 
 def access() -> list[Access]:

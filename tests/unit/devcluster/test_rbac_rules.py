@@ -19,7 +19,8 @@ TEMPLATES = ROOT / "charts/netsched/templates"
 REGENERATE = "run `.venv/bin/python hack/render-manifests.py`"
 # chart file -> the generated rules it includes; the scheduler's Role is upstream kube-scheduler's own
 INCLUDES = {"extender-rbac.yaml": "extender", "operator-rbac.yaml": "operator",
-            "operator-lease.yaml": "operatorLease", "agent-rbac.yaml": "agent"}
+            "operator-lease.yaml": "operatorLease", "agent-rbac.yaml": "agent",
+            "topology-configmap.yaml": "topologyReader"}
 USES = [pytest.param(use, id=f"{component}:{'/'.join(rule.resources)}:{'/'.join(use.verbs)}:{use.path}")
         for component in rbac.COMPONENTS for rule in rbac.all_rules(component) for use in rule.uses]
 

@@ -1,6 +1,7 @@
 import pytest
 
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, ZONE_LABEL
+from netsched.api.topology import Topology
 from netsched.devcluster.devcluster import lease_seconds
 from netsched.devcluster.topology import KWOK_ANNOTATION, gpu_nodes
 
@@ -49,3 +50,17 @@ def test_rejects_empty_shapes(kwargs):
 
 def test_kwok_leases_last_as_kubelets_up_to_5000_nodes_and_longer_above_so_heartbeat_writes_stay_level():
     assert [lease_seconds(n) for n in (8, 1000, 5000, 10_000, 15_000)] == [40, 40, 40, 80, 120]
+
+
+@pytest.mark.parametrize(("preset", "expected"), [
+    ("gke", {"cloud.google.com/gce-topology-block": "zone-a",
+             "cloud.google.com/gce-topology-subblock": "zone-a-subblock",
+             "cloud.google.com/gce-topology-host": "rack-a1"}),
+    ("rack=example.com/rack", {"example.com/rack": "rack-a1"}),
+    ("netsched", {ZONE_LABEL: "zone-a", RACK_LABEL: "rack-a1"}),
+], ids=["three-levels", "one-level", "default"])
+def test_nodes_are_labelled_for_a_topology_setting_widest_level_zone_narrowest_rack(preset, expected):
+    topology = Topology.parse(preset)
+    labels = gpu_nodes(8)[0].manifest(topology=topology)["metadata"]["labels"]
+    assert {k: labels[k] for k in expected} == expected
+    assert [topology.domain(labels, n) for n in topology.names] == list(expected.values())

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes import client
 
-from netsched.foresight.admission import NotServed, admitted, pods_admitted, templates_admitted
+from netsched.foresight.admission import NotServed, admitted, defaulted, pods_admitted, templates_admitted
 from netsched.foresight.whatif import WhatIfError, as_submitted
 from netsched.testing.builders import make_gpujob
 
@@ -93,7 +93,8 @@ def test_a_user_who_may_not_create_pods_still_gets_an_answer_but_a_refused_pod_i
                                   'Pod "j-0" is invalid: x')
 
 
-KINDS = ("GPUJob (netsched.io/v1alpha1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
+KINDS = ("GPUJob (netsched.io/v1alpha1), JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob "
+         "(kubeflow.org/v1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
          "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)")
 
 
@@ -122,7 +123,8 @@ def test_a_jobset_whose_crd_is_not_served_is_not_refused_but_said_so():
     with pytest.raises(NotServed) as unserved:
         admitted(ApiServer(404, {"message": "the server could not find the requested resource"}), JOBSET,
                  "ml")
-    assert str(unserved.value).startswith("the API server does not serve JobSet (jobset.x-k8s.io/v1alpha2)")
+    assert str(unserved.value).startswith("JobSet is not installed (the API server does not serve "
+                                          "jobset.x-k8s.io/v1alpha2)")
     with pytest.raises(WhatIfError) as missing:  # a namespace that does not exist is still a refusal
         admitted(ApiServer(404, {"message": 'namespaces "ml" not found'}), JOBSET, "ml")
     assert not isinstance(missing.value, NotServed)
@@ -145,3 +147,42 @@ def test_what_an_unserved_kinds_controller_would_make_is_checked_as_jobs_and_pod
         "labels": {"a": "b"}, "generateName": "whatif-"}
     assert str(said.value) == ("spec.leaderWorkerTemplate.workerTemplate: the API server would refuse the "
                                'Pod made from it: Pod "whatif-x" is invalid: spec.containers: Required value')
+
+
+def test_a_jobset_of_a_version_no_api_serves_is_said_to_be_not_installed():
+    old = JOBSET | {"apiVersion": "jobset.x-k8s.io/v1alpha1"}
+    with pytest.raises(WhatIfError) as refused:
+        admitted(ApiServer(404, {"message": "the server could not find the requested resource"}), old, "ml")
+    assert str(refused.value) == (
+        "apiVersion 'jobset.x-k8s.io/v1alpha1': JobSet is not installed (the API server serves no "
+        "jobset.x-k8s.io API); whatif reads JobSet as jobset.x-k8s.io/v1alpha2: install JobSet's controller "
+        "and write apiVersion: jobset.x-k8s.io/v1alpha2")
+    with pytest.raises(WhatIfError) as served:  # served, in another version: the version is the fix
+        admitted(ApiServer(200, {"kind": "APIGroup"}), old, "ml")
+    assert "the API server serves JobSet as jobset.x-k8s.io/v1alpha2" in str(served.value)
+
+
+def test_a_jobset_gets_the_defaults_its_webhook_gives_before_the_dry_run():
+    body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r"},
+            "spec": {"replicatedJobs": [
+                {"name": "w", "template": {"spec": {"template": {"spec": {"containers": []}}}}},
+                {"name": "x", "template": {"spec": {"completionMode": "NonIndexed", "template": {
+                    "spec": {"restartPolicy": "Never"}}}}},
+                {"name": "broken", "template": None}]}}
+    out = defaulted(body)
+    first, second = (rj["template"]["spec"] for rj in out["spec"]["replicatedJobs"][:2])
+    assert (first["completionMode"], first["template"]["spec"]["restartPolicy"]) == ("Indexed", "OnFailure")
+    assert (second["completionMode"], second["template"]["spec"]["restartPolicy"]) == ("NonIndexed", "Never")
+    assert "completionMode" not in body["spec"]["replicatedJobs"][0]["template"]["spec"]  # a copy
+
+
+@pytest.mark.parametrize(("kind", "field", "policy"), [
+    ("PyTorchJob", "pytorchReplicaSpecs", "OnFailure"), ("TFJob", "tfReplicaSpecs", "Never")])
+def test_a_kubeflow_job_gets_the_training_operator_s_replica_defaults(kind, field, policy):
+    body = {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "t"}, "spec": {field: {
+        "Master": {"template": {"spec": {"containers": []}}},
+        "Worker": {"replicas": 3, "restartPolicy": "ExitCode", "template": {"spec": {"containers": []}}}}}}
+    specs = defaulted(body)["spec"][field]
+    assert (specs["Master"]["replicas"], specs["Master"]["restartPolicy"]) == (1, policy)
+    assert specs["Master"]["template"]["spec"]["restartPolicy"] == policy
+    assert specs["Worker"]["template"]["spec"]["restartPolicy"] == "Never"  # ExitCode runs as Never

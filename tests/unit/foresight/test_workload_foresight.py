@@ -150,18 +150,88 @@ def test_a_manifest_the_api_server_did_not_check_says_so():
     assert "\nNote: the API server does not serve JobSet\n" in render_workload(answer)
 
 
+def pytorchjob(master_gpus: int, workers: int | None, worker_gpus: int) -> dict:
+    worker: dict = {"template": template(worker_gpus)}
+    if workers is not None:
+        worker["replicas"] = workers
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "mnist"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(master_gpus)},
+                                             "Worker": worker}}}
+
+
+def test_a_pytorchjob_is_one_gang_of_all_its_replicas_counted_as_the_largest_template():
+    [s] = gang_sets(pytorchjob(1, 3, 4), "ml")
+    assert (s.first.kind, s.first.name, s.count, s.gang.size) == ("KubeflowJob", "mnist", 1, 4)
+    assert s.gang.gpus_per_member == 4 and s.template == "spec.pytorchReplicaSpecs.Worker.template"
+    assert "Worker's" in s.note
+    [one] = gang_sets(pytorchjob(2, None, 2), "ml")  # Worker replicas default to 1
+    assert one.gang.size == 2 and not one.note
+    answer = what_if_workload(EMPTY, pytorchjob(1, 3, 4), "ml", True)
+    [g] = answer["gangs"]
+    assert g["schedulable"]["fits"] and sum(p["replicas"] for p in g["placement"]) == 4
+    assert answer["workload"] == "PyTorchJob ml/mnist"
+
+
+def test_a_pytorchjob_with_no_replica_types_is_refused_naming_the_field():
+    body = pytorchjob(1, 1, 1)
+    body["spec"]["pytorchReplicaSpecs"] = {}
+    with pytest.raises(NotAGang) as refused:
+        gang_sets(body, "ml")
+    assert str(refused.value).startswith("spec.pytorchReplicaSpecs is empty")
+
+
+def queued(body: dict, queue: str | None = "user-queue", suspend: bool | None = True) -> dict:
+    if queue:
+        body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+    if suspend is not None:
+        body["spec"]["suspend"] = suspend
+    return body
+
+
+@pytest.mark.parametrize(("queue", "suspend", "kueue", "said", "start"), [
+    ("user-queue", True, False, "Held: it waits for Kueue to admit it (queue user-queue), but Kueue is not "
+     "installed (the API server serves no kueue.x-k8s.io API): nothing will admit it", "never"),
+    ("user-queue", True, True, "Held: it waits for Kueue to admit it (queue user-queue): Kueue lifts",
+     "when Kueue admits it"),
+    (None, True, None, "Held: it suspended (spec.suspend: true): nothing starts its pods until spec.suspend "
+     "is set to false", "never"),
+], ids=["no-kueue", "kueue", "suspended"])
+def test_a_suspended_or_queued_job_is_not_told_to_start_now(queue, suspend, kueue, said, start):
+    body = queued(batch_job(2, 1), queue, suspend)
+    answer = what_if_workload(EMPTY, body, "ml", True, kueue_installed=kueue)
+    text = render_workload(answer, NOW)
+    assert said in text and f"Predicted start: {start}" in text
+    assert answer["gangs"][0]["predictedStartTime"] is None and "start now" not in text
+
+
+def test_a_queue_label_with_no_kueue_and_no_suspend_is_only_a_note():
+    answer = what_if_workload(EMPTY, queued(batch_job(2, 1), suspend=None), "ml", True, kueue_installed=False)
+    assert "held" not in answer and any("does nothing here" in n for n in answer["notes"])
+
+
+def test_a_jobset_asking_kueue_for_its_topology_gets_the_operators_answer():
+    body = jobset(2, 2, 8, annotations={"kueue.x-k8s.io/podset-required-topology": "netsched.io/rack"})
+    [g] = what_if_workload(EMPTY, body, "ml", True)["gangs"]
+    assert g["stepsAside"]["reason"] == "PlacedByKueueTopology" and g["gated"] is False
+    assert "Kueue's topology-aware scheduling places its pods" in g["stepsAside"]["message"]
+    text = render_workload(what_if_workload(EMPTY, body, "ml", True), NOW)
+    assert g["placement"] == [] and "The gang controller will say (Normal PlacedByKueueTopology)" in text
+
+
 # ---- why ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("train", ("GPUJob", "train")), ("job/train", ("Job", "train")), ("jobs.batch/train", ("Job", "train")),
     ("JobSet/llm", ("JobSet", "llm")), ("lws/serve", ("LeaderWorkerSet", "serve")),
-    ("gpujob/train", ("GPUJob", "train")),
+    ("gpujob/train", ("GPUJob", "train")), ("pytorchjob/mnist", ("PyTorchJob", "mnist")),
+    ("tfjobs.kubeflow.org/t", ("TFJob", "t")),
 ])
 def test_why_takes_a_name_or_kind_slash_name(text, expected):
     assert target(text) == expected
 
 
-WRITE = "write job/NAME, jobset/NAME, lws/NAME, or a GPUJob's NAME"
+WRITE = ("write KIND/NAME (KIND: jaxjob, job, jobset, lws, mpijob, paddlejob, pytorchjob, tfjob, xgboostjob) "
+         "or a GPUJob's NAME")
 
 
 @pytest.mark.parametrize(("text", "said"), [

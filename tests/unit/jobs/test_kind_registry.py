@@ -41,8 +41,14 @@ def test_each_rule_is_granted_once():
     assert len(rules) == len({repr(r) for r in rules})
 
 
-def test_whatif_and_why_answer_for_jobs_jobsets_and_leaderworkersets_each_by_its_own_names():
-    assert list(answered()) == ["Job", "JobSet", "LeaderWorkerSet"]
+KUBEFLOW = ["JAXJob", "MPIJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]
+
+
+def test_whatif_and_why_answer_for_jobs_jobsets_leaderworkersets_and_kubeflow_jobs_by_their_own_names():
+    assert list(answered()) == sorted(["Job", "JobSet", "LeaderWorkerSet", *KUBEFLOW])
     names = [name for kind, a in answered().items() for name in a.names(kind)]
     assert len(names) == len(set(names)) and all(name == name.lower() for name in names)
-    assert [a.names(kind)[0] for kind, a in answered().items()] == ["job", "jobset", "lws"]
+    assert {kind: a.names(kind)[0] for kind, a in answered().items()} == {
+        "Job": "job", "JobSet": "jobset", "LeaderWorkerSet": "lws", **{k: k.lower() for k in KUBEFLOW}}
+    # one gang kind, six API kinds: each its own resource, reader and name
+    assert {answered()[k].plural for k in KUBEFLOW} == {f"{k.lower()}s" for k in KUBEFLOW}
