@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LANES  := test-lint test-unit test-integration test-faults test-e2e  # in the order `make test` runs them
 
-.PHONY: install controlplane prometheus node-packages image image-train demo test $(LANES) unit integration faults e2e lint clean
+.PHONY: install wheel controlplane prometheus node-packages image image-train demo test $(LANES) unit integration faults e2e lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# The netsched wheel (the CLI and the kubectl plugin) in dist/, for `pip install dist/netsched-*.whl`
+# anywhere (netsched is not on PyPI; docs/kubectl-plugin.md). tests/integration/test_wheel_install.py does this.
+wheel: install
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/netsched-*.whl
 
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null

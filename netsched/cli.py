@@ -52,7 +52,7 @@ Subcommands:
                ranked per candidate set as the extender ranks them (CSV or JSON out)
   retrain      train a challenger on fresh data and promote it over the current
                model only if it is better on recent held-out jobs (for a CronJob)
-  whatif       what a GPUJob (or Job, JobSet, LeaderWorkerSet) would do if submitted now:
+  whatif       what a GPUJob (or Job, JobSet, LeaderWorkerSet, Kubeflow job) would do now:
                fits or not, where, predicted start and finish, what the packer would
                evict; creates nothing
   why          why a GPUJob (or job/NAME, jobset/NAME, lws/NAME) waits, what would
@@ -64,11 +64,11 @@ The kubectl plugin `kubectl netsched` (docs/kubectl-plugin.md) offers whatif and
 """
 
 PLUGIN_DESCRIPTION = """\
-kubectl netsched: what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now (whatif),
-and why one waits (why NAME, or why job/NAME, jobset/NAME, lws/NAME).
+kubectl netsched: what a GPUJob, Job, JobSet, LeaderWorkerSet or Kubeflow job would do if submitted
+now (whatif), and why one waits (why NAME, or why KIND/NAME: job/NAME, jobset/NAME, pytorchjob/NAME, ...).
 
 Flags as kubectl's: -n/--namespace (default: the kubeconfig context's), --context,
---kubeconfig, -o/--output text|json|yaml. Guide: docs/kubectl-plugin.md.
+--kubeconfig, -o/--output text|json|yaml, before or after the command. Guide: docs/kubectl-plugin.md.
 """
 PLUGIN_VERBS = ("whatif", "why")
 
@@ -132,12 +132,41 @@ def build_plugin_parser() -> argparse.ArgumentParser:
 ONE_LINE_ERRORS = devcluster.ERRORS  # one line, exit 1; and the API server's (netsched.api.connect.one_line)
 
 
+# kubectl's global flags that whatif and why take, each with a value: also accepted before the verb, as
+# kubectl users write them (`kubectl netsched -n ml why train`)
+GLOBAL_FLAGS = ("-n", "--namespace", "--context", "--kubeconfig", "-o", "--output")
+
+
+def verb_first(argv: list[str]) -> list[str]:
+    """`argv` with the global flags given before the command moved after it, where its parser takes
+    them; unchanged when anything else comes first (--help, --version, an unknown flag: the parser
+    says what it says of them)."""
+    moved: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        flag, eq, _ = argv[i].partition("=")
+        joined = not argv[i].startswith("--") and argv[i][:2] in GLOBAL_FLAGS and len(argv[i]) > 2  # -nml
+        if (flag in GLOBAL_FLAGS and eq) or joined:
+            moved.append(argv[i])
+            i += 1
+        elif flag in GLOBAL_FLAGS and i + 1 < len(argv):
+            moved += argv[i:i + 2]
+            i += 2
+        else:
+            return argv
+    if not moved or i == len(argv):
+        return argv
+    return [argv[i], *moved, *argv[i + 1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
-    return _closing_quietly(lambda: _run(build_parser(), argv))
+    args = verb_first(sys.argv[1:] if argv is None else argv)
+    return _closing_quietly(lambda: _run(build_parser(), args))
 
 
 def plugin_main(argv: list[str] | None = None) -> int:
-    return _closing_quietly(lambda: _run(build_plugin_parser(), argv))
+    args = verb_first(sys.argv[1:] if argv is None else argv)
+    return _closing_quietly(lambda: _run(build_plugin_parser(), args))
 
 
 def _closing_quietly(run: Callable[[], int]) -> int:

@@ -151,7 +151,8 @@ def _namespace_of(settings: WhatIfSettings | WhySettings) -> str:
 @dataclass(frozen=True, kw_only=True)
 class WhatIfSettings:
     filename: str = option(flag="--filename", short="-f", required=True,
-                           help="GPUJob, Job, JobSet or LeaderWorkerSet manifests: a YAML or JSON file "
+                           help="GPUJob, Job, JobSet, LeaderWorkerSet or Kubeflow job (PyTorchJob, ...) "
+                           "manifests: a YAML or JSON file "
                            "(several YAML documents: one answer "
                            "each), a directory of .yaml/.yml/.json files, or - for stdin")
     records: str | None = option(flag="--records", metavar="FILE",
@@ -371,8 +372,8 @@ PACK = Command(
     "placement that serves the highest priorities best with the fewest pods moved or evicted, and print "
     "it. Nothing is changed in any cluster.")
 WHATIF = Command(
-    "whatif", "what a GPUJob, Job, JobSet or LeaderWorkerSet would do if submitted now", WhatIfSettings,
-    whatif_main,
+    "whatif", "what a GPUJob, Job, JobSet, LeaderWorkerSet or Kubeflow job would do if submitted now",
+    WhatIfSettings, whatif_main,
     "Read the live cluster once and answer, with the operator's own rules: would the GPUJob fit now, where "
     "would it run, how long would it run and when would it start and finish, which jobs go before it, and "
     "what the packer would evict or move to make room. Nothing is created or changed.")

@@ -336,7 +336,8 @@ def test_the_krew_manifest_has_what_krew_requires_and_the_archives_sha256(tmp_pa
     assert ran.returncode == 0 and ran.stdout == f"kubectl-netsched (netsched) {__version__}\n", ran.stderr
     env["NETSCHED_PYTHON"] = "/bin/false"  # a Python without the package: one line, exit 1
     ran = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 1 and ran.stderr.count("\n") == 1 and "pip install netsched" in ran.stderr
+    said = "make wheel, then /bin/false -m pip install dist/netsched-*.whl"
+    assert ran.returncode == 1 and ran.stderr.count("\n") == 1 and said in ran.stderr
 
 
 @pytest.mark.parametrize("flags, said", [
@@ -361,3 +362,30 @@ def test_an_unknown_extender_flag_is_one_line_and_exit_2(tmp_path):
     proc = _netsched(tmp_path, ["extender", "--client-cert=x"], capture_output=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("netsched: error: unrecognized arguments: --client-cert=x")
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["-n", "ml", "why", "x"], ["why", "-n", "ml", "x"]),
+    (["--namespace=ml", "-ojson", "--context", "c", "whatif", "-f", "j.yaml"],
+     ["whatif", "--namespace=ml", "-ojson", "--context", "c", "-f", "j.yaml"]),
+    (["why", "-n", "ml", "x"], ["why", "-n", "ml", "x"]),  # kubectl's own order, as it is
+    (["--help"], ["--help"]),
+    (["-n", "ml", "--version"], ["-n", "ml", "--version"]),  # not a global flag first: the parser's say
+    (["-n"], ["-n"]),
+    (["-n", "ml"], ["-n", "ml"]),
+], ids=["short", "forms", "after", "help", "other-flag", "no-value", "no-verb"])
+def test_kubectls_global_flags_are_taken_before_the_verb_too(argv, expected):
+    from netsched.cli import verb_first
+
+    assert verb_first(argv) == expected
+
+
+@pytest.mark.parametrize("plugin", ["kubectl-netsched", "netsched"])
+def test_a_namespace_before_the_verb_reaches_why_as_kubectl_users_write_it(tmp_path, plugin):
+    path = _dead_server_kubeconfig(tmp_path / "kubeconfig")
+    argv = [plugin] if plugin == "kubectl-netsched" else []
+    proc = _netsched(tmp_path, [*argv, "-n", "ml", f"--kubeconfig={path}", "why", "x"], capture_output=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("netsched: error: the API server at https://127.0.0.1:"), proc.stderr
+    missing = _netsched(tmp_path, [*argv, "-n"], capture_output=True)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
