@@ -19,6 +19,7 @@ from netsched.operator.metrics import OperatorMetrics
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "netsched"
 RUNBOOK = ROOT / "docs" / "runbook.md"
+RUNBOOK_URL = "https://github.com/netsched/netsched/blob/main/docs/runbook.md"  # the chart's runbookUrl
 NS = "ops"
 EXTENDER = {"job": "netsched-extender", "namespace": NS}
 OPERATOR = {"job": "netsched-operator", "namespace": NS}
@@ -165,7 +166,7 @@ def test_an_alert_says_which_pod_and_how_stale_and_links_its_runbook(promtool, g
                 "description": "The extender e1 last heard from the API server's node and pod watches "
                                "1m 45s ago, past its bound of 30 s (extender.maxCacheAge): it answers "
                                "filter requests with Error and is not ready.",
-                "runbook_url": "docs/runbook.md#netschedextendercachestale"}}]}]}
+                "runbook_url": f"{RUNBOOK_URL}#netschedextendercachestale"}}]}]}
     write_tests(tmp_path, [case])
     done = promtool_run(promtool, tmp_path, "test", "rules", "test.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -176,7 +177,7 @@ def test_every_alert_has_its_words_and_a_runbook_section_and_every_section_an_al
     for rule in rules(groups):
         notes = rule["annotations"]
         assert notes["summary"] and len(notes["description"]) > 40, rule["alert"]
-        assert notes["runbook_url"] == f"docs/runbook.md#{rule['alert'].lower()}"
+        assert notes["runbook_url"] == f"{RUNBOOK_URL}#{rule['alert'].lower()}"
         assert rule["alert"] in headings, f"docs/runbook.md has no section ## {rule['alert']}"
     assert sorted(headings) == sorted(r["alert"] for r in rules(groups))
 
@@ -200,6 +201,11 @@ def test_thresholds_are_values_and_refused_when_wrong(helm):
     done = subprocess.run([str(helm), "template", "x", str(CHART), "--set",
                            "prometheusRule.downFor=five minutes"], capture_output=True, text=True)
     assert done.returncode != 0 and "at '/prometheusRule/downFor'" in done.stderr
+    relative = subprocess.run([str(helm), "template", "x", str(CHART), "--set", "prometheusRule.enabled=true",
+                               "--set", "prometheusRule.runbookUrl=docs/runbook.md"],
+                              capture_output=True, text=True)
+    said = 'prometheusRule.runbookUrl is "docs/runbook.md"; it must be an absolute http(s) URL'
+    assert relative.returncode == 1 and said in relative.stderr, relative.stderr
 
 
 def test_helm_lint_strict_passes_with_the_rule(helm):

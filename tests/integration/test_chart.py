@@ -635,7 +635,8 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  id="unknown-policy-mode"),
     pytest.param({"operator": {"packer": {"policy": {"mode": "priced",
                                                      "classes": [{"moveForLower": False}]}}}},
-                 "at '/operator/packer/policy/classes/0'", id="policy-rule-without-class"),
+                 "operator.packer.policy.classes[0] names no class; give priorityClassName (e.g. high) or "
+                 "priority (e.g. 1000)", id="policy-rule-without-class"),
     pytest.param({"image": {"pullPolicy": "Sometimes"}},
                  "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",
                  id="bad-pull-policy"),
@@ -651,13 +652,15 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
     pytest.param({"retrain": {"schedule": "nightly"}},
                  "at '/retrain/schedule': 'nightly' does not match pattern", id="retrain-schedule"),
     pytest.param({"extender": {"model": {"source": "pvc"}}},
-                 "at '/extender/model/claimName': minLength: got 0, want 1", id="model-pvc-without-claim"),
+                 "extender.model.source is pvc but extender.model.claimName is empty; name the "
+                 "PersistentVolumeClaim", id="model-pvc-without-claim"),
     pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine"}}},
-                 "at '/extender/tls/caBundle': minLength: got 0, want 1", id="tls-secret-without-ca"),
+                 'extender.tls.secretName is "mine" but extender.tls.caBundle is empty; set caBundle',
+                 id="tls-secret-without-ca"),
     pytest.param({"extender": {"tls": {"enabled": True, "secretName": "mine", "caBundle": "trust me"}}},
                  "at '/extender/tls/caBundle': 'trust me' does not match pattern", id="tls-ca-not-pem"),
     pytest.param({"extender": {"tls": {"clientSecretName": "mine"}}},
-                 "at '/extender/tls/clientCABundle': minLength: got 0, want 1",
+                 'extender.tls.clientSecretName is "mine" but extender.tls.clientCABundle is empty',
                  id="client-secret-without-ca"),
     pytest.param({"extender": {"tls": {"clientSecretName": "mine", "clientCABundle": "trust me"}}},
                  "at '/extender/tls/clientCABundle': 'trust me' does not match pattern",
@@ -671,7 +674,7 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
                  "at '/operator/webhook/namespaces': value must be one of 'opted-in', 'all'",
                  id="webhook-namespaces"),
     pytest.param({"operator": {"webhook": {"tls": {"secretName": "mine"}}}},
-                 "at '/operator/webhook/tls/caBundle': minLength: got 0, want 1",
+                 'operator.webhook.tls.secretName is "mine" but operator.webhook.tls.caBundle is empty',
                  id="webhook-secret-without-ca"),
     pytest.param({"extender": {"model": {"source": "s3"}}},
                  "at '/extender/model/source': value must be one of 'image', 'pvc', 'none'",
@@ -728,6 +731,12 @@ PLAIN_MESSAGES = [
      "'.', '_', '-'; the repository goes in scheduler.image.repository), such as v1.31.4"),
     ("image.tag=netsched:0.2.0", 'image.tag is "netsched:0.2.0"; it must be an image tag alone'),
     ("gpuCapabilities.NVIDIA-X.tflops16=0", "gpuCapabilities.NVIDIA-X.tflops16 is 0; it must be more than 0"),
+    # what the schema said as "got number, want string", "minLength: got 0" and "'oneOf' failed"
+    ("scheduler.extender.httpTimeout=2", 'scheduler.extender.httpTimeout is "2"; it must be a Go duration '
+     "such as 2s"),
+    ("image.repository=", "image.repository is empty; set it to the registry and name of the netsched image"),
+    ("operator.packer.policy.classes[0].moveForLower=true",
+     "operator.packer.policy.classes[0] names no class"),
 ]
 
 

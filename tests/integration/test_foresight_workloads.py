@@ -82,7 +82,8 @@ def test_whatif_on_job_manifests_answers_each_and_refuses_a_deployment_in_one_li
     assert out.returncode == 2, out.stderr
     assert out.stderr == ("netsched: error: whatif: Deployment/web (document 4 of jobs.yaml): kind "
                           "Deployment: netsched does not gang its pods; whatif answers only for GPUJob "
-                          "(netsched.io/v1alpha1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
+                          "(netsched.io/v1alpha1), JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob "
+                          "(kubeflow.org/v1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), "
                           "LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)\n")
     fits, huge, loose = json.loads(out.stdout)
 
@@ -115,8 +116,8 @@ def test_whatif_on_a_jobset_whose_crd_is_not_served_says_so_and_answers(kubectl,
     (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(jobset))
     out = kubectl("netsched", "whatif", "-f", "jobset.yaml", "-n", namespace)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"JobSet {namespace}/llm:\nNote: the API server does not serve JobSet "
-                                 "(jobset.x-k8s.io/v1alpha2): its CRD is not installed")
+    assert out.stdout.startswith(f"JobSet {namespace}/llm:\nNote: JobSet is not installed (the API server "
+                                 "does not serve jobset.x-k8s.io/v1alpha2)")
     assert (f"JobSet {namespace}/llm-workers-0 (and 1 more like it): 2 gangs of 2 pod(s) × 8 GPU(s)"
             in out.stdout)
 
@@ -200,8 +201,9 @@ def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_
 
     typo = kubectl("netsched", "why", "jbo/small", "-n", namespace)
     assert (typo.returncode, typo.stdout) == (2, "")
-    assert typo.stderr == ("netsched: error: why: 'jbo/small': unknown kind 'jbo'; write job/NAME, "
-                           "jobset/NAME, lws/NAME, or a GPUJob's NAME\n")
+    assert typo.stderr == ("netsched: error: why: 'jbo/small': unknown kind 'jbo'; write KIND/NAME (KIND: "
+                           "jaxjob, job, jobset, lws, mpijob, paddlejob, pytorchjob, tfjob, xgboostjob) or a "
+                           "GPUJob's NAME\n")
     missing = kubectl("netsched", "why", "job/nope", "-n", namespace)
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == (f"netsched: error: why: Job {namespace}/nope not found "

@@ -301,6 +301,54 @@ not see; the schema lets a numeric string through (definitions/decimal).
 {{- $_ := set $seen $seenAs (toString $i) }}
 {{- end }}
 {{- end }}
+{{- /* Strings that must not be empty, and what goes with what: said here in the value's words (the schema
+would say "minLength: got 0" or "'oneOf' failed") */}}
+{{- $strings := list
+  (dict "name" "image.repository" "value" $v.image.repository "why" "the registry and name of the netsched image, e.g. registry.example.com/netsched")
+  (dict "name" "scheduler.image.repository" "value" $v.scheduler.image.repository "why" "the kube-scheduler image, e.g. registry.k8s.io/kube-scheduler")
+  (dict "name" "prometheusRule.runbookUrl" "value" $v.prometheusRule.runbookUrl "why" "the address where your team reads docs/runbook.md, e.g. https://git.example.com/netsched/blob/main/docs/runbook.md")
+}}
+{{- range $strings }}
+{{- if not .value }}
+{{- fail (printf "%s is empty; set it to %s" .name .why) }}
+{{- end }}
+{{- end }}
+{{- if and $v.prometheusRule.enabled (not (regexMatch "^https?://[^\\s]+$" $v.prometheusRule.runbookUrl)) }}
+{{- fail (printf "prometheusRule.runbookUrl is %q; it must be an absolute http(s) URL, since alert receivers open it outside the repository, e.g. https://git.example.com/netsched/blob/main/docs/runbook.md" $v.prometheusRule.runbookUrl) }}
+{{- end }}
+{{- range $i, $secret := $v.imagePullSecrets }}
+{{- if not $secret.name }}
+{{- fail (printf "imagePullSecrets[%d].name is empty; name a Secret of type kubernetes.io/dockerconfigjson in the release namespace, or remove the entry" $i) }}
+{{- end }}
+{{- end }}
+{{- range $i, $class := $v.operator.packer.policy.classes }}
+{{- $has := list (hasKey $class "priorityClassName") (hasKey $class "priority") }}
+{{- if and (hasKey $class "priorityClassName") (not $class.priorityClassName) }}
+{{- fail (printf "operator.packer.policy.classes[%d].priorityClassName is empty; name a PriorityClass, or give priority (a number) instead" $i) }}
+{{- end }}
+{{- if eq (has true $has) false }}
+{{- fail (printf "operator.packer.policy.classes[%d] names no class; give priorityClassName (e.g. high) or priority (e.g. 1000): which pods the rule is for" $i) }}
+{{- end }}
+{{- if and (hasKey $class "priorityClassName") (hasKey $class "priority") }}
+{{- fail (printf "operator.packer.policy.classes[%d] gives both priorityClassName and priority; give one: which pods the rule is for" $i) }}
+{{- end }}
+{{- end }}
+{{- with $v.extender.tls }}
+{{- if and .enabled .secretName (not .caBundle) }}
+{{- fail (printf "extender.tls.secretName is %q but extender.tls.caBundle is empty; set caBundle to the PEM certificate of the CA that signed the Secret's certificate (kube-scheduler verifies the extender with it)" .secretName) }}
+{{- end }}
+{{- if and .enabled .clientAuth .clientSecretName (not .clientCABundle) }}
+{{- fail (printf "extender.tls.clientSecretName is %q but extender.tls.clientCABundle is empty; set clientCABundle to the PEM certificate of the CA that signed the client certificate (the extender verifies kube-scheduler with it)" .clientSecretName) }}
+{{- end }}
+{{- end }}
+{{- with $v.operator.webhook.tls }}
+{{- if and .secretName (not .caBundle) }}
+{{- fail (printf "operator.webhook.tls.secretName is %q but operator.webhook.tls.caBundle is empty; set caBundle to the PEM certificate of the CA that signed the Secret's certificate (the API server verifies the webhook with it)" .secretName) }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.extender.model.source "pvc") (or (not $v.extender.model.claimName) (not $v.extender.model.path)) }}
+{{- fail (printf "extender.model.source is pvc but extender.model.%s is empty; name the PersistentVolumeClaim holding the model (claimName) and the model's path in it (path), or set source: image" (ternary "claimName" "path" (not $v.extender.model.claimName))) }}
+{{- end }}
 {{- range $name, $tag := dict "image.tag" $v.image.tag "scheduler.image.tag" $v.scheduler.image.tag }}
 {{- if not (regexMatch "^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$" (toString $tag)) }}
 {{- fail (printf "%s is %q; it must be an image tag alone (letters, digits, '.', '_', '-'; the repository goes in %s), such as %s, or empty for the default" $name (toString $tag) (replace ".tag" ".repository" $name) (ternary "v1.31.4" "0.1.0" (hasPrefix "scheduler" $name))) }}
