@@ -110,9 +110,11 @@ def test_whatif_on_job_manifests_answers_each_and_refuses_a_deployment_in_one_li
 
 
 def test_whatif_on_a_jobset_whose_crd_is_not_served_says_so_and_answers(kubectl, namespace, tmp_path):
+    # completions too: JobSet's webhook makes its Jobs Indexed, and an Indexed Job without them is refused
     jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llm"},
               "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {
-                  "spec": {"parallelism": 2, "template": job("x", 2, 8)["spec"]["template"]}}}]}}
+                  "spec": {"parallelism": 2, "completions": 2,
+                           "template": job("x", 2, 8)["spec"]["template"]}}}]}}
     (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(jobset))
     out = kubectl("netsched", "whatif", "-f", "jobset.yaml", "-n", namespace)
     assert out.returncode == 0, out.stderr
