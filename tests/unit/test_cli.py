@@ -389,3 +389,13 @@ def test_a_namespace_before_the_verb_reaches_why_as_kubectl_users_write_it(tmp_p
     assert proc.stderr.startswith("netsched: error: the API server at https://127.0.0.1:"), proc.stderr
     missing = _netsched(tmp_path, [*argv, "-n"], capture_output=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
+
+
+def test_dev_cluster_up_refuses_a_topology_that_is_none_in_one_line_before_starting(tmp_path):
+    proc = _netsched(tmp_path, ["dev-cluster", "up", "--dir", str(tmp_path / "c"), "--topology", "gcp"],
+                     capture_output=True)
+    assert proc.returncode == 2 and not (tmp_path / "c").exists(), proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "netsched dev-cluster up: error: argument --topology: topology 'gcp': name a preset (netsched, gke, "
+        "eks, nvidia) or write levels widest first as NAME=LABEL,..., "
+        "e.g. zone=topology.kubernetes.io/zone,rack=netsched.io/rack"), proc.stderr
