@@ -1003,7 +1003,7 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
 
 
 def test_gang_placement_passes_the_extender_and_the_certificates_it_is_met_with(bin_dir):
-    docs = render(bin_dir, {"operator": {"placeGangs": True}})
+    docs = render(bin_dir)  # on by default
     operator = container(docs, "Deployment", "netsched-operator")
     assert [a for a in operator["args"] if a.startswith("--extender-")] == [
         "--extender-url=https://netsched-extender.netsched-system.svc:8888",
@@ -1013,5 +1013,8 @@ def test_gang_placement_passes_the_extender_and_the_certificates_it_is_met_with(
     mounts = {m["name"]: m["mountPath"] for m in operator["volumeMounts"]}
     assert mounts["extender-ca"] == "/etc/netsched/extender-ca"
     assert mounts["extender-client"] == "/etc/netsched-client"
-    assert not [a for a in container(render(bin_dir), "Deployment", "netsched-operator")["args"]
-                if a.startswith("--extender-")]  # off by default (values.yaml says why)
+    off = render(bin_dir, {"operator": {"placeGangs": False}})
+    assert not [a for a in container(off, "Deployment", "netsched-operator")["args"]
+                if a.startswith("--extender-")]
+    volumes = find(off, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
+    assert "extender-client" not in {v["name"] for v in volumes}
