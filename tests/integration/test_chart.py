@@ -113,7 +113,11 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
                                 "--forecast-interval=15", "--never-fits-timeout=0", "--telemetry-max-age=120",
-                                "--scheduler-name=netsched", "--topology=netsched",
+                                "--scheduler-name=netsched",
+                                "--extender-url=https://netsched-extender.netsched-system.svc:8888",
+                                "--extender-ca-file=/etc/netsched/extender-ca/ca.crt",
+                                "--extender-cert-file=/etc/netsched-client/tls.crt",
+                                "--extender-key-file=/etc/netsched-client/tls.key", "--topology=netsched",
                                 "--model=/opt/netsched/models/current.json",
                                 "--pack-budget=1", "--pack-after=5",
                                 "--pack-cooldown=10", "--plan-deadline=120",
@@ -187,7 +191,9 @@ def test_custom_values_reach_the_components(bin_dir):
     docs = render(bin_dir, CUSTOM_VALUES)
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert operator["spec"]["template"]["spec"]["containers"][0]["args"][-9:] == [
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert any(a.startswith("--extender-url=https://") for a in args)  # gang placement, over TLS
+    assert [a for a in args if not a.startswith("--extender-")][-9:] == [
         "--scheduler-name=netsched-chart-test", "--topology=netsched",
         "--model=/var/lib/netsched-models/current.json",
         "--no-packer",
