@@ -253,7 +253,7 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
             extender = processes_of(state)
             metrics_url = f"http://127.0.0.1:{state['ports']['operator-metrics']}/metrics"
             out: dict = {"nodes": n}
-            for k, arrangement in enumerate(("as deployed", "shared")):
+            for k, arrangement in enumerate(args.arrangements):
                 with arranged(arrangement, pids):
                     row = steady(api, pids, metrics_url, args.window)
                     timings = hold(extender, int(cluster.extender_url.rsplit(":", 1)[1]), bodies, args.pairs,
@@ -334,7 +334,7 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
     lines = [SECTION, "",
              f"Command: `python bench/stack_scale.py --nodes {args.nodes} --pairs {args.pairs} "
              f"--pods {args.pods} --rounds {args.rounds} --window {args.window:g} --configs "
-             f"{','.join(args.configs)}` "
+             f"{','.join(args.configs)} --arrangements '{','.join(args.arrangements)}'` "
              f"({time.strftime('%Y-%m-%d')}). "
              "As deployed: the extender's serving and watch processes on CPU 1, every other process "
              "on the machine (control plane, operator, bench client, kube-schedulers, other work) on CPU 0, "
@@ -352,6 +352,8 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              "|---:|---|---:|---:|---|---:|---:|---:|---|"]
     for s in sizes:
         for arrangement in ("as deployed", "shared"):
+            if arrangement not in s:
+                continue
             r = s[arrangement]
             lines.append(
                 f"| {s['nodes']:,} | {arrangement} | {r['filter_p99']:.1f} / {r['prioritize_p99']:.1f} | "
@@ -396,6 +398,9 @@ def main() -> int:
                         help="filter + prioritize pairs per arrangement (of 200, p99 is the second slowest)")
     parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run")
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds per arrangement")
+    parser.add_argument("--arrangements", type=lambda v: v.split(","), default=["as deployed", "shared"],
+                        help="'as deployed' (the extender on CPU 1, every other process on the machine on "
+                        "CPU 0: other work here is squeezed onto one CPU meanwhile) and/or 'shared'")
     parser.add_argument("--configs", type=lambda v: v.split(","), default=["bench-pinned", "bench-netsched"],
                         help="the configurations with the extender each round runs beside the one without: "
                         "bench-pinned (each job placed whole and its pods pinned, as the operator releases "
