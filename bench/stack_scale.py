@@ -253,7 +253,7 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
             extender = processes_of(state)
             metrics_url = f"http://127.0.0.1:{state['ports']['operator-metrics']}/metrics"
             out: dict = {"nodes": n}
-            for k, arrangement in enumerate(("as deployed", "shared")):
+            for k, arrangement in enumerate(args.arrangements):
                 with arranged(arrangement, pids):
                     row = steady(api, pids, metrics_url, args.window)
                     timings = hold(extender, int(cluster.extender_url.rsplit(":", 1)[1]), bodies, args.pairs,
@@ -273,7 +273,7 @@ def measure_size(n: int, args: argparse.Namespace) -> dict:
                 print(f"{n} nodes, {arrangement}: filter p99 {row['filter_p99']:.1f} ms (the extender's "
                       f"own {row['filter_own_p99']:.1f} ms), prioritize p99 "
                       f"{row['prioritize_p99']:.1f} ms, throughput ratios "
-                      f"{', '.join(f'{r:.2f}' for r in row['ratios'])} (pods/s in run order: "
+                      f"{ratio_text(row['ratios'])} (pods/s in run order: "
                       f"{', '.join(f'{s}: {v:.1f}' for s, v in row['runs'])}), whatif "
                       f"{statistics.median(row['whatif']):.1f} s, extender "
                       f"{row['rss'][EXTENDER] + row['rss'].get(EXTENDER + ' watch', 0):.0f} MB",
@@ -289,29 +289,42 @@ def processes_of(state: dict) -> processes.Process:
 
 
 def throughput(cluster: DevCluster, core: client.CoreV1Api, args: argparse.Namespace, racks: dict[str, str],
-               arrangement: int, pids: dict[str, int]) -> tuple[list[float], list[tuple[str, float]]]:
-    """Each round's ratio of pods/s with the extender to without, and every run's pods/s in the order
-    they ran (an order effect shows there)."""
-    ratios, every = [], []
+               arrangement: int, pids: dict[str, int]
+               ) -> tuple[dict[str, list[float]], list[tuple[str, float]]]:
+    """Per configuration with the extender, each round's ratio of its pods/s to the run without, and
+    every run's pods/s in the order they ran (an order effect shows there). bench-netsched: each pod
+    placed on its own; bench-pinned: each job placed whole (POST /gang) and its pods pinned, as the
+    operator releases a gang."""
+    every = []
     # The first run of each arrangement was the slowest of its four, whichever scheduler ran it: one
     # discarded run, as extender_throughput has, so that the holds compare warmed runs
     warm = one_run(cluster, core, "bench-plain", None, args.pods, -1 - arrangement, racks, explained=False,
                    pids=pids)["pods_per_s"]
     print(f"warm-up (discarded): {warm:.1f} pods/s", file=sys.stderr)
+    ratios: dict[str, list[float]] = {name: [] for name in args.configs}
     for rnd in range(args.rounds):
         own = (cluster.extender_url, cluster.extender_metrics_url)
-        order = [("bench-plain", None), ("bench-netsched", own)]
+        order = [("bench-plain", None), *((name, own) for name in args.configs)]
         runs = {}
         for scheduler, url in order if rnd % 2 == 0 else reversed(order):
             run = arrangement * args.rounds + rnd  # each run its own namespace
             runs[scheduler] = one_run(cluster, core, scheduler, url, args.pods, run, racks, explained=False,
-                                      pids=pids)["pods_per_s"]
+                                      pids=pids, pinned=scheduler == "bench-pinned")["pods_per_s"]
             every.append((scheduler, runs[scheduler]))
-        ratios.append(runs["bench-netsched"] / runs["bench-plain"])
+        for name in args.configs:
+            ratios[name].append(runs[name] / runs["bench-plain"])
     return ratios, every
 
 
 # ---- report -------------------------------------------------------------------------------------
+
+def ratio_text(ratios: dict[str, list[float]] | list[float]) -> str:
+    """Per configuration, its ratios per round ("pinned 1.51, 1.40; pod by pod 1.02, 0.98"); a list
+    alone (sizes measured before there was more than one configuration) is pod by pod."""
+    by = ratios if isinstance(ratios, dict) else {"bench-netsched": ratios}
+    words = {"bench-netsched": "pod by pod", "bench-pinned": "pinned"}
+    return "; ".join(f"{words.get(k, k)} {', '.join(f'{x:.2f}' for x in v)}" for k, v in by.items())
+
 
 SHOWN = (EXTENDER, f"{EXTENDER} watch", OPERATOR, "kube-apiserver", "etcd", "kube-scheduler", "kwok",
          "kube-controller-manager")
@@ -320,7 +333,8 @@ SHOWN = (EXTENDER, f"{EXTENDER} watch", OPERATOR, "kube-apiserver", "etcd", "kub
 def report(args: argparse.Namespace, sizes: list[dict]) -> str:
     lines = [SECTION, "",
              f"Command: `python bench/stack_scale.py --nodes {args.nodes} --pairs {args.pairs} "
-             f"--pods {args.pods} --rounds {args.rounds} --window {args.window:g}` "
+             f"--pods {args.pods} --rounds {args.rounds} --window {args.window:g} --configs "
+             f"{','.join(args.configs)} --arrangements '{','.join(args.arrangements)}'` "
              f"({time.strftime('%Y-%m-%d')}). "
              "As deployed: the extender's serving and watch processes on CPU 1, every other process "
              "on the machine (control plane, operator, bench client, kube-schedulers, other work) on CPU 0, "
@@ -328,7 +342,9 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              "shared: all on both. The extender's own part of a filter: its request thread's time on a CPU "
              "and in the run queue (/proc schedstat), the rest being the client's and the loopback's. "
              "Throughput: one discarded run without the extender per arrangement, "
-             "then pairs alternating A B B A; each ratio divides by its round's run without.", "",
+             "then runs alternating A B C C B A (A without the extender; B, C: "
+             "each job placed whole and its pods pinned, as the operator releases a gang, and each pod on "
+             "its own); each ratio divides by its round's run without.", "",
              "| nodes | arrangement | filter / prioritize p99, ms | filter p99, the extender's own, ms | "
              "throughput vs no extender, per round | "
              "whatif median, s | extender MB (serving + watch) | operator MB | netsched API requests/s "
@@ -336,11 +352,13 @@ def report(args: argparse.Namespace, sizes: list[dict]) -> str:
              "|---:|---|---:|---:|---|---:|---:|---:|---|"]
     for s in sizes:
         for arrangement in ("as deployed", "shared"):
+            if arrangement not in s:
+                continue
             r = s[arrangement]
             lines.append(
                 f"| {s['nodes']:,} | {arrangement} | {r['filter_p99']:.1f} / {r['prioritize_p99']:.1f} | "
                 + (f"{r['filter_own_p99']:.1f} | " if "filter_own_p99" in r else "– | ") +
-                f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | {statistics.median(r['whatif']):.2f} | "
+                f"{ratio_text(r['ratios'])} | {statistics.median(r['whatif']):.2f} | "
                 f"{r['rss'][EXTENDER]:.0f} + {r['rss'].get(EXTENDER + ' watch', 0):.0f} | "
                 f"{r['rss'][OPERATOR]:.0f} | "
                 + ", ".join(f"{r['requests'][u]:.1f}" for u in NETSCHED_USERS) + " |")
@@ -379,7 +397,14 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1000,
                         help="filter + prioritize pairs per arrangement (of 200, p99 is the second slowest)")
     parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run")
-    parser.add_argument("--rounds", type=int, default=2, help="throughput pairs per arrangement")
+    parser.add_argument("--rounds", type=int, default=2, help="throughput rounds per arrangement")
+    parser.add_argument("--arrangements", type=lambda v: v.split(","), default=["as deployed", "shared"],
+                        help="'as deployed' (the extender on CPU 1, every other process on the machine on "
+                        "CPU 0: other work here is squeezed onto one CPU meanwhile) and/or 'shared'")
+    parser.add_argument("--configs", type=lambda v: v.split(","), default=["bench-pinned", "bench-netsched"],
+                        help="the configurations with the extender each round runs beside the one without: "
+                        "bench-pinned (each job placed whole and its pods pinned, as the operator releases "
+                        "a gang), bench-netsched (each pod on its own)")
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state measured")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-write", action="store_true", help="print, do not write the history")

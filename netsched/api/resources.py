@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -31,3 +32,14 @@ def pod_requests(spec: dict[str, Any]) -> Resources:
         for name, value in {**quantities(res.get("limits")), **quantities(res.get("requests"))}.items():
             total[name] += value
     return dict(total)
+
+
+def add_usage(*usages: Mapping[str, Resources]) -> dict[str, Resources]:
+    """Per node, the requests of several counts (node -> requests) added up."""
+    total: dict[str, Resources] = {}
+    for usage in usages:
+        for node, requests in usage.items():
+            into = total.setdefault(node, {})
+            for k, v in requests.items():
+                into[k] = into.get(k, 0.0) + v
+    return total

@@ -57,6 +57,7 @@ from netsched.extender.plugins import job_size
 from netsched.extender.protocol import BadRequest, pod_gpus
 from netsched.extender.reservations import Placement, Reservations, Reserved, count_by_node
 from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
+from netsched.jobs.stale_pins import released_pin
 from netsched.telemetry.store import TelemetryStore
 
 WATCHED = ("nodes", "pods", "packingplans")
@@ -282,13 +283,15 @@ class ReadModel:
             table = self._table
             assert table is not None  # published above
             used, requested = self._used, self._requested.copy()
-            if reserved.assumed:  # a copy only then: the read model's counts stay the watch's
+            # a pod asked about while the watch shows it is on its way to a pinned node: not its own rival
+            own = self._pods.get(leave_out) if leave_out else None
+            if reserved.assumed or own:  # a copy only then: the read model's counts stay the watch's
                 used = used.copy()
-            for p in reserved.assumed:
+            for p, sign in [*((p, 1) for p in reserved.assumed), *([(own, -1)] if own else [])]:
                 if p.node in table.index:
                     i = table.index[p.node]
-                    used[i] += p.gpus
-                    requested[:, i] += (p.cpu, p.memory)
+                    used[i] += sign * p.gpus
+                    requested[:, i] += (sign * p.cpu, sign * p.memory)
             free = np.maximum(table.allocatable - used, 0)
             nodes = self.jobs.nodes(key) + count_by_node(reserved.of_job(key))[0] if key else None
             peers = tuple(sorted(nodes.elements())) if nodes else ()
@@ -425,9 +428,11 @@ def _job_size(pod: KubeObject) -> tuple[str | None, int | None]:
 
 
 def _placement(pod: KubeObject, since: float) -> Placement | None:
-    """What a bound, unfinished pod holds (bound at `since`); None for anything else."""
+    """What a bound, unfinished pod holds (bound at `since`), or a released one on its way to the node its
+    gang's placement pinned it to (the room is spoken for there: every replica of the extender sees it
+    through its watch, not only the one that chose the node); None for anything else."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    node = spec.get("nodeName")
+    node = spec.get("nodeName") or released_pin(pod)
     if not node or status.get("phase") in DONE:
         return None
     meta = pod["metadata"]

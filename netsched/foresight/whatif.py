@@ -50,6 +50,7 @@ from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang, live_gangs
 from netsched.jobs.replica_pods import pod_annotations, replica_pod
+from netsched.jobs.stale_pins import released_pin
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
 from netsched.packer.live_cluster import STATE
@@ -107,8 +108,9 @@ class Cluster:
 
     @cached_property
     def used(self) -> dict[str, Resources]:
-        """What the bound, unfinished pods take on each node, worked out once per read."""
-        return bound_usage(self.pods)
+        """What the bound, unfinished pods take on each node, and the released pods on their way to the node
+        their gang's placement pinned them to, worked out once per read."""
+        return bound_usage(self.pods, pinned=True)
 
     def pod_gangs(self) -> list[LiveGang]:
         """The cluster's pod gangs as the operator's forecast plays them (netsched.jobs.live_gangs)."""
@@ -289,10 +291,11 @@ def _pretend(pod: dict, priority: int) -> dict:
 
 
 def pending_requests(pods: list[dict]) -> list[Resources]:
-    """Requests of released pods not bound yet: they take room first, as gang admission counts."""
+    """Requests of released pods not bound yet and pinned nowhere: they take room first, as gang
+    admission counts (a pinned one counts on its node, in `Cluster.used`)."""
     return [pod_requests(p["spec"]) for p in pods
             if not (p.get("spec") or {}).get("nodeName") and not p["spec"].get("schedulingGates")
-            and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+            and (p.get("status") or {}).get("phase", "Pending") == "Pending" and released_pin(p) is None]
 
 
 def placement_rows(where: dict[str, int], rooms: list[NodeRoom], topology: Topology = DEFAULT

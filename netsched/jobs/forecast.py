@@ -39,6 +39,7 @@ from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.run_time import Estimate, RunTimes, node_case
+from netsched.jobs.stale_pins import released_pin
 from netsched.jobs.validation import problems
 from netsched.jobs.workload import Workload
 
@@ -117,12 +118,16 @@ def predict_starts(now: datetime, nodes: list[NodeRoom], used: dict[str, Resourc
     return starts
 
 
-def bound_usage(pods: list[dict[str, Any]]) -> dict[str, Resources]:
-    """What the bound, unfinished pods among `pods` (plain dicts) take on each node."""
+def bound_usage(pods: list[dict[str, Any]], pinned: bool = False) -> dict[str, Resources]:
+    """What the bound, unfinished pods among `pods` (plain dicts) take on each node; with `pinned`, also
+    the released pods not bound yet on the node their gang's placement pinned them to (their room is
+    spoken for there, as gang admission counts it)."""
     used: dict[str, Resources] = {}
     for pod in pods:
         if _holds_room(pod):
             _add(used, pod["spec"]["nodeName"], pod_requests(pod["spec"]), 1)
+        elif pinned and (node := released_pin(pod)) is not None:
+            _add(used, node, pod_requests(pod["spec"]), 1)
     return used
 
 

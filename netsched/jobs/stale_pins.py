@@ -27,6 +27,11 @@ def pinned_node(pod: KubeObject) -> str | None:
     return str(node)
 
 
+def released_pin(pod: KubeObject) -> str | None:
+    """The node a released (ungated), unbound, live pod was pinned to: its room there is spoken for."""
+    return None if (pod.get("spec") or {}).get("schedulingGates") else pinned_node(pod)
+
+
 def stale_pin(node: str, spec: dict[str, Any], unschedulable: bool, rooms: dict[str, NodeRoom],
               used: dict[str, Resources]) -> str | None:
     """Why `node` cannot take the unbound pod pinned to it (with this `spec`), in words naming the node;

@@ -25,7 +25,7 @@ from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
-from netsched.api.resources import Resources, pod_requests
+from netsched.api.resources import Resources, add_usage, pod_requests
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, node_room
 from netsched.jobs.gpujob import GPUJob
@@ -53,10 +53,18 @@ class GangMember:
 class Indices:
     """What gang admission reads, taken from the ClusterIndex for one tick."""
     used: dict[str, Resources]  # node -> requests of the live pods bound there
-    pending: list[Resources]  # requests of each released pod not yet bound
+    pending: list[Resources]  # requests of each released pod not yet bound and pinned nowhere
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
     # "namespace/pod" -> the active PackingPlans placing it
     planned: Mapping[str, Collection[str]] = field(default_factory=dict)
+    # node -> requests of the released pods not yet bound that their gang's placement pinned there
+    pinned: dict[str, Resources] = field(default_factory=dict)
+
+    def taken(self, also: Mapping[str, Resources] | None = None) -> dict[str, Resources]:
+        """What each node's room has given: its bound pods, the pods pinned to it on their way, and `also`.
+        Admission counts a pinned pod on its pin, not wherever it would fit first: another gang
+        counted on the wrong node would be released into room that is already spoken for."""
+        return add_usage(self.used, self.pinned, also or {})
 
     def pods_of(self, key: JobKey) -> list[PodView]:
         return list(self.job_pods.get(key, ()))
@@ -77,6 +85,7 @@ class _Pod:
     replica: tuple[JobKey, PodView] | None  # the GPUJob it is a replica of, and how it looks
     member: tuple[GangKey, GangMember] | None = None  # the pod gang it is a live member of
     stray: KubeObject | None = None  # the pod, when netsched's gang gate holds it but it is in no gang
+    pinned: str | None = None  # pending: the node its gang's placement pinned it to, its room held there
 
 
 class ClusterIndex:
@@ -89,6 +98,8 @@ class ClusterIndex:
         self._bodies: dict[str, KubeObject] = {}  # uid -> every pod not deleted, finished ones too
         self._on_node: dict[str, dict[str, Resources]] = defaultdict(dict)  # node -> uid -> requests
         self._used: dict[str, Resources] = {}  # node -> the sum of _on_node[node]
+        self._on_pin: dict[str, dict[str, Resources]] = defaultdict(dict)  # node -> uid -> requests
+        self._pinned: dict[str, Resources] = {}  # node -> the sum of _on_pin[node]
         self._jobs: dict[JobKey, dict[str, PodView]] = defaultdict(dict)
         self._gangs: dict[GangKey, dict[str, GangMember]] = defaultdict(dict)
         self._strays: dict[str, KubeObject] = {}
@@ -111,8 +122,9 @@ class ClusterIndex:
 
     def indices(self, planned: Mapping[str, Collection[str]]) -> Indices:
         with self._lock:
-            return Indices(dict(self._used), [p.requests for p in self._pods.values() if p.pending],
-                           {k: list(v.values()) for k, v in self._jobs.items()}, planned)
+            return Indices(dict(self._used),
+                           [p.requests for p in self._pods.values() if p.pending and p.pinned is None],
+                           {k: list(v.values()) for k, v in self._jobs.items()}, planned, dict(self._pinned))
 
     def pod_gangs(self) -> dict[GangKey, list[GangMember]]:
         """Each pod gang with a live member, and its live members."""
@@ -182,7 +194,10 @@ class ClusterIndex:
         self._pods[uid] = p
         if p.node is not None:
             self._on_node[p.node][uid] = p.requests
-            self._sum(p.node)
+            _sum(self._on_node, self._used, p.node)
+        if p.pinned is not None:
+            self._on_pin[p.pinned][uid] = p.requests
+            _sum(self._on_pin, self._pinned, p.pinned)
         if p.replica is not None:
             job, view = p.replica
             self._jobs[job][uid] = view
@@ -198,7 +213,10 @@ class ClusterIndex:
             return
         if p.node is not None:
             self._on_node[p.node].pop(uid, None)
-            self._sum(p.node)
+            _sum(self._on_node, self._used, p.node)
+        if p.pinned is not None:
+            self._on_pin[p.pinned].pop(uid, None)
+            _sum(self._on_pin, self._pinned, p.pinned)
         if p.replica is not None:
             job = p.replica[0]
             self._jobs[job].pop(uid, None)
@@ -211,17 +229,19 @@ class ClusterIndex:
                 del self._gangs[gang]
         self._strays.pop(uid, None)
 
-    def _sum(self, node: str) -> None:
-        pods = self._on_node[node]
-        if not pods:
-            del self._on_node[node]
-            self._used.pop(node, None)
-            return
-        total: Resources = defaultdict(float)
-        for requests in pods.values():
-            for k, v in requests.items():
-                total[k] += v
-        self._used[node] = dict(total)
+
+def _sum(by_node: dict[str, dict[str, Resources]], sums: dict[str, Resources], node: str) -> None:
+    """sums[node] = the requests of by_node[node] added up (both gone when it holds no pod)."""
+    pods = by_node[node]
+    if not pods:
+        del by_node[node]
+        sums.pop(node, None)
+        return
+    total: Resources = defaultdict(float)
+    for requests in pods.values():
+        for k, v in requests.items():
+            total[k] += v
+    sums[node] = dict(total)
 
 
 def _facts(pod: KubeObject, topology: Topology) -> _Pod | None:
@@ -237,7 +257,8 @@ def _facts(pod: KubeObject, topology: Topology) -> _Pod | None:
                     and _held_without_gang(pod)) else None
     if bound is None and not pending and replica is None and member is None and stray is None:
         return None
-    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member, stray)
+    pin = pinned_node(pod) if pending else None
+    return _Pod(bound, pod_requests(spec) if bound or pending else {}, pending, replica, member, stray, pin)
 
 
 def _member(pod: KubeObject, topology: Topology) -> tuple[GangKey, GangMember] | None:

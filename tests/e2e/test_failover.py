@@ -108,6 +108,13 @@ def submit_wave(core: client.CoreV1Api, custom: client.CustomObjectsApi, batch: 
     plan.waves.append({*jobs, f"batch-{w}", f"single-{w}-0", f"single-{w}-1", f"near-data-{w}"})
 
 
+def pinned_node(pod: client.V1Pod) -> str | None:
+    """The node a released, unbound, live pod was pinned to as its gang's gates lifted."""
+    live = not pod.spec.node_name and pod.status.phase == "Pending" and not pod.metadata.deletion_timestamp
+    pinned = (pod.metadata.annotations or {}).get(labels.PINNED_NODE)
+    return pinned if live and not pod.spec.scheduling_gates else None
+
+
 def gang_of(pod: client.V1Pod) -> str | None:
     """The GPUJob or batch Job a pod belongs to."""
     on_pod = pod.metadata.labels or {}
@@ -117,14 +124,16 @@ def gang_of(pod: client.V1Pod) -> str | None:
 class Watcher:
     """Looks at the cluster about twice a second while the burst runs: every node's bound GPUs against
     its capacity, when each pod was first seen bound, and for each gang every node's free GPUs at the
-    look before its first pod was bound."""
+    look before its placement was decided: before its first pod was seen pinned to a node (its gang
+    placed as one decision as its gates lifted), else before its first pod was bound. Free GPUs are
+    those no live pod holds, bound or pinned to the node on its way (room promised to another gang)."""
 
     def __init__(self, core: client.CoreV1Api, ns: str) -> None:
         self.core, self.ns = core, ns
         self.overcommitted: list[dict[str, int]] = []
         # pod -> when first seen bound, its workload, its node
         self.bound_at: dict[str, tuple[float, str, str]] = {}
-        self.free_before: dict[str, dict[str, int]] = {}  # gang -> free GPUs by node before it was bound
+        self.free_before: dict[str, dict[str, int]] = {}  # gang -> free GPUs by node before it was placed
         self.looks = self.failed_looks = 0
         self._stop = threading.Event()
         self._free: dict[str, int] = {}
@@ -153,13 +162,17 @@ class Watcher:
         self.looks += 1
         if any(gpus < 0 for gpus in free.values()):
             self.overcommitted.append(free)
+        spoken = dict(free)
         for pod in pods:
+            gang, pin = gang_of(pod), pinned_node(pod)
+            if pin in spoken:
+                spoken[pin] -= sum(int((c.resources.limits or {}).get(labels.GPU_RESOURCE, 0))
+                                   for c in pod.spec.containers)
+            if (pin or pod.spec.node_name) and gang and gang not in self.free_before and self._free:
+                self.free_before[gang] = self._free
             if pod.spec.node_name and pod.metadata.name not in self.bound_at:
-                gang = gang_of(pod)
                 self.bound_at[pod.metadata.name] = now, gang or pod.metadata.name, pod.spec.node_name
-                if gang and gang not in self.free_before and self._free:
-                    self.free_before[gang] = self._free
-        self._free = free
+        self._free = spoken
 
     def first_bound(self, workloads: set[str]) -> float | None:
         """When the first pod of these workloads was seen bound."""
@@ -282,9 +295,9 @@ def split_gangs(core: client.CoreV1Api, ns: str, watcher: Watcher, events: list[
     placed, and those of them that did not land on one node, each with what explains it: its nodes,
     the room seen, when it was bound and the extender's NetworkPlacement messages; and the gangs the
     look before showed room for that had none by then; and the split ones no extender placed (kube-
-    scheduler skipped it). Room when placed: the look before the first
-    pod was bound showed a node with room (up to half a second old, and pods bound in the same look
-    may have taken it first), and the extender, where it placed the first pod, did not find every
+    scheduler skipped it). Room when placed: the look before the gang
+    was placed (Watcher) showed a node with room (up to half a second old, and gangs placed in the same
+    look may have taken it first), and the extender, where it placed the first pod, did not find every
     candidate short of it (its message says so). `events`: the namespace's NetworkPlacement Events."""
     nodes: dict[str, set[str]] = {}
     for pod in core.list_namespaced_pod(ns).items:

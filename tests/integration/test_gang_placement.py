@@ -15,8 +15,11 @@ from kubernetes import client
 
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL, MAX_PEER_DISTANCE, RACK_LABEL
+from netsched.devcluster.crds import install_crds
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.jobs.replica_pods import GANG_GATE
+from netsched.testing import pod_groups
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import free_gpus, operator_metric, pinned_to, pods_of, watch_all_or_nothing
 
@@ -124,3 +127,38 @@ def test_whatif_with_an_unreadable_extender_certificate_says_so_in_one_line(dev_
     assert said.returncode == 2 and said.stdout == "", said
     [line] = said.stderr.splitlines()
     assert line.startswith("netsched: error: whatif: --extender-ca-file ") and "missing.pem" in line, line
+
+
+LWS = "leaderworkerset.sigs.k8s.io/"
+BARE_KINDS = {  # the labels and annotations each kind's controller writes on its pods (controllers not run)
+    "kueue": ({"kueue.x-k8s.io/pod-group-name": "kueue"}, {"kueue.x-k8s.io/pod-group-total-count": "4"}),
+    "lws": ({LWS + "name": "lws", LWS + "group-index": "0"}, {LWS + "size": "4"}),
+    "podgroup": ({pod_groups.POD_GROUP_LABEL: "podgroup"}, {}),
+}
+
+
+def test_gangs_of_bare_pods_are_pinned_to_one_node_for_every_kind(dev_cluster, core, namespace):
+    """Kueue's plain-pod groups, LeaderWorkerSet groups and scheduler-plugins PodGroups, as their
+    controllers label the pods: each gang pinned as its gates lift, every member bound where pinned,
+    all on one node (an empty cluster has 8-GPU nodes to spare)."""
+    empty(core)
+    install_crds(dev_cluster.api_client(), [pod_groups.CRD])
+    client.CustomObjectsApi(dev_cluster.api_client()).create_namespaced_custom_object(
+        pod_groups.GROUP, pod_groups.VERSION, namespace, pod_groups.PLURAL,
+        {"apiVersion": f"{pod_groups.GROUP}/{pod_groups.VERSION}", "kind": "PodGroup",
+         "metadata": {"name": "podgroup"}, "spec": {"minMember": 4}})
+    for kind, (labels, notes) in BARE_KINDS.items():
+        for r in range(4):
+            pod = gpu_pod(f"{kind}-{r}", 2, duration="600s", labels={**labels, "gang": kind},
+                          annotations=notes)
+            pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+            core.create_namespaced_pod(namespace, pod)
+
+    def bound() -> dict[str, list[client.V1Pod]]:
+        pods = core.list_namespaced_pod(namespace, label_selector="gang").items
+        done = len(pods) == 4 * len(BARE_KINDS) and all(p.spec.node_name for p in pods)
+        return {k: [p for p in pods if p.metadata.labels["gang"] == k] for k in BARE_KINDS} if done else {}
+    gangs = poll(bound, 120, "every member of the three gangs bound")
+    for kind, pods in gangs.items():
+        assert len({p.spec.node_name for p in pods}) == 1, (kind, [p.spec.node_name for p in pods])
+        assert all(pinned_to(p) == [p.spec.node_name] for p in pods), (kind, [pinned_to(p) for p in pods])

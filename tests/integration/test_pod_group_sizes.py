@@ -16,22 +16,7 @@ from netsched.devcluster.crds import install_crds
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.jobs.replica_pods import GANG_GATE
-
-GROUP, VERSION, PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
-CRD_NAME = f"{PLURAL}.{GROUP}"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-SCHEMA = {"type": "object", "properties": {  # the subset of scheduler-plugins' PodGroup schema netsched reads
-    "spec": {"type": "object", "properties": {
-        "minMember": {"type": "integer", "format": "int32"},
-        "scheduleTimeoutSeconds": {"type": "integer", "format": "int32"}}},
-    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
-CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-       "metadata": {"name": CRD_NAME},
-       "spec": {"group": GROUP, "scope": "Namespaced",
-                "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": PLURAL,
-                          "singular": "podgroup", "shortNames": ["pg", "pgs"]},
-                "versions": [{"name": VERSION, "served": True, "storage": True,
-                              "subresources": {"status": {}}, "schema": {"openAPIV3Schema": SCHEMA}}]}}
+from netsched.testing.pod_groups import CRD, CRD_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 
 
 @pytest.fixture

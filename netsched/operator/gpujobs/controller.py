@@ -130,7 +130,7 @@ class GPUJobController:
                                                                       labels, self.topology)
             self._apply(job, status, actions, labels, pods)
             if actions.ungate:
-                self.gate.reserve(job.key, job.member_request)
+                self.gate.reserve(job.key, job.member_request, actions.nodes)
 
     def _replaced_stale_pins(self, job: GPUJob, status: dict[str, Any], pods: list[PodView],
                              nodes: list[NodeRoom], indices: Indices) -> bool:
@@ -180,10 +180,11 @@ class GPUJobController:
         if plan:  # its room is being made: the plan lifts the gate when its victims are gone
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
-        pending = indices.pending + self.gate.reserved(indices, job.key)
-        result = gang_fit(nodes, indices.used, pending, job, self.topology)
+        pinned, loose = self.gate.reserved(indices, job.key)
+        pending, taken = indices.pending + loose, indices.taken(pinned)
+        result = gang_fit(nodes, taken, pending, job, self.topology)
         if result.fits:
-            room = member_room(nodes, indices.used, pending, job, self.topology)
+            room = member_room(nodes, taken, pending, job, self.topology)
             return replace(result, nodes=self._place(job, indices, room))
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS

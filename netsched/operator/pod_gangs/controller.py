@@ -112,8 +112,9 @@ class PodGangController:
                          else read_size(self.objects, member, ref))
         with self.gate:
             indices = self.cluster.indices({})
-            decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
-                              indices.pending + self.gate.reserved(indices), no_size, plan,
+            pinned, loose = self.gate.reserved(indices)
+            decision = decide(ref, size, gang, self.cluster.rooms(), indices.taken(pinned),
+                              indices.pending + loose, no_size, plan,
                               self.topology, partial(self.placer.nodes, ref.namespace,
                                                      f"{ref.kind}/{ref.name}"))
             for name, patch in decision.release.items():

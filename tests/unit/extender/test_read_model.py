@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+from netsched.api.labels import PINNED_NODE
 from netsched.extender.read_model import ReadModel
 from netsched.extender.reservations import Placement
 from netsched.extender.snapshot import NodeTable
@@ -247,3 +248,25 @@ def test_a_candidate_list_is_looked_up_once_per_table_and_unknown_names_are_told
     cache.apply("nodes", "ADDED", node("new-node", "zone-a", "rack-a9"))
     rebuilt = cache.snapshot("", None).table
     assert rebuilt is not table and rebuilt.positions(["new-node"])[2] == []  # a new table looks again
+
+
+def test_a_released_pod_pinned_to_a_node_holds_its_room_there_for_every_replica_but_not_against_itself():
+    """A gang placed by one replica of the extender pins its members; another replica sees the room
+    taken through its watch alone (no assumption of its own), and the pinned pod, asked about, is not
+    counted as its own rival. The gang's own assumption and the watch count it once."""
+    pinned = pod("m0", gpus=6, job="train", annotations={PINNED_NODE: "a1-0"})
+    cache = cache_of(CLUSTER, [pinned])
+    assert free(cache, "a1-0") == 2
+    uid = pinned["metadata"]["uid"]
+    mine = cache.snapshot("ml", "train", leave_out=uid)
+    assert int(mine.free[mine.table.index["a1-0"]]) == 8
+    assume(cache, uid, Placement("ml/train", "a1-0", 6))  # the filter's post-step for it: nothing more
+    assert free(cache, "a1-0") == 2
+    gated = pod("m1", gpus=6, annotations={PINNED_NODE: "a1-1"})
+    gated["spec"]["schedulingGates"] = [{"name": "netsched.io/gang"}]
+    cache.apply("pods", "ADDED", gated)  # not released: it holds nothing yet
+    assert free(cache, "a1-1") == 8
+    cache.apply("pods", "MODIFIED", pinned | {"spec": pinned["spec"] | {"nodeName": "a1-0"}})  # bound
+    assert free(cache, "a1-0") == 2
+    cache.apply("pods", "DELETED", pinned)
+    assert free(cache, "a1-0") == 8

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from netsched.api.events import rfc3339
+from netsched.api.labels import PINNED_NODE
 from netsched.foresight.whatif import Cluster, WhatIfError, render, what_if
 from netsched.foresight.why import render_why, why
 from netsched.testing.builders import CLUSTER, NOW, ago, make_gpujob, make_pod
@@ -102,3 +103,16 @@ def test_why_a_blocked_job_shows_the_api_servers_message_and_the_reason_and_no_t
     assert render_why(answer).splitlines()[:2] == ["GPUJob ml/stuck: Blocked",
                                                    f"PodsReady: PodsRefused: {said}"]
     assert "Predicted" not in render_why(answer)
+
+
+def test_pods_on_their_way_to_pinned_nodes_hold_that_room_and_no_other():
+    """Released pods pinned to rack-a1's two nodes take that rack's room, as the operator counts them: a
+    rack-limited 2 x 8 job has no rack left with two free nodes and waits, and one without a limit goes
+    to the two other nodes. Counted wherever they would fit first, rack-a1 would have looked free."""
+    pinned = [make_pod(f"gang-{i}", gpus=8, annotations={PINNED_NODE: node})
+              for i, node in enumerate(("a1-0", "a1-1"))]
+    answer = what_if(Cluster(CLUSTER, pinned, [], [], []), manifest(network={"maxPeerDistance": "rack"}), [],
+                     now=NOW)
+    assert answer["schedulable"]["fits"] is False, answer["schedulable"]
+    anywhere = what_if(Cluster(CLUSTER, pinned, [], [], []), manifest(), [], now=NOW)
+    assert {p["node"] for p in anywhere["placement"]} == {"a2-0", "b1-0"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from netsched.api.labels import GPU_RESOURCE, JOB_LABEL
+from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, PINNED_NODE
 from netsched.api.watch import Reflector
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.replica_pods import replica_pod
@@ -89,3 +89,21 @@ def test_every_pod_is_kept_for_the_forecaster_finished_ones_too_and_a_deleted_on
     assert [p["metadata"]["name"] for p in index.pods()] == ["a"]
     index.replace("pods", [])
     assert index.pods() == []
+
+
+def test_a_released_pod_pinned_to_a_node_takes_room_there_and_nowhere_else():
+    """A gang's member on its way to the node its placement chose holds that node's room: counted
+    wherever it would fit first, another gang could be released into it (and on two extender replicas
+    the second split a gang over the room the first had promised)."""
+    index = ClusterIndex()
+    pinned = make_pod("m0", gpus=4, uid="m0", annotations={PINNED_NODE: "n2"})
+    index.replace("pods", [make_pod("a", "n1", gpus=2, uid="a"), pinned,
+                           make_pod("loose", gpus=1, uid="loose")])
+    indices = index.indices({})
+    assert indices.used == {"n1": {GPU_RESOURCE: 2.0}}  # bound only: what a stale pin is judged by
+    assert indices.pinned == {"n2": {GPU_RESOURCE: 4.0}} and indices.pending == [{GPU_RESOURCE: 1.0}]
+    taken = indices.taken({"n1": {GPU_RESOURCE: 1.0}})
+    assert taken == {"n1": {GPU_RESOURCE: 3.0}, "n2": {GPU_RESOURCE: 4.0}}
+    index.apply("pods", "MODIFIED", make_pod("m0", "n2", gpus=4, uid="m0", annotations={PINNED_NODE: "n2"}))
+    indices = index.indices({})
+    assert indices.pinned == {} and indices.taken() == {"n1": {GPU_RESOURCE: 2.0}, "n2": {GPU_RESOURCE: 4.0}}
