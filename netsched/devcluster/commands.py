@@ -57,6 +57,19 @@ def scored_by(model: str | None) -> dict[str, Any]:
     return {"extender_args": (f"--model={Path(model).resolve()}",)} if model else {}
 
 
+def _feature_gate(text: str) -> str:
+    """A --feature-gate value, checked: argparse's one-line error naming the form unless NAME=true|false."""
+    import argparse
+
+    from netsched.devcluster.feature_gates import BadFeatureGate, parse
+
+    try:
+        parse([text])
+    except BadFeatureGate as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 @dataclass(frozen=True)
 class UpSettings(ClusterShape):
     extender_url: str | None = option(
@@ -80,6 +93,10 @@ class UpSettings(ClusterShape):
         "webhooks for its objects and batch/v1 Jobs (see docs/dev-cluster.md)")
     foreground: bool = option(False, flag="--foreground",
                               help="stay in the foreground; Ctrl-C stops every component")
+    feature_gates: tuple[str, ...] = option(
+        (), flag="--feature-gate", metavar="NAME=true|false", parse=_feature_gate,
+        help="a Kubernetes feature gate for the control plane, e.g. DRAExtendedResource=true; passed only "
+        "where this version has it and its default differs (repeat for more)")
 
 
 def up(settings: UpSettings) -> int:
@@ -87,7 +104,7 @@ def up(settings: UpSettings) -> int:
 
     options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
                                "real_node": settings.real_node, "kueue": settings.kueue,
-                               **scored_by(settings.model)}
+                               "feature_gates": settings.feature_gates, **scored_by(settings.model)}
     if settings.extender_url:
         options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)
     cluster = settings.cluster(**options)

@@ -28,6 +28,13 @@ TOPOLOGY_ENV = "NETSCHED_TOPOLOGY"  # what whatif and why take the cluster's top
 KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
 
+def _dra_gpu_drivers() -> tuple[str, ...]:
+    return option((), flag="--dra-gpu-driver", metavar="DRIVER",
+                  help="a DRA driver whose devices count as GPUs, as the operator's --dra-gpu-driver (repeat "
+                  "for more; default: none, only allocatable nvidia.com/gpu)")
+
+
+
 @dataclass(frozen=True)
 class PackSettings:
     snapshot: str | None = option(flag="snapshot", help="snapshot file (JSON or YAML)")
@@ -45,6 +52,7 @@ class PackSettings:
         help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: priced, "
         "as the operator's)")
     json: bool = option(False, flag="--json", help="print the plan as JSON")
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 def pack_main(settings: PackSettings) -> int:
@@ -61,7 +69,8 @@ def pack_main(settings: PackSettings) -> int:
     if settings.from_cluster:
         from netsched.packer.live_cluster import problem_from_cluster
 
-        problem = problem_from_cluster(_connect(settings.kubeconfig, settings.context))
+        problem = problem_from_cluster(_connect(settings.kubeconfig, settings.context),
+                                       dra_gpu_drivers=settings.dra_gpu_drivers)
     else:
         try:
             problem = Problem.from_json(yaml.safe_load(Path(str(settings.snapshot)).read_text()))
@@ -161,6 +170,7 @@ class WhatIfSettings:
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
     topology: Topology | None = _topology()
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +182,7 @@ class WhySettings:
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
     topology: Topology | None = _topology()
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 def whatif_main(settings: WhatIfSettings) -> int:
@@ -258,7 +269,7 @@ def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topolo
             yield doc, exc
     if api is None or not accepted:
         return
-    cluster = Cluster.read(api, topology)
+    cluster = Cluster.read(api, topology, settings.dra_gpu_drivers)
     cluster = replace(cluster, placer=placer)
     past = history(cluster, Path(settings.records) if settings.records else None)
     for doc, manifest, unchecked in accepted:
@@ -312,10 +323,11 @@ def why_main(settings: WhySettings) -> int:
         api = _connect(settings.kubeconfig, settings.context)
         namespace = _namespace_of(settings)
         if kind == KIND:
-            answer = why(Cluster.read(api, topology), namespace, name)
+            answer = why(Cluster.read(api, topology, settings.dra_gpu_drivers), namespace, name)
         else:
             live = Live.read(api, kind, namespace, name)
-            answer = why_workload(Cluster.read(api, topology), live, kind, namespace, name)
+            answer = why_workload(Cluster.read(api, topology, settings.dra_gpu_drivers), live, kind,
+                                  namespace, name)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api.connect import listed, listed_together
+from netsched.api.dra import DraGpus
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import (
     GROUP,
@@ -86,17 +87,20 @@ class Cluster:
     placer: GangPlacer | None = field(default=None, compare=False)
 
     @classmethod
-    def read(cls, api: client.ApiClient, topology: Topology = DEFAULT) -> Cluster:
+    def read(cls, api: client.ApiClient, topology: Topology = DEFAULT, dra_gpu_drivers: tuple[str, ...] = (),
+             ) -> Cluster:
+        """`dra_gpu_drivers`: whose devices count as GPUs (netsched.api.dra), as the operator counts them."""
         nodes, pods, pdbs, jobs, classes = listed_together(
             api, [*STATE, f"/apis/{GROUP}/{VERSION}/{PLURAL}", "/apis/scheduling.k8s.io/v1/priorityclasses"])
-        notes: tuple[str, ...] = ()
+        gpus, notes = DraGpus.read(api, dra_gpu_drivers)
+        nodes = gpus.nodes_folded(nodes) if gpus.drivers else nodes
         try:
             batch_jobs = listed(api, "/apis/batch/v1/jobs")
         except client.ApiException as exc:
             if exc.status != 403:
                 raise
             # the answer is still worth having: only the end of running Job gangs is unknown
-            batch_jobs, notes = [], (UNLISTED_JOBS,)
+            batch_jobs, notes = [], (*notes, UNLISTED_JOBS)
         return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api, topology)
 
     @cached_property

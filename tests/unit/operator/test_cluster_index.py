@@ -89,3 +89,24 @@ def test_every_pod_is_kept_for_the_forecaster_finished_ones_too_and_a_deleted_on
     assert [p["metadata"]["name"] for p in index.pods()] == ["a"]
     index.replace("pods", [])
     assert index.pods() == []
+
+
+def test_a_nodes_room_counts_the_gpus_a_dra_driver_publishes_and_a_change_is_told():
+    from netsched.testing.builders import make_dra_node, make_resource_claim, make_resource_slice
+
+    index = ClusterIndex(dra_gpu_drivers=("gpu.example.com",))
+    assert index.kinds == ("nodes", "pods", "resourceslices", "resourceclaims")
+    assert ClusterIndex().kinds == ("nodes", "pods")
+    changed = rooms_changed(index)
+    index.replace("nodes", [make_dra_node("n1"), make_node("n2")])
+    index.replace("resourceslices", [make_resource_slice("n1")])
+    rooms = {r.name: r for r in index.rooms()}
+    assert rooms["n1"].allocatable[GPU_RESOURCE] == 8.0 and rooms["n2"].allocatable[GPU_RESOURCE] == 8.0
+    assert rooms["n1"].labels["nvidia.com/gpu.product"] == "LATEST-GPU-MODEL"
+    assert len(changed) == 2
+    index.apply("resourceclaims", "ADDED", make_resource_claim("c", "n1", range(2)))
+    assert {r.name: r for r in index.rooms()}["n1"].allocatable[GPU_RESOURCE] == 6.0 and len(changed) == 3
+    index.apply("nodes", "MODIFIED", make_dra_node("n1"))  # a heartbeat keeps the DRA GPUs
+    assert {r.name: r for r in index.rooms()}["n1"].allocatable[GPU_RESOURCE] == 6.0 and len(changed) == 3
+    index.absent("resourceslices")
+    assert GPU_RESOURCE not in {r.name: r for r in index.rooms()}["n1"].allocatable and len(changed) == 4
