@@ -124,6 +124,11 @@ class DraGpus:
         """The node's DRA GPUs; None where the configured drivers publish none for it."""
         return self._counted.get(node)
 
+    def claimed(self, node: str) -> int:
+        """The node's devices claim-only pods hold."""
+        gpus = self._counted.get(node)
+        return 0 if gpus is None else gpus.claimed
+
     def nodes(self) -> dict[str, NodeGpus]:
         return dict(self._counted)
 

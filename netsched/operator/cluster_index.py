@@ -18,7 +18,6 @@ waited minutes without a pod, and the operator used 0.7 of a core doing nothing 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
@@ -31,7 +30,7 @@ from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, pod_requests
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.capacity import NodeRoom, node_room, with_dra_gpus
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import gang_gated
@@ -195,11 +194,7 @@ class ClusterIndex:
             return True
 
     def _with_dra(self, room: NodeRoom) -> NodeRoom:
-        """The room with the GPUs DRA drivers publish on the node (netsched.api.dra)."""
-        labels, allocatable = self.dra.fold(room.name, room.labels, room.allocatable, float)
-        if allocatable is None:
-            return room
-        return dataclasses.replace(room, labels=labels, allocatable=allocatable)
+        return with_dra_gpus(room, self.dra) if self.dra.drivers else room
 
     def _dra_changed(self, nodes: set[str]) -> bool:
         changed = False

@@ -28,12 +28,12 @@ from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL
 from netsched.devcluster.devcluster import DevCluster
-from netsched.devcluster.pods import gpu_pod
+from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.topology import GPUNode
 from netsched.devcluster.wait import poll
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import packing_plans as _plans
-from netsched.testing.cluster import priority_classes, running, scratch_namespace
+from netsched.testing.cluster import priority_classes, running, scratch_namespace, watch_all_or_nothing
 
 ROOT = Path(__file__).parents[2]
 RESOURCE = "resource.k8s.io"
@@ -177,6 +177,38 @@ def test_whatif_answers_for_the_dra_node_as_for_the_device_plugin_node(cluster, 
     assert answer(DRA_RACK, f"--dra-gpu-driver={DRIVER}") == plugin
     # without the driver named, the node has no GPUs to whatif, as to netsched before DRA
     assert answer(DRA_RACK)[0].startswith("Fits now: no")
+
+
+def test_claim_only_pods_are_ganged_by_the_operator_placed_by_kube_scheduler_and_their_gpus_counted(
+        cluster, core, custom, namespace, tmp_path):
+    custom.create_namespaced_custom_object(RESOURCE, "v1", namespace, "resourceclaimtemplates", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}}})
+    body = gated_job("claims", 2, 1, "600s")  # gated as the webhook gates a gang's pods
+    spec = body["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    container["resources"] = {"claims": [{"name": "gpu"}]}  # no nvidia.com/gpu: the extender is not asked
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    client.BatchV1Api(cluster.api_client()).create_namespaced_job(namespace, body)
+    placed = watch_all_or_nothing(core, namespace, "claims", 2)  # released whole by the operator
+    assert set(placed.values()) == {DRA_NODE}
+    poll(lambda: any(e.reason == "GangReleased" for e in core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=claims").items), 60, "the GangReleased event")
+    assert not core.list_namespaced_event(namespace, field_selector="reason=NetworkPlacement").items
+
+    def answer(gpus: int) -> str:
+        job = make_gpujob(f"next-{gpus}", replicas=1, gpus=gpus, duration="60s", manifest=True)
+        job["spec"]["template"]["spec"]["nodeSelector"] = {RACK_LABEL: DRA_RACK}
+        path = tmp_path / f"{gpus}.json"
+        path.write_text(json.dumps(job))
+        done = _netsched(cluster, "whatif", "-f", str(path), "-n", namespace, f"--dra-gpu-driver={DRIVER}")
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if line.startswith("Fits now"))
+    # their 2 devices are in use: 6 fit now, 8 not yet, and 8 is no NeverFits (they come back)
+    poll(lambda: answer(6).startswith("Fits now: yes") or None, 30, "whatif to count the claims' devices")
+    eight = answer(8)
+    assert eight.startswith("Fits now: no") and "NeverFits" not in eight, eight
 
 
 def test_a_packing_plan_makes_room_on_the_dra_node(cluster, core, custom, namespace):

@@ -110,3 +110,5 @@ def test_a_nodes_room_counts_the_gpus_a_dra_driver_publishes_and_a_change_is_tol
     assert {r.name: r for r in index.rooms()}["n1"].allocatable[GPU_RESOURCE] == 6.0 and len(changed) == 3
     index.absent("resourceslices")
     assert GPU_RESOURCE not in {r.name: r for r in index.rooms()}["n1"].allocatable and len(changed) == 4
+    index.replace("resourceslices", [make_resource_slice("n1")])
+    assert {r.name: r for r in index.rooms()}["n1"].held == {GPU_RESOURCE: 2.0}  # never_fits counts it
