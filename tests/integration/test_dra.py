@@ -27,7 +27,8 @@ from netsched.api import plans
 from netsched.api.conditions import find
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL
-from netsched.devcluster.devcluster import DevCluster
+from netsched.devcluster import audit
+from netsched.devcluster.devcluster import EXTENDER, OPERATOR, DevCluster
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.topology import GPUNode
 from netsched.devcluster.wait import poll
@@ -233,3 +234,13 @@ def test_a_packing_plan_makes_room_on_the_dra_node(cluster, core, custom, namesp
         for plan in _plans(custom):
             name = plan["metadata"]["name"]
             custom.delete_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL, name)
+
+
+def test_the_extender_and_operator_read_slices_and_claims_with_no_request_refused(cluster):
+    seen = [r for r in audit.requests(cluster.audit_log) if r.user in (EXTENDER, OPERATOR)]
+    assert not [r for r in seen if r.denied], [r for r in seen if r.denied][:10]
+    used = {(r.user, r.verb, r.resource) for r in seen}
+    for needed in [(EXTENDER, "watch", "resourceslices"), (EXTENDER, "watch", "resourceclaims"),
+                   (OPERATOR, "watch", "resourceslices"), (OPERATOR, "watch", "resourceclaims"),
+                   (OPERATOR, "list", "resourceclaims")]:  # the packing pass's one read
+        assert needed in used, (needed, sorted(u for u in used if u[2].startswith("resource")))
