@@ -80,7 +80,7 @@ class ReadModel:
         self.jobs = JobPods(hold_ttl)
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
-        # each node's essentials: its facts are made again from them when its DRA GPUs change
+        # with DRA, each node's essentials: its facts are made again from them when its DRA GPUs change
         self._raw: dict[str, KubeObject] = {}
         self.dra = dra.DraGpus(dra_gpu_drivers)
         self._table: NodeTable | None = None
@@ -118,8 +118,8 @@ class ReadModel:
         """A fresh LIST of nodes or pods: replaces everything known of that kind."""
         with self._lock:
             if kind == "nodes":
-                self._raw = {o["metadata"]["name"]: o for o in objects}
-                self._nodes = {name: self._facts(o) for name, o in self._raw.items()}
+                self._raw = {o["metadata"]["name"]: o for o in objects} if self.dra.drivers else {}
+                self._nodes = {o["metadata"]["name"]: self._facts(o) for o in objects}
                 self._node_changed()
             elif kind in dra.KINDS:
                 self._dra_changed(self.dra.replace(kind, objects))
@@ -177,11 +177,12 @@ class ReadModel:
             self._raw.pop(name, None)
             self._node_changed()
             return
-        self._raw[name] = obj
-        self._refresh(name)
+        if self.dra.drivers:
+            self._raw[name] = obj
+        self._refresh(name, obj)
 
-    def _refresh(self, name: str) -> None:
-        facts = self._facts(self._raw[name])
+    def _refresh(self, name: str, node: KubeObject) -> None:
+        facts = self._facts(node)
         if self._nodes.get(name) != facts:
             self._nodes[name] = facts
             self._node_changed()
@@ -191,7 +192,7 @@ class ReadModel:
 
     def _dra_changed(self, nodes: set[str]) -> None:
         for name in nodes & self._raw.keys():
-            self._refresh(name)
+            self._refresh(name, self._raw[name])
 
     def _node_changed(self) -> None:
         self._outdated = True
