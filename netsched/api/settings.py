@@ -66,6 +66,15 @@ def topology_setting() -> Any:
                    f"e.g. block=example.com/block,rack=example.com/rack (default {DEFAULT_PRESET})")
 
 
+def dra_gpu_drivers_setting() -> Any:
+    """`--dra-gpu-driver`, the DRA drivers whose devices count as GPUs (netsched.api.dra): every component
+    that counts GPUs declares this one setting, from the chart's `dra.gpuDrivers` value."""
+    return setting((), flag="--dra-gpu-driver", metavar="DRIVER", helm="dra.gpuDrivers",
+                   help="a DRA driver (a ResourceSlice's spec.driver, e.g. gpu.nvidia.com) whose devices "
+                   "count as a node's nvidia.com/gpu; repeat for more (default: none, only allocatable "
+                   "nvidia.com/gpu)")
+
+
 def parse_topology(text: str) -> Topology:
     """A --topology value; argparse's one-line error naming the fix if it is none."""
     try:

@@ -1,4 +1,5 @@
-"""List-and-watch Nodes, Pods or PackingPlans into a process's own view, one daemon thread per kind.
+"""List-and-watch Nodes, Pods, PackingPlans or DRA ResourceSlices and ResourceClaims into a process's
+own view, one daemon thread per kind.
 
 The extender's ReadModel and the operator's ClusterIndex are kept this way (a `Sink`).
 
@@ -23,14 +24,15 @@ import orjson
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
-from netsched.api import plans
+from netsched.api import dra, plans
 from netsched.api.objects import KubeObject
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 10
 READ_TIMEOUT = WATCH_SECONDS + 20
 ABSENT_RECHECK = 30.0  # seconds between looks for a resource the apiserver did not serve
-OPTIONAL = ("packingplans",)  # kinds served only once their CRD is installed
+# kinds served only once their CRD is installed, or (DRA) by clusters from Kubernetes 1.34 on
+OPTIONAL = ("packingplans", *dra.KINDS)
 # Finished pods hold no room; leaving them out of a watch keeps it small.
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -48,12 +50,15 @@ class Reflector:
     def __init__(self, api: client.ApiClient, cache: Sink, kind: str,
                  on_event: Callable[[str, KubeObject], None] = lambda t, o: None,
                  field_selector: str | None = None):
-        core = client.CoreV1Api(api)
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         self.list_call = {
             "nodes": core.list_node,
             "pods": core.list_pod_for_all_namespaces,
-            "packingplans": partial(client.CustomObjectsApi(api).list_cluster_custom_object,
-                                    plans.GROUP, plans.VERSION, plans.PLURAL),
+            "packingplans": partial(custom.list_cluster_custom_object, plans.GROUP, plans.VERSION,
+                                    plans.PLURAL),
+            # any group's list and watch: the client's ResourceV1Api follows one Kubernetes version's fields
+            dra.SLICES: partial(custom.list_cluster_custom_object, dra.GROUP, dra.VERSION, dra.SLICES),
+            dra.CLAIMS: partial(custom.list_cluster_custom_object, dra.GROUP, dra.VERSION, dra.CLAIMS),
         }[kind]
         self.kwargs = {"field_selector": field_selector} if field_selector else {}
         self.cache, self.kind, self.on_event = cache, kind, on_event

@@ -68,6 +68,17 @@ def _topology_setting(text: str) -> str:
     return text
 
 
+def _feature_gate(text: str) -> str:
+    """A --feature-gate value, checked: argparse's one-line error naming the form unless NAME=true|false."""
+    from netsched.devcluster.feature_gates import BadFeatureGate, parse
+
+    try:
+        parse([text])
+    except BadFeatureGate as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 @dataclass(frozen=True)
 class UpSettings(ClusterShape):
     extender_url: str | None = option(
@@ -96,6 +107,10 @@ class UpSettings(ClusterShape):
         "webhooks for its objects and batch/v1 Jobs (see docs/dev-cluster.md)")
     foreground: bool = option(False, flag="--foreground",
                               help="stay in the foreground; Ctrl-C stops every component")
+    feature_gates: tuple[str, ...] = option(
+        (), flag="--feature-gate", metavar="NAME=true|false", parse=_feature_gate,
+        help="a Kubernetes feature gate for the control plane, e.g. DRAExtendedResource=true; passed only "
+        "where this version has it and its default differs (repeat for more)")
 
 
 def up(settings: UpSettings) -> int:
@@ -103,7 +118,7 @@ def up(settings: UpSettings) -> int:
 
     options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
                                "real_node": settings.real_node, "kueue": settings.kueue,
-                               "topology": settings.topology,
+                               "topology": settings.topology, "feature_gates": settings.feature_gates,
                                **scored_by(settings.model)}
     if settings.extender_url:
         options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)

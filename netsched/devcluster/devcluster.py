@@ -39,6 +39,7 @@ from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
 from netsched.devcluster.binaries import ensure_binaries, ensure_kueue
 from netsched.devcluster.crds import install_crds
+from netsched.devcluster.feature_gates import feature_gate_args
 from netsched.devcluster.kwok_stages import stages_yaml
 from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
 from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
@@ -107,6 +108,8 @@ class DevCluster:
     operator_args: tuple[str, ...] = ()  # more `netsched operator` flags, e.g. ("--model=<path>",)
     real_node: bool = False  # one real kubelet node besides the KWOK ones (netsched.devcluster.realnode)
     kueue: bool = False  # Kueue's manager, its CRDs and webhooks (netsched.devcluster.kueue)
+    # NAME=true|false for the control plane, passed where the built version needs it (feature_gates.py)
+    feature_gates: tuple[str, ...] = ()
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
@@ -399,6 +402,11 @@ class DevCluster:
             (d / EGRESS_SELECTION).write_text(yaml.safe_dump(self._node(bin_dir).egress_selection()))
 
         plan = _component_argv(bin_dir, d, ports, pki, kubeconfigs, scheduler_yaml, stages, self.real_node)
+        gates, left_out = feature_gate_args(bin_dir, self.feature_gates)
+        for words in left_out:
+            self.progress(f"feature gate {words}")
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            plan[name] += gates
         lease = lease_seconds(self.nodes)
         plan["kwok"].append(f"--node-lease-duration-seconds={lease}")
         if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable

@@ -65,6 +65,10 @@ EXTENDER = (
     Rule("netsched.io", ("packingplans",), (
         Use(LIST_WATCH, WATCH, '"packingplans": partial(', "the pins and reservations the filter enforces"),
     )),
+    Rule("resource.k8s.io", ("resourceslices", "resourceclaims"), (
+        Use(LIST_WATCH, WATCH, "dra.SLICES: partial(",
+            "the cache: GPUs a DRA driver publishes, and claims' use"),
+    )),
     Rule("", ("events",), (
         Use(("create",), "netsched/extender/explain.py", "create_namespaced_event",
             "NetworkPlacement events: why a pod got its node"),
@@ -81,6 +85,7 @@ EXTENDER = (
 )
 
 PODS_LIST = "netsched/packer/live_cluster.py"
+DRA = "netsched/api/dra.py"  # one read of ResourceSlices and ResourceClaims
 OPERATOR_ROLE = "netsched:operator"
 OPERATOR = (
     Rule("netsched.io", ("gpujobs",), (
@@ -114,6 +119,12 @@ OPERATOR = (
             "the cluster index: every node's GPUs and labels"),
         Use(("list",), "netsched/operator/webhook/hard_limits.py", "core.list_node(",
             "the data-limit webhook: which nodes hold a data source"),
+    )),
+    Rule("resource.k8s.io", ("resourceslices", "resourceclaims"), (
+        Use(LIST_WATCH, WATCH, "dra.SLICES: partial(",
+            "the cluster index: GPUs a DRA driver publishes, and claims' use"),
+        Use(("list",), DRA, 'listed(api, f"/apis/{GROUP}/{VERSION}/{kind}")',
+            "each packing pass counts DRA GPUs"),
     )),
     Rule("", ("events",), (
         Use(("create",), "netsched/operator/gpujobs/controller.py", "create_namespaced_event",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsched.api.settings import SECONDS, number, setting, topology_setting
+from netsched.api.settings import SECONDS, dra_gpu_drivers_setting, number, setting, topology_setting
 from netsched.api.topology import Topology
 from netsched.extender.holds import HOLD_SECONDS
 
@@ -82,6 +82,7 @@ class ExtenderConfig:
         "memoryGiB) extending netsched's built-in one for the completion-time model's GPU features "
         "(netsched/models/gpus.py)")
     topology: Topology = topology_setting()
+    dra_gpu_drivers: tuple[str, ...] = dra_gpu_drivers_setting()
     explain_events: bool = setting(
         True, flag="--no-explain-events", helm="extender.explainEvents",
         help="do not write a NetworkPlacement event on each placed pod")

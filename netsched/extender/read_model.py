@@ -9,7 +9,9 @@ its pods are and when they were bound (netsched.extender.holds), so every replic
 has just started, holds the same room until the same moment: a pod's binding time is the one the
 API server wrote on it (`bound_at`), converted once to this model's clock.
 
-Active PackingPlans are kept too, as the `Pins` the filter enforces.
+Active PackingPlans are kept too, as the `Pins` the filter enforces. With DRA drivers configured, their
+ResourceSlices and ResourceClaims (netsched.api.dra) make the GPUs of the nodes they publish: a node's
+facts are its object as DraGpus shows it, worked out again when its slices or the claims on it change.
 
 Node changes a request reads (a new or deleted node, labels, allocatable) need a new node table.
 Once `start_publisher` runs, a thread builds it off the request path, with what is derived from it
@@ -39,6 +41,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from netsched.api import dra
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import (
     GPU_LABELS,
@@ -60,15 +63,16 @@ from netsched.extender.snapshot import NodeFacts, NodeTable, Snapshot
 from netsched.jobs.stale_pins import released_pin
 from netsched.telemetry.store import TelemetryStore
 
-WATCHED = ("nodes", "pods", "packingplans")
-REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served)
+WATCHED = ("nodes", "pods", "packingplans", *dra.KINDS)
+REQUIRED = ("nodes", "pods")  # the others may be `absent` (their resource is not served, or not asked for)
 PUBLISH_AFTER = 0.2  # seconds the publisher waits after a node change for more before building
 
 
 class ReadModel:
     def __init__(self, max_age: float = 30.0, assume_ttl: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, hold_ttl: float = HOLD_SECONDS,
-                 topology: Topology = DEFAULT, wall: Callable[[], float] = time.time):
+                 topology: Topology = DEFAULT, wall: Callable[[], float] = time.time,
+                 dra_gpu_drivers: tuple[str, ...] = ()):
         self.max_age = max_age
         self.topology = topology
         self.clock = clock
@@ -77,6 +81,9 @@ class ReadModel:
         self.jobs = JobPods(hold_ttl)
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFacts] = {}
+        # with DRA, each node's essentials: its facts are made again from them when its DRA GPUs change
+        self._raw: dict[str, KubeObject] = {}
+        self.dra = dra.DraGpus(dra_gpu_drivers)
         self._table: NodeTable | None = None
         self._outdated = True  # the nodes changed since _table was built
         self._changed = threading.Event()  # wakes the publisher
@@ -90,6 +97,8 @@ class ReadModel:
         self._heard: dict[str, float] = {}
         self._synced: set[str] = set()
         self._absent: set[str] = set()  # optional kinds the apiserver does not serve
+        # what the watcher lists and watches: DRA's slices and claims only when a driver is configured
+        self.watched = WATCHED if dra_gpu_drivers else tuple(k for k in WATCHED if k not in dra.KINDS)
         # What else derives from a node table (the telemetry's domain aggregates): built with it
         self.on_table: list[Callable[[NodeTable], object]] = []
 
@@ -110,8 +119,11 @@ class ReadModel:
         """A fresh LIST of nodes or pods: replaces everything known of that kind."""
         with self._lock:
             if kind == "nodes":
-                self._nodes = {o["metadata"]["name"]: _node_facts(o, self.topology) for o in objects}
+                self._raw = {o["metadata"]["name"]: o for o in objects} if self.dra.drivers else {}
+                self._nodes = {o["metadata"]["name"]: self._facts(o) for o in objects}
                 self._node_changed()
+            elif kind in dra.KINDS:
+                self._dra_changed(self.dra.replace(kind, objects))
             elif kind == "packingplans":
                 self._plans = {o["metadata"]["name"]: o for o in objects if is_active(o)}
                 self._pins = None
@@ -139,16 +151,20 @@ class ReadModel:
             self._heard.pop(kind, None)
             if kind == "packingplans" and self._plans:
                 self._plans, self._pins = {}, None
+            if kind in dra.KINDS:
+                self._dra_changed(self.dra.clear(kind))
 
     def sources(self) -> dict[str, str]:
         """Each watched kind's state: synced, absent (not served), or waiting (not listed yet)."""
         return {k: "synced" if k in self._synced else "absent" if k in self._absent else "waiting"
-                for k in WATCHED}
+                for k in self.watched}
 
     def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
         with self._lock:
             if kind == "nodes":
                 self._apply_node(event_type, obj)
+            elif kind in dra.KINDS:
+                self._dra_changed(self.dra.apply(kind, event_type, obj))
             elif kind == "packingplans":
                 self._apply_plan(event_type, obj)
             else:
@@ -159,12 +175,25 @@ class ReadModel:
         name = obj["metadata"]["name"]
         if event_type == "DELETED":
             self._nodes.pop(name, None)
+            self._raw.pop(name, None)
             self._node_changed()
             return
-        facts = _node_facts(obj, self.topology)
+        if self.dra.drivers:
+            self._raw[name] = obj
+        self._refresh(name, obj)
+
+    def _refresh(self, name: str, node: KubeObject) -> None:
+        facts = self._facts(node)
         if self._nodes.get(name) != facts:
             self._nodes[name] = facts
             self._node_changed()
+
+    def _facts(self, node: KubeObject) -> NodeFacts:
+        return _node_facts(self.dra.node(node) if self.dra.drivers else node, self.topology)
+
+    def _dra_changed(self, nodes: set[str]) -> None:
+        for name in nodes & self._raw.keys():
+            self._refresh(name, self._raw[name])
 
     def _node_changed(self) -> None:
         self._outdated = True
@@ -301,7 +330,7 @@ class ReadModel:
             holds = self.jobs.holds(now, reserved.assumed)
             held, holders = self._held(table, free, key, holds, reserved) if holds else (None, {})
         age = self.age(now)
-        synced = self._synced | self._absent >= set(WATCHED)
+        synced = self._synced | self._absent >= set(self.watched)
         links = None if telemetry is None else telemetry.snapshot()
         return Snapshot(table, free, peers, age, not synced or age > self.max_age, synced, pins, requested,
                         telemetry=links, held=held, holders=holders)
@@ -326,7 +355,7 @@ class ReadModel:
 
     def age(self, now: float | None = None) -> float:
         now = self.clock() if now is None else now
-        kinds = [k for k in WATCHED if k not in self._absent]
+        kinds = [k for k in self.watched if k not in self._absent]
         if not all(k in self._heard for k in kinds):
             return float("inf")
         return now - min(self._heard[k] for k in kinds)
@@ -354,6 +383,8 @@ def essentials(kind: str, obj: KubeObject) -> KubeObject:
                          if isinstance(containers, list) else containers},
                 "status": {"phase": status.get("phase"),
                            "conditions": [c for c in status.get("conditions") or () if _scheduled(c)]}}
+    if kind in dra.KINDS:
+        return dra.essentials(kind, obj)
     return obj  # PackingPlans: few, seldom changed, read whole
 
 

@@ -57,7 +57,7 @@ from netsched.extender.protocol import (
     parse_preemption,
     preemption_result,
 )
-from netsched.extender.read_model import WATCHED, ReadModel
+from netsched.extender.read_model import ReadModel
 from netsched.extender.scorers import NodeScorer, TopologyScorer
 from netsched.telemetry.store import TelemetryStore
 
@@ -317,7 +317,7 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
     log.info("GPU capability table: %s, %d products", gpus.source, len(gpus.entries))
     metrics, decisions = Metrics(), DecisionLog()
     cache = ReadModel(max_age=settings.max_cache_age, topology=settings.topology,
-                      hold_ttl=settings.hold_seconds)
+                      hold_ttl=settings.hold_seconds, dra_gpu_drivers=settings.dra_gpu_drivers)
     count = metrics.events.labels
     writer = EventWriter(api, lambda outcome: count(outcome).inc(),
                          on_written=metrics.event_lag.observe) if settings.explain_events else None
@@ -329,11 +329,11 @@ def serve(api: ApiClient, settings: ExtenderConfig, sync_timeout: float = 60.0) 
             if decision is not None:
                 writer.submit(decision)
 
-    for kind in WATCHED:
+    for kind in cache.watched:
         metrics.sources.labels(kind).set_function(partial(_is_synced, cache, kind))
     # read at each scrape, so an idle extender's gauge still shows its watches falling behind
     metrics.cache_age.set_function(lambda: min(cache.age(), 1e9))
-    watches = WatchProcess(cache, watcher_argv(settings.kubeconfig), on_pod_event,
+    watches = WatchProcess(cache, watcher_argv(settings.kubeconfig, settings.dra_gpu_drivers), on_pod_event,
                            lambda kind, what, n: metrics.watch_updates.labels(kind, what).inc(n)).start()
     cache.start_publisher()
     if not cache.wait_synced(sync_timeout):

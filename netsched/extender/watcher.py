@@ -4,10 +4,10 @@ A 5,000-node cluster sends some 200 node updates a second (status heartbeats), a
 status changes several times; none of that changes what a filter reads. Decoded in the serving
 process, each update took CPU and the interpreter lock from the requests waiting behind it. So
 `netsched extender` runs `python -m netsched.extender.watcher` in a session of its own (the kernel
-schedules it as a group apart from the server): it lists and watches nodes, pods and
-PackingPlans (netsched.api.watch), cuts each object to what the cache reads (cache.essentials), and
-writes a line to the server only when that changes. Otherwise it says at most once a second that
-the watch is alive and how many updates it let go.
+schedules it as a group apart from the server): it lists and watches nodes, pods, PackingPlans and,
+with DRA drivers configured, ResourceSlices and ResourceClaims (netsched.api.watch), cuts each object
+to what the cache reads (cache.essentials), and writes a line to the server only when that changes.
+Otherwise it says at most once a second that the watch is alive and how many updates it let go.
 
 One orjson array per line on the watcher's stdout:
     ["replace", kind, [object, ...]]      a fresh LIST
@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import orjson
 
+from netsched.api import dra
 from netsched.api.objects import KubeObject
 from netsched.api.watch import Sink
 from netsched.extender.read_model import WATCHED, essentials
@@ -183,9 +184,11 @@ class WatchProcess:
             raise ValueError(f"unknown verb {verb!r}")
 
 
-def watcher_argv(kubeconfig: str | None) -> list[str]:
-    """How the server starts its watcher: this interpreter, this module, the server's kubeconfig."""
-    return [sys.executable, "-m", __name__, *([f"--kubeconfig={kubeconfig}"] if kubeconfig else [])]
+def watcher_argv(kubeconfig: str | None, dra_gpu_drivers: Sequence[str] = ()) -> list[str]:
+    """How the server starts its watcher: this interpreter, this module, the server's kubeconfig and the
+    DRA drivers whose slices and claims it watches (none: it watches neither)."""
+    return [sys.executable, "-m", __name__, *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
+            *(f"--dra-gpu-driver={d}" for d in dra_gpu_drivers)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="netsched extender's watch process (started by "
                                      "`netsched extender`; writes to its stdout)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--dra-gpu-driver", action="append", default=[],
+                        help="watch ResourceSlices and ResourceClaims too (netsched.api.dra)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _end_with_parent()
@@ -203,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Reflector(api, relay, "nodes").start()
     Reflector(api, relay, "pods", field_selector=UNFINISHED_PODS).start()
     Reflector(api, relay, "packingplans").start()
+    if args.dra_gpu_driver:  # every driver's: a few objects per node, cut to what the cache reads
+        for kind in dra.KINDS:
+            Reflector(api, relay, kind).start()
     threading.Event().wait()  # the Reflectors' threads do the work; SIGTERM ends the process
     return 0
 

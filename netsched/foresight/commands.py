@@ -28,6 +28,13 @@ TOPOLOGY_ENV = "NETSCHED_TOPOLOGY"  # what whatif and why take the cluster's top
 KUBECONFIG_HELP = "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)"
 
 
+def _dra_gpu_drivers() -> tuple[str, ...]:
+    return option((), flag="--dra-gpu-driver", metavar="DRIVER",
+                  help="a DRA driver whose devices count as GPUs, as the operator's --dra-gpu-driver (repeat "
+                  "for more; default: none, only allocatable nvidia.com/gpu)")
+
+
+
 @dataclass(frozen=True)
 class PackSettings:
     snapshot: str | None = option(flag="snapshot", help="snapshot file (JSON or YAML)")
@@ -45,6 +52,7 @@ class PackSettings:
         help="disruption policy, YAML or JSON, as the operator's --pack-policy (default: priced, "
         "as the operator's)")
     json: bool = option(False, flag="--json", help="print the plan as JSON")
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 def pack_main(settings: PackSettings) -> int:
@@ -61,7 +69,8 @@ def pack_main(settings: PackSettings) -> int:
     if settings.from_cluster:
         from netsched.packer.live_cluster import problem_from_cluster
 
-        problem = problem_from_cluster(_connect(settings.kubeconfig, settings.context))
+        problem = problem_from_cluster(_connect(settings.kubeconfig, settings.context),
+                                       dra_gpu_drivers=settings.dra_gpu_drivers)
     else:
         try:
             problem = Problem.from_json(yaml.safe_load(Path(str(settings.snapshot)).read_text()))
@@ -178,6 +187,7 @@ class WhatIfSettings:
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
     topology: Topology | None = _topology()
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,6 +199,7 @@ class WhySettings:
     kubeconfig: str | None = _kubeconfig()
     context: str | None = _context()
     topology: Topology | None = _topology()
+    dra_gpu_drivers: tuple[str, ...] = _dra_gpu_drivers()
 
 
 def whatif_main(settings: WhatIfSettings) -> int:
@@ -285,7 +296,7 @@ def _whatif_outcomes(documents: list[Document], settings: WhatIfSettings, topolo
     if api is None or not accepted:
         return
     levels, note = _cluster_topology(api, topology)
-    cluster = Cluster.read(api, levels)
+    cluster = Cluster.read(api, levels, settings.dra_gpu_drivers)
     cluster = replace(cluster, placer=placer, notes=(*cluster.notes, *([note] if note else [])))
     past = history(cluster, Path(settings.records) if settings.records else None)
     # asked only when a workload names a Kueue queue: is there a Kueue to admit it
@@ -346,10 +357,11 @@ def why_main(settings: WhySettings) -> int:
         if note:
             print(f"netsched: note: {note}", file=sys.stderr)
         if kind == KIND:
-            answer = why(Cluster.read(api, levels), namespace, name)
+            answer = why(Cluster.read(api, levels, settings.dra_gpu_drivers), namespace, name)
         else:
             live = Live.read(api, kind, namespace, name)
-            answer = why_workload(Cluster.read(api, levels), live, kind, namespace, name)
+            answer = why_workload(Cluster.read(api, levels, settings.dra_gpu_drivers), live, kind,
+                                  namespace, name)
     except WhatIfError as exc:
         print(f"netsched: error: why: {exc}", file=sys.stderr)
         return 1

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from netsched.api import conditions as c
 from netsched.api.connect import listed, listed_together
+from netsched.api.dra import DraGpus
 from netsched.api.events import now_rfc3339, parse_rfc3339, rfc3339
 from netsched.api.gpujob import (
     GROUP,
@@ -45,7 +46,15 @@ from netsched.api.labels import RACK_LABEL, ZONE_LABEL
 from netsched.api.pods import DONE
 from netsched.api.resources import Resources, pod_requests
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import NodeRoom, domain_room, gang_fit, member_room, node_room, placement
+from netsched.jobs.capacity import (
+    NodeRoom,
+    domain_room,
+    gang_fit,
+    member_room,
+    node_room,
+    placement,
+    with_dra_gpus,
+)
 from netsched.jobs.forecast import bound_usage, cluster_forecast
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.live_gangs import LiveGang, live_gangs
@@ -85,26 +94,35 @@ class Cluster:
     topology: Topology = DEFAULT  # the levels jobs name, as the operator is configured
     # the extender, asked where a gang's members would go as the release would ask it (a dry run)
     placer: GangPlacer | None = field(default=None, compare=False)
+    # GPUs DRA drivers publish (netsched.api.dra), counted as the operator counts them
+    dra: DraGpus = field(default_factory=lambda: DraGpus(()), compare=False)
 
     @classmethod
-    def read(cls, api: client.ApiClient, topology: Topology = DEFAULT) -> Cluster:
+    def read(cls, api: client.ApiClient, topology: Topology = DEFAULT, dra_gpu_drivers: tuple[str, ...] = (),
+             ) -> Cluster:
+        """`dra_gpu_drivers`: whose devices count as GPUs (netsched.api.dra), as the operator counts them."""
         nodes, pods, pdbs, jobs, classes = listed_together(
             api, [*STATE, f"/apis/{GROUP}/{VERSION}/{PLURAL}", "/apis/scheduling.k8s.io/v1/priorityclasses"])
-        notes: tuple[str, ...] = ()
+        dra, notes = DraGpus.read(api, dra_gpu_drivers)
         try:
             batch_jobs = listed(api, "/apis/batch/v1/jobs")
         except client.ApiException as exc:
             if exc.status != 403:
                 raise
             # the answer is still worth having: only the end of running Job gangs is unknown
-            batch_jobs, notes = [], (UNLISTED_JOBS,)
-        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api, topology)
+            batch_jobs, notes = [], (*notes, UNLISTED_JOBS)
+        return cls(nodes, pods, pdbs, jobs, classes, batch_jobs, notes, api, topology, dra=dra)
 
     @cached_property
     def rooms(self) -> list[NodeRoom]:
         """Each node's room (capacity.node_room), worked out once per read: every part of an answer
         needs it, and at 1,000 nodes each pass costs a tenth of a second."""
-        return [node_room(n) for n in self.nodes]
+        return [with_dra_gpus(node_room(n), self.dra) for n in self.nodes]
+
+    @cached_property
+    def gpu_nodes(self) -> list[dict]:
+        """The nodes as a device plugin would show their DRA GPUs (netsched.api.dra), for the packer."""
+        return self.dra.nodes_folded(self.nodes) if self.dra.drivers else self.nodes
 
     @cached_property
     def used(self) -> dict[str, Resources]:
@@ -136,7 +154,7 @@ def history(cluster: Cluster, records: Path | None) -> list[dict]:
     """Finished jobs to learn run times from: the operator's records file if given, and the finished
     GPUJobs still in the cluster (a record is kept once, by uid)."""
     rows = {r["uid"]: r for _, r in read_records(records) if "uid" in r} if records else {}
-    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in cluster.nodes}
+    labels = {r.name: r.labels for r in cluster.rooms}
     for body in cluster.jobs:
         status = body.get("status") or {}
         if status.get("phase") in TERMINAL and body["metadata"]["uid"] not in rows:
@@ -252,7 +270,7 @@ def _packer(cluster: Cluster, pods: list[dict], budget: float) -> dict[str, Any]
     from netsched.packing.report import plan_json
 
     packer = Packer(cluster.api or client.ApiClient(), PackerConfig(budget=budget), topology=cluster.topology)
-    problem, policy = packer.problem(cluster.nodes, [*cluster.pods, *pods], cluster.pdbs)
+    problem, policy = packer.problem(cluster.gpu_nodes, [*cluster.pods, *pods], cluster.pdbs)
     decision = packer.decide(problem, policy, [*cluster.pods, *pods], cluster.pdbs)
     if not decision.disrupts:
         why = (blocked_message(decision.blocked) if decision.blocked else

@@ -27,10 +27,11 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from netsched.api import conditions as c
+from netsched.api.dra import DraGpus
 from netsched.api.labels import GPU_RESOURCE
 from netsched.api.resources import Resources, quantities
 from netsched.api.topology import DEFAULT, NODE, Topology
@@ -44,6 +45,9 @@ class NodeRoom:
     allocatable: Resources
     schedulable: bool
     taints: tuple[dict[str, Any], ...] = ()
+    # room taken off allocatable that is no pod's request: GPUs claim-only pods hold (with_dra_gpus); it
+    # comes back when they end, so never_fits counts it
+    held: Resources = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,16 @@ def node_room(node: dict[str, Any]) -> NodeRoom:
     taints = tuple(t for t in spec.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
     return NodeRoom(node["metadata"]["name"], dict(node["metadata"].get("labels") or {}),
                     quantities(status.get("allocatable")), ready and not spec.get("unschedulable"), taints)
+
+
+def with_dra_gpus(room: NodeRoom, dra: DraGpus) -> NodeRoom:
+    """The room with the GPUs DRA drivers publish on its node (netsched.api.dra), those claim-only pods
+    hold taken off and `held`; the room itself where DRA adds nothing."""
+    labels, allocatable = dra.fold(room.name, room.labels, room.allocatable, float)
+    if allocatable is None:
+        return room
+    held = {GPU_RESOURCE: float(dra.claimed(room.name))}
+    return replace(room, labels=labels, allocatable=allocatable, held=held)
 
 
 def domain_of(node: NodeRoom, level: str, topology: Topology = DEFAULT) -> str:
@@ -121,7 +135,7 @@ def never_fits(nodes: list[NodeRoom], job: Workload, topology: Topology = DEFAUL
     ready = [n for n in nodes if n.schedulable]
     if not ready or not any(v > 0 for v in request.values()):
         return None
-    usable = [n for n in ready if _may_run(n, job.member_spec, job.needs, nodes, topology)]
+    usable = [_emptied(n) for n in ready if _may_run(n, job.member_spec, job.needs, nodes, topology)]
     limited = len(usable) < len(ready)
     widen = ", or widen its nodeSelector, node affinity, tolerations or maxDataDistance" if limited else ""
     if not usable:
@@ -278,6 +292,14 @@ def fits_on(node: NodeRoom, used: Resources, request: Resources) -> bool:
     return _count(_minus(node.allocatable, used), request) >= 1
 
 
+def _emptied(node: NodeRoom) -> NodeRoom:
+    """The node with every pod gone: its allocatable with what it holds for no pod's request back."""
+    if not node.held:
+        return node
+    return replace(node, allocatable={k: node.allocatable.get(k, 0.0) + node.held.get(k, 0.0)
+                                      for k in node.allocatable.keys() | node.held.keys()})
+
+
 def _minus(a: Resources, b: Resources) -> Resources:
     return {k: v - b.get(k, 0.0) for k, v in a.items()}
 
@@ -285,9 +307,12 @@ def _minus(a: Resources, b: Resources) -> Resources:
 def _count(free: Resources, request: Resources) -> int:
     """How many pods asking `request` fit in `free`."""
     counts = [math.floor(free.get(k, 0.0) / v + 1e-9) for k, v in request.items() if v > 0]
-    return max(0, min(counts)) if counts else 0
+    if not counts:  # it asks nothing (a pod whose GPUs come through ResourceClaims only): as many as the
+        return max(0, int(free.get("pods", NO_POD_LIMIT)))  # node takes pods, not none (never released)
+    return max(0, min(counts))
 
 
+NO_POD_LIMIT = 1 << 20  # a node's room for pods asking nothing, where its allocatable has no `pods`
 INTEGER = re.compile(r"-?[0-9]+")  # what Go's strconv.ParseInt takes: no "²", no spaces
 
 

@@ -6,7 +6,9 @@ forecaster reads every node's room and every pod as the API server sent it (with
 managedFields, which nothing here reads and which are a large part of a pod). The
 watches (netsched.api.watch) run on two threads and keep plain dicts decoded by orjson. A node
 event that changes nothing about its room (a status heartbeat) costs one comparison; one that
-does calls `on_room_change` (the packer may now make room, or must no longer count on it).
+does calls `on_room_change` (the packer may now make room, or must no longer count on it). With DRA
+drivers configured, ResourceSlices and ResourceClaims are watched too (`kinds`), and a node's room counts
+the GPUs they publish (netsched.api.dra), worked out again when they change.
 
 Not kopf indexes: kopf gives every watched object a worker task, and until all its indexes are
 filled it wakes every waiting worker whenever another object's worker starts. On 5,000 KWOK nodes,
@@ -21,13 +23,14 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
+from netsched.api import dra
 from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.labels import JOB_LABEL, REPLICA_LABEL
 from netsched.api.objects import KubeObject
 from netsched.api.pods import DONE, PodPhase
 from netsched.api.resources import Resources, add_usage, pod_requests
 from netsched.api.topology import DEFAULT, Topology
-from netsched.jobs.capacity import NodeRoom, node_room
+from netsched.jobs.capacity import NodeRoom, node_room, with_dra_gpus
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.pod_gangs import gang_of
 from netsched.jobs.replica_pods import gang_gated
@@ -89,10 +92,14 @@ class _Pod:
 
 
 class ClusterIndex:
-    def __init__(self, on_room_change: Callable[[], object] = lambda: None, topology: Topology = DEFAULT):
+    def __init__(self, on_room_change: Callable[[], object] = lambda: None, topology: Topology = DEFAULT,
+                 dra_gpu_drivers: tuple[str, ...] = ()):
         self.on_room_change = on_room_change
         self.topology = topology  # its levels' labels are what a released gang's pods are pinned by
+        self.dra = dra.DraGpus(dra_gpu_drivers)
+        self.kinds = (*WATCHED, *dra.KINDS) if dra_gpu_drivers else WATCHED  # what to watch into this index
         self._lock = threading.Lock()
+        self._bare: dict[str, NodeRoom] = {}  # each node's room as its object says, before DRA's GPUs
         self._rooms: dict[str, NodeRoom] = {}
         self._pods: dict[str, _Pod] = {}
         self._bodies: dict[str, KubeObject] = {}  # uid -> every pod not deleted, finished ones too
@@ -142,8 +149,15 @@ class ClusterIndex:
     def replace(self, kind: str, objects: list[KubeObject]) -> None:
         if kind == "nodes":
             with self._lock:
-                self._rooms = {r.name: r for r in map(node_room, objects)}
+                self._bare = {r.name: r for r in map(node_room, objects)}
+                self._rooms = {name: self._with_dra(r) for name, r in self._bare.items()}
             self.on_room_change()
+        elif kind in dra.KINDS:
+            with self._lock:
+                changed = self._dra_changed(self.dra.replace(kind, objects))
+            if changed:
+                self.on_room_change()
+            return  # optional: the index is synced without them
         else:
             with self._lock:
                 for uid in list(self._pods):
@@ -157,6 +171,11 @@ class ClusterIndex:
         if kind == "nodes":
             if self._apply_node(event_type, obj):
                 self.on_room_change()
+        elif kind in dra.KINDS:
+            with self._lock:
+                changed = self._dra_changed(self.dra.apply(kind, event_type, obj))
+            if changed:
+                self.on_room_change()
         else:
             with self._lock:
                 self._apply_pod(event_type, obj)
@@ -165,19 +184,37 @@ class ClusterIndex:
         pass  # a tick reads what it has: a GPUJob's own status says when its pods do not show up
 
     def absent(self, kind: str) -> None:
-        raise ValueError(f"{kind} are always served")
+        if kind not in dra.KINDS:
+            raise ValueError(f"{kind} are always served")
+        with self._lock:  # a cluster without DRA: no DRA GPUs
+            changed = self._dra_changed(self.dra.clear(kind))
+        if changed:
+            self.on_room_change()
 
     # ---- under the lock ------------------------------------------------------------
     def _apply_node(self, event_type: str, node: KubeObject) -> bool:
         name = node["metadata"]["name"]
         with self._lock:
             if event_type == "DELETED":
+                self._bare.pop(name, None)
                 return self._rooms.pop(name, None) is not None
-            room = node_room(node)
-            if self._rooms.get(name) == room:
+            bare = node_room(node)
+            if self._bare.get(name) == bare:
                 return False  # a heartbeat
-            self._rooms[name] = room
+            self._bare[name] = bare
+            self._rooms[name] = self._with_dra(bare)
             return True
+
+    def _with_dra(self, room: NodeRoom) -> NodeRoom:
+        return with_dra_gpus(room, self.dra) if self.dra.drivers else room
+
+    def _dra_changed(self, nodes: set[str]) -> bool:
+        changed = False
+        for name in nodes & self._bare.keys():
+            room = self._with_dra(self._bare[name])
+            changed |= self._rooms.get(name) != room
+            self._rooms[name] = room
+        return changed
 
     def _apply_pod(self, event_type: str, pod: KubeObject) -> None:
         uid = pod["metadata"].get("uid", "")

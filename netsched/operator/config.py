@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsched.api.labels import SCHEDULER_NAME
-from netsched.api.settings import SECONDS, SECONDS_OR_ZERO, number, setting, topology_setting
+from netsched.api.settings import (
+    SECONDS,
+    SECONDS_OR_ZERO,
+    dra_gpu_drivers_setting,
+    number,
+    setting,
+    topology_setting,
+)
 from netsched.api.topology import Topology
 from netsched.packer.config import PackerConfig
 
@@ -114,4 +121,5 @@ class OperatorConfig:
         flag="--webhook-key-file", metavar="PEM", fixed=CHART_WEBHOOK,
         help="the private key of --webhook-cert-file")
     topology: Topology = topology_setting()
+    dra_gpu_drivers: tuple[str, ...] = dra_gpu_drivers_setting()
     packer: PackerConfig = field(default_factory=PackerConfig)

@@ -19,7 +19,7 @@ from netsched.api.connect import api_client, reachable
 from netsched.api.settings import summary
 from netsched.api.watch import Reflector
 from netsched.operator.admission_gate import AdmissionGate
-from netsched.operator.cluster_index import WATCHED, ClusterIndex
+from netsched.operator.cluster_index import ClusterIndex
 from netsched.operator.config import OperatorConfig
 from netsched.operator.forecaster.loop import Forecaster
 from netsched.operator.gang_placer import GangPlacer, tls_context
@@ -95,7 +95,7 @@ def run_operator(settings: OperatorConfig) -> None:
 
     @kopf.on.startup(registry=registry)
     def watch(**_: Any) -> None:
-        for kind in WATCHED:
+        for kind in loops.cluster.kinds:
             Reflector(api, loops.cluster, kind).start()
 
     @kopf.on.login(registry=registry)
@@ -133,8 +133,9 @@ def _loops(api: client.ApiClient, settings: OperatorConfig) -> Loops:
     leadership = _leadership(api, settings)
     disruption = read_policy(settings.packer.policy) if settings.packer.policy else DisruptionPolicy()
     packer = Packer(api, settings.packer, metrics, settings.scheduler_name, disruption, settings.topology,
-                    leads=leadership.leads)
-    cluster = ClusterIndex(on_room_change=packer.room_changed, topology=settings.topology)
+                    leads=leadership.leads, dra_gpu_drivers=settings.dra_gpu_drivers)
+    cluster = ClusterIndex(on_room_change=packer.room_changed, topology=settings.topology,
+                           dra_gpu_drivers=settings.dra_gpu_drivers)
     gpujobs.packer_note = lambda job: packer.blocked.get(job)  # read at each use: a pass replaces it
     forecaster = Forecaster(api, records, metrics, cluster, settings.forecast_interval,
                             gangs_live=lambda: bool(cluster.pod_gangs()), model=settings.model,

@@ -88,6 +88,7 @@ class Packer:
     disruption: DisruptionPolicy = DisruptionPolicy()
     topology: Topology = DEFAULT  # the levels gangs keep to
     leads: Callable[[], bool] = lambda: True  # whether this replica acts (netsched.operator.leadership)
+    dra_gpu_drivers: tuple[str, ...] = ()  # whose devices count as GPUs (netsched.api.dra)
     _asking: threading.Lock = field(default_factory=threading.Lock)
     _next: float = 0.0  # no solve before this (monotonic seconds)
     _due: threading.Timer | None = None  # the packing pass already asked for
@@ -158,7 +159,7 @@ class Packer:
         if any(plans.is_active(p) for p in listed["items"]):
             return  # one plan at a time
         read_at = time.monotonic()
-        raw_nodes, raw_pods, pdbs = cluster_state(self.api)
+        raw_nodes, raw_pods, pdbs = cluster_state(self.api, self.dra_gpu_drivers)
         problem, policy = self.problem(raw_nodes, raw_pods, pdbs)
         # never the same victims twice for pods that still wait: an unfinished plan's victims stay put
         problem = _pin(problem, spared(listed["items"], raw_pods))

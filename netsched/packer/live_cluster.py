@@ -30,6 +30,7 @@ controller solve over.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import defaultdict
@@ -40,6 +41,7 @@ from kubernetes import client
 
 from netsched.api import annotations as read
 from netsched.api.connect import listed
+from netsched.api.dra import DraGpus
 from netsched.api.events import parse_rfc3339
 from netsched.api.labels import DATA_SOURCE, JOB_LABEL, MAX_DATA_DISTANCE, SCHEDULER_NAME
 from netsched.api.objects import KubeObject
@@ -54,21 +56,29 @@ from netsched.jobs.replica_pods import GANG_GATE, gang_gated
 from netsched.packing.problem import Budget, Node, Pod, Problem
 
 RECREATED_BY = {"ReplicaSet", "Job", "StatefulSet", "GPUJob"}
+log = logging.getLogger(__name__)
 STATELESS_OWNER = "ReplicaSet"
 LOCAL_STATE = ("hostPath", "persistentVolumeClaim", "ephemeral")  # volumes whose data a move would strand
 STATE = ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets")  # what a pass lists
 
 
 def problem_from_cluster(api: client.ApiClient, scheduler: str = SCHEDULER_NAME,
-                         topology: Topology = DEFAULT) -> Problem:
-    nodes, pods, pdbs = cluster_state(api)
+                         topology: Topology = DEFAULT, dra_gpu_drivers: tuple[str, ...] = ()) -> Problem:
+    nodes, pods, pdbs = cluster_state(api, dra_gpu_drivers)
     return problem_of(nodes, pods, pdbs, scheduler, gang_sizes(api, pods, scheduler), topology)
 
 
-def cluster_state(api: client.ApiClient) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
+def cluster_state(api: client.ApiClient, dra_gpu_drivers: tuple[str, ...] = (),
+                  ) -> tuple[list[KubeObject], list[KubeObject], list[KubeObject]]:
     """Nodes, pods and PodDisruptionBudgets as plain dicts: one list each, one at a time (a packing pass
-    shares the operator's connections)."""
+    shares the operator's connections); the nodes with the GPUs `dra_gpu_drivers` publish
+    (netsched.api.dra)."""
     nodes, pods, pdbs = (listed(api, path) for path in STATE)
+    if dra_gpu_drivers:
+        gpus, notes = DraGpus.read(api, dra_gpu_drivers)
+        for note in notes:
+            log.warning("packing pass: %s", note)
+        nodes = gpus.nodes_folded(nodes)
     return nodes, pods, pdbs
 
 

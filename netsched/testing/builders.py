@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from netsched.api.events import rfc3339
 from netsched.api.gpujob import GROUP, VERSION
-from netsched.api.labels import GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
+from netsched.api.labels import GPU_PRODUCT_LABEL, GPU_RESOURCE, JOB_LABEL, SCHEDULER_NAME
 from netsched.api.resources import Resources
 from netsched.devcluster.pods import DURATION_ANNOTATION
 from netsched.devcluster.topology import GPUNode
@@ -68,6 +69,50 @@ def make_node(name: str, zone: str = "zone-a", rack: str = "rack-a1", gpus: int 
     manifest["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     manifest["spec"] = {"unschedulable": unschedulable, "taints": taints or []}
     return manifest
+
+
+def make_dra_node(name: str, zone: str = "zone-a", rack: str = "rack-a1", **kwargs: Any) -> dict:
+    """make_node of a node whose GPUs a DRA driver publishes: no allocatable nvidia.com/gpu, no GPU
+    feature-discovery labels (its GPUs come from `make_resource_slice`)."""
+    manifest = make_node(name, zone, rack, **kwargs)
+    for label in (GPU_PRODUCT_LABEL, "nvidia.com/gpu.count"):
+        manifest["metadata"]["labels"].pop(label, None)
+    manifest["status"] = {**manifest["status"], **{
+        key: {r: v for r, v in manifest["status"][key].items() if r != GPU_RESOURCE}
+        for key in ("capacity", "allocatable")}}
+    return manifest
+
+
+def make_resource_slice(node: str = "n1", gpus: int = 8, driver: str = "gpu.example.com", *,
+                        generation: int = 0, uid: str = "",
+                        product: tuple[str, str] | None = ("model", "LATEST-GPU-MODEL"),
+                        kind: str | None = None, pool: str | None = None) -> dict:
+    """A ResourceSlice as dra-example-driver publishes it for a node (its README: devices gpu-0.., a model
+    attribute); NVIDIA's driver: product=("productName", ...) and kind="gpu" (its `type` attribute)."""
+    def attributes(i: int) -> dict:
+        out: dict = {"index": {"int": i}, "uuid": {"string": f"gpu-{node}-{i}"}}
+        if product:
+            out[product[0]] = {"string": product[1]}
+        if kind:
+            out["type"] = {"string": kind}
+        return out
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": uid or f"{node}-{driver}", "uid": uid or f"{node}-{driver}-{generation}"},
+            "spec": {"driver": driver, "nodeName": node,
+                     "pool": {"name": pool or node, "generation": generation, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": attributes(i),
+                                  "capacity": {"memory": {"value": "80Gi"}}} for i in range(gpus)]}}
+
+
+def make_resource_claim(name: str, node: str = "n1", devices: range = range(1),
+                        driver: str = "gpu.example.com", *, extended: bool = False) -> dict:
+    """An allocated ResourceClaim holding devices gpu-<i> of the node's pool; `extended`: the one
+    kube-scheduler makes for a pod asking an extended resource a DeviceClass maps (KEP-5004)."""
+    annotations = {"resource.kubernetes.io/extended-resource-claim": "true"} if extended else {}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml", "uid": name, "annotations": annotations},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": driver, "pool": node, "device": f"gpu-{i}"} for i in devices]}}}}
 
 
 def make_pod(name: str = "p", node: str | None = None, *, namespace: str = "ml", gpus: int = 2,

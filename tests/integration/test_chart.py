@@ -263,6 +263,25 @@ def test_the_topology_reaches_the_extender_and_the_operator_as_levels_they_parse
         assert build_parser().parse_args(args).topology == Topology.parse(expected)
 
 
+def test_dra_drivers_reach_the_extender_and_the_operator_and_their_resource_names_the_scheduler(bin_dir):
+    default = render(bin_dir)
+    [block] = scheduler_yaml(default, "netsched")["extenders"]
+    assert block["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    extender_args = container(default, "Deployment", "netsched-extender")["args"]
+    assert not any(a.startswith("--dra-gpu-driver") for a in extender_args)
+    docs = render(bin_dir, {"dra": {"gpuDrivers": ["gpu.nvidia.com", "gpu.example.com"],
+                                    "extendedResourceNames": ["nvidia.com/gpu", "example.com/gpu"]}})
+    for component in ("netsched-extender", "netsched-operator"):
+        args = container(docs, "Deployment", component)["args"]
+        assert list(build_parser().parse_args(args).dra_gpu_drivers) == ["gpu.nvidia.com", "gpu.example.com"]
+    [block] = scheduler_yaml(docs, "netsched")["extenders"]
+    assert block["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False},
+                                         {"name": "example.com/gpu", "ignoredByScheduler": False}]
+    refused = run([bin_dir / "helm", "template", "x", CHART, "-f", "-"],
+                  stdin=yaml.safe_dump({"dra": {"gpuDrivers": ["Not A Driver"]}}))
+    assert refused.returncode != 0 and "/dra/gpuDrivers/0" in refused.stderr
+
+
 def test_the_disruption_policy_reaches_the_operator_as_a_file_it_reads(bin_dir, tmp_path):
     priced = {"mode": "priced", "minGain": 5,
               "classes": [{"priorityClassName": "prod", "moveForLower": False}]}

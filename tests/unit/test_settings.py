@@ -28,7 +28,7 @@ CHART = ROOT / "charts" / "netsched"
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 SCHEMA = yaml.safe_load((CHART / "values.schema.json").read_text())
 JSON_TYPES = {bool: {"boolean"}, int: {"integer"}, float: {"number"}, str: {"string"}, Path: {"string"},
-              Topology: {"object"}}
+              Topology: {"object"}, tuple[str, ...]: {"array"}}
 # the helpers a template's flag may take its value from: name -> the Helm values the helper reads
 DEFINE = re.compile(r'define "([\w.]+)"(.*?)\{\{-? end -?\}\}\s*(?=\{\{/\*|\{\{-? define|\Z)', re.DOTALL)
 HELPERS = {name: {ref.removeprefix(".Values.") for ref in re.findall(r"\.Values(?:\.\w+)+", body)}
@@ -113,8 +113,9 @@ def test_every_helm_value_exists_and_has_a_schema_entry_of_the_settings_type(com
         assert schema is not None, f"{path} ({flag}) has no entry in values.schema.json"
         assert types_of(schema) & JSON_TYPES[kind], (
             f"{path} is {types_of(schema)} in the schema, {flag} takes {kind.__name__}")
-        accepted = {float: (int, float), Path: (str,), Topology: (dict,)}.get(kind, (kind,))
-        assert type(value) in accepted, f"{path}: {value!r} in values.yaml is not a {kind.__name__} ({flag})"
+        accepted = {float: (int, float), Path: (str,), Topology: (dict,),
+                    tuple[str, ...]: (list,)}.get(kind, (kind,))
+        assert type(value) in accepted, f"{path}: {value!r} in values.yaml is not a {kind} ({flag})"
 
 
 def leaves(node: dict, prefix: str = ""):

@@ -13,6 +13,10 @@ templates include these.
 - apiGroups: [netsched.io]
   resources: [packingplans]
   verbs: [list, watch]
+# list/watch: the cache: GPUs a DRA driver publishes, and claims' use (netsched/api/watch.py)
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices, resourceclaims]
+  verbs: [list, watch]
 # create: NetworkPlacement events: why a pod got its node (netsched/extender/explain.py)
 - apiGroups: [""]
   resources: [events]
@@ -53,6 +57,11 @@ templates include these.
 #   (netsched/operator/webhook/hard_limits.py)
 - apiGroups: [""]
   resources: [nodes]
+  verbs: [list, watch]
+# list/watch: the cluster index: GPUs a DRA driver publishes, and claims' use (netsched/api/watch.py)
+# list: each packing pass counts DRA GPUs (netsched/api/dra.py)
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices, resourceclaims]
   verbs: [list, watch]
 # create: GPUJob events, with its conditions' reasons (netsched/operator/gpujobs/controller.py)
 # create: the packer's evictions (netsched/packer/controller.py)

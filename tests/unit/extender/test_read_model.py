@@ -270,3 +270,34 @@ def test_a_released_pod_pinned_to_a_node_holds_its_room_there_for_every_replica_
     assert free(cache, "a1-0") == 2
     cache.apply("pods", "DELETED", pinned)
     assert free(cache, "a1-0") == 8
+
+
+def test_a_nodes_dra_gpus_are_its_gpus_and_claim_only_pods_take_theirs():
+    from netsched.testing.builders import make_dra_node, make_resource_claim, make_resource_slice
+
+    dra = make_dra_node("dra-0")
+    cache = cache_of([*CLUSTER, dra], [pod("p", "dra-0", gpus=3, phase="Running")],
+                     dra_gpu_drivers=("gpu.example.com",))
+    assert free(cache, "dra-0") == 0  # no slices yet: a node of no GPUs
+    cache.replace("resourceslices", [make_resource_slice("dra-0")])
+    cache.replace("resourceclaims", [make_resource_claim("p-gpus", "dra-0", range(3), extended=True)])
+    view = cache.snapshot()
+    i = view.table.index["dra-0"]
+    assert (int(view.table.allocatable[i]), int(view.free[i])) == (8, 5)
+    assert view.table.gpu_product[i] == "LATEST-GPU-MODEL"
+    cache.apply("resourceclaims", "ADDED", make_resource_claim("claim-only", "dra-0", range(3, 5)))
+    assert free(cache, "dra-0") == 3
+    cache.apply("resourceslices", "DELETED", make_resource_slice("dra-0"))
+    assert free(cache, "dra-0") == 0
+    cache.apply("nodes", "MODIFIED", dra | {"metadata": dra["metadata"] | {"labels": {}}})
+    cache.apply("resourceslices", "ADDED", make_resource_slice("dra-0", gpus=4))
+    assert free(cache, "dra-0") == 0  # 4, less the claim-only pod's 2 and the bound pod's 3, at least 0
+
+
+def test_dra_kinds_are_watched_only_with_a_driver_and_may_be_absent():
+    assert "resourceslices" not in cache_of(CLUSTER).sources()
+    cache = cache_of(CLUSTER, dra_gpu_drivers=("gpu.nvidia.com",))
+    assert cache.sources()["resourceslices"] == "waiting" and cache.snapshot().stale
+    cache.absent("resourceslices")
+    cache.absent("resourceclaims")
+    assert not cache.snapshot().stale and cache.sources()["resourceclaims"] == "absent"

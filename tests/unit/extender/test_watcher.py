@@ -72,6 +72,24 @@ def test_a_pod_is_relayed_when_created_bound_or_its_phase_changes_not_on_other_s
     assert lines(out) == [["heard", "pods", 2]]
 
 
+def test_a_claim_is_relayed_when_its_allocation_changes_not_when_its_reservations_do():
+    from netsched.extender.watcher import watcher_argv
+    from netsched.testing.builders import make_resource_claim
+
+    assert watcher_argv(None, ("gpu.nvidia.com",))[-1] == "--dra-gpu-driver=gpu.nvidia.com"
+    assert not any("dra" in a for a in watcher_argv(None))
+    out = io.BytesIO()
+    relay = Relay(out, Clock())
+    relay.replace("resourceclaims", [])
+    lines(out)
+    claim = make_resource_claim("c", "a1-0", range(2))
+    relay.apply("resourceclaims", "ADDED", claim)
+    reserved = copy.deepcopy(claim)
+    reserved["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "u"}]
+    relay.apply("resourceclaims", "MODIFIED", reserved)
+    assert [(m[0], m[2]) for m in lines(out)] == [("apply", "ADDED")]
+
+
 def test_the_cache_fed_what_the_watcher_relays_reads_as_the_cache_fed_whole_objects():
     clock = Clock()
     pods = [pod("a", "a1-0", gpus=3, job="train", annotations={"netsched.io/replicas": "4"}, phase="Running",

@@ -105,3 +105,28 @@ def test_a_blocked_job_gets_no_forecast():
     assert "ml/huge" not in cluster_forecast(NOW, NODES, [], [body], history)
     body["status"]["phase"] = Phase.PENDING
     assert "ml/huge" in cluster_forecast(NOW, NODES, [], [body], history)
+
+
+def test_gpus_claim_only_pods_hold_on_a_dra_node_are_not_free_now_but_count_for_never_fits():
+    from netsched.api.dra import CLAIMS, SLICES, DraGpus
+    from netsched.jobs.capacity import with_dra_gpus
+    from netsched.testing.builders import make_dra_node, make_resource_claim, make_resource_slice
+
+    dra = DraGpus(["gpu.example.com"])
+    dra.replace(SLICES, [make_resource_slice("d1")])
+    dra.replace(CLAIMS, [make_resource_claim("c", "d1", range(2))])
+    room = with_dra_gpus(node_room(make_dra_node("d1")), dra)
+    assert (room.allocatable[GPU], room.held) == (6.0, {GPU: 2.0})
+    eight = job(replicas=1, gpus=8)
+    assert never_fits([room], eight) is None  # once the claim-only pods end, 8 fit
+    assert not gang_fit([room], {}, [], eight).fits
+    assert gang_fit([room], {}, [], job(replicas=1, gpus=6)).fits
+
+
+def test_a_gang_whose_members_request_nothing_fits_as_many_as_the_nodes_take_pods():
+    # claim-only pods with no CPU or memory request: their GPUs are kube-scheduler's to find
+    bare = job(replicas=4, gpus=0, template={"spec": {"containers": [{"name": "main"}]}})
+    assert not any(bare.member_request.values())
+    fit = gang_fit(NODES, {}, [], bare)
+    assert fit.fits and fit.placeable >= 4
+    assert never_fits(NODES, bare) is None

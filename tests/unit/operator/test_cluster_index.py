@@ -107,3 +107,26 @@ def test_a_released_pod_pinned_to_a_node_takes_room_there_and_nowhere_else():
     index.apply("pods", "MODIFIED", make_pod("m0", "n2", gpus=4, uid="m0", annotations={PINNED_NODE: "n2"}))
     indices = index.indices({})
     assert indices.pinned == {} and indices.taken() == {"n1": {GPU_RESOURCE: 2.0}, "n2": {GPU_RESOURCE: 4.0}}
+
+
+def test_a_nodes_room_counts_the_gpus_a_dra_driver_publishes_and_a_change_is_told():
+    from netsched.testing.builders import make_dra_node, make_resource_claim, make_resource_slice
+
+    index = ClusterIndex(dra_gpu_drivers=("gpu.example.com",))
+    assert index.kinds == ("nodes", "pods", "resourceslices", "resourceclaims")
+    assert ClusterIndex().kinds == ("nodes", "pods")
+    changed = rooms_changed(index)
+    index.replace("nodes", [make_dra_node("n1"), make_node("n2")])
+    index.replace("resourceslices", [make_resource_slice("n1")])
+    rooms = {r.name: r for r in index.rooms()}
+    assert rooms["n1"].allocatable[GPU_RESOURCE] == 8.0 and rooms["n2"].allocatable[GPU_RESOURCE] == 8.0
+    assert rooms["n1"].labels["nvidia.com/gpu.product"] == "LATEST-GPU-MODEL"
+    assert len(changed) == 2
+    index.apply("resourceclaims", "ADDED", make_resource_claim("c", "n1", range(2)))
+    assert {r.name: r for r in index.rooms()}["n1"].allocatable[GPU_RESOURCE] == 6.0 and len(changed) == 3
+    index.apply("nodes", "MODIFIED", make_dra_node("n1"))  # a heartbeat keeps the DRA GPUs
+    assert {r.name: r for r in index.rooms()}["n1"].allocatable[GPU_RESOURCE] == 6.0 and len(changed) == 3
+    index.absent("resourceslices")
+    assert GPU_RESOURCE not in {r.name: r for r in index.rooms()}["n1"].allocatable and len(changed) == 4
+    index.replace("resourceslices", [make_resource_slice("n1")])
+    assert {r.name: r for r in index.rooms()}["n1"].held == {GPU_RESOURCE: 2.0}  # never_fits counts it
