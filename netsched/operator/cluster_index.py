@@ -57,6 +57,8 @@ class Indices:
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
     # "namespace/pod" -> the active PackingPlans placing it
     planned: Mapping[str, Collection[str]] = field(default_factory=dict)
+    # node -> GPUs active PackingPlans hold there for their pods (netsched.jobs.plan_room)
+    plan_room: Mapping[str, int] = field(default_factory=dict)
 
     def pods_of(self, key: JobKey) -> list[PodView]:
         return list(self.job_pods.get(key, ()))

@@ -45,6 +45,7 @@ from netsched.jobs.hard_limits import (
     pinned_to,
     requirement_patch,
 )
+from netsched.jobs.plan_room import with_plan_room
 from netsched.jobs.replica_pods import (
     pin_patch,
     pinned_note,
@@ -181,9 +182,11 @@ class GPUJobController:
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
         pending = indices.pending + self.gate.reserved(indices, job.key)
-        result = gang_fit(nodes, indices.used, pending, job, self.topology)
+        # the room an active plan holds for the pods it places is not this gang's to take
+        used = with_plan_room(indices.used, indices.plan_room)
+        result = gang_fit(nodes, used, pending, job, self.topology)
         if result.fits:
-            room = member_room(nodes, indices.used, pending, job, self.topology)
+            room = member_room(nodes, used, pending, job, self.topology)
             return replace(result, nodes=self._place(job, indices, room))
         # no PackingPlan can place a gang that never fits: what the packer says of it is noise
         waits = not result.fits and result.why != c.NEVER_FITS

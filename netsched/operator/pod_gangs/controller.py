@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -30,7 +31,8 @@ from netsched.api.connect import api_message
 from netsched.api.events import event
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.gang_size import read_size
-from netsched.jobs.pod_gangs import gang_of, involved
+from netsched.jobs.plan_room import with_plan_room
+from netsched.jobs.pod_gangs import controller, gang_of, involved
 from netsched.jobs.replica_pods import ungate_patch
 from netsched.jobs.stale_pins import pinned_node, stale_pin, unschedulable
 from netsched.operator import COMPONENT
@@ -42,6 +44,25 @@ from netsched.operator.pod_gangs.decision import decide
 
 log = logging.getLogger(__name__)
 SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods released
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the active PackingPlans decide for pod gangs, read once per pass."""
+    placing: dict[str, str] = field(default_factory=dict)  # namespace/pod -> the plan that places it
+    moving: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, controller uid) -> plan
+    reserved: dict[str, int] = field(default_factory=dict)  # node -> GPUs the plans hold there
+
+    def plan_of(self, namespace: str, gated: list[dict[str, Any]]) -> str | None:
+        """The plan that lifts these gated pods' gates: one it places, or a moved pod's replacement (a
+        new pod of the moved pod's controller)."""
+        for pod in gated:
+            name = f"{namespace}/{pod['metadata']['name']}"
+            owner = (controller(pod) or {}).get("uid")
+            plan = self.placing.get(name) or self.moving.get((namespace, owner or ""))
+            if plan:
+                return plan
+        return None
 
 
 class PodGangController:
@@ -81,11 +102,11 @@ class PodGangController:
             del self._said[key]  # the gang is gone (finished, or its workload deleted)
         waiting = {k: g for k, g in gangs.items() if any(m.pod is not None for m in g)}
         try:
-            planned = self._planned() if waiting else {}
+            planned = self._planned() if waiting else Planned()
         except client.ApiException as exc:  # releasing a gang a plan places would undo the plan
             self.metrics.api_errors.labels("pod-gang").inc()
             log.warning("pod gang: listing PackingPlans failed: %s; no gang released", api_message(exc))
-            planned, waiting = {}, {}
+            planned, waiting = Planned(), {}
         for key, gang in waiting.items():
             self._admit(key, gang, planned)
         self._replace_stale_pins()
@@ -96,23 +117,26 @@ class PodGangController:
                 self._released_strays.add(uid)
                 self._release_stray(pod)
 
-    def _planned(self) -> dict[str, str]:
-        """namespace/pod -> the active PackingPlan that places it."""
-        listed = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)
-        return {pod: plan for body in listed["items"] for pod, plan in plans.placing(body).items()}
+    def _planned(self) -> Planned:
+        """What the active PackingPlans place, move and hold."""
+        items = self.custom.list_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL)["items"]
+        return Planned({pod: plan for body in items for pod, plan in plans.placing(body).items()},
+                       {owner: plan for body in items for owner, plan in plans.moving(body).items()},
+                       plans.reserved_gpus(items))
 
-    def _admit(self, key: GangKey, gang: list[GangMember], planned: dict[str, str]) -> None:
+    def _admit(self, key: GangKey, gang: list[GangMember], planned: Planned) -> None:
         member = next(m.pod for m in gang if m.pod is not None)
         ref = gang_of(member)
         if ref is None:
             return
-        plan = next((planned[p] for m in gang if m.pod is not None
-                     and (p := f"{ref.namespace}/{m.name}") in planned), None)
+        plan = planned.plan_of(ref.namespace, [m.pod for m in gang if m.pod is not None])
         size, no_size = ((ref.size, "") if ref.size is not None or plan is not None
                          else read_size(self.objects, member, ref))
         with self.gate:
             indices = self.cluster.indices({})
-            decision = decide(ref, size, gang, self.cluster.rooms(), indices.used,
+            # the room an active plan holds for the pods it places is not this gang's to take
+            used = with_plan_room(indices.used, planned.reserved)
+            decision = decide(ref, size, gang, self.cluster.rooms(), used,
                               indices.pending + self.gate.reserved(indices), no_size, plan,
                               self.topology, partial(self.placer.nodes, ref.namespace,
                                                      f"{ref.kind}/{ref.name}"))

@@ -185,3 +185,21 @@ def test_a_gang_a_packing_plan_places_is_left_to_the_plan_even_when_it_fits():
     pods = [member(i) for i in range(2)]
     d = decide(REF, 2, gang(pods), NODES, {}, [], plan="pack-1")
     assert (d.reason, d.release) == ("WaitingForPlan", {}) and "PackingPlan pack-1" in d.message
+
+
+def test_a_moved_members_replacement_is_left_to_the_plan_that_moves_it():
+    from netsched.operator.pod_gangs.controller import Planned
+    planned = Planned(moving={("ml", "j1"): "pack-2"})
+    assert planned.plan_of("ml", [member(1)]) == "pack-2"  # a new pod of the moved pod's Job
+    assert Planned(placing={"ml/train-1": "pack-3"}).plan_of("ml", [member(0), member(1)]) == "pack-3"
+    assert planned.plan_of("other", [member(1)]) is None and Planned().plan_of("ml", [member(1)]) is None
+
+
+def test_room_a_plan_holds_is_not_released_to_another_gang():
+    from netsched.jobs.plan_room import with_plan_room
+    pods = [member(i, gpus=8) for i in range(4)]
+    assert decide(REF, 4, gang(pods), NODES, {}, []).reason == "GangReleased"
+    used = with_plan_room({"n0": {"nvidia.com/gpu": 2.0}}, {"n0": 6, "n1": 0})
+    assert used == {"n0": {"nvidia.com/gpu": 8.0}}
+    d = decide(REF, 4, gang(pods), NODES, used, [])
+    assert d.reason == "InsufficientResources" and d.release == {}
