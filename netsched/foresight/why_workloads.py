@@ -23,6 +23,7 @@ from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
 from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
 from netsched.api.labels import (
+    GANG_BLOCKED,
     PREDICTED_FINISH,
     PREDICTED_FINISH_RANGE,
     PREDICTED_START,
@@ -30,6 +31,7 @@ from netsched.api.labels import (
 )
 from netsched.api.pods import DONE
 from netsched.foresight.whatif import (
+    NEVER_STARTS,
     Cluster,
     WhatIfError,
     between,
@@ -132,7 +134,8 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
         answer["gangs"].append({
             "gang": f"{ref.kind} {ref.namespace}/{ref.name}", "size": size, "pods": len(members_),
             "gated": len(gated), "runsOn": placement_rows(running, rooms, cluster.topology),
-            "pinnedTo": pinned, "event": _last_word(live.events, members_)})
+            "pinnedTo": pinned, "event": _last_word(live.events, members_), "blocked": _blocked(gated),
+            "evicted": _evicted(live.events, members_)})
         if gated and not answer["domains"]:
             gang = PodGang(ref, size or len(members_), gated[0], len(gated))
             answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
@@ -174,6 +177,23 @@ def _job_size(pod: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> int | Non
     return members(job) if job else None
 
 
+def _blocked(gated: list[dict[str, Any]]) -> str | None:
+    """Why the gang cannot go on as it is (never fits, bad annotations), as the gang controller noted it on
+    its gated pods (GANG_BLOCKED: kept while the gang is Blocked, however old its Event)."""
+    return next((note for p in gated if (note := (p["metadata"].get("annotations") or {}).get(GANG_BLOCKED))),
+                None)
+
+
+def _evicted(events: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last PackingPlan eviction of the gang's pods, said on its workload (the packer's Warning)."""
+    targets = {(o.get("kind"), o.get("name")) for o in map(controller, pods) if o}
+    said = [e for e in events if e.get("reason") == c.EVICTED_BY_PLAN and _about(e) in targets]
+    if not said:
+        return None
+    last = max(said, key=_when)
+    return {"message": last.get("message"), "time": _when(last)}
+
+
 def _last_word(events: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The gang controller's last Event on the gang's workload (its pods' controller, else a pod)."""
     targets = {(o.get("kind"), o.get("name")) for o in map(controller, pods) if o}
@@ -213,6 +233,10 @@ def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> 
         else:
             lines.append("  Not gated by netsched: its pods are scheduled one by one, not as a gang "
                          "(docs/workloads.md: the gate)")
+        if g.get("blocked"):
+            lines.append(f"  Blocked: {g['blocked']}")
+        if g.get("evicted"):
+            lines.append(f"  Evicted ({g['evicted']['time']}): {g['evicted']['message']}")
         if g["runsOn"]:
             lines.append("  Runs on: " + placement_text(g["runsOn"]))
         if g.get("pinnedTo"):
@@ -221,6 +245,10 @@ def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> 
                          "as it was released; a node that can no longer take them shows as a PinStale "
                          "event, and they are made again)")
     start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
-    lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
+    never = any((g.get("blocked") or "").startswith(f"{c.NEVER_FITS}:") for g in answer["gangs"])
+    if never and not start:  # no wait makes room for it: nothing to predict
+        lines.append(NEVER_STARTS)
+    else:
+        lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
     lines.append(f"Predicted completion: {finish or NO_PREDICTION}{between(answer, FINISH_RANGE, now)}")
     return "\n".join(lines + room_lines(answer["domains"], "members of its waiting gang", now=" now"))

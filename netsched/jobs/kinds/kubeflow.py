@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from netsched.jobs.kinds.kind import Access, GangKind, SizedBy
+from netsched.jobs.workload import pod_gang_fields
 
 # the training operator's kinds and their resources; each keeps its replica types in spec.<x>ReplicaSpecs
 JOB_KINDS = (("PyTorchJob", "pytorchjobs"), ("TFJob", "tfjobs"), ("MPIJob", "mpijobs"),
@@ -28,6 +29,8 @@ def replicas(job: Mapping[str, Any]) -> int | None:
 
 
 KUBEFLOW = GangKind("KubeflowJob", 50, ("training.kubeflow.org/job-name",),
+                    fields=pod_gang_fields("spec.*ReplicaSpecs.*.replicas", "spec.*ReplicaSpecs.*.replicas",
+                                           "spec.*ReplicaSpecs.*.template.spec"),
                     sized_by=SizedBy("kubeflow.org", JOB_KINDS, replicas),
                     access=(Access("kubeflow.org", tuple(resource for _, resource in JOB_KINDS), ("get",),
                                    "a Kubeflow training job's replicas size its gang"),))

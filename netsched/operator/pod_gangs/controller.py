@@ -28,7 +28,8 @@ from kubernetes import client
 from netsched.api import conditions as c
 from netsched.api import plans
 from netsched.api.connect import api_message
-from netsched.api.events import event
+from netsched.api.events import event, parse_rfc3339
+from netsched.api.labels import GANG_BLOCKED
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.gang_size import read_size
 from netsched.jobs.plan_room import with_plan_room
@@ -40,7 +41,7 @@ from netsched.operator.admission_gate import AdmissionGate
 from netsched.operator.cluster_index import ClusterIndex, GangKey, GangMember
 from netsched.operator.gang_placer import GangPlacer
 from netsched.operator.metrics import OperatorMetrics
-from netsched.operator.pod_gangs.decision import decide
+from netsched.operator.pod_gangs.decision import Decision, decide
 
 log = logging.getLogger(__name__)
 SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods released
@@ -63,6 +64,24 @@ class Planned:
             if plan:
                 return plan
         return None
+
+
+def blocked_note(pod: dict[str, Any] | None) -> str | None:
+    """What the pod's GANG_BLOCKED annotation says, None when it has none."""
+    note: str | None = (((pod or {}).get("metadata") or {}).get("annotations") or {}).get(GANG_BLOCKED)
+    return note
+
+
+def unblock_patch(pod: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The JSON patch op that takes the Blocked note off a pod being released, if it has one."""
+    if blocked_note(pod) is None:
+        return []
+    return [{"op": "remove", "path": "/metadata/annotations/" + GANG_BLOCKED.replace("/", "~1")}]
+
+
+def _created(pod: dict[str, Any] | None) -> float:
+    stamp = ((pod or {}).get("metadata") or {}).get("creationTimestamp")
+    return parse_rfc3339(stamp).timestamp() if stamp else time.time()
 
 
 class PodGangController:
@@ -88,6 +107,8 @@ class PodGangController:
 
     def _loop(self) -> None:
         while True:
+            if not self.leads():
+                self.metrics.gangs.update([])  # the leader counts the gangs; this replica stands by
             if self.cluster.synced and self.leads():
                 try:
                     self.run_pass()
@@ -107,8 +128,13 @@ class PodGangController:
             self.metrics.api_errors.labels("pod-gang").inc()
             log.warning("pod gang: listing PackingPlans failed: %s; no gang released", api_message(exc))
             planned, waiting = Planned(), {}
+        census = []
         for key, gang in waiting.items():
-            self._admit(key, gang, planned)
+            decision = self._admit(key, gang, planned)
+            if decision is not None and len(decision.release) < sum(m.pod is not None for m in gang):
+                created = min(_created(m.pod) for m in gang if m.pod is not None)
+                census.append((key[0], "blocked" if decision.blocked else "waiting", created))
+        self.metrics.gangs.update(census)
         self._replace_stale_pins()
         strays = {p["metadata"].get("uid", ""): p for p in self.cluster.strays()}
         self._released_strays &= set(strays)  # released ones the watch has not shown released yet
@@ -124,11 +150,12 @@ class PodGangController:
                        {owner: plan for body in items for owner, plan in plans.moving(body).items()},
                        plans.reserved_gpus(items))
 
-    def _admit(self, key: GangKey, gang: list[GangMember], planned: Planned) -> None:
+    def _admit(self, key: GangKey, gang: list[GangMember], planned: Planned) -> Decision | None:
+        """Release the gang if it fits, and say what became of it; the decision (None: no gang)."""
         member = next(m.pod for m in gang if m.pod is not None)
         ref = gang_of(member)
         if ref is None:
-            return
+            return None
         plan = planned.plan_of(ref.namespace, [m.pod for m in gang if m.pod is not None])
         size, no_size = ((ref.size, "") if ref.size is not None or plan is not None
                          else read_size(self.objects, member, ref))
@@ -140,16 +167,28 @@ class PodGangController:
                               indices.pending + self.gate.reserved(indices), no_size, plan,
                               self.topology, partial(self.placer.nodes, ref.namespace,
                                                      f"{ref.kind}/{ref.name}"))
+            gated = {m.name: m.pod for m in gang if m.pod is not None}
             for name, patch in decision.release.items():
-                self._call(self.core.patch_namespaced_pod, name, ref.namespace, patch)
+                self._call(self.core.patch_namespaced_pod, name, ref.namespace,
+                           [*patch, *unblock_patch(gated.get(name))])
             if decision.release:
                 self._settle(key, set(decision.release))
+        # the Blocked state, on the gated pods: their workload's object is its controller's to write
+        kept = [p for name, p in gated.items() if name not in decision.release]
+        said_before = bool(kept) and all(blocked_note(p) == decision.blocked_note for p in kept)
+        for pod in kept:
+            if blocked_note(pod) != decision.blocked_note:
+                self._call(self.core.patch_namespaced_pod, pod["metadata"]["name"], ref.namespace,
+                           {"metadata": {"annotations": {GANG_BLOCKED: decision.blocked_note}}})
         if self._said.get(key) != decision.said_as:
             self._said[key] = decision.said_as
-            self._call(self.core.create_namespaced_event, ref.namespace,
-                       event(involved(member), decision.reason, decision.message, COMPONENT, decision.type))
+            # a restarted operator finds a Blocked gang's pods saying so already: said once, not again
+            if not (decision.blocked and said_before):
+                self._call(self.core.create_namespaced_event, ref.namespace, event(
+                    involved(member), decision.reason, decision.message, COMPONENT, decision.type))
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
+        return decision
 
     def _replace_stale_pins(self) -> None:
         """Evict the unbound members of each gang one of whose pinned nodes can no longer take its pod

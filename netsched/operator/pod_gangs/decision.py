@@ -39,6 +39,12 @@ class Decision:
     reason: str  # netsched.api.conditions
     message: str
     release: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod -> JSON patch
+    blocked: bool = False  # it cannot go on as it is (never fits, bad annotations): the user must act
+
+    @property
+    def blocked_note(self) -> str | None:
+        """The GANG_BLOCKED annotation its gated pods carry: None when it is not Blocked."""
+        return f"{self.reason}: {self.message}"[:c.MAX_MESSAGE] if self.blocked else None
 
     @property
     def said_as(self) -> tuple[str, str]:
@@ -77,8 +83,11 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     workload = PodGang(ref, size, _with_peers(member, gang), to_release)
     found = problems(workload, workload.annotations, nodes, spec_fields=False, topology=topology)
     if found:
-        return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
+        return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found), blocked=True)
     fit = gang_fit(nodes, used, pending, workload, topology)
+    if fit.why == c.NEVER_FITS:  # no wait makes room for it: the user must change it, or the cluster
+        return Decision("Warning", c.NEVER_FITS, f"{what} is Blocked, its pods stay gated: {fit.message}",
+                        blocked=True)
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     near_data = _near_data(workload, nodes, topology)

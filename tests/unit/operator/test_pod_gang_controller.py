@@ -203,3 +203,24 @@ def test_room_a_plan_holds_is_not_released_to_another_gang():
     assert used == {"n0": {"nvidia.com/gpu": 8.0}}
     d = decide(REF, 4, gang(pods), NODES, used, [])
     assert d.reason == "InsufficientResources" and d.release == {}
+
+
+def test_a_gang_that_never_fits_is_blocked_with_a_warning_in_its_kinds_own_field_names():
+    pods = [member(i, gpus=8) for i in range(5)]
+    d = decide(REF, 5, gang(pods), NODES, {}, [])
+    assert (d.type, d.reason, d.blocked, d.release) == ("Warning", "NeverFits", True, {})
+    assert d.message == ("Job ml/train is Blocked, its pods stay gated: never fits: needs 40 GPUs, the "
+                         "cluster has 32; lower spec.parallelism (and spec.completions), or add nodes")
+    assert d.blocked_note == f"NeverFits: {d.message}"
+    wide = decide(REF, 1, gang([member(0, gpus=16)]), NODES, {}, [])
+    assert "lower the nvidia.com/gpu limit of spec.template.spec.containers[], or add a node" in wide.message
+    four = gang([member(i, gpus=8) for i in range(4)])
+    waits = decide(REF, 4, four, NODES, {"n0": {"nvidia.com/gpu": 1}}, [])
+    assert (waits.type, waits.blocked, waits.blocked_note) == ("Normal", False, None)
+
+
+def test_a_released_pod_loses_its_blocked_note_in_the_patch_that_releases_it():
+    from netsched.operator.pod_gangs.controller import unblock_patch
+    pod = member(0, annotations={"netsched.io/gang-blocked": "NeverFits: ..."})
+    assert unblock_patch(pod) == [{"op": "remove", "path": "/metadata/annotations/netsched.io~1gang-blocked"}]
+    assert unblock_patch(member(1)) == []
