@@ -55,7 +55,8 @@ class Indices:
     used: dict[str, Resources]  # node -> requests of the live pods bound there
     pending: list[Resources]  # requests of each released pod not yet bound
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
-    # "namespace/pod" -> the active PackingPlans placing it
+    # "namespace/pod" -> the active PackingPlans placing it; "namespace/controller uid" -> those moving a
+    # pod of that controller
     planned: Mapping[str, Collection[str]] = field(default_factory=dict)
     # node -> GPUs active PackingPlans hold there for their pods (netsched.jobs.plan_room)
     plan_room: Mapping[str, int] = field(default_factory=dict)
@@ -64,7 +65,10 @@ class Indices:
         return list(self.job_pods.get(key, ()))
 
     def plan_of(self, job: GPUJob) -> str | None:
-        """The active PackingPlan that places a pod of `job`, if one does."""
+        """The active PackingPlan that places a pod of `job`, or moves one (it releases the replacement to
+        the node the move goes to), if one does."""
+        for plan in self.planned.get(f"{job.namespace}/{job.uid}", ()):
+            return plan
         for pod in self.pods_of(job.key):
             for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):
                 return plan

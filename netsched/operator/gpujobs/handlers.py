@@ -50,7 +50,9 @@ def register(registry: kopf.OperatorRegistry, controller: GPUJobController, clus
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
-        return plans.placing(_plain(body))
+        plain = _plain(body)  # the pods it places, and the controllers whose pods it moves (Indices.plan_of)
+        moved = {f"{ns}/{owner}": plan for (ns, owner), plan in plans.moving(plain).items()}
+        return plans.placing(plain) | moved
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="plan_room", registry=registry)
     def plan_room(body: kopf.Body, **_: Any) -> dict[str, int]:
