@@ -42,3 +42,15 @@ def test_why_names_the_plan_that_evicted_the_gangs_pods():
     text = render_why_workload(why_workload(cluster, Live(JOB, [JOB], [evicted]), "Job", "ml", "big"))
     assert ("  Evicted (2026-12-07T10:00:00Z): PackingPlan pack-1 evicted big-0 to make room for Job "
             "ml/urgent (priority 1000)") in text.splitlines()
+
+
+def test_why_a_gpujob_a_plan_evicted_says_so():
+    from netsched.foresight.why import render_why, why
+    from netsched.testing.builders import make_gpujob
+    said = ("PackingPlan pack-7 evicted train-0 to make room for GPUJob ml/urgent (priority high, 1000); "
+            "the job waits for room again")
+    body = make_gpujob("train", replicas=1, gpus=8)
+    body["status"] = {"phase": "Pending", "conditions": [
+        {"type": "Preempted", "status": "True", "reason": "EvictedByPackingPlan", "message": said}]}
+    text = render_why(why(Cluster(CLUSTER, [], [], [body], []), "ml", "train"))
+    assert f"Preempted: EvictedByPackingPlan: {said}" in text.splitlines()
