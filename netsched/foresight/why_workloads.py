@@ -40,8 +40,10 @@ from netsched.foresight.whatif import (
     room_lines,
     room_table,
 )
+from netsched.foresight.why_kinds import WHY_KINDS
 from netsched.foresight.workload_gangs import WORKLOADS
 from netsched.jobs.kinds.batch_job import members
+from netsched.jobs.kinds.registry import kind_named
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import GANG_GATE
@@ -50,7 +52,7 @@ from netsched.jobs.stale_pins import pinned_node
 # what `why` takes before the slash, as kubectl spells kinds (case does not matter)
 KIND_NAMES = {
     **dict.fromkeys(("gpujob", "gpujobs", "gpujob.netsched.io", "gpujobs.netsched.io"), GPUJOB),
-    **{name: kind for kind, a in WORKLOADS.items() for name in a.names(kind)},
+    **{name: kind for kind, a in WHY_KINDS.items() for name in a.names(kind)},
 }
 # what the gang controller says on a gang's workload (netsched.operator.pod_gangs)
 GANG_REASONS = {c.GANG_RELEASED, c.WAITING_FOR_PODS, c.INVALID_SPEC, c.INSUFFICIENT_RESOURCES,
@@ -86,7 +88,7 @@ class Live:
     @classmethod
     def read(cls, api: client.ApiClient, kind: str, namespace: str, name: str) -> Live:
         """Plain GETs, asked at once (no API class of the client: each builds hundreds of model classes)."""
-        where = WORKLOADS[kind]
+        where = WHY_KINDS[kind]
         jobs, events = listed_together(api, [f"/apis/batch/v1/namespaces/{namespace}/jobs",
                                              f"/api/v1/namespaces/{namespace}/events"])
         try:
@@ -112,7 +114,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
             gangs.setdefault(ref, []).append(p)
     jobs = {j["metadata"]["name"]: j for j in live.jobs}
     rooms = cluster.rooms
-    annotations = ((live.body or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = _predicted(live.body, pods, jobs)
     answer: dict[str, Any] = {
         "workload": f"{kind} {namespace}/{name}", "found": live.body is not None, "pods": len(pods),
         "gangs": [], "predictedStartTime": annotations.get(PREDICTED_START),
@@ -122,7 +124,8 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
             (*START_RANGE, *FINISH_RANGE), (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE), strict=True)}}
     for ref, members_ in gangs.items():
         gated = [p for p in members_ if _gated(p)]
-        size = ref.size if ref.size is not None else _job_size(members_[0], jobs)
+        size = ref.size if ref.size is not None else (_job_size(members_[0], jobs)
+                                                      or _object_size(ref, live.body))
         running = {p["spec"]["nodeName"]: 0 for p in members_ if _runs(p)}
         for p in members_:
             if _runs(p):
@@ -145,7 +148,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
 
 def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
     """Is `pod` one of the workload's: by the label its pods carry its name in, else by its controller."""
-    where = WORKLOADS[kind]
+    where = WHY_KINDS[kind]
     if where.pod_label is None:  # the workload is the pod's controller
         owner = controller(pod) or {}
         return ((owner.get("apiVersion"), owner.get("kind")) == (f"{where.group}/{where.version}", kind)
@@ -154,7 +157,7 @@ def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
 
 
 def _not_found(kind: str, namespace: str, name: str) -> str:
-    where = WORKLOADS[kind]
+    where = WHY_KINDS[kind]
     if where.pod_label is None:
         return f"{kind} {namespace}/{name} not found (kubectl get {where.plural} -n {namespace})"
     return (f"{kind} {namespace}/{name} not found, and no pod in {namespace} is labelled "
@@ -168,6 +171,29 @@ def _gated(pod: dict[str, Any]) -> bool:
 def _runs(pod: dict[str, Any]) -> bool:
     bound = bool((pod.get("spec") or {}).get("nodeName"))
     return bound and (pod.get("status") or {}).get("phase") not in DONE
+
+
+def _predicted(body: dict[str, Any] | None, pods: list[dict[str, Any]],
+               jobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The annotations that carry the workload's predicted times (netsched.jobs.live_gangs): its own when
+    they say one (a batch Job), else its pods' batch Job's (a JobSet's Jobs), else its first pod that
+    carries them (an LWS group, a Kubeflow job, a PodGroup: objects netsched may not annotate)."""
+    def said(meta: dict[str, Any] | None) -> dict[str, str]:
+        notes: dict[str, str] = ((meta or {}).get("annotations") or {})
+        return notes if notes.get(PREDICTED_START) or notes.get(PREDICTED_FINISH) else {}
+    owners = [jobs.get(o.get("name", "")) for o in map(controller, pods) if o and o.get("kind") == "Job"]
+    candidates = [(body or {}).get("metadata"), *((j or {}).get("metadata") for j in owners),
+                  *(p["metadata"] for p in sorted(pods, key=lambda p: p["metadata"]["name"]))]
+    return next((notes for meta in candidates if (notes := said(meta))), {})
+
+
+def _object_size(ref: GangRef, body: dict[str, Any] | None) -> int | None:
+    """The size of a gang its workload object says (a Kubeflow job's replicas, a PodGroup's minMember)."""
+    gang_kind = kind_named(ref.kind)
+    sized = gang_kind.sized_by if gang_kind else None
+    if body is None or sized is None or body.get("kind") not in dict(sized.kinds):
+        return None
+    return sized.size(body)
 
 
 def _job_size(pod: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> int | None:

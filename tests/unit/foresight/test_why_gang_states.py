@@ -54,3 +54,35 @@ def test_why_a_gpujob_a_plan_evicted_says_so():
         {"type": "Preempted", "status": "True", "reason": "EvictedByPackingPlan", "message": said}]}
     text = render_why(why(Cluster(CLUSTER, [], [], [body], []), "ml", "train"))
     assert f"Preempted: EvictedByPackingPlan: {said}" in text.splitlines()
+
+
+def test_why_reads_a_kubeflow_job_and_a_podgroup_with_their_sizes_and_predicted_times():
+    from netsched.api.labels import PREDICTED_FINISH, PREDICTED_START
+    from netsched.foresight.why_workloads import target
+    assert target("pytorchjob/bert") == ("PyTorchJob", "bert")
+    assert target("podgroups/pg") == ("PodGroup", "pg")
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "bert", "namespace": "ml"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}}}
+    pods = []
+    for i in range(4):
+        pod = make_pod(f"bert-{i}", gpus=8, labels={"training.kubeflow.org/job-name": "bert"},
+                       schedulingGates=[{"name": GANG_GATE}])
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                               "name": "bert", "controller": True}]
+        pods.append(pod)
+    pods[0]["metadata"]["annotations"] = {PREDICTED_START: "2026-12-07T12:00:00Z",
+                                          PREDICTED_FINISH: "2026-12-07T13:00:00Z"}
+    answer = why_workload(Cluster(CLUSTER, pods, [], [], []), Live(job, [], []), "PyTorchJob", "ml", "bert")
+    [gang] = answer["gangs"]
+    assert (gang["gang"], gang["size"], gang["gated"]) == ("KubeflowJob ml/bert", 4, 4)
+    text = render_why_workload(answer)
+    assert "Predicted start: 2026-12-07T12:00:00Z" in text
+    assert "Predicted completion: 2026-12-07T13:00:00Z" in text
+
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 3}}
+    members = [make_pod(f"pg-{i}", gpus=8, labels={"scheduling.x-k8s.io/pod-group": "pg"},
+                        schedulingGates=[{"name": GANG_GATE}]) for i in range(3)]
+    answer = why_workload(Cluster(CLUSTER, members, [], [], []), Live(group, [], []), "PodGroup", "ml", "pg")
+    assert [(g["gang"], g["size"]) for g in answer["gangs"]] == [("PodGroup ml/pg", 3)]
