@@ -50,3 +50,20 @@ def test_a_job_that_never_fits_is_blocked_with_one_warning_in_its_own_field_name
     assert f"  Blocked: NeverFits: {said}" in lines and NEVER_STARTS in lines, why.stdout
     # one Warning for one state, however many passes saw it since
     assert _warnings(core, namespace) == [said]
+
+
+def test_a_job_whose_pods_a_quota_refuses_is_blocked_with_the_api_servers_words(dev_cluster, core, namespace):
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "gpus"},
+                                                      "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})
+    client.BatchV1Api(dev_cluster.api_client()).create_namespaced_job(
+        namespace, gated_job("capped", 4, 4, duration="5s"))
+
+    def refused():
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=capped").items
+        return [e.message for e in events if e.type == "Warning" and e.reason == "PodsRefused"]
+    [said] = poll(refused, 120, "the PodsRefused Warning on Job capped")
+    assert said.startswith(f"Job {namespace}/capped is Blocked: 2 of 4 pods to release exist, the API server "
+                           "refuses the rest: ") and "exceeded quota" in said, said
+    pods = pods_of(core, namespace, "capped")
+    assert len(pods) == 2
+    assert all(p.metadata.annotations[GANG_BLOCKED] == f"PodsRefused: {said}" for p in pods)

@@ -1,7 +1,8 @@
 """A PackingPlan that moves a pod gang's member completes on the real control plane: a low-priority
 indexed Job's pod is moved to make a whole node for a high-priority Job; the Job controller's
 replacement pod, gated like every pod of the gang, is released by the plan to the node the move goes
-to, and the plan ends Succeeded with both pods where it planned them."""
+to, and the plan ends Succeeded with both pods where it planned them. A gang that arrives while the
+plan runs is not released into the room the plan holds."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def test_a_plan_that_moves_a_jobs_pod_ends_succeeded_with_the_replacement_on_its
     batch.create_namespaced_job(namespace, urgent)
     plan = poll(lambda: next((p for p in packing_plans(custom) if p["spec"].get("moves")), None), 120,
                 "a PackingPlan that moves a pod")
+    late = gated_job("late", 1, 2, duration="600s")  # would fit only in the room the plan holds
+    late["spec"]["template"]["spec"]["priorityClassName"] = priorities["low"]
+    batch.create_namespaced_job(namespace, late)
     [move] = plan["spec"]["moves"]
     assert move["pod"].startswith(f"{namespace}/lowjob-0-") and (move["node"], move["to"]) == (first, other)
     done = poll(lambda: (p := custom.get_cluster_custom_object(plans.GROUP, plans.VERSION, plans.PLURAL,
@@ -54,3 +58,5 @@ def test_a_plan_that_moves_a_jobs_pod_ends_succeeded_with_the_replacement_on_its
     assert list(bound(core, namespace, "urgent").values()) == [first]
     [(name, node)] = bound(core, namespace, "lowjob").items()
     assert node == other and f"{namespace}/{name}" != move["pod"]  # the replacement, on its planned node
+    [waiting] = pods_of(core, namespace, "late")
+    assert waiting.spec.scheduling_gates and not waiting.spec.node_name  # never released into the plan's room

@@ -33,6 +33,7 @@ from netsched.api.labels import GANG_BLOCKED
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.gang_size import read_size
 from netsched.jobs.plan_room import with_plan_room
+from netsched.jobs.pod_gang import still_to_release
 from netsched.jobs.pod_gangs import controller, gang_of, involved
 from netsched.jobs.replica_pods import ungate_patch
 from netsched.jobs.stale_pins import pinned_node, stale_pin, unschedulable
@@ -45,6 +46,7 @@ from netsched.operator.pod_gangs.decision import Decision, decide
 
 log = logging.getLogger(__name__)
 SETTLE_SECONDS = 10.0  # how long a release waits for the watch to show its pods released
+REFUSAL_SECONDS = 30.0  # how often a gang that waits for its pods has its controller's refusals read
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ def unblock_patch(pod: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [{"op": "remove", "path": "/metadata/annotations/" + GANG_BLOCKED.replace("/", "~1")}]
 
 
+def _event_time(e: client.CoreV1Event) -> float:
+    when = e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+    return when.timestamp() if when else 0.0
+
+
 def _created(pod: dict[str, Any] | None) -> float:
     stamp = ((pod or {}).get("metadata") or {}).get("creationTimestamp")
     return parse_rfc3339(stamp).timestamp() if stamp else time.time()
@@ -101,6 +108,7 @@ class PodGangController:
         self._said: dict[GangKey, tuple[str, str]] = {}
         self._released_strays: set[str] = set()
         self._evicted: set[str] = set()  # pods evicted for a stale pin the watch still shows
+        self._refusals: dict[GangKey, tuple[float, str | None]] = {}  # when read, the refusal then
 
     def start(self) -> None:
         threading.Thread(target=self._loop, name="pod-gangs", daemon=True).start()
@@ -121,6 +129,8 @@ class PodGangController:
         gangs = self.cluster.pod_gangs()
         for key in [k for k in self._said if k not in gangs]:
             del self._said[key]  # the gang is gone (finished, or its workload deleted)
+        for key in [k for k in self._refusals if k not in gangs]:
+            del self._refusals[key]
         waiting = {k: g for k, g in gangs.items() if any(m.pod is not None for m in g)}
         try:
             planned = self._planned() if waiting else Planned()
@@ -159,6 +169,9 @@ class PodGangController:
         plan = planned.plan_of(ref.namespace, [m.pod for m in gang if m.pod is not None])
         size, no_size = ((ref.size, "") if ref.size is not None or plan is not None
                          else read_size(self.objects, member, ref))
+        held = [m.pod for m in gang if m.pod is not None]
+        short = size is not None and len(held) < still_to_release(size, len(gang), len(held))
+        refused = self._refused(key, member, max(map(_created, held))) if short and plan is None else None
         with self.gate:
             indices = self.cluster.indices({})
             # the room an active plan holds for the pods it places is not this gang's to take
@@ -166,7 +179,7 @@ class PodGangController:
             decision = decide(ref, size, gang, self.cluster.rooms(), used,
                               indices.pending + self.gate.reserved(indices), no_size, plan,
                               self.topology, partial(self.placer.nodes, ref.namespace,
-                                                     f"{ref.kind}/{ref.name}"))
+                                                     f"{ref.kind}/{ref.name}"), refused)
             gated = {m.name: m.pod for m in gang if m.pod is not None}
             for name, patch in decision.release.items():
                 self._call(self.core.patch_namespaced_pod, name, ref.namespace,
@@ -189,6 +202,31 @@ class PodGangController:
             if decision.type == "Warning":
                 log.warning("%s", decision.message)
         return decision
+
+    def _refused(self, key: GangKey, member: dict[str, Any], newest: float) -> str | None:
+        """Why the API server refuses the pods the gang's controller makes, when it does: the message of the
+        controller's last FailedCreate Event on itself (a Job's, a StatefulSet's), when it came after the
+        gang's newest pod (`newest`, epoch seconds): a refusal its controller got past is none. Read at
+        most every REFUSAL_SECONDS per gang, and only while the gang waits for pods."""
+        now = self.clock()
+        said = self._refusals.get(key)
+        if said is not None and now - said[0] < REFUSAL_SECONDS:
+            return said[1]
+        owner = controller(member) or {}
+        message = None
+        if owner.get("uid"):
+            try:
+                events = self.core.list_namespaced_event(
+                    member["metadata"]["namespace"],
+                    field_selector=f"involvedObject.uid={owner['uid']},reason=FailedCreate").items
+            except client.ApiException as exc:
+                self.metrics.api_errors.labels("pod-gang").inc()
+                log.warning("pod gang: listing %s's events failed: %s", owner.get("name"), api_message(exc))
+                events = []
+            last = max(events, key=_event_time, default=None)
+            message = last.message if last is not None and _event_time(last) >= newest - 1 else None
+        self._refusals[key] = (now, message)
+        return message
 
     def _replace_stale_pins(self) -> None:
         """Evict the unbound members of each gang one of whose pinned nodes can no longer take its pod

@@ -56,11 +56,12 @@ class Decision:
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
            used: dict[str, Resources], pending: list[Resources], no_size: str = "",
            plan: str | None = None, topology: Topology = DEFAULT,
-           place: Place = lambda pods, room, peers: None) -> Decision:
+           place: Place = lambda pods, room, peers: None, refused: str | None = None) -> Decision:
     """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
     is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does;
     `place`: where its members go, chosen together (netsched.operator.gang_placer), when it is released
-    whole; each is then pinned to its node rather than to a domain."""
+    whole; each is then pinned to its node rather than to a domain; `refused`: why the API server
+    refuses the pods its controller makes (its last FailedCreate Event), if it does."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
     if plan is not None:  # the plan lifts the gates, on the nodes it freed, once its victims are gone
@@ -75,6 +76,10 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
                         "gated. Create the object that says its size (with its CRD), run it as a batch Job, "
                         "or give its pods the size annotation of their kind (docs/workloads.md)")
     to_release = still_to_release(size, len(gang), len(gated))
+    if len(gated) < to_release and refused:  # no wait brings its pods: the cluster or its spec must change
+        return Decision("Warning", c.PODS_REFUSED, f"{what} is Blocked: {len(gated)} of {to_release} pods to "
+                        f"release exist, the API server refuses the rest: {refused}; fix what it names (a "
+                        "PriorityClass, a quota, ...), and the gang is released once all exist", blocked=True)
     if len(gated) < to_release:
         return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
                         "exist; released together once all do")

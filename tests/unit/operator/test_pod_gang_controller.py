@@ -224,3 +224,12 @@ def test_a_released_pod_loses_its_blocked_note_in_the_patch_that_releases_it():
     pod = member(0, annotations={"netsched.io/gang-blocked": "NeverFits: ..."})
     assert unblock_patch(pod) == [{"op": "remove", "path": "/metadata/annotations/netsched.io~1gang-blocked"}]
     assert unblock_patch(member(1)) == []
+
+
+def test_a_gang_whose_pods_are_refused_is_blocked_with_the_api_servers_words():
+    said = 'pods "train-2" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=4'
+    d = decide(REF, 4, gang([member(0), member(1)]), NODES, {}, [], refused=said)
+    assert (d.type, d.reason, d.blocked, d.release) == ("Warning", "PodsRefused", True, {})
+    assert d.message.startswith(f"Job ml/train is Blocked: 2 of 4 pods to release exist, the API server "
+                                f"refuses the rest: {said}; fix what it names")
+    assert decide(REF, 4, gang([member(0), member(1)]), NODES, {}, []).reason == "WaitingForPods"
