@@ -6,10 +6,14 @@ controller; this only releases them. Every `interval` a pass reads the ClusterIn
 gated members are all there (its size from the workload, netsched.jobs.pod_gang) and fit, by the
 rules and the admission gate GPUJobs use (netsched.operator.admission_gate), has each gated member's
 nodeSelector tightened to the chosen domain (when its max-peer-distance asks for one) in the same
-patch that lifts its gate. Never part of a gang: until all fit, all wait. A gang with bad
-`netsched.io/*` annotations stays gated, with a Warning on its workload naming the annotation and the
-fix. A gang that Kueue's topology-aware scheduling places (netsched.jobs.kueue_topology) has
-netsched's gate lifted at once, nothing pinned, and one Event saying so (pod_gangs.decision decides).
+patch that lifts its gate. Never part of a gang: until all fit, all wait. A gang that cannot go on as
+it is (bad `netsched.io/*` annotations, one that never fits the cluster, pods its controller cannot
+make) is Blocked: it stays gated, with one Warning on its workload in the kind's own field names and
+the GANG_BLOCKED note on its gated pods (the workload's status is its controller's to write). A gang
+an active PackingPlan places, or whose moved member's replacement it is, is left to the plan, and the
+room active plans hold counts as taken for every other gang. A gang that Kueue's topology-aware
+scheduling places (netsched.jobs.kueue_topology) has netsched's gate lifted at once, nothing pinned,
+and one Event saying so (pod_gangs.decision decides).
 What it says of a gang is kept only while the gang has live pods.
 """
 

@@ -104,8 +104,7 @@ def test_queue_time_is_observed_once_when_the_gang_starts_not_per_tick(tmp_path)
 
 def test_gangs_of_every_kind_are_counted_by_state_beside_the_gpujobs():
     metrics = OperatorMetrics()
-    census = JobCensus(clock=lambda: NOW)
-    metrics.jobs.clock = metrics.gangs.clock = census.clock
+    metrics.jobs.clock = metrics.gangs.clock = lambda: NOW
     assert sample(metrics, "netsched_gangs", {"kind": "Job", "state": "blocked"}) == 0
     assert sample(metrics, "netsched_gangs", {"kind": "PodGroup", "state": "waiting"}) == 0
     assert sample(metrics, "netsched_gang_oldest_waiting_seconds", {"kind": "KubeflowJob"}) == 0
