@@ -32,6 +32,9 @@ REPLICA_LABEL = PREFIX + "replica"  # the pod's replica index in its GPUJob
 ATTEMPT_LABEL = PREFIX + "attempt"  # 0 for a replica's first pod, +1 for each replacement
 RELEASED_BY = PREFIX + "released-by"  # annotation: the PackingPlan that lifted a pod's gang gate
 PINNED_NODE = PREFIX + "pinned-node"  # annotation: the node its gang's placement pinned a pod to at release
+# annotation on each gated pod of a pod gang that cannot go on as it is (never fits, bad annotations):
+# "<reason>: <message>", the Blocked state of a workload whose object netsched does not write
+GANG_BLOCKED = PREFIX + "gang-blocked"
 # pod annotation: the PackingPlan whose end freed the room its last scheduling attempt was refused for;
 # the update makes kube-scheduler try the pod again now rather than at its next periodic flush
 ROOM_FREED_BY = PREFIX + "room-freed-by"

@@ -14,6 +14,7 @@ active, an outstanding arrival's GPUs on its node are reserved for it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -76,6 +77,27 @@ def placing(plan: dict[str, Any]) -> dict[str, str]:
 def outstanding(plan: dict[str, Any]) -> list[Arrival]:
     done = set((plan.get("status") or {}).get("arrived") or ())
     return [a for a in arrivals(plan) if a.key not in done]
+
+
+def moving(plan: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(namespace, controller uid) of each pod an active plan moves and whose replacement has not arrived,
+    to the plan's name: the replacement's gang controller leaves its gate to the plan, which lifts it
+    pinned to the node the move goes to."""
+    if not is_active(plan):
+        return {}
+    return {(a.namespace, a.owner): a.plan for a in outstanding(plan) if a.owner}
+
+
+def reserved_gpus(plans: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """node -> the GPUs active plans hold there for their outstanding arrivals: the room the extender's
+    filter keeps for them (netsched.extender.pins), which gang admission must not give to another gang."""
+    held: dict[str, int] = {}
+    for plan in plans:
+        if is_active(plan):
+            for a in outstanding(plan):
+                if a.gpus > 0:
+                    held[a.node] = held.get(a.node, 0) + a.gpus
+    return held
 
 
 @dataclass(frozen=True)

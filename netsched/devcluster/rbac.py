@@ -132,6 +132,8 @@ OPERATOR = (
         Use(("create",), "netsched/packer/controller.py", "create_namespaced_event",
             "the packer's evictions"),
         Use(("create",), KOPF + "_cogs/clients/events.py", "await api.post(", "kopf's own events on objects"),
+        Use(("list",), "netsched/operator/pod_gangs/controller.py", "reason=FailedCreate",
+            "why a pod gang's controller cannot make its pods (FailedCreate events): it is Blocked"),
     )),
     Rule("apiextensions.k8s.io", ("customresourcedefinitions",), (
         Use(LIST_WATCH, KOPF + "_cogs/structs/references.py", "'customresourcedefinitions'",

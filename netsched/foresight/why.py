@@ -42,7 +42,15 @@ def why(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
         **{name: status.get(name) for name in (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE)},
         "domains": room_table(job, cluster.rooms, cluster.used, job.needs.max_peer_distance, cluster.topology,
                               rows=10),
+        "preempted": _preempted(status),
     }
+
+
+def _preempted(status: dict[str, Any]) -> str | None:
+    """What the job's Preempted condition says while it holds: the PackingPlan that evicted its pods,
+    and for whom."""
+    said = c.find(status.get("conditions") or [], c.PREEMPTED)
+    return f"{said.get('reason')}: {said.get('message')}" if said and said.get("status") == "True" else None
 
 
 def _said(status: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +77,8 @@ def render_why(answer: dict[str, Any], now: datetime | None = None) -> str:
         lines.append(f"Status: {answer['message']}")
     if answer["reason"] == c.NEVER_FITS:
         lines.append(NEVER_STARTS)
+    if answer.get("preempted"):
+        lines.append(f"Preempted: {answer['preempted']}")
     if answer["predictedStartTime"]:
         lines.append(f"Predicted start: {answer['predictedStartTime']}"
                      f"{between(answer, PREDICTED_START_RANGE, now)}" + (

@@ -23,6 +23,7 @@ from netsched.api.gpujob import KIND as GPUJOB
 from netsched.api.gpujob import PREDICTED_FINISH_RANGE as FINISH_RANGE
 from netsched.api.gpujob import PREDICTED_START_RANGE as START_RANGE
 from netsched.api.labels import (
+    GANG_BLOCKED,
     PREDICTED_FINISH,
     PREDICTED_FINISH_RANGE,
     PREDICTED_START,
@@ -30,6 +31,7 @@ from netsched.api.labels import (
 )
 from netsched.api.pods import DONE
 from netsched.foresight.whatif import (
+    NEVER_STARTS,
     Cluster,
     WhatIfError,
     between,
@@ -38,8 +40,10 @@ from netsched.foresight.whatif import (
     room_lines,
     room_table,
 )
+from netsched.foresight.why_kinds import WHY_KINDS
 from netsched.foresight.workload_gangs import WORKLOADS
 from netsched.jobs.kinds.batch_job import members
+from netsched.jobs.kinds.registry import kind_named
 from netsched.jobs.pod_gang import PodGang
 from netsched.jobs.pod_gangs import GangRef, controller, gang_of
 from netsched.jobs.replica_pods import GANG_GATE
@@ -48,7 +52,7 @@ from netsched.jobs.stale_pins import pinned_node
 # what `why` takes before the slash, as kubectl spells kinds (case does not matter)
 KIND_NAMES = {
     **dict.fromkeys(("gpujob", "gpujobs", "gpujob.netsched.io", "gpujobs.netsched.io"), GPUJOB),
-    **{name: kind for kind, a in WORKLOADS.items() for name in a.names(kind)},
+    **{name: kind for kind, a in WHY_KINDS.items() for name in a.names(kind)},
 }
 # what the gang controller says on a gang's workload (netsched.operator.pod_gangs)
 GANG_REASONS = {c.GANG_RELEASED, c.WAITING_FOR_PODS, c.INVALID_SPEC, c.INSUFFICIENT_RESOURCES,
@@ -84,7 +88,7 @@ class Live:
     @classmethod
     def read(cls, api: client.ApiClient, kind: str, namespace: str, name: str) -> Live:
         """Plain GETs, asked at once (no API class of the client: each builds hundreds of model classes)."""
-        where = WORKLOADS[kind]
+        where = WHY_KINDS[kind]
         jobs, events = listed_together(api, [f"/apis/batch/v1/namespaces/{namespace}/jobs",
                                              f"/api/v1/namespaces/{namespace}/events"])
         try:
@@ -110,7 +114,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
             gangs.setdefault(ref, []).append(p)
     jobs = {j["metadata"]["name"]: j for j in live.jobs}
     rooms = cluster.rooms
-    annotations = ((live.body or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = _predicted(live.body, pods, jobs)
     answer: dict[str, Any] = {
         "workload": f"{kind} {namespace}/{name}", "found": live.body is not None, "pods": len(pods),
         "gangs": [], "predictedStartTime": annotations.get(PREDICTED_START),
@@ -120,7 +124,8 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
             (*START_RANGE, *FINISH_RANGE), (*PREDICTED_START_RANGE, *PREDICTED_FINISH_RANGE), strict=True)}}
     for ref, members_ in gangs.items():
         gated = [p for p in members_ if _gated(p)]
-        size = ref.size if ref.size is not None else _job_size(members_[0], jobs)
+        size = ref.size if ref.size is not None else (_job_size(members_[0], jobs)
+                                                      or _object_size(ref, live.body))
         running = {p["spec"]["nodeName"]: 0 for p in members_ if _runs(p)}
         for p in members_:
             if _runs(p):
@@ -132,7 +137,8 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
         answer["gangs"].append({
             "gang": f"{ref.kind} {ref.namespace}/{ref.name}", "size": size, "pods": len(members_),
             "gated": len(gated), "runsOn": placement_rows(running, rooms, cluster.topology),
-            "pinnedTo": pinned, "event": _last_word(live.events, members_)})
+            "pinnedTo": pinned, "event": _last_word(live.events, members_), "blocked": _blocked(gated),
+            "evicted": _evicted(live.events, members_)})
         if gated and not answer["domains"]:
             gang = PodGang(ref, size or len(members_), gated[0], len(gated))
             answer["domains"] = room_table(gang, rooms, cluster.used, gang.needs.max_peer_distance,
@@ -142,7 +148,7 @@ def why_workload(cluster: Cluster, live: Live, kind: str, namespace: str, name: 
 
 def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
     """Is `pod` one of the workload's: by the label its pods carry its name in, else by its controller."""
-    where = WORKLOADS[kind]
+    where = WHY_KINDS[kind]
     if where.pod_label is None:  # the workload is the pod's controller
         owner = controller(pod) or {}
         return ((owner.get("apiVersion"), owner.get("kind")) == (f"{where.group}/{where.version}", kind)
@@ -151,7 +157,7 @@ def _of(pod: dict[str, Any], kind: str, name: str) -> bool:
 
 
 def _not_found(kind: str, namespace: str, name: str) -> str:
-    where = WORKLOADS[kind]
+    where = WHY_KINDS[kind]
     if where.pod_label is None:
         return f"{kind} {namespace}/{name} not found (kubectl get {where.plural} -n {namespace})"
     return (f"{kind} {namespace}/{name} not found, and no pod in {namespace} is labelled "
@@ -167,11 +173,51 @@ def _runs(pod: dict[str, Any]) -> bool:
     return bound and (pod.get("status") or {}).get("phase") not in DONE
 
 
+def _predicted(body: dict[str, Any] | None, pods: list[dict[str, Any]],
+               jobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The annotations that carry the workload's predicted times (netsched.jobs.live_gangs): its own when
+    they say one (a batch Job), else its pods' batch Job's (a JobSet's Jobs), else its first pod that
+    carries them (an LWS group, a Kubeflow job, a PodGroup: objects netsched may not annotate)."""
+    def said(meta: dict[str, Any] | None) -> dict[str, str]:
+        notes: dict[str, str] = ((meta or {}).get("annotations") or {})
+        return notes if notes.get(PREDICTED_START) or notes.get(PREDICTED_FINISH) else {}
+    owners = [jobs.get(o.get("name", "")) for o in map(controller, pods) if o and o.get("kind") == "Job"]
+    candidates = [(body or {}).get("metadata"), *((j or {}).get("metadata") for j in owners),
+                  *(p["metadata"] for p in sorted(pods, key=lambda p: p["metadata"]["name"]))]
+    return next((notes for meta in candidates if (notes := said(meta))), {})
+
+
+def _object_size(ref: GangRef, body: dict[str, Any] | None) -> int | None:
+    """The size of a gang its workload object says (a Kubeflow job's replicas, a PodGroup's minMember)."""
+    gang_kind = kind_named(ref.kind)
+    sized = gang_kind.sized_by if gang_kind else None
+    if body is None or sized is None or body.get("kind") not in dict(sized.kinds):
+        return None
+    return sized.size(body)
+
+
 def _job_size(pod: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> int | None:
     """The size of a gang only its Job knows (a batch Job's, a JobSet's)."""
     owner = controller(pod) or {}
     job = jobs.get(owner.get("name", "")) if owner.get("kind") == "Job" else None
     return members(job) if job else None
+
+
+def _blocked(gated: list[dict[str, Any]]) -> str | None:
+    """Why the gang cannot go on as it is (never fits, bad annotations), as the gang controller noted it on
+    its gated pods (GANG_BLOCKED: kept while the gang is Blocked, however old its Event)."""
+    return next((note for p in gated if (note := (p["metadata"].get("annotations") or {}).get(GANG_BLOCKED))),
+                None)
+
+
+def _evicted(events: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last PackingPlan eviction of the gang's pods, said on its workload (the packer's Warning)."""
+    targets = {(o.get("kind"), o.get("name")) for o in map(controller, pods) if o}
+    said = [e for e in events if e.get("reason") == c.EVICTED_BY_PLAN and _about(e) in targets]
+    if not said:
+        return None
+    last = max(said, key=_when)
+    return {"message": last.get("message"), "time": _when(last)}
 
 
 def _last_word(events: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -213,6 +259,10 @@ def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> 
         else:
             lines.append("  Not gated by netsched: its pods are scheduled one by one, not as a gang "
                          "(docs/workloads.md: the gate)")
+        if g.get("blocked"):
+            lines.append(f"  Blocked: {g['blocked']}")
+        if g.get("evicted"):
+            lines.append(f"  Evicted ({g['evicted']['time']}): {g['evicted']['message']}")
         if g["runsOn"]:
             lines.append("  Runs on: " + placement_text(g["runsOn"]))
         if g.get("pinnedTo"):
@@ -221,6 +271,10 @@ def render_why_workload(answer: dict[str, Any], now: datetime | None = None) -> 
                          "as it was released; a node that can no longer take them shows as a PinStale "
                          "event, and they are made again)")
     start, finish = answer["predictedStartTime"], answer["predictedCompletionTime"]
-    lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
+    never = any((g.get("blocked") or "").startswith(f"{c.NEVER_FITS}:") for g in answer["gangs"])
+    if never and not start:  # no wait makes room for it: nothing to predict
+        lines.append(NEVER_STARTS)
+    else:
+        lines.append(f"Predicted start: {start or NO_PREDICTION}{between(answer, START_RANGE, now)}")
     lines.append(f"Predicted completion: {finish or NO_PREDICTION}{between(answer, FINISH_RANGE, now)}")
     return "\n".join(lines + room_lines(answer["domains"], "members of its waiting gang", now=" now"))

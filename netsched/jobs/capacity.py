@@ -35,7 +35,7 @@ from netsched.api.dra import DraGpus
 from netsched.api.labels import GPU_RESOURCE
 from netsched.api.resources import Resources, quantities
 from netsched.api.topology import DEFAULT, NODE, Topology
-from netsched.jobs.workload import NetworkNeeds, Workload
+from netsched.jobs.workload import NetworkNeeds, SizeFields, Workload
 
 
 @dataclass(frozen=True)
@@ -132,15 +132,17 @@ def never_fits(nodes: list[NodeRoom], job: Workload, topology: Topology = DEFAUL
     maxPeerDistance. A cluster with no Ready, schedulable node at all is an outage, not a job too
     large for it: None."""
     request, needed, level = job.member_request, job.min_available, job.needs.max_peer_distance
+    fields = job.fields
     ready = [n for n in nodes if n.schedulable]
     if not ready or not any(v > 0 for v in request.values()):
         return None
     usable = [_emptied(n) for n in ready if _may_run(n, job.member_spec, job.needs, nodes, topology)]
     limited = len(usable) < len(ready)
-    widen = ", or widen its nodeSelector, node affinity, tolerations or maxDataDistance" if limited else ""
+    widen = (f", or widen its nodeSelector, node affinity, tolerations or {fields.data_distance}" if limited
+             else "")
     if not usable:
         return (f"none of the {len(ready)} Ready, schedulable nodes matches its nodeSelector, node affinity, "
-                f"tolerations or maxDataDistance; change those, or add a node that matches")
+                f"tolerations or {fields.data_distance}; change those, or add a node that matches")
     kinds = sorted((k for k, v in request.items() if v > 0), key=lambda k: (k != GPU_RESOURCE, k))
     holds = {n.name: _count(n.allocatable, request) for n in usable}
     if not any(holds.values()):
@@ -150,13 +152,13 @@ def never_fits(nodes: list[NodeRoom], job: Workload, topology: Topology = DEFAUL
             if largest < request[k]:
                 number, unit = _amount(k, request[k])
                 return (f"no {node} has {number} {unit}, the largest has {_amount(k, largest)[0]}; "
-                        f"lower {_field(k)}, or add a node with more{widen}")
-        return (f"no {node} has {_describe(request)} at once; lower {_field(kinds[0])}, or add a node with "
-                f"more{widen}")
+                        f"lower {_field(k, fields)}, or add a node with more{widen}")
+        lower = _field(kinds[0], fields)
+        return f"no {node} has {_describe(request)} at once; lower {lower}, or add a node with more{widen}"
     total = sum(holds.values())
     where = f"the {len(usable)} nodes it may use have" if limited else "the cluster has"
     if total < needed:
-        fix = f"lower spec.replicas or spec.gang.minAvailable, or add nodes{widen}"
+        fix = f"lower {fields.size}, or add nodes{widen}"
         for k in kinds:
             have = sum(n.allocatable.get(k, 0.0) for n in usable)
             if request[k] * needed > have:
@@ -172,13 +174,13 @@ def never_fits(nodes: list[NodeRoom], job: Workload, topology: Topology = DEFAUL
             gpus = sum(n.allocatable.get(GPU_RESOURCE, 0.0) for n in members)
             wider = next(lv for lv in (*_wider(level, topology), None) if lv is None or
                          max(_groups(usable, holds, lv, topology).values()) >= needed)
-            could = f"maxPeerDistance: {wider}" if wider else "no maxPeerDistance"
+            could = f"{fields.peer_distance}: {wider}" if wider else f"no {fields.peer_distance}"
             within = "on one node" if level == "node" else f"within one {level}"
             nodes_there = f"{len(members)} node{'s' * (len(members) != 1)}, "
             size = f"{gpus:g} GPUs" if level == "node" else f"{nodes_there}{gpus:g} GPUs"
             return (f"needs {needed} replica(s) of {_describe(request)} {within}, the largest {level} holds "
                     f"{groups[best]} ({best}: {size}); it could run with {could}, or with "
-                    f"spec.gang.minAvailable at most {groups[best]}")
+                    f"{fields.at_most} at most {groups[best]}")
     return None
 
 
@@ -381,9 +383,9 @@ def _amount(kind: str, value: float) -> tuple[str, str]:
     return f"{value:g}", {GPU_RESOURCE: "GPUs", "cpu": "CPUs"}.get(kind, kind)
 
 
-def _field(kind: str) -> str:
-    """Where a member's request of `kind` comes from in a GPUJob."""
-    return "spec.gpusPerReplica" if kind == GPU_RESOURCE else f"the template's {kind} requests"
+def _field(kind: str, fields: SizeFields) -> str:
+    """Where a member's request of `kind` comes from in the workload."""
+    return fields.gpus if kind == GPU_RESOURCE else f"the template's {kind} requests"
 
 
 def _describe(request: Resources) -> str:

@@ -16,7 +16,7 @@ from netsched.api.gpujob import GROUP, KIND, VERSION
 from netsched.api.labels import EVICTED_BY, GPU_RESOURCE
 from netsched.api.plans import Eviction
 from netsched.api.resources import Resources, pod_requests
-from netsched.jobs.workload import NetworkNeeds
+from netsched.jobs.workload import GPUJOB_FIELDS, NetworkNeeds, SizeFields
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,10 @@ class GPUJob:
     def expected_seconds(self) -> float | None:
         seconds: float | None = self.workload.get("expectedDurationSeconds")
         return seconds
+
+    @property
+    def fields(self) -> SizeFields:
+        return GPUJOB_FIELDS
 
 
 def give_gpus(container: dict[str, Any], gpus: int) -> None:

@@ -1,11 +1,12 @@
 """The pod gangs among the cluster's pods, as the forecast takes them beside GPUJobs: each gang with a
 live member, whether it still waits (a member carries netsched's gate) or runs, since when, at what
-priority, and where its predicted times are published: on the batch Jobs whose pods it has; for a
-gang of pods no controller owns (a Kueue plain-pod group), on its first live pod by name; else (an
-LWS or Kubeflow job: objects netsched may not patch) nowhere.
+priority, and where its predicted times are published: on the batch Jobs whose pods it has; for any
+other gang (a Kueue plain-pod group, an LWS group, a Kubeflow job's or a PodGroup's pods: objects
+netsched may not patch), on its first live pod by name, where `why KIND/NAME` reads them.
 
-A gang whose size only its Job knows (netsched.jobs.pod_gang) and whose Job is not in `jobs` has no
-workload: its pods still hold their room, but it is not forecast.
+A gang whose size only its Job (or PodGroup, Kubeflow job) knows (netsched.jobs.pod_gang) and whose
+size is in neither `jobs` nor `sizes` has no workload: its pods still hold their room, but it is not
+forecast.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ def gang_key(ref: GangRef) -> str:
     return f"{ref.kind} {ref.namespace}/{ref.name}"
 
 
-def live_gangs(pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]]) -> dict[str, LiveGang]:
+def live_gangs(pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]],
+               sizes: Mapping[GangRef, int] | None = None) -> dict[str, LiveGang]:
     """Every pod gang with a live member among `pods` (plain dicts), keyed by gang_key; `jobs` are
-    the batch Jobs (plain dicts) by namespace and name: a Job's gang takes its size from there."""
+    the batch Jobs (plain dicts) by namespace and name: a Job's gang takes its size from there;
+    `sizes`: those read from another object (`unsized` says which)."""
     found: dict[GangRef, list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in DONE or pod["metadata"].get("deletionTimestamp"):
@@ -54,17 +57,31 @@ def live_gangs(pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]
         ref = gang_of(pod)
         if ref is not None:
             found[ref].append(pod)
-    return {gang_key(ref): _gang(ref, sorted(members_, key=lambda p: p["metadata"]["name"]), jobs)
+    return {gang_key(ref): _gang(ref, sorted(members_, key=lambda p: p["metadata"]["name"]), jobs,
+                                 (sizes or {}).get(ref))
             for ref, members_ in found.items()}
 
 
-def _gang(ref: GangRef, pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]]) -> LiveGang:
+def unsized(pods: list[dict[str, Any]]) -> dict[GangRef, dict[str, Any]]:
+    """The gangs among `pods` whose size neither their pods nor a batch Job says (a Kubeflow job's, a
+    PodGroup's), each with a member to read it by (netsched.jobs.gang_size)."""
+    found: dict[GangRef, dict[str, Any]] = {}
+    for pod in pods:
+        ref = gang_of(pod)
+        if (ref is not None and ref.size is None and _job_of(pod) is None
+                and (pod.get("status") or {}).get("phase") not in DONE):
+            found.setdefault(ref, pod)
+    return found
+
+
+def _gang(ref: GangRef, pods: list[dict[str, Any]], jobs: Mapping[JobName, dict[str, Any]],
+          known: int | None) -> LiveGang:
     gated = [p for p in pods if gang_gated(p)]
     owners = frozenset(job for p in pods if (job := _job_of(p)) is not None)
     published_on = frozenset(("jobs", namespace, name) for namespace, name in owners)
-    if not any(controller(p) for p in pods):
+    if not owners:  # no object of it netsched may annotate: its first pod carries its times
         published_on = frozenset({("pods", ref.namespace, pods[0]["metadata"]["name"])})
-    size = ref.size
+    size = ref.size if ref.size is not None else known
     if size is None and len(owners) == 1:
         [owner] = owners
         size = members(jobs[owner]) if owner in jobs else None

@@ -17,8 +17,10 @@ from typing import Any
 from netsched.api.annotations import number_as_written, workload_kind
 from netsched.api.labels import EXPECTED_SECONDS, GPU_RESOURCE
 from netsched.api.resources import Resources, pod_requests
+from netsched.jobs.kinds.kind import GangKind
+from netsched.jobs.kinds.registry import kind_named
 from netsched.jobs.pod_gangs import GangRef
-from netsched.jobs.workload import NetworkNeeds
+from netsched.jobs.workload import NetworkNeeds, SizeFields
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class PodGang:
     @property
     def expected_seconds(self) -> float | None:
         return number_as_written(self.annotations, EXPECTED_SECONDS)
+
+    @property
+    def fields(self) -> SizeFields:
+        kind = kind_named(self.ref.kind)
+        return (kind or GangKind(self.ref.kind, 0, ())).fields
 
 
 def still_to_release(size: int, live: int, gated: int) -> int:

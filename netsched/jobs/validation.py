@@ -20,7 +20,7 @@ from kubernetes.utils import parse_quantity
 from netsched.api import conditions as c
 from netsched.api import labels
 from netsched.api.annotations import ENDPOINT, NETWORK_LIMITS, READERS, BadAnnotation, network_limit
-from netsched.api.gpujob import Phase
+from netsched.api.gpujob import PREDICTED_AFTER, PREDICTED_FINISH, PREDICTED_START, Phase
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom, domain_of
 from netsched.jobs.replica_pods import NETWORK_ANNOTATIONS
@@ -28,6 +28,7 @@ from netsched.jobs.workload import Workload
 
 ANNOTATIONS_LIMIT = 256 * 1024  # bytes: the API server's limit on a pod's annotations, keys and values
 TEMPLATE = "spec.template.spec"
+PREDICTIONS = (PREDICTED_START, PREDICTED_AFTER, PREDICTED_FINISH)  # the times a Blocked job has none of
 
 
 def problems(job: Workload, annotations: dict[str, str], nodes: list[NodeRoom],
@@ -181,10 +182,11 @@ def _quantity(value: object) -> str | None:
 
 def invalid(status: dict[str, Any], found: list[str], generation: int) -> tuple[dict[str, Any], str | None]:
     """The status of a job with problems, and the Warning to post (None: the same problems were
-    already said)."""
+    already said). Blocked, as a job that never fits: it waits for its owner to change it, not for room,
+    so it has no predicted start either."""
     new = {**status, "conditions": [dict(x) for x in status.get("conditions") or []],
-           "phase": status.get("phase") or Phase.PENDING, "reason": c.INVALID_SPEC,
-           "observedGeneration": generation}
+           "phase": Phase.BLOCKED, "reason": c.INVALID_SPEC, "observedGeneration": generation}
+    new.update({name: None for name in PREDICTIONS if status.get(name) is not None})
     message = "; ".join(found)
     changed = c.set_condition(new["conditions"], c.PODS_READY, False, c.INVALID_SPEC, message, generation)
     old = c.find(status.get("conditions") or [], c.PODS_READY)

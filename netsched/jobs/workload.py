@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from netsched.api.annotations import data_source_as_written
-from netsched.api.labels import MAX_DATA_DISTANCE, MAX_PEER_DISTANCE
+from netsched.api.labels import GPU_RESOURCE, MAX_DATA_DISTANCE, MAX_PEER_DISTANCE
 from netsched.api.resources import Resources
 
 
@@ -31,6 +31,30 @@ class NetworkNeeds:
         data = data_source_as_written(annotations)
         return cls(annotations.get(MAX_PEER_DISTANCE), annotations.get(MAX_DATA_DISTANCE),
                    data if data and data[1] else None)
+
+
+@dataclass(frozen=True)
+class SizeFields:
+    """Where the user of a workload kind sets what a gang that never fits must change, in the kind's own
+    words: the fix a message names (`netsched.jobs.capacity.never_fits`) is a field of the object the user
+    wrote, never another kind's."""
+    size: str  # what to lower for fewer members, e.g. "spec.replicas or spec.gang.minAvailable"
+    at_most: str  # the one field that caps the members released together, e.g. "spec.gang.minAvailable"
+    gpus: str  # where a member's GPUs are asked for, e.g. "spec.gpusPerReplica"
+    peer_distance: str = "maxPeerDistance"  # the field or annotation of the peer distance
+    data_distance: str = "maxDataDistance"
+
+
+GPUJOB_FIELDS = SizeFields("spec.replicas or spec.gang.minAvailable", "spec.gang.minAvailable",
+                           "spec.gpusPerReplica")
+# a pod gang says its network needs in its pods' annotations
+POD_ANNOTATIONS = {"peer_distance": MAX_PEER_DISTANCE, "data_distance": MAX_DATA_DISTANCE}
+
+
+def pod_gang_fields(size: str, at_most: str, pod_spec: str) -> SizeFields:
+    """The fields of a pod gang kind whose pods' spec is at `pod_spec` in the object the user writes."""
+    return SizeFields(size, at_most, f"the {GPU_RESOURCE} limit of {pod_spec}.containers[]",
+                      **POD_ANNOTATIONS)
 
 
 class Workload(Protocol):
@@ -69,3 +93,7 @@ class Workload(Protocol):
     @property
     def expected_seconds(self) -> float | None:
         """How long the user says it runs, if they do."""
+
+    @property
+    def fields(self) -> SizeFields:
+        """The kind's own names for what its messages ask to change."""

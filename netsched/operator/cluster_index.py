@@ -58,8 +58,11 @@ class Indices:
     used: dict[str, Resources]  # node -> requests of the live pods bound there
     pending: list[Resources]  # requests of each released pod not yet bound and pinned nowhere
     job_pods: Mapping[JobKey, list[PodView]]  # each GPUJob's replica pods
-    # "namespace/pod" -> the active PackingPlans placing it
+    # "namespace/pod" -> the active PackingPlans placing it; "namespace/controller uid" -> those moving a
+    # pod of that controller
     planned: Mapping[str, Collection[str]] = field(default_factory=dict)
+    # node -> GPUs active PackingPlans hold there for their pods (netsched.jobs.plan_room)
+    plan_room: Mapping[str, int] = field(default_factory=dict)
     # node -> requests of the released pods not yet bound that their gang's placement pinned there
     pinned: dict[str, Resources] = field(default_factory=dict)
 
@@ -73,7 +76,10 @@ class Indices:
         return list(self.job_pods.get(key, ()))
 
     def plan_of(self, job: GPUJob) -> str | None:
-        """The active PackingPlan that places a pod of `job`, if one does."""
+        """The active PackingPlan that places a pod of `job`, or moves one (it releases the replacement to
+        the node the move goes to), if one does."""
+        for plan in self.planned.get(f"{job.namespace}/{job.uid}", ()):
+            return plan
         for pod in self.pods_of(job.key):
             for plan in self.planned.get(f"{job.namespace}/{pod.name}", ()):
                 return plan
@@ -131,7 +137,8 @@ class ClusterIndex:
         with self._lock:
             return Indices(dict(self._used),
                            [p.requests for p in self._pods.values() if p.pending and p.pinned is None],
-                           {k: list(v.values()) for k, v in self._jobs.items()}, planned, dict(self._pinned))
+                           {k: list(v.values()) for k, v in self._jobs.items()}, planned,
+                           pinned=dict(self._pinned))
 
     def pod_gangs(self) -> dict[GangKey, list[GangMember]]:
         """Each pod gang with a live member, and its live members."""

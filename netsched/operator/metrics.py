@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from netsched.api.events import parse_rfc3339
 from netsched.api.gpujob import Phase
+from netsched.jobs.kinds.registry import KINDS
 from netsched.operator.record_report import RecordReport
 from netsched.packer.metrics import PackerMetrics
 
@@ -69,6 +70,8 @@ class OperatorMetrics(PackerMetrics):
             "and the packer), 0 on one that stands by", registry=self.registry)
         self.jobs = JobCensus()
         self.registry.register(self.jobs)
+        self.gangs = GangCensus(self.jobs)
+        self.registry.register(self.gangs)
         self.report = RecordReport()  # reads the records once the manager says which (watch)
         self.registry.register(self.report)
 
@@ -94,6 +97,11 @@ class JobCensus(Collector):
         with self._lock:
             self._jobs.pop(uid, None)
 
+    def phases(self) -> list[tuple[str, float]]:
+        """(phase, creation in epoch seconds) of each GPUJob."""
+        with self._lock:
+            return list(self._jobs.values())
+
     def describe(self) -> Iterator[GaugeMetricFamily]:
         yield from self._families({}, None)
 
@@ -115,3 +123,59 @@ class JobCensus(Collector):
         yield by_phase
         yield GaugeMetricFamily("netsched_gpujob_oldest_waiting_seconds", "Age of the oldest GPUJob that "
                                 "has not started (Pending or Scheduling; 0 when none waits)", value=oldest)
+
+
+GANG_STATES = ("waiting", "blocked")
+
+
+class GangCensus(Collector):
+    """Gangs that have not started, of every kind netsched gangs, counted when Prometheus scrapes:
+    `netsched_gangs{kind,state}` (waiting: for room, its pods or a plan; blocked: it never fits or its
+    spec is invalid, the user must act) and the age of the oldest waiting one of each kind
+    (`netsched_gang_oldest_waiting_seconds{kind}`, blocked ones left out as the GPUJob gauge leaves them).
+    Pod gangs (a Job's, a JobSet's, ...) as the pod-gang controller's last pass, the leader's, found them;
+    GPUJobs from the JobCensus (Blocked is blocked; Pending and Scheduling wait, as for
+    netsched_gpujob_oldest_waiting_seconds). Every kind and state is exported, 0 when none."""
+
+    def __init__(self, jobs: JobCensus, clock: Callable[[], float] = time.time):
+        self.jobs, self.clock = jobs, clock
+        self._lock = threading.Lock()
+        self._gangs: list[tuple[str, str, float]] = []  # (kind, state, creation in epoch seconds)
+
+    def update(self, gangs: list[tuple[str, str, float]]) -> None:
+        """The pod gangs a pass found not started: (kind, waiting or blocked, when its first pod was made)."""
+        with self._lock:
+            self._gangs = list(gangs)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._families([])
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            gangs = list(self._gangs)
+        jobs = self.jobs.phases()
+        gangs += [("GPUJob", "blocked" if phase == Phase.BLOCKED else "waiting", when) for phase, when in jobs
+                  if phase == Phase.BLOCKED or phase in WAITING]
+        yield from self._families(gangs)
+
+    def _families(self, gangs: list[tuple[str, str, float]]) -> Iterator[GaugeMetricFamily]:
+        kinds = sorted({"GPUJob", *(k.kind for k in KINDS), *(kind for kind, _, _ in gangs)})
+        counts = {(k, s): 0 for k in kinds for s in GANG_STATES}
+        oldest: dict[str, float] = {}
+        for kind, state, when in gangs:
+            counts[(kind, state)] = counts.get((kind, state), 0) + 1
+            if state == "waiting":
+                oldest[kind] = min(when, oldest.get(kind, when))
+        by_state = GaugeMetricFamily("netsched_gangs", "Gangs that have not started, by kind (GPUJob, Job, "
+                                     "JobSet, ...) and state (waiting; blocked: it never fits or is invalid)",
+                                     labels=["kind", "state"])
+        for (kind, state), n in sorted(counts.items()):
+            by_state.add_metric([kind, state], n)
+        yield by_state
+        ages = GaugeMetricFamily("netsched_gang_oldest_waiting_seconds", "Age of the oldest gang of each "
+                                 "kind waiting to start (blocked ones are counted in netsched_gangs; 0 when "
+                                 "none waits)", labels=["kind"])
+        now = self.clock()
+        for kind in kinds:
+            ages.add_metric([kind], max(0.0, now - oldest[kind]) if kind in oldest else 0.0)
+        yield ages

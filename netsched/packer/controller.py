@@ -276,6 +276,8 @@ class Packer:
         planned = {p["pod"]: p["node"] for p in (plan.get("spec") or {}).get("placements") or ()}
         for key in step.ungate:
             self._ungate(raw[key], plan["metadata"]["name"], planned[key])
+        for key, node in step.moved.items():  # a moved gang member's replacement, to the move's node
+            self._ungate(raw[key], plan["metadata"]["name"], node)
         if step.status != (plan.get("status") or {}):
             self.custom.patch_cluster_custom_object_status(plans.GROUP, plans.VERSION, plans.PLURAL,
                                                            plan["metadata"]["name"], {"status": step.status})

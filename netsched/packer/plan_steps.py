@@ -79,6 +79,8 @@ class Step:
     generation: int | None = None  # the plan's metadata.generation, for its conditions
     evict: list[str] = field(default_factory=list)  # namespace/name of pods to evict now
     ungate: list[str] = field(default_factory=list)  # namespace/name of planned pods to release
+    # namespace/name of a moved pod's gated replacement -> the node the move goes to: released there
+    moved: dict[str, str] = field(default_factory=dict)
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
 
 
@@ -219,7 +221,10 @@ def _place(plan: KubeObject, step: Step, pods: dict[str, LivePod], created: date
             arrived.append(p["pod"])
         elif live and live.node:
             misplaced.append(f"{p['pod']} on {live.node} (planned {p['node']})")
-    arrived += _moved(spec.get("moves") or (), pods, created)
+    moves = spec.get("moves") or ()
+    done = _moved(moves, pods, created)
+    arrived += done
+    step.moved = _replacements([m for m in moves if m["pod"] not in done], pods, created)
     status["arrived"] = sorted(arrived)
     if misplaced:
         return fail(step, now, Misplaced("bound elsewhere than planned: " + ", ".join(misplaced)))
@@ -244,6 +249,22 @@ def _moved(moves: Iterable[dict[str, Any]], pods: dict[str, LivePod], created: d
             used.add(match.key)
             done.append(m["pod"])
     return done
+
+
+def _replacements(moves: Iterable[dict[str, Any]], pods: dict[str, LivePod],
+                  created: datetime) -> dict[str, str]:
+    """The gated replacement of each move not yet done (a pod of the moved pod's controller made since the
+    plan, held at the gang gate: a pod gang's member, whose gang controller leaves it to the plan), to the
+    node the move goes to: the plan releases it there, or no one would and the move could never arrive."""
+    out: dict[str, str] = {}
+    for m in moves:
+        ns = m["pod"].split("/")[0]
+        match = next((p for p in sorted(pods.values(), key=lambda p: p.key) if p.key not in out
+                      and p.owner == m["owner"] and p.key.startswith(ns + "/") and p.gated and not p.node
+                      and not p.deleting and p.created >= created and p.uid != m["uid"]), None)
+        if match:
+            out[match.key] = m["to"]
+    return out
 
 
 def _placed_gone(plan: KubeObject, pods: dict[str, LivePod]) -> PlacedPodsGone | None:
@@ -358,7 +379,7 @@ def fail(step: Step, now: datetime, error: NetschedError) -> Step:
 
 def end(step: Step, now: datetime, phase: Phase, reason: str, message: str) -> Step:
     step.status.update(phase=phase, reason=reason, message=message, completionTime=rfc3339(now))
-    step.evict, step.ungate = [], []
+    step.evict, step.ungate, step.moved = [], [], {}
     conds = step.status.setdefault("conditions", [])
     c.set_condition(conds, c.PROGRESSING, False, reason, message, step.generation)
     succeeded = phase == Phase.SUCCEEDED

@@ -16,7 +16,7 @@ from netsched.jobs.capacity import Fit
 from netsched.jobs.gpujob import GPUJob
 from netsched.jobs.kinds.batch_job import BATCH_JOB
 from netsched.jobs.replica_pods import GANG_GATE, pod_name
-from netsched.jobs.workload import NetworkNeeds
+from netsched.jobs.workload import GPUJOB_FIELDS, NetworkNeeds, SizeFields
 from netsched.operator.pod_view import PodView
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -217,3 +217,4 @@ class Gang:
     priority_class_name: str | None = None
     workload_kind: str = "training"
     expected_seconds: float | None = None
+    fields: SizeFields = GPUJOB_FIELDS

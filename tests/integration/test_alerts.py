@@ -98,6 +98,9 @@ HEALTHY = [
     series("netsched_operator_reconcile_errors_total", {**OPERATOR, "pod": "o1"}, "0+1x3 3x60"),  # a few
     series("netsched_operator_loop_errors_total", {**OPERATOR, "pod": "o1", "loop": "forecast"}, "0x60"),
     series("netsched_gpujob_oldest_waiting_seconds", {**OPERATOR, "pod": "o1"}, "0+60x50"),  # under an hour
+    series("netsched_gang_oldest_waiting_seconds", {**OPERATOR, "pod": "o1", "kind": "Job"}, "0+60x50"),
+    # a gang Blocked for a few minutes, then changed by its owner
+    series("netsched_gangs", {**OPERATOR, "pod": "o1", "kind": "Job", "state": "blocked"}, "1x10 0x50"),
     series("netsched_packing_plans_finished_total", {**OPERATOR, "pod": "o1", "phase": "Failed",
                                                      "reason": "EvictionRefused"}, "0+1x1 1x60"),
     series("netsched_webhook_requests_total", {**OPERATOR, "pod": "o1", "outcome": "error"}, "0+1x1 1x60"),
@@ -122,6 +125,12 @@ FIRING = {
     "NetschedGPUJobsWaitingTooLong": (
         [series("netsched_gpujob_oldest_waiting_seconds", {**OPERATOR, "pod": "o1"}, "3000+60x30")], "20m",
         {"severity": "warning", "namespace": NS}),
+    "NetschedGangsWaitingTooLong": (
+        [series("netsched_gang_oldest_waiting_seconds", {**OPERATOR, "pod": "o1", "kind": "JobSet"},
+                "3000+60x30")], "20m", {"severity": "warning", "namespace": NS, "kind": "JobSet"}),
+    "NetschedGangsBlocked": (
+        [series("netsched_gangs", {**OPERATOR, "pod": "o1", "kind": "Job", "state": "blocked"}, "1x40")],
+        "35m", {"severity": "warning", "namespace": NS, "kind": "Job"}),
     "NetschedPackingPlansFailing": ([series("netsched_packing_plans_finished_total",
                                             {**OPERATOR, "pod": "o1", "phase": "TimedOut",
                                              "reason": "DeadlineExceeded"}, "0+1x10")], "10m",

@@ -635,6 +635,7 @@ def test_dashboard_queries_only_metrics_the_components_export(bin_dir):
             "netsched_link_bandwidth_bytes_per_second", "netsched_link_rtt_seconds",
             # waiting jobs, the packer, the extender's errors
             "netsched_gpujobs", "netsched_gpujob_queue_seconds", "netsched_gpujob_oldest_waiting_seconds",
+            "netsched_gangs", "netsched_gang_oldest_waiting_seconds",  # waiting gangs of every kind
             "netsched_packing_plans_finished", "netsched_packer_evictions", "netsched_packer_solve_seconds",
             "netsched_extender_requests", "netsched_extender_model_fallbacks",
             # what netsched won this week (netsched report)

@@ -27,6 +27,7 @@ from netsched.api.labels import (
 from netsched.devcluster.binaries import ensure_binaries
 from netsched.devcluster.pods import gated_job, gpu_pod
 from netsched.devcluster.wait import poll
+from netsched.foresight.whatif import NEVER_STARTS
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.forecaster.patches import MIN_MOVE
 from netsched.testing.plugin import install_plugin, path_with
@@ -183,9 +184,9 @@ def test_why_on_a_gated_and_a_released_job_and_one_line_for_a_typo_or_a_missing_
     lines = held.stdout.splitlines()
     assert lines[:2] == [f"Job {namespace}/huge: 3 pod(s), 3 gated",
                          f"Gang Job {namespace}/huge (size 3): 3 pod(s), 3 gated"]
-    assert lines[2].startswith("  NeverFits (Normal, ")
-    assert f"Job {namespace}/huge waits: never fits" in lines[2]
-    assert "Predicted start: no prediction yet" in lines and "Room per rack now" in held.stdout
+    assert lines[2].startswith("  NeverFits (Warning, ")  # Blocked, as a GPUJob that never fits
+    assert f"Job {namespace}/huge is Blocked, its pods stay gated: never fits" in lines[2]
+    assert NEVER_STARTS in lines and "Room per rack now" in held.stdout
 
     ran = kubectl("netsched", "why", "jobs.batch/small", "-n", namespace, "-o", "json")
     assert ran.returncode == 0, ran.stderr

@@ -66,9 +66,11 @@ templates include these.
 # create: GPUJob events, with its conditions' reasons (netsched/operator/gpujobs/controller.py)
 # create: the packer's evictions (netsched/packer/controller.py)
 # create: kopf's own events on objects (kopf _cogs/clients/events.py)
+# list: why a pod gang's controller cannot make its pods (FailedCreate events): it is Blocked
+#   (netsched/operator/pod_gangs/controller.py)
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [list, create]
 # list/watch: kopf follows CRDs to learn when the GPUJob and PackingPlan resources appear or change
 #   (kopf _cogs/structs/references.py)
 - apiGroups: [apiextensions.k8s.io]

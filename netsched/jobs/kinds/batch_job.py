@@ -6,6 +6,7 @@ from typing import Any
 
 from netsched.jobs.kinds.kind import Access, Answered, GangKind, SizedBy
 from netsched.jobs.kinds.pod_templates import GangTemplate, NotAGang, member, required_map, whole
+from netsched.jobs.workload import pod_gang_fields
 
 NAME_LABEL = "batch.kubernetes.io/job-name"
 
@@ -41,6 +42,8 @@ def job_gangs(spec: dict[str, Any], name: str, namespace: str, count: int, label
 JOBS = SizedBy("batch", (("Job", "jobs"),), members)  # a JobSet's gang is one of its Jobs: sized the same
 BATCH_JOB = GangKind(
     "Job", 90, (NAME_LABEL,), owner=("batch/v1", "Job"), sized_by=JOBS,
+    fields=pod_gang_fields("spec.parallelism (and spec.completions)", "spec.parallelism",
+                           "spec.template.spec"),
     access=(Access("batch", ("jobs",), ("get", "list", "patch"),
                    "a Job's parallelism sizes its gang (a JobSet's too); the forecast lists Jobs and patches "
                    "only their annotations (predicted start and finish)"),),

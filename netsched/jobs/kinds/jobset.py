@@ -14,6 +14,7 @@ from typing import Any
 from netsched.jobs.kinds.batch_job import JOBS, job_gangs
 from netsched.jobs.kinds.kind import Answered, GangKind
 from netsched.jobs.kinds.pod_templates import GangTemplate, Made, NotAGang, as_map, required_map, whole
+from netsched.jobs.workload import pod_gang_fields
 
 # jobset name, replicated job, job index
 NAME_LABELS = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
@@ -68,5 +69,8 @@ def made(body: dict[str, Any]) -> list[Made]:
 
 
 JOBSET = GangKind("JobSet", 40, NAME_LABELS, sized_by=JOBS,
+                  fields=pod_gang_fields("spec.replicatedJobs[].template.spec.parallelism",
+                                         "spec.replicatedJobs[].template.spec.parallelism",
+                                         "spec.replicatedJobs[].template.spec.template.spec"),
                   answered=Answered("jobset.x-k8s.io", "v1alpha2", "jobsets", jobset_gangs,
                                     pod_label=NAME_LABELS[0], made=made, defaults=defaulted))

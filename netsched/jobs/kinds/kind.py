@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netsched.jobs.kinds.pod_templates import GangTemplate, Made
+from netsched.jobs.workload import SizeFields, pod_gang_fields
 
 
 @dataclass(frozen=True)
@@ -83,3 +84,6 @@ class GangKind:
     sized_by: SizedBy | None = None  # where the size is when the pods leave it unsaid
     access: tuple[Access, ...] = ()  # the operator's RBAC for it (reading `sized_by`, ...)
     answered: Answered | None = None  # None: whatif and why do not answer for it
+    # what a message asks the user to change, in the kind's own field names
+    fields: SizeFields = pod_gang_fields("the number of pods in the gang", "the number of pods in the gang",
+                                         "the pods' spec")

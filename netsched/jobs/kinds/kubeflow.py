@@ -28,6 +28,7 @@ from netsched.jobs.kinds.pod_templates import (
     shape,
     whole,
 )
+from netsched.jobs.workload import pod_gang_fields
 
 # the training operator's kinds and their resources; each keeps its replica types in spec.<x>ReplicaSpecs
 JOB_KINDS = (("PyTorchJob", "pytorchjobs"), ("TFJob", "tfjobs"), ("MPIJob", "mpijobs"),
@@ -115,6 +116,8 @@ def made(body: dict[str, Any]) -> list[Made]:
 
 
 KUBEFLOW = GangKind("KubeflowJob", 50, (NAME_LABEL,),
+                    fields=pod_gang_fields("spec.*ReplicaSpecs.*.replicas", "spec.*ReplicaSpecs.*.replicas",
+                                           "spec.*ReplicaSpecs.*.template.spec"),
                     sized_by=SizedBy("kubeflow.org", JOB_KINDS, replicas),
                     access=(Access("kubeflow.org", tuple(resource for _, resource in JOB_KINDS), ("get",),
                                    "a Kubeflow training job's replicas size its gang"),),

@@ -16,6 +16,7 @@ from netsched.jobs.kinds.pod_templates import (
     shape,
     whole,
 )
+from netsched.jobs.workload import pod_gang_fields
 
 PREFIX = "leaderworkerset.sigs.k8s.io/"
 NAME, GROUP, SIZE = PREFIX + "name", PREFIX + "group-index", PREFIX + "size"
@@ -52,5 +53,7 @@ def made(body: dict[str, Any]) -> list[Made]:
 
 LEADER_WORKER_SET = GangKind(
     "LeaderWorkerSet", 30, (NAME, GROUP), size_annotation=SIZE,
+    fields=pod_gang_fields("spec.leaderWorkerTemplate.size", "spec.leaderWorkerTemplate.size",
+                           "spec.leaderWorkerTemplate.workerTemplate.spec"),
     answered=Answered("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", lws_gangs, pod_label=NAME,
                       short_names=("lws",), made=made))

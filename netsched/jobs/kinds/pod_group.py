@@ -7,6 +7,7 @@ from typing import Any
 
 from netsched.api.labels import whole_number
 from netsched.jobs.kinds.kind import Access, GangKind, SizedBy
+from netsched.jobs.workload import pod_gang_fields
 
 
 def min_member(group: Mapping[str, Any]) -> int | None:
@@ -15,6 +16,8 @@ def min_member(group: Mapping[str, Any]) -> int | None:
 
 
 POD_GROUP = GangKind("PodGroup", 20, ("scheduling.x-k8s.io/pod-group",),
+                     fields=pod_gang_fields("the PodGroup's spec.minMember (and the pods its workload makes)",
+                                            "the PodGroup's spec.minMember", "the pods' spec"),
                      sized_by=SizedBy("scheduling.x-k8s.io", (("PodGroup", "podgroups"),), min_member,
                                       label_version="v1alpha1"),
                      access=(Access("scheduling.x-k8s.io", ("podgroups",), ("get",),

@@ -42,7 +42,9 @@ from netsched.api.labels import (
 from netsched.api.topology import DEFAULT, Topology
 from netsched.jobs.capacity import NodeRoom
 from netsched.jobs.forecast import Forecast, Learned, cluster_forecast
-from netsched.jobs.live_gangs import LiveGang, live_gangs
+from netsched.jobs.gang_size import read_size
+from netsched.jobs.live_gangs import LiveGang, live_gangs, unsized
+from netsched.jobs.pod_gangs import GangRef
 from netsched.models.artifact import Stamp, artifact_stamp
 from netsched.models.predictor import Predictor
 from netsched.operator.forecaster.patches import no_times, status_patch, times_patch, wanted_times
@@ -144,7 +146,7 @@ class Forecaster:
         nodes, pods = self.cluster.rooms(), self.cluster.pods()
         objects = {"jobs": items(self.batch.list_job_for_all_namespaces), "pods": pods}
         gangs = live_gangs(pods, {(j["metadata"]["namespace"], j["metadata"]["name"]): j
-                                  for j in objects["jobs"]})
+                                  for j in objects["jobs"]}, self._sizes(pods))
         forecasts = cluster_forecast(now, nodes, pods, jobs, self._learn(), gangs.values(),
                                      topology=self.topology)
         self._say_unreadable(forecasts)
@@ -159,6 +161,16 @@ class Forecaster:
                 self._write(meta, patch)
         self._publish(objects, gangs, forecasts, now)
         self._gauge({k: f for k, f in forecasts.items() if k not in gangs}, now)
+
+    def _sizes(self, pods: list[dict[str, Any]]) -> dict[GangRef, int]:
+        """The sizes of the gangs only a PodGroup or Kubeflow job says, read from it (one GET each): such
+        a gang is forecast, and its times published on its first pod, as any other."""
+        sizes = {}
+        for ref, pod in unsized(pods).items():
+            size, _ = read_size(self.custom, pod, ref)
+            if size is not None:
+                sizes[ref] = size
+        return sizes
 
     def _learn(self) -> Learned:
         """What the records and the model teach, learned again only when either changed: up to 1,000

@@ -45,6 +45,7 @@ from netsched.jobs.hard_limits import (
     pinned_to,
     requirement_patch,
 )
+from netsched.jobs.plan_room import with_plan_room
 from netsched.jobs.replica_pods import (
     pin_patch,
     pinned_note,
@@ -181,7 +182,8 @@ class GPUJobController:
             return Fit(0, job.min_available, f"PackingPlan {plan} is making room for the gang and lifts "
                                              "the gate when it is ready", why=c.WAITING_FOR_PLAN)
         pinned, loose = self.gate.reserved(indices, job.key)
-        pending, taken = indices.pending + loose, indices.taken(pinned)
+        # the room an active plan holds for the pods it places is not this gang's to take
+        pending, taken = indices.pending + loose, with_plan_room(indices.taken(pinned), indices.plan_room)
         result = gang_fit(nodes, taken, pending, job, self.topology)
         if result.fits:
             room = member_room(nodes, taken, pending, job, self.topology)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -49,19 +50,27 @@ def register(registry: kopf.OperatorRegistry, controller: GPUJobController, clus
 
     @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="planned_pods", registry=registry)
     def planned_pods(body: kopf.Body, **_: Any) -> dict[str, str]:
-        return plans.placing(_plain(body))
+        plain = _plain(body)  # the pods it places, and the controllers whose pods it moves (Indices.plan_of)
+        moved = {f"{ns}/{owner}": plan for (ns, owner), plan in plans.moving(plain).items()}
+        return plans.placing(plain) | moved
+
+    @kopf.index(plans.GROUP, plans.VERSION, plans.PLURAL, id="plan_room", registry=registry)
+    def plan_room(body: kopf.Body, **_: Any) -> dict[str, int]:
+        return plans.reserved_gpus([_plain(body)])
 
     # kopf passes an index by its id; its TimerFn protocol does not list them
     @kopf.timer(GROUP, VERSION, PLURAL, id="reconcile", interval=controller.interval,  # type: ignore[arg-type]
                 when=_unfinished, registry=registry)
-    def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str], **_: Any) -> None:
+    def tick(body: kopf.Body, meta: kopf.Meta, planned_pods: kopf.Index[str, str],
+             plan_room: kopf.Index[str, int], **_: Any) -> None:
         if meta.get("deletionTimestamp"):
             return  # its pods were deleted with it (census)
         if not cluster.synced or not leads():
             # until nodes and pods are listed, a job's pods would look missing and be made again; a
             # replica that stands by leaves the job to the leader
             return
-        controller.tick(_plain(body), cluster.rooms(), cluster.indices(planned_pods))
+        held = {node: sum(gpus) for node, gpus in plan_room.items()}
+        controller.tick(_plain(body), cluster.rooms(), replace(cluster.indices(planned_pods), plan_room=held))
 
 
 def _plain(view: Mapping[str, Any]) -> dict[str, Any]:

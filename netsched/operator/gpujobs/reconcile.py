@@ -331,8 +331,10 @@ def _summary(new: dict[str, Any], job: GPUJob, latest: dict[int, PodView],
             placements.append({"replica": i, "pod": p.name, "node": p.node,
                                "zone": labels.get(ZONE_LABEL, ""), "rack": labels.get(RACK_LABEL, ""),
                                "domains": domains})
-    if placements or "placements" not in new:
-        new["placements"] = placements  # keep the last known placement once pods are gone
+    if placements or "placements" not in new or new.get("phase") not in TERMINAL:
+        # a finished job keeps its last known placement once its pods are gone; an unfinished one shows
+        # where its pods are now (none, once a plan evicted them)
+        new["placements"] = placements
     return new
 
 

@@ -39,6 +39,12 @@ class Decision:
     reason: str  # netsched.api.conditions
     message: str
     release: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod -> JSON patch
+    blocked: bool = False  # it cannot go on as it is (never fits, bad annotations): the user must act
+
+    @property
+    def blocked_note(self) -> str | None:
+        """The GANG_BLOCKED annotation its gated pods carry: None when it is not Blocked."""
+        return f"{self.reason}: {self.message}"[:c.MAX_MESSAGE] if self.blocked else None
 
     @property
     def said_as(self) -> tuple[str, str]:
@@ -50,11 +56,12 @@ class Decision:
 def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[NodeRoom],
            used: dict[str, Resources], pending: list[Resources], no_size: str = "",
            plan: str | None = None, topology: Topology = DEFAULT,
-           place: Place = lambda pods, room, peers: None) -> Decision:
+           place: Place = lambda pods, room, peers: None, refused: str | None = None) -> Decision:
     """What to do with a pod gang whose live pods are `gang` (some gated); `no_size` says why its size
     is unknown when it is; `plan`: the active PackingPlan that places its gated pods, if one does;
     `place`: where its members go, chosen together (netsched.operator.gang_placer), when it is released
-    whole; each is then pinned to its node rather than to a domain."""
+    whole; each is then pinned to its node rather than to a domain; `refused`: why the API server
+    refuses the pods its controller makes (its last FailedCreate Event), if it does."""
     gated = sorted((m for m in gang if m.pod is not None), key=lambda m: m.name)
     what = f"{ref.kind} {ref.namespace}/{ref.name}"
     if plan is not None:  # the plan lifts the gates, on the nodes it freed, once its victims are gone
@@ -69,6 +76,10 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
                         "gated. Create the object that says its size (with its CRD), run it as a batch Job, "
                         "or give its pods the size annotation of their kind (docs/workloads.md)")
     to_release = still_to_release(size, len(gang), len(gated))
+    if len(gated) < to_release and refused:  # no wait brings its pods: the cluster or its spec must change
+        return Decision("Warning", c.PODS_REFUSED, f"{what} is Blocked: {len(gated)} of {to_release} pods to "
+                        f"release exist, the API server refuses the rest: {refused}; fix what it names (a "
+                        "PriorityClass, a quota, ...), and the gang is released once all exist", blocked=True)
     if len(gated) < to_release:
         return Decision("Normal", c.WAITING_FOR_PODS, f"{what}: {len(gated)} of {to_release} pods to release "
                         "exist; released together once all do")
@@ -77,8 +88,11 @@ def decide(ref: GangRef, size: int | None, gang: list[GangMember], nodes: list[N
     workload = PodGang(ref, size, _with_peers(member, gang), to_release)
     found = problems(workload, workload.annotations, nodes, spec_fields=False, topology=topology)
     if found:
-        return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found))
+        return Decision("Warning", c.INVALID_SPEC, f"{what} stays gated: " + "; ".join(found), blocked=True)
     fit = gang_fit(nodes, used, pending, workload, topology)
+    if fit.why == c.NEVER_FITS:  # no wait makes room for it: the user must change it, or the cluster
+        return Decision("Warning", c.NEVER_FITS, f"{what} is Blocked, its pods stay gated: {fit.message}",
+                        blocked=True)
     if not fit.fits:
         return Decision("Normal", fit.why, f"{what} waits: {fit.message}")
     near_data = _near_data(workload, nodes, topology)

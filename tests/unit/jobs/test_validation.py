@@ -91,7 +91,7 @@ def test_an_unknown_place_is_not_a_problem_before_any_node_is_known():
 
 def test_the_same_problems_are_said_once_and_new_ones_again():
     status, warning = invalid({}, ["a: bad; fix it"], 3)
-    assert (status["phase"], status["reason"], warning) == ("Pending", "InvalidSpec", "a: bad; fix it")
+    assert (status["phase"], status["reason"], warning) == ("Blocked", "InvalidSpec", "a: bad; fix it")
     ready = status["conditions"][0]
     assert (ready["type"], ready["status"], ready["reason"]) == ("PodsReady", "False", "InvalidSpec")
     again, warning = invalid(status, ["a: bad; fix it"], 3)

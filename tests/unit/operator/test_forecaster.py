@@ -23,6 +23,7 @@ from netsched.jobs.capacity import node_room
 from netsched.jobs.forecast import Estimate, Forecast
 from netsched.jobs.kinds.kueue_pod_group import KUEUE_POD_GROUP
 from netsched.jobs.kinds.leaderworkerset import LEADER_WORKER_SET
+from netsched.jobs.kinds.pod_group import POD_GROUP
 from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.cluster_index import ClusterIndex
 from netsched.operator.forecaster import loop as forecaster_module
@@ -244,8 +245,7 @@ def test_with_enough_finished_jobs_a_jobs_annotations_carry_the_interval_and_los
     assert annotations(kube, "big") == {}
 
 
-def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_and_an_lws_group_nowhere(
-        tmp_path):
+def test_a_gang_no_batch_job_owns_carries_its_times_on_its_first_pod(tmp_path):
     group = {"labels": {KUEUE_POD_GROUP.name_labels[0]: "g"},
              "annotations": {KUEUE_POD_GROUP.size_annotation: "2", EXPECTED_SECONDS: "300"}}
     pods = [make_pod(f"g-{i}", gpus=8, schedulingGates=[{"name": GANG_GATE}], **group) for i in range(2)]
@@ -257,7 +257,7 @@ def test_a_gang_of_pods_no_controller_owns_carries_its_times_on_its_first_pod_an
     first = kube.get("pods", "ml", "g-0")["metadata"]["annotations"]
     assert first[PREDICTED_START] == rfc3339(NOW) and first[PREDICTED_FINISH] == rfc3339(at(300))
     assert PREDICTED_START not in kube.get("pods", "ml", "g-1")["metadata"]["annotations"]
-    assert PREDICTED_FINISH not in kube.get("pods", "ml", "w-0")["metadata"]["annotations"]
+    assert kube.get("pods", "ml", "w-0")["metadata"]["annotations"][PREDICTED_FINISH] == rfc3339(at(300))
 
     for i in range(2):  # released, ran and ended
         kube.add(kube.get("pods", "ml", f"g-{i}") | {"status": {"phase": "Succeeded"}})
@@ -334,3 +334,14 @@ def test_before_the_operators_watches_have_listed_nodes_and_pods_nothing_is_fore
     forecaster.run_once(NOW)
     assert "predictionBasis" in kube.get("gpujobs", "ml", "wait")["status"]
     assert not kube.made("list", "nodes") and not kube.made("list", "pods")  # the watches' view, not lists
+
+
+def test_a_podgroups_gang_is_sized_by_its_podgroup_and_forecast_on_its_first_pod(tmp_path):
+    group = {"labels": {POD_GROUP.name_labels[0]: "pg"}, "annotations": {EXPECTED_SECONDS: "300"}}
+    pods = [make_pod(f"pg-{i}", gpus=8, schedulingGates=[{"name": GANG_GATE}], **group) for i in range(2)]
+    podgroup = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2}}
+    kube = FakeKube([*CLUSTER, *pods, podgroup])
+    _forecaster(kube, tmp_path).run_once(NOW)
+    first = kube.get("pods", "ml", "pg-0")["metadata"]["annotations"]
+    assert first[PREDICTED_START] == rfc3339(NOW) and first[PREDICTED_FINISH] == rfc3339(at(300))

@@ -193,7 +193,7 @@ def test_a_malformed_template_is_said_once_and_makes_no_pod(tmp_path, container,
     for _ in range(3):
         job = tick(operator, kube)
     ready = condition(job, c.PODS_READY)
-    assert (ready["status"], ready["reason"], job["status"]["phase"]) == ("False", "InvalidSpec", "Pending")
+    assert (ready["status"], ready["reason"], job["status"]["phase"]) == ("False", "InvalidSpec", "Blocked")
     assert ready["message"].startswith("spec.template.spec.")
     assert [(e["type"], e["reason"]) for e in kube.list("events", "ml")] == [("Warning", "InvalidSpec")]
     assert kube.made("create", "pods") == []
@@ -269,3 +269,17 @@ def test_a_gpujob_being_deleted_has_its_pods_deleted_with_it(operator, kube, fin
     job["metadata"].update(deletionTimestamp="2025-01-01T12:00:00Z", finalizers=finalizers)
     operator.deleted(job, replicas(kube))
     assert {p["metadata"]["name"] for p in kube.list("pods", "ml")} == left
+
+
+def test_a_gang_whose_pod_a_plan_moves_is_left_to_the_plan_and_room_plans_hold_is_not_counted_free(
+        operator, kube):
+    tick(operator, kube)  # its pods made, gated
+    moving = replace(replicas(kube), planned={"ml/uid-1": ["pack-1"]})  # a plan moves a pod of this job
+    operator.tick(kube.get(PLURAL, "ml", "train"), ROOMS, moving)
+    admitted = condition(kube.get(PLURAL, "ml", "train"), c.SCHEDULABLE)
+    assert (admitted["reason"], all(p["spec"].get("schedulingGates") for p in kube.list("pods", "ml"))) == (
+        "WaitingForPlan", True)
+    held = replace(replicas(kube), plan_room={n.name: 8 for n in ROOMS})  # every GPU held by a plan
+    operator.tick(kube.get(PLURAL, "ml", "train"), ROOMS, held)
+    assert condition(kube.get(PLURAL, "ml", "train"), c.SCHEDULABLE)["reason"] == "InsufficientResources"
+    assert all(p["spec"].get("schedulingGates") for p in kube.list("pods", "ml"))

@@ -100,3 +100,24 @@ def test_queue_time_is_observed_once_when_the_gang_starts_not_per_tick(tmp_path)
     assert queued() == (1, 360)  # created 00:00, the second (last needed) replica started 00:06
     assert sample(operator.metrics, "netsched_gpujob_queue_seconds_bucket", {"le": "600.0"}) == 1
     assert sample(operator.metrics, "netsched_gpujob_queue_seconds_bucket", {"le": "300.0"}) == 0
+
+
+def test_gangs_of_every_kind_are_counted_by_state_beside_the_gpujobs():
+    metrics = OperatorMetrics()
+    metrics.jobs.clock = metrics.gangs.clock = lambda: NOW
+    assert sample(metrics, "netsched_gangs", {"kind": "Job", "state": "blocked"}) == 0
+    assert sample(metrics, "netsched_gangs", {"kind": "PodGroup", "state": "waiting"}) == 0
+    assert sample(metrics, "netsched_gang_oldest_waiting_seconds", {"kind": "KubeflowJob"}) == 0
+    metrics.jobs.seen(job("a", "Blocked"))
+    metrics.jobs.seen(job("b", "Pending", created="2025-12-31T22:00:00Z"))
+    metrics.gangs.update([("Job", "blocked", NOW - 50), ("Job", "waiting", NOW - 30),
+                          ("Job", "waiting", NOW - 10), ("JobSet", "waiting", NOW - 5)])
+    assert sample(metrics, "netsched_gangs", {"kind": "Job", "state": "blocked"}) == 1
+    assert sample(metrics, "netsched_gangs", {"kind": "Job", "state": "waiting"}) == 2
+    assert sample(metrics, "netsched_gangs", {"kind": "GPUJob", "state": "blocked"}) == 1
+    assert sample(metrics, "netsched_gangs", {"kind": "GPUJob", "state": "waiting"}) == 1
+    # the oldest that waits, blocked ones left out (they are told on their own)
+    assert sample(metrics, "netsched_gang_oldest_waiting_seconds", {"kind": "Job"}) == 30
+    assert sample(metrics, "netsched_gang_oldest_waiting_seconds", {"kind": "GPUJob"}) == 7200
+    metrics.gangs.update([])  # a pass that found none waiting (or a replica that stands by)
+    assert sample(metrics, "netsched_gangs", {"kind": "Job", "state": "waiting"}) == 0

@@ -185,3 +185,51 @@ def test_a_gang_a_packing_plan_places_is_left_to_the_plan_even_when_it_fits():
     pods = [member(i) for i in range(2)]
     d = decide(REF, 2, gang(pods), NODES, {}, [], plan="pack-1")
     assert (d.reason, d.release) == ("WaitingForPlan", {}) and "PackingPlan pack-1" in d.message
+
+
+def test_a_moved_members_replacement_is_left_to_the_plan_that_moves_it():
+    from netsched.operator.pod_gangs.controller import Planned
+    planned = Planned(moving={("ml", "j1"): "pack-2"})
+    assert planned.plan_of("ml", [member(1)]) == "pack-2"  # a new pod of the moved pod's Job
+    assert Planned(placing={"ml/train-1": "pack-3"}).plan_of("ml", [member(0), member(1)]) == "pack-3"
+    assert planned.plan_of("other", [member(1)]) is None and Planned().plan_of("ml", [member(1)]) is None
+
+
+def test_room_a_plan_holds_is_not_released_to_another_gang():
+    from netsched.jobs.plan_room import with_plan_room
+    pods = [member(i, gpus=8) for i in range(4)]
+    assert decide(REF, 4, gang(pods), NODES, {}, []).reason == "GangReleased"
+    used = with_plan_room({"n0": {"nvidia.com/gpu": 2.0}}, {"n0": 6, "n1": 0})
+    assert used == {"n0": {"nvidia.com/gpu": 8.0}}
+    d = decide(REF, 4, gang(pods), NODES, used, [])
+    assert d.reason == "InsufficientResources" and d.release == {}
+
+
+def test_a_gang_that_never_fits_is_blocked_with_a_warning_in_its_kinds_own_field_names():
+    pods = [member(i, gpus=8) for i in range(5)]
+    d = decide(REF, 5, gang(pods), NODES, {}, [])
+    assert (d.type, d.reason, d.blocked, d.release) == ("Warning", "NeverFits", True, {})
+    assert d.message == ("Job ml/train is Blocked, its pods stay gated: never fits: needs 40 GPUs, the "
+                         "cluster has 32; lower spec.parallelism (and spec.completions), or add nodes")
+    assert d.blocked_note == f"NeverFits: {d.message}"
+    wide = decide(REF, 1, gang([member(0, gpus=16)]), NODES, {}, [])
+    assert "lower the nvidia.com/gpu limit of spec.template.spec.containers[], or add a node" in wide.message
+    four = gang([member(i, gpus=8) for i in range(4)])
+    waits = decide(REF, 4, four, NODES, {"n0": {"nvidia.com/gpu": 1}}, [])
+    assert (waits.type, waits.blocked, waits.blocked_note) == ("Normal", False, None)
+
+
+def test_a_released_pod_loses_its_blocked_note_in_the_patch_that_releases_it():
+    from netsched.operator.pod_gangs.controller import unblock_patch
+    pod = member(0, annotations={"netsched.io/gang-blocked": "NeverFits: ..."})
+    assert unblock_patch(pod) == [{"op": "remove", "path": "/metadata/annotations/netsched.io~1gang-blocked"}]
+    assert unblock_patch(member(1)) == []
+
+
+def test_a_gang_whose_pods_are_refused_is_blocked_with_the_api_servers_words():
+    said = 'pods "train-2" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=4'
+    d = decide(REF, 4, gang([member(0), member(1)]), NODES, {}, [], refused=said)
+    assert (d.type, d.reason, d.blocked, d.release) == ("Warning", "PodsRefused", True, {})
+    assert d.message.startswith(f"Job ml/train is Blocked: 2 of 4 pods to release exist, the API server "
+                                f"refuses the rest: {said}; fix what it names")
+    assert decide(REF, 4, gang([member(0), member(1)]), NODES, {}, []).reason == "WaitingForPods"

@@ -415,3 +415,14 @@ def test_a_job_whose_pods_are_refused_for_good_is_blocked_without_predicted_time
                fit=FitStub(0, 2, "no room", "InsufficientResources"))
     assert made.status["phase"] == "Pending"
     assert ("Normal", "Pending", "GPUJob is Pending: no room") in made.events
+
+
+def test_an_evicted_job_no_longer_shows_the_placement_of_its_evicted_pods():
+    evicted = replace(GANG, evicted_by=EVICTION)
+    placed = [{"replica": i, "pod": f"train-{i}", "node": "a1-0", "zone": "zone-a", "rack": "rack-a1",
+               "domains": {}} for i in range(2)]
+    fit = FitStub(0, 2, "needs 2 replica(s) of 4 GPUs; 0 fit now", "InsufficientResources")
+    out = run(evicted, STARTED | {"placements": placed, "podsCreated": 2}, [], fit=fit)
+    assert out.status["phase"] == "Pending" and out.status["placements"] == []
+    again = run(evicted, out.status, [pod(0, gated=True), pod(1, gated=True)], fit=fit)
+    assert again.status["placements"] == []

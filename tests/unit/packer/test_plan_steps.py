@@ -124,6 +124,30 @@ def test_a_move_arrives_when_a_new_pod_of_its_controller_is_bound_on_the_target(
     assert done.status["phase"] == "Succeeded" and done.status["arrived"] == ["ml/urgent-0", "ml/web-a"]
 
 
+def test_a_moved_gang_members_gated_replacement_is_released_to_the_node_the_move_goes_to():
+    move = {"pod": "ml/lowjob-0", "uid": "u0", "node": "n2", "owner": "job", "to": "n3", "gpus": 2}
+    pods = cluster(**{"ml/low-0": None, "ml/urgent-0": live("ml/urgent-0", "n1")})
+    older = live("ml/lowjob-1", gated=True, owner="job")  # made before the plan: not the replacement
+    new = live("ml/lowjob-0-x", gated=True, owner="job", created=T0 + timedelta(seconds=2))
+    step = advance(plan("Placing", [move]), {**pods, "ml/lowjob-1": older, "ml/lowjob-0-x": new}, [],
+                   T0 + timedelta(seconds=3))
+    assert step.status["phase"] == "Placing" and step.moved == {"ml/lowjob-0-x": "n3"}
+    bound = live("ml/lowjob-0-x", "n3", owner="job", created=T0 + timedelta(seconds=2))
+    done = advance(plan("Placing", [move]), {**pods, "ml/lowjob-0-x": bound}, [], T0 + timedelta(seconds=4))
+    assert done.status["phase"] == "Succeeded" and done.moved == {}
+
+
+def test_an_active_plan_holds_the_gpus_of_its_outstanding_arrivals_and_names_the_moved_controllers():
+    from netsched.api import plans
+    move = {"pod": "ml/lowjob-0", "uid": "u", "node": "n2", "owner": "job", "to": "n3", "gpus": 2}
+    active = plan("Placing", [move])
+    assert plans.reserved_gpus([active]) == {"n1": 8, "n3": 2}
+    assert plans.moving(active) == {("ml", "job"): "pack-1"}
+    arrived = plan("Placing", [move], arrived=["ml/urgent-0", "ml/lowjob-0"])
+    assert plans.reserved_gpus([arrived]) == {} and plans.moving(arrived) == {}
+    assert plans.reserved_gpus([plan("Succeeded", [move])]) == {}
+
+
 def test_the_plan_body_records_what_the_solver_decided():
     from netsched.packer.plan_steps import plan_body
 
