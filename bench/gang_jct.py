@@ -345,7 +345,7 @@ def paired(world_: Stream, probe: bool) -> Paired:
                 at = [where[n] for n in nodes]
                 out.seconds.setdefault(name, []).append(gang_seconds(cluster, job, at))
                 products = [str(cluster.gpu[i]) for i in at]
-                out.gpus.setdefault(name, []).append(max(set(products), key=products.count))
+                out.gpus.setdefault(name, []).append(Counter(sorted(products)).most_common(1)[0][0])
             out.shapes.append((job.replicas, job.gpus_per_replica, MAX_PEER_DISTANCE in pods[0]["metadata"][
                 "annotations"]))
         return asked[JOINT], took
@@ -417,7 +417,8 @@ def report(args: argparse.Namespace, runs: dict[int, dict[str, ArmResult]], pair
               else "the topology heuristic")
     seeds = ",".join(str(s) for s in args.seeds)
     flags = (f"--nodes {args.nodes} --gangs {args.gangs} --seeds {seeds} --load {args.load:g} "
-             f"--limited {args.limited:g} --scorer {args.scorer}" + (" --no-probe" if not args.probe else ""))
+             f"--limited {args.limited:g} --scorer {args.scorer} --paired '{','.join(map(str, args.paired))}'"
+             + (" --no-probe" if not args.probe else ""))
     lines = [
         SECTION, "",
         f"Command: `nice -n 15 python bench/gang_jct.py {flags}` ({time.strftime('%Y-%m-%d')}, 2 cores "
@@ -486,7 +487,8 @@ def paired_report(seed: int, pair: Paired) -> list[str]:
         *rows, "",
         f"- Joint slower than pod by pod by more than 10% on {len(lost)} of {len(base)} gangs, faster by "
         f"more than 10% on {int((ratio < 1 / 1.1).sum())}; where slower, the GPU it mostly ran on (joint "
-        "against pod by pod): " + ", ".join(f"{a} against {b} ({n})" for (a, b), n in swaps) + ".",
+        "against pod by pod): " + (", ".join(f"{a} against {b} ({n})" for (a, b), n in swaps) or "none")
+        + ".",
     ]
 
 
