@@ -481,6 +481,8 @@ class DevCluster:
         netsched-system), so whatif and why against this cluster use the same levels."""
         if self.topology is None and self.topology_labels != (ZONE_LABEL, RACK_LABEL):
             return  # levels of a test's own, given only as flags: nothing to publish
+        if not (self.run_operator or self.run_extender):
+            return  # netsched is installed into it later (the chart): the chart publishes its own
         namespace = client.V1Namespace(metadata=client.V1ObjectMeta(name=PUBLISHED_NAMESPACE))
         try:
             core.create_namespace(namespace)
