@@ -83,7 +83,9 @@ def decide_gang(extender: Extender, req: GangRequest) -> GangPlacement:
     """The gang's placement on the extender's snapshot now; unless a dry run, each member is assumed on its
     node (netsched.extender.reservations) until it binds, so pods filtered meanwhile leave its room."""
     job = req.members[0].job
-    snap = extender.cluster.snapshot(req.namespace, job or req.name, "", extender.telemetry)
+    # its members' own assumptions (a release of the gang cut short, asked again) do not take its room
+    members = frozenset(p.uid for p in req.members if p.uid)
+    snap = extender.cluster.snapshot(req.namespace, job or req.name, members, extender.telemetry)
     if snap.stale:
         raise StaleCache(f"netsched: cluster cache is {snap.age:.0f} s old or not synced; no gang placement "
                          "on stale data")

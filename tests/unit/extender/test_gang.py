@@ -180,3 +180,13 @@ def test_walks_are_compared_by_predicted_time_not_by_scores_relative_to_each_wal
     placed = decide_gang(ext, GangRequest("ml", "g", pods, dict.fromkeys(("a1-0", "a1-1", "b1-0", "b1-1"), 1),
                                           dry_run=True))
     assert set(placed.nodes.values()) == {"a1-0", "a1-1"}, placed
+
+
+def test_a_gang_asked_again_does_not_count_its_own_earlier_assumptions_against_itself():
+    """A release cut short (the operator killed after asking, before patching) leaves the members assumed
+    where the first answer put them; the new leader asks again and gets the same one node, not a split."""
+    ext = Extender(cache_of(NODES, BUSY))
+    asked = gang()
+    first = decide_gang(ext, asked)
+    again = decide_gang(ext, asked)  # the same pods
+    assert set(first.nodes.values()) == set(again.nodes.values()) == {"a2-0"}, (first, again)
