@@ -16,13 +16,15 @@ from several first nodes: one in each of `STARTS` domains at the
 narrowest level, the nodes that hold the most of the gang first and the best-scoring among those, and
 the best-scoring node of all, so the domain a limited gang goes to is part of the choice. The walks
 are compared by members left unplaced, then nodes used, then domains spanned at each level wider than
-a node, then the sum of the members' scores (the model's predicted completion when it scores). Cost:
+a node, then the model's predicted time of the slowest member when the model scores, then the sum of
+the members' scores. Cost:
 at most 2 x (STARTS + 1) walks of a filter-and-score pass per member over the eligible nodes; at 1,000
 nodes a 4-member gang took 6 ms at the median (docs/benchmarks.md, "Extender throughput").
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -72,13 +74,18 @@ class _Walk:
     nodes: list[int]  # table index per member placed, in member order
     value: float
     unplaced: int
+    # the model's predicted seconds of its slowest member (the gang ends with it); inf when a member was
+    # scored without a prediction
+    seconds: float = math.inf
 
 
 def decide_gang(extender: Extender, req: GangRequest) -> GangPlacement:
     """The gang's placement on the extender's snapshot now; unless a dry run, each member is assumed on its
     node (netsched.extender.reservations) until it binds, so pods filtered meanwhile leave its room."""
     job = req.members[0].job
-    snap = extender.cluster.snapshot(req.namespace, job or req.name, "", extender.telemetry)
+    # its members' own assumptions (a release of the gang cut short, asked again) do not take its room
+    members = frozenset(p.uid for p in req.members if p.uid)
+    snap = extender.cluster.snapshot(req.namespace, job or req.name, members, extender.telemetry)
     if snap.stale:
         raise StaleCache(f"netsched: cluster cache is {snap.age:.0f} s old or not synced; no gang placement "
                          "on stale data")
@@ -179,13 +186,12 @@ def _walk(members: list[PodRef], snap: Snapshot, room: np.ndarray, filters: Sequ
     room = room.copy()
     free = snap.free.copy()
     placed: list[int] = []
-    value = 0.0
+    value, slowest = 0.0, 0.0
     for k, pod in enumerate(members):
         here = _with_peers(snap, placed, free)
         req = Request(pod, here)
         if k == 0:
-            node = start
-            value += float(scorer.score(req, np.array([start])).value[0])
+            node, best, scored = start, 0, scorer.score(req, np.array([start]))
         else:
             left = _filtered(req, _open(here, room, pod), filters, {})
             used = left[np.isin(left, placed)] if fill else left[:0]
@@ -195,11 +201,13 @@ def _walk(members: list[PodRef], snap: Snapshot, room: np.ndarray, filters: Sequ
             scored = scorer.score(req, left)
             best = ranking(scored, left, 1)[0]
             node = int(left[best])
-            value += float(np.nan_to_num(scored.value[best], nan=0.0))
+        value += float(np.nan_to_num(scored.value[best], nan=0.0))
+        predicted = scored.factors.get("predicted_seconds")
+        slowest = max(slowest, float(predicted[best]) if predicted is not None else math.inf)
         placed.append(node)
         room[node] -= 1
         free[node] -= pod.gpus
-    return _Walk(placed, value, 0)
+    return _Walk(placed, value, 0, slowest)
 
 
 def _open(snap: Snapshot, room: np.ndarray, pod: PodRef) -> np.ndarray:
@@ -229,11 +237,14 @@ def _with_peers(snap: Snapshot, placed: list[int], free: np.ndarray) -> Snapshot
 
 
 def _rank(walk: _Walk, snap: Snapshot) -> tuple[float, ...]:
-    """Fewer unplaced, then fewer nodes, then fewer domains per level (narrowest first), then more value."""
+    """Fewer unplaced, then fewer nodes, then fewer domains per level (narrowest first), then the model's
+    predicted time of the slowest member, then more value. Predicted seconds, not values, compare walks:
+    a value is relative to the best candidate of its own scoring call, and each walk's calls see other
+    candidates (a walk of slow GPUs scores near 1 per member among slow GPUs alone)."""
     nodes = sorted(set(walk.nodes))
     domains = snap.table.domains
     spans = [len({int(domains[k, i]) for i in nodes}) for k in reversed(range(domains.shape[0]))]
-    return (walk.unplaced, len(nodes), *spans, -walk.value)
+    return (walk.unplaced, len(nodes), *spans, walk.seconds, -walk.value)
 
 
 def _count(names: list[str]) -> str:

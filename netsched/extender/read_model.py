@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -298,7 +298,7 @@ class ReadModel:
             self.jobs.unbind(uid, p.job)
 
     # ---- readers (requests) ----------------------------------------------------
-    def snapshot(self, namespace: str = "", job: str | None = None, leave_out: str = "",
+    def snapshot(self, namespace: str = "", job: str | None = None, leave_out: str | Collection[str] = (),
                  telemetry: TelemetryStore | None = None) -> Snapshot:
         """The cluster for one request: bound pods and the ledger's reservations together, the nodes
         holding the pods of `namespace`/`job`, and the `telemetry` store as it is now; pod
@@ -308,15 +308,16 @@ class ReadModel:
             self.publish()
         key = f"{namespace}/{job}" if job else None
         with self._lock:
-            reserved = self.reservations.reserved(now, leave_out)
+            leave = {leave_out} if isinstance(leave_out, str) else set(leave_out)
+            reserved = self.reservations.reserved(now, leave)
             table = self._table
             assert table is not None  # published above
             used, requested = self._used, self._requested.copy()
             # a pod asked about while the watch shows it is on its way to a pinned node: not its own rival
-            own = self._pods.get(leave_out) if leave_out else None
+            own = [p for uid in leave if (p := self._pods.get(uid)) is not None]
             if reserved.assumed or own:  # a copy only then: the read model's counts stay the watch's
                 used = used.copy()
-            for p, sign in [*((p, 1) for p in reserved.assumed), *([(own, -1)] if own else [])]:
+            for p, sign in [*((p, 1) for p in reserved.assumed), *((p, -1) for p in own)]:
                 if p.node in table.index:
                     i = table.index[p.node]
                     used[i] += sign * p.gpus

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 
 
@@ -72,13 +72,14 @@ class Reservations:
         return None if found is None else found[0]
 
     # ---- read into a snapshot ---------------------------------------------------
-    def reserved(self, now: float, leave_out: str = "") -> Reserved:
-        """What is live at `now` (expired entries go), without pod `leave_out`'s own assumption: a pod
-        being filtered again must not count its GPUs against the nodes it is choosing among."""
+    def reserved(self, now: float, leave_out: Collection[str] = ()) -> Reserved:
+        """What is live at `now` (expired entries go), without the own assumptions of the pods `leave_out`
+        (uids): a pod being filtered again, or a gang placed again (its release was cut short), must not
+        count its GPUs against the nodes it is choosing among."""
         with self._lock:
             for uid in [u for u, (_, expiry) in self._assumed.items() if expiry < now]:
                 del self._assumed[uid]
-            return Reserved(tuple(p for uid, (p, _) in self._assumed.items() if uid != leave_out))
+            return Reserved(tuple(p for uid, (p, _) in self._assumed.items() if uid not in leave_out))
 
 
 def count_by_node(placements: Iterable[Placement]) -> tuple[Counter[str], Counter[str]]:

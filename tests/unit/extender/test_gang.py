@@ -152,3 +152,41 @@ def test_a_scorer_that_would_spread_the_gang_still_leaves_it_on_the_fewest_nodes
     ext = Extender(cache_of(NODES, BUSY), scorer=Spreading())
     placed = decide_gang(ext, gang())
     assert set(placed.nodes.values()) == {"a2-0"}, placed  # the one node that holds all 4
+
+
+class RelativeModel:
+    """A model scorer's shape: each call scores its candidates against the fastest among them, and says
+    its predicted seconds (here: 1,000 on rack a1's nodes, 3,000 on the others), with a tenth of the
+    value from a heuristic that prefers the others (as data closeness may)."""
+    name = "model"
+
+    def score(self, req, idx):
+        names = req.snapshot.table.names
+        fast = np.array([names[int(i)].startswith("a1") for i in idx])
+        seconds = np.where(fast, 1000.0, 3000.0)
+        value = 0.9 * np.clip(1 - (seconds / seconds.min() - 1) / 0.5, 0, 1) + 0.1 * ~fast
+        return Scored(value, value, {"predicted_seconds": seconds}, scorer=self.name)
+
+
+def test_walks_are_compared_by_predicted_time_not_by_scores_relative_to_each_walks_own_candidates():
+    """Two members of 8 GPUs take two nodes wherever they go; the walk on the slow nodes scores 1 per
+    member among slow nodes alone, as the fast walk does among fast ones, but is predicted 3 times
+    slower."""
+    nodes = [node("a1-0", rack="rack-a1"), node("a1-1", rack="rack-a1"),
+             node("b1-0", zone="zone-b", rack="rack-b1"), node("b1-1", zone="zone-b", rack="rack-b1")]
+    ext = Extender(cache_of(nodes), scorer=RelativeModel())
+    pods = tuple(parse_pod(pod(f"g-{i}", gpus=8, annotations={"netsched.io/max-peer-distance": "rack"}))
+                 for i in range(2))
+    placed = decide_gang(ext, GangRequest("ml", "g", pods, dict.fromkeys(("a1-0", "a1-1", "b1-0", "b1-1"), 1),
+                                          dry_run=True))
+    assert set(placed.nodes.values()) == {"a1-0", "a1-1"}, placed
+
+
+def test_a_gang_asked_again_does_not_count_its_own_earlier_assumptions_against_itself():
+    """A release cut short (the operator killed after asking, before patching) leaves the members assumed
+    where the first answer put them; the new leader asks again and gets the same one node, not a split."""
+    ext = Extender(cache_of(NODES, BUSY))
+    asked = gang()
+    first = decide_gang(ext, asked)
+    again = decide_gang(ext, asked)  # the same pods
+    assert set(first.nodes.values()) == set(again.nodes.values()) == {"a2-0"}, (first, again)
