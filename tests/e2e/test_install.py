@@ -50,6 +50,10 @@ from netsched.testing.chart import (
 )
 from netsched.testing.cluster import scratch_namespace
 
+# the compatibility lane (make test-compat) runs it on the older Kubernetes too: the chart installed on
+# each tested Kubernetes
+pytestmark = pytest.mark.compat
+
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "tests/e2e/values.yaml"
 EXTENDER_DNS = [f"{RELEASE}-extender.{NAMESPACE}.svc", f"{RELEASE}-extender.{NAMESPACE}"]

@@ -93,6 +93,15 @@ def test_a_native_podgroup_of_4_is_released_whole_into_one_rack(cluster, core, n
     racks = {n.metadata.name: n.metadata.labels[RACK_LABEL] for n in core.list_node().items}
     assert len({racks[node] for node in placed.values()}) == 1, placed
     assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "train"} for p in pods(cluster, namespace))
+    # kube-scheduler says it placed the group in its own cycle only when its gang scheduling is on
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/podgroups/train"
+    def scheduled() -> str | None:
+        conditions = call(cluster.api_client(), "GET", path).get("status", {}).get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == "PodGroupInitiallyScheduled"), None)
+    if cluster.kube_gang_scheduling:
+        assert poll(lambda: scheduled() == "True", 30, "the PodGroup's PodGroupInitiallyScheduled condition")
+    else:
+        assert scheduled() is None
 
 
 def test_a_native_podgroup_that_cannot_fit_stays_whole_and_gated(cluster, core, namespace):
