@@ -1,6 +1,8 @@
 """The Kubernetes minors hack/controlplane pins: which one runs, how one is named, and the chart saying
 the same tested versions."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,11 @@ def test_native_gangs_are_served_from_1_37_and_kube_schedulers_gangs_only_when_a
     assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in off["kube-apiserver"]
     assert "kube-scheduler" not in off
     assert on["kube-scheduler"] == ["--feature-gates=GenericWorkload=true"]
+
+
+def test_dev_cluster_up_on_an_unpinned_minor_says_which_are_pinned(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "netsched", "dev-cluster", "up", "--kubernetes", "1.36",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip() == ("netsched: error: Kubernetes '1.36' is not pinned in hack/controlplane; "
+                                   "use one of 1.37, 1.34 (--kubernetes or NETSCHED_KUBERNETES)")
