@@ -2,13 +2,32 @@
 # Build the local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok, helm) from Go modules into a cache outside git,
 # keyed by version. A warm cache returns at once. Prints the bin directory last.
-#   --node   also kubelet, kube-proxy and a pause binary (`dev-cluster up --real-node`)
+#   --node              also kubelet, kube-proxy and a pause binary (`dev-cluster up --real-node`)
+#   --kubernetes 1.MM   the Kubernetes minor to build (default: $NETSCHED_KUBERNETES, else
+#                       KUBERNETES_DEFAULT in versions.env); each minor has its own go.mod in v1.MM/
 set -euo pipefail
-node=false
-[[ ${1:-} == --node ]] && node=true
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
+node=false
+minor_wanted="${NETSCHED_KUBERNETES:-$KUBERNETES_DEFAULT}"
+while (($#)); do
+  case $1 in
+    --node) node=true ;;
+    --kubernetes) minor_wanted="${2:?--kubernetes needs a minor such as 1.37}"; shift ;;
+    --kubernetes=*) minor_wanted="${1#--kubernetes=}" ;;
+    *) echo "build.sh: unknown argument $1 (use --node, --kubernetes 1.MM)" >&2; exit 2 ;;
+  esac
+  shift
+done
+minor_wanted="${minor_wanted#v}"
+module="$here/v$minor_wanted"
+if [[ ! -f "$module/go.mod" ]]; then
+  echo "build.sh: Kubernetes $minor_wanted is not pinned here (known: $KUBERNETES_MINORS); set --kubernetes or NETSCHED_KUBERNETES to one of them" >&2
+  exit 2
+fi
+# shellcheck source=v1.37/versions.env
+source "$module/versions.env"
 
 cache="${NETSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netsched}"
 key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
@@ -31,7 +50,7 @@ ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/versi
 ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
 ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
-cd "$here"
+cd "$module"
 if [[ -f "$bin/.complete" ]]; then
   step "control plane cached in $bin"
 else
@@ -59,7 +78,7 @@ if $node && [[ ! -f "$bin/.node-complete" ]]; then
   step "building kubelet, kube-proxy $KUBERNETES_VERSION (warm Go cache: ~1 min; cold: ~5 min)"
   go build -ldflags "$ld" -o "$bin/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy >&2
   step "building pause"
-  go build -ldflags "-s -w" -o "$bin/pause" ./pause >&2
+  go build -C "$here/pause" -ldflags "-s -w" -o "$bin/pause" . >&2
   touch "$bin/.node-complete"
 fi
 step "built in $((SECONDS - start)) s"

@@ -4,6 +4,10 @@
 The build scripts cache binaries outside git, keyed by version, so a warm
 call returns in well under a second. Set NETSCHED_BIN_DIR to use control-plane
 binaries built elsewhere.
+
+Each Kubernetes minor netsched is tested on has its own pinned module (hack/controlplane/v1.MM/);
+the dev-cluster runs KUBERNETES_DEFAULT of hack/controlplane/versions.env unless NETSCHED_KUBERNETES
+or `dev-cluster up --kubernetes` names another, and each minor's binaries are cached side by side.
 """
 
 from __future__ import annotations
@@ -34,20 +38,67 @@ def controlplane_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "hack" / "controlplane"
 
 
-def read_versions(directory: Path | None = None) -> dict[str, str]:
-    """KEY=VALUE pairs of hack/controlplane/versions.env."""
-    path = (directory or controlplane_dir()) / "versions.env"
+def read_versions(directory: Path | None = None, kubernetes: str | None = None) -> dict[str, str]:
+    """KEY=VALUE pairs of `directory`/versions.env; without a directory, hack/controlplane's shared
+    versions merged with those of the Kubernetes minor (`kubernetes`, else kubernetes_minor())."""
+    if directory is not None:
+        return _parse_env(directory / "versions.env")
+    versions = _parse_env(controlplane_dir() / "versions.env")
+    minor = kubernetes or kubernetes_minor()
+    versions.update(_parse_env(minor_dir(minor) / "versions.env"))
+    return versions
+
+
+def known_minors() -> tuple[str, ...]:
+    """The Kubernetes minors pinned in hack/controlplane, the default first ("1.37", "1.34")."""
+    return tuple(_parse_env(controlplane_dir() / "versions.env")["KUBERNETES_MINORS"].split())
+
+
+def kubernetes_minor() -> str:
+    """The Kubernetes minor the dev-cluster runs: NETSCHED_KUBERNETES, else default_minor()."""
+    return normalise_minor(os.environ.get("NETSCHED_KUBERNETES") or default_minor())
+
+
+def default_minor() -> str:
+    """KUBERNETES_DEFAULT of hack/controlplane/versions.env: the minor the chart names as tested."""
+    return _parse_env(controlplane_dir() / "versions.env")["KUBERNETES_DEFAULT"]
+
+
+def normalise_minor(text: str) -> str:
+    """"v1.34", "1.34" or "1.34.10" → "1.34"; a minor not pinned here raises BuildError naming the pinned
+    ones."""
+    parts = text.strip().removeprefix("v").split(".")
+    minor = ".".join(parts[:2])
+    if not minor_dir(minor).is_dir():
+        known = ", ".join(known_minors())
+        raise BuildError(f"Kubernetes {text!r} is not pinned in hack/controlplane; use one of {known} "
+                         "(--kubernetes or NETSCHED_KUBERNETES)")
+    return minor
+
+
+def minor_dir(minor: str) -> Path:
+    """hack/controlplane/v1.MM: the Go module that pins one Kubernetes minor."""
+    return controlplane_dir() / f"v{minor}"
+
+
+def minor_number(kubernetes: str | None = None) -> int:
+    """The minor as a number (37 for "1.37"), for version-dependent flags and test skips."""
+    return int((kubernetes or kubernetes_minor()).split(".")[1])
+
+
+def _parse_env(path: Path) -> dict[str, str]:
     versions = {}
     for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
-            versions[key] = value
+            versions[key] = value.strip('"')
     return versions
 
 
-def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
-    """Return the directory holding every control-plane binary, building on a cold cache.
+def ensure_binaries(quiet: bool = False, node: bool = False, kubernetes: str | None = None) -> Path:
+    """Return the directory holding every control-plane binary of one Kubernetes minor (`kubernetes`,
+    else kubernetes_minor()), building on a cold cache.
 
     Build progress goes to stderr unless `quiet`; a failed build raises BuildError
     with the last lines of its output so the caller can show what broke.
@@ -55,7 +106,9 @@ def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
     override = os.environ.get("NETSCHED_BIN_DIR")
     if override:
         return _check(Path(override), node)
-    bin_dir = _build(controlplane_dir() / "build.sh", ["--node"] if node else [], "[controlplane]", quiet)
+    minor = normalise_minor(kubernetes) if kubernetes else kubernetes_minor()
+    args = ["--kubernetes", minor, *(["--node"] if node else [])]
+    bin_dir = _build(controlplane_dir() / "build.sh", args, "[controlplane]", quiet)
     return _check(bin_dir, node)
 
 

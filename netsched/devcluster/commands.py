@@ -105,6 +105,14 @@ class UpSettings(ClusterShape):
         False, flag="--kueue",
         help="also run Kueue's manager (built from its Go module on first use), with its CRDs and the "
         "webhooks for its objects and batch/v1 Jobs (see docs/dev-cluster.md)")
+    kubernetes: str | None = option(
+        flag="--kubernetes", metavar="1.MM",
+        help="the Kubernetes minor to run, e.g. 1.34 (default: $NETSCHED_KUBERNETES, else the newest "
+        "pinned in hack/controlplane; each is built once and cached)")
+    kube_gang_scheduling: bool = option(
+        False, flag="--kube-gang-scheduling",
+        help="turn on kube-scheduler's own gang scheduling of native PodGroups (the GenericWorkload gate; "
+        "1.37 and later)")
     foreground: bool = option(False, flag="--foreground",
                               help="stay in the foreground; Ctrl-C stops every component")
     feature_gates: tuple[str, ...] = option(
@@ -119,6 +127,8 @@ def up(settings: UpSettings) -> int:
     options: dict[str, Any] = {"run_extender": settings.run_extender, "run_operator": settings.run_operator,
                                "real_node": settings.real_node, "kueue": settings.kueue,
                                "topology": settings.topology, "feature_gates": settings.feature_gates,
+                               "kubernetes": settings.kubernetes,
+                               "kube_gang_scheduling": settings.kube_gang_scheduling,
                                **scored_by(settings.model)}
     if settings.extender_url:
         options["extender"] = ExtenderSettings(url_prefix=settings.extender_url)

@@ -37,9 +37,10 @@ from netsched.api.topology import (
 from netsched.devcluster import audit, processes
 from netsched.devcluster import kueue as kueuelib
 from netsched.devcluster import pki as pkilib
-from netsched.devcluster.binaries import ensure_binaries, ensure_kueue
+from netsched.devcluster.binaries import ensure_binaries, ensure_kueue, kubernetes_minor, normalise_minor
 from netsched.devcluster.crds import install_crds
-from netsched.devcluster.feature_gates import feature_gate_args
+from netsched.devcluster.feature_gates import feature_gate_args, one_feature_gates_flag
+from netsched.devcluster.features import component_flags
 from netsched.devcluster.kwok_stages import stages_yaml
 from netsched.devcluster.rbac import EXTENDER_ROLE, EXTENDER_RULES, OPERATOR_ROLE, OPERATOR_RULES, grant
 from netsched.devcluster.realnode import NODE_IP, RealNode, check_prerequisites
@@ -110,9 +111,19 @@ class DevCluster:
     kueue: bool = False  # Kueue's manager, its CRDs and webhooks (netsched.devcluster.kueue)
     # NAME=true|false for the control plane, passed where the built version needs it (feature_gates.py)
     feature_gates: tuple[str, ...] = ()
+    # the Kubernetes minor ("1.37", "1.34"); None: NETSCHED_KUBERNETES, else hack/controlplane's default
+    kubernetes: str | None = None
+    # kube-scheduler's own gang scheduling of native PodGroups (its GenericWorkload gate) on or off; the
+    # Workload/PodGroup API itself is served on every minor that has it (netsched.devcluster.features)
+    kube_gang_scheduling: bool = False
     progress: Callable[[str], None] = functools.partial(print, flush=True)
 
     # ---- paths -------------------------------------------------------------
+    @property
+    def minor(self) -> str:
+        """The Kubernetes minor this dev-cluster runs ("1.37")."""
+        return normalise_minor(self.kubernetes) if self.kubernetes else kubernetes_minor()
+
     @property
     def kubeconfig(self) -> Path:
         return self.directory / "admin.kubeconfig"
@@ -187,12 +198,13 @@ class DevCluster:
         started = time.monotonic()
         if self.real_node:
             check_prerequisites()
-        bin_dir = ensure_binaries(node=self.real_node)
+        bin_dir = ensure_binaries(node=self.real_node, kubernetes=self.kubernetes)
         kueue_dir = ensure_kueue() if self.kueue else None
         self._remove_real_node()  # what a killed earlier run may have left
         for attempt in range(1, START_ATTEMPTS + 1):
             self._reset_directory()
-            state: dict = {"bin_dir": str(bin_dir), "components": {}, "ports": self._pick_ports(),
+            state: dict = {"bin_dir": str(bin_dir), "kubernetes": self.minor, "components": {},
+                           "ports": self._pick_ports(),
                            "real_node": self.real_node, "kueue_dir": str(kueue_dir) if kueue_dir else None}
             try:
                 self._start_all(bin_dir, state)
@@ -405,8 +417,9 @@ class DevCluster:
         gates, left_out = feature_gate_args(bin_dir, self.feature_gates)
         for words in left_out:
             self.progress(f"feature gate {words}")
+        by_minor = component_flags(self.minor, self.kube_gang_scheduling)
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-            plan[name] += gates
+            plan[name] += one_feature_gates_flag([*by_minor.get(name, []), *gates])
         lease = lease_seconds(self.nodes)
         plan["kwok"].append(f"--node-lease-duration-seconds={lease}")
         if lease > LEASE_SECONDS:  # the default grace (50 s) would call them unreachable

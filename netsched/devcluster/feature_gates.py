@@ -63,3 +63,12 @@ def feature_gate_args(bin_dir: Path, wanted: Sequence[str]) -> tuple[list[str], 
                           timeout=30)
     passed, left = gates_to_pass(gates, known_gates(done.stdout + done.stderr))
     return ([f"--feature-gates={','.join(passed)}"] if passed else []), left
+
+
+def one_feature_gates_flag(flags: Sequence[str]) -> list[str]:
+    """`flags` with every --feature-gates=... among them joined into one (the gates the built minor needs
+    and the ones asked for), the others kept in order."""
+    prefix = "--feature-gates="
+    gates = [g for f in flags if f.startswith(prefix) for g in f[len(prefix):].split(",") if g]
+    rest = [f for f in flags if not f.startswith(prefix)]
+    return [*rest, f"{prefix}{','.join(gates)}"] if gates else rest

@@ -202,6 +202,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
             "serializeImagePulls": False, "staticPodPath": "", "maxPods": 110,
+            # this host mounts cgroup v1, which the kubelet refuses by default from 1.35 on
+            "failCgroupV1": False,
         }
         (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet))
         proxy = {

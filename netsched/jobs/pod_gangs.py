@@ -1,10 +1,10 @@
 """Which gang a pod belongs to, read from what its own controller writes on it.
 
-Pods of batch Jobs, JobSets, LeaderWorkerSets, Kubeflow training jobs, scheduler-plugins PodGroups
-and Kueue's plain-pod groups are gangs as they are: no rewriting as a GPUJob. Each kind declares its
-labels in netsched.jobs.kinds; `gang_of` tries them in the registry's order, most specific first
-(netsched.jobs.kinds.kind.GangKind.precedence). A GPUJob's pods are not pod
-gangs: the GPUJob controller makes, gates and releases them itself.
+Pods of batch Jobs, JobSets, LeaderWorkerSets, Kubeflow training jobs, scheduler-plugins PodGroups,
+Kueue's plain-pod groups and native PodGroups (`pod.spec.schedulingGroup`) are gangs as they are: no
+rewriting as a GPUJob. Each kind declares its labels (or pod field) in netsched.jobs.kinds; `gang_of`
+tries them in the registry's order, most specific first (netsched.jobs.kinds.kind.GangKind.precedence).
+A GPUJob's pods are not pod gangs: the GPUJob controller makes, gates and releases them itself.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def gang_of(pod: Mapping[str, Any]) -> GangRef | None:
     if _is_gpujob_pod(meta, labels):
         return None
     for kind in KINDS:
-        values = [labels.get(label) for label in kind.name_labels]
+        values = ([_field(pod, kind.name_field)] if kind.name_field
+                  else [labels.get(label) for label in kind.name_labels])
         if not all(values) or (kind.owner and _owner(pod) != kind.owner):
             continue
         size = None
@@ -93,6 +94,14 @@ def involved(pod: Mapping[str, Any]) -> dict[str, Any]:
                                 "uid": meta.get("uid")}
     return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "namespace": meta["namespace"],
             "name": owner.get("name"), "uid": owner.get("uid")}
+
+
+def _field(pod: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
+    """The string at `path` in the pod, None when a step is missing."""
+    value: Any = pod
+    for step in path:
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def _owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:

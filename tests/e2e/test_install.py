@@ -28,6 +28,7 @@ from kubernetes import client
 from netsched.api import plans
 from netsched.api.gpujob import GROUP, PLURAL, VERSION
 from netsched.api.labels import JOB_LABEL
+from netsched.devcluster.binaries import read_versions
 from netsched.devcluster.devcluster import DevCluster
 from netsched.devcluster.nodenet import in_netns
 from netsched.devcluster.pki import serving_certificate
@@ -49,6 +50,10 @@ from netsched.testing.chart import (
     timed,
 )
 from netsched.testing.cluster import scratch_namespace
+
+# the compatibility lane (make test-compat) runs it on the older Kubernetes too: the chart installed on
+# each tested Kubernetes
+pytestmark = pytest.mark.compat
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "tests/e2e/values.yaml"
@@ -258,7 +263,8 @@ def check_certificates(core: client.CoreV1Api, custom: client.CustomObjectsApi,
 
 
 def kustomize_overlay(work: Path, image: str) -> Path:
-    """manifests/ under an overlay for this cluster: the image built here, every pod on the real node,
+    """manifests/ under an overlay for this cluster: the image built here, the cluster's kube-scheduler
+    version, every pod on the real node,
     job records on an emptyDir (no StorageClass), and the e2e scheduler name (the dev-cluster's own
     kube-scheduler has a `netsched` profile: two schedulers must not race for a pod). The namespace
     stays netsched-system: kustomize's namespace would also move the scheduler's RoleBinding out of
@@ -275,7 +281,11 @@ def kustomize_overlay(work: Path, image: str) -> Path:
     name, _, tag = image.rpartition(":")
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["base"],
-        "images": [{"name": "netsched", "newName": name, "newTag": tag}],
+        # the manifests name the default tested kube-scheduler; a cluster of another version sets its own,
+        # as the install docs tell a user to
+        "images": [{"name": "netsched", "newName": name, "newTag": tag},
+                   {"name": "registry.k8s.io/kube-scheduler",
+                    "newTag": read_versions()["KUBERNETES_VERSION"]}],
         "patches": [
             {"target": {"kind": "Deployment"}, "patch": yaml.safe_dump(on_node)},
             {"target": {"kind": "DaemonSet"}, "patch": yaml.safe_dump(on_node)},

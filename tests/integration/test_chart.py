@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from netsched.api.topology import Topology
 from netsched.cli import build_parser
 from netsched.devcluster import processes
-from netsched.devcluster.binaries import ensure_binaries, read_versions
+from netsched.devcluster.binaries import default_minor, ensure_binaries, read_versions
 from netsched.devcluster.pki import client_certificate, serving_certificate
 from netsched.devcluster.rbac import EXTENDER_RULES, OPERATOR_RULES
 from netsched.devcluster.scheduler_config import PACK_GPUS, ExtenderSettings, ExtenderTLS
@@ -156,7 +156,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert find(docs, "PodDisruptionBudget", "netsched-extender")["spec"]["minAvailable"] == 1
 
     sched = container(docs, "Deployment", "netsched-scheduler")
-    assert sched["image"] == f"registry.k8s.io/kube-scheduler:{read_versions()['KUBERNETES_VERSION']}"
+    assert sched["image"] == f"registry.k8s.io/kube-scheduler:{TESTED}"
     assert sched["args"] == ["--config=/etc/netsched/scheduler.yaml"]
 
     agent = container(docs, "DaemonSet", "netsched-agent")
@@ -814,7 +814,7 @@ def test_decimals_set_with_set_reach_every_component_as_numbers(bin_dir, tmp_pat
     assert read_policy(policy).points_per_minute == 0.5
 
 
-TESTED = read_versions()["KUBERNETES_VERSION"]
+TESTED = read_versions(kubernetes=default_minor())["KUBERNETES_VERSION"]  # the chart's fallback tag
 
 
 @pytest.mark.parametrize("args, tag", [

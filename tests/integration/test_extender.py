@@ -8,6 +8,7 @@ import signal
 import time
 from collections import Counter
 
+import pytest
 from kubernetes import client
 
 from netsched.api.labels import JOB_LABEL
@@ -15,6 +16,10 @@ from netsched.devcluster.devcluster import EXTENDER
 from netsched.devcluster.pods import gpu_pod
 from netsched.devcluster.wait import poll
 from netsched.testing import extender_http
+
+# the compatibility lane (make test-compat) runs it on the older Kubernetes too: the extender protocol as
+# each kube-scheduler version speaks it
+pytestmark = pytest.mark.compat
 
 DATA_ZONE_B = {"netsched.io/data-source": "zone:zone-b"}
 

@@ -23,6 +23,10 @@ from netsched.testing import pod_groups
 from netsched.testing.builders import make_gpujob
 from netsched.testing.cluster import free_gpus, operator_metric, pinned_to, pods_of, watch_all_or_nothing
 
+# the compatibility lane (make test-compat) runs it on the older Kubernetes too: pins by required node
+# affinity, which kube-scheduler's NodeAffinity PreFilter narrows to one node
+pytestmark = pytest.mark.compat
+
 
 @pytest.fixture(scope="module")
 def batch(dev_cluster) -> client.BatchV1Api:

@@ -21,6 +21,10 @@ from netsched.jobs.replica_pods import GANG_GATE
 from netsched.operator.webhook.configurations import HANDLER_ID
 from netsched.testing.cluster import operator_metric, scratch_namespace
 
+# the compatibility lane (make test-compat) runs it on the older Kubernetes too: admission webhooks and
+# scheduling gates, as each API server version applies them
+pytestmark = pytest.mark.compat
+
 WEBHOOK = f"{HANDLER_ID}.netsched.io"
 TRAIN_EVENTS = "involvedObject.name=train"
 # More GPUs per pod than any dev-cluster node has: such a gang never fits, so the gang controller

@@ -207,14 +207,14 @@ securityContext:
 The upstream kube-scheduler's image. Its tag by default is the cluster's own version
 (.Capabilities.KubeVersion without a vendor suffix such as +k3s1 or -eks-5e0fdde), so the second
 scheduler never skews from the control plane. Below the chart's minimum (1.30) it is the version
-netsched is tested with (hack/controlplane/versions.env): `helm template` without --kube-version
+netsched is tested with by default (KUBERNETES_DEFAULT of hack/controlplane/versions.env): `helm template` without --kube-version
 reports v1.20.0, which would render an image too old for the scheduler configuration.
 scheduler.image.tag overrides both.
 */}}
 {{- define "netsched.schedulerImage" -}}
 {{- $image := .Values.scheduler.image -}}
 {{- $cluster := regexReplaceAll "[-+].*$" .Capabilities.KubeVersion.Version "" -}}
-{{- $tag := ternary $cluster "v1.34.10" (semverCompare ">=1.30.0" $cluster) -}}
+{{- $tag := ternary $cluster "v1.37.2" (semverCompare ">=1.30.0" $cluster) -}}
 {{- printf "%s:%s" $image.repository ($image.tag | default $tag) -}}
 {{- end -}}
 

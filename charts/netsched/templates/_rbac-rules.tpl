@@ -103,6 +103,10 @@ templates include these.
   resources: [poddisruptionbudgets]
   verbs: [list, watch]
 # get: a gang's size from its owning object (netsched/jobs/gang_size.py)
+- apiGroups: [scheduling.k8s.io]
+  resources: [podgroups]
+  verbs: [get]
+# get: a gang's size from its owning object (netsched/jobs/gang_size.py)
 - apiGroups: [scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get]

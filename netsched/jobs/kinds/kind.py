@@ -18,7 +18,7 @@ from netsched.jobs.workload import SizeFields, pod_gang_fields
 class SizedBy:
     """The API object that knows a gang's size when its pods do not say it: the pod's controller when
     it is of one of `kinds` in `group`, or, with `label_version`, the object of the one kind named by
-    the gang's label (a PodGroup is not the pods' owner)."""
+    the gang's label or pod field (a PodGroup is not the pods' owner)."""
     group: str
     kinds: tuple[tuple[str, str], ...]  # (kind, resource) pairs, e.g. ("Job", "jobs")
     size: Callable[[Mapping[str, Any]], int | None]  # the size, read from the object
@@ -79,6 +79,9 @@ class GangKind:
     # the batch Job comes last (90: a JobSet's or Kubeflow's pods are a batch Job's pods too)
     precedence: int
     name_labels: tuple[str, ...]  # every one present: their values, joined by "-", name the gang
+    # or a field of the pod names it (a native PodGroup: ("spec", "schedulingGroup", "podGroupName")); a
+    # kind declares labels or a field, not both
+    name_field: tuple[str, ...] = ()
     size_annotation: str | None = None  # the gang's size, when the controller writes it on each pod
     owner: tuple[str, str] | None = None  # (apiVersion, kind) the pod's controller must also be
     sized_by: SizedBy | None = None  # where the size is when the pods leave it unsaid

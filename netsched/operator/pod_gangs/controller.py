@@ -1,5 +1,6 @@
 """The pod-gang controller: lifts netsched's gate from the pods of a Job, JobSet, LWS, Kubeflow job,
-PodGroup or Kueue pod group (netsched.jobs.pod_gangs) when the whole gang fits, all at once.
+PodGroup (scheduler-plugins or native) or Kueue pod group (netsched.jobs.pod_gangs) when the whole gang
+fits, all at once.
 
 Its pods come gated (GANG_GATE, from their template or the admission webhook) and made by their own
 controller; this only releases them. Every `interval` a pass reads the ClusterIndex: a gang whose

@@ -1,7 +1,7 @@
 """The gang gate: netsched's gang gate on each pod of a recognised gang (batch Job, JobSet,
-LeaderWorkerSet, Kubeflow, PodGroup, Kueue pod group: netsched.jobs.pod_gangs) as it is created, so that
-no member is scheduled before the whole gang fits. A scheduling gate can only be added when a pod is
-created (the API server refuses a new gate later), so this is the one place to add it."""
+LeaderWorkerSet, Kubeflow, PodGroup, Kueue pod group, native PodGroup: netsched.jobs.pod_gangs) as it is
+created, so that no member is scheduled before the whole gang fits. A scheduling gate can only be added
+when a pod is created (the API server refuses a new gate later), so this is the one place to add it."""
 
 from __future__ import annotations
 

@@ -32,3 +32,11 @@ def test_a_gate_is_passed_only_where_needed(wanted, passed):
 def test_a_malformed_gate_is_refused_naming_the_form(text):
     with pytest.raises(BadFeatureGate, match="give NAME=true or NAME=false"):
         parse([text])
+
+
+def test_the_gates_a_minor_needs_and_the_ones_asked_for_go_in_one_flag():
+    from netsched.devcluster.feature_gates import one_feature_gates_flag
+    assert one_feature_gates_flag(["--feature-gates=GenericWorkload=true", "--runtime-config=x=true",
+                                   "--feature-gates=DRAExtendedResource=true"]) == [
+        "--runtime-config=x=true", "--feature-gates=GenericWorkload=true,DRAExtendedResource=true"]
+    assert one_feature_gates_flag(["--runtime-config=x=true"]) == ["--runtime-config=x=true"]

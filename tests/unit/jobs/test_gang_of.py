@@ -14,6 +14,13 @@ def pod(labels=None, annotations=None, owner=None):
     return {"metadata": meta, "spec": {}}
 
 
+def native_pod(labels=None, owner=None):
+    """A pod in the native PodGroup `grp` (spec.schedulingGroup, Kubernetes 1.37)."""
+    body = pod(labels, owner=owner)
+    body["spec"] = {"schedulingGroup": {"podGroupName": "grp"}}
+    return body
+
+
 JOB_POD = pod({"batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/controller-uid": "u1",
                "batch.kubernetes.io/job-completion-index": "2", "job-name": "train", "controller-uid": "u1"},
               {"batch.kubernetes.io/job-completion-index": "2"}, owner=("batch/v1", "Job", "train"))
@@ -61,6 +68,13 @@ KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/pod-g
     pytest.param(pod({"netsched.io/job": "train", "batch.kubernetes.io/job-name": "train"},
                      owner=("batch/v1", "Job", "train")),
                  GangRef("Job", "ml", "train", None), id="job-label-by-hand-on-a-job-pod"),
+    pytest.param(native_pod({"app": "web"}), GangRef("NativePodGroup", "ml", "grp", None),
+                 id="native-podgroup-by-its-pod-field"),
+    pytest.param(native_pod(JOB_POD["metadata"]["labels"], owner=("batch/v1", "Job", "train")),
+                 GangRef("NativePodGroup", "ml", "grp", None), id="native-podgroup-of-a-job-pod"),
+    pytest.param(native_pod(KUEUE_LABELS), GangRef("NativePodGroup", "ml", "grp", None),
+                 id="native-podgroup-before-kueue-labels"),
+    pytest.param({**pod(), "spec": {"schedulingGroup": {}}}, None, id="scheduling-group-without-a-name"),
     pytest.param(pod({"app": "web"}), None, id="no-gang"),
     pytest.param({"metadata": {}}, None, id="no-labels"),
 ])

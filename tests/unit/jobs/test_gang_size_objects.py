@@ -4,6 +4,7 @@ its object, with the fields as the projects' own API types name them."""
 import pytest
 
 from netsched.jobs.kinds.kubeflow import replicas
+from netsched.jobs.kinds.native_pod_group import min_count
 from netsched.jobs.kinds.pod_group import min_member
 from netsched.jobs.pod_gangs import gang_of, size_object
 
@@ -35,6 +36,9 @@ JOBSET_LABELS = {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/re
     pytest.param(pod({"training.kubeflow.org/job-name": "bert", "scheduling.x-k8s.io/pod-group": "bert"},
                      ("kubeflow.org/v1", "PyTorchJob", "bert")),
                  ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "bert"), id="kubeflow-gang-its-podgroup"),
+    pytest.param({"metadata": {"name": "p", "namespace": "ml"},
+                  "spec": {"schedulingGroup": {"podGroupName": "g"}}},
+                 ("scheduling.k8s.io", "v1beta1", "podgroups", "g"), id="native-podgroup-named-by-pod-field"),
     pytest.param(pod({"training.kubeflow.org/job-name": "bert"}), None, id="kubeflow-without-its-job"),
     pytest.param(pod({"training.kubeflow.org/job-name": "x"}, ("example.com/v1", "PyTorchJob", "x")), None,
                  id="kubeflow-kind-of-another-group"),
@@ -65,3 +69,14 @@ def test_kubeflow_size_is_the_replicas_of_all_types(job, size):
     ({"spec": {"minMember": 4}}, 4), ({"spec": {}}, None), ({"spec": {"minMember": 0}}, None), ({}, None)])
 def test_podgroup_size_is_min_member(group, size):
     assert min_member(group) == size
+
+
+@pytest.mark.parametrize("group, size", [
+    pytest.param({"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, 4, id="gang-min-count"),
+    pytest.param({"spec": {"schedulingPolicy": {"basic": {}}}}, 1, id="basic-is-no-gang"),
+    pytest.param({"spec": {"schedulingPolicy": {"gang": {}}}}, None, id="gang-without-min-count"),
+    pytest.param({"spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}}, None, id="min-count-zero"),
+    pytest.param({"spec": {}}, None, id="no-policy"),
+])
+def test_native_podgroup_size_is_its_gang_min_count(group, size):
+    assert min_count(group) == size

@@ -24,8 +24,8 @@ def test_every_kind_file_is_registered():
 
 def test_the_most_specific_kind_is_tried_first():
     # a group that states itself, then the controller that made the pods, the batch Job last
-    assert [k.kind for k in KINDS] == ["KueuePodGroup", "PodGroup", "LeaderWorkerSet", "JobSet",
-                                       "KubeflowJob", "Job"]
+    assert [k.kind for k in KINDS] == ["NativePodGroup", "KueuePodGroup", "PodGroup", "LeaderWorkerSet",
+                                       "JobSet", "KubeflowJob", "Job"]
 
 
 def test_the_object_that_sizes_a_gang_is_readable_with_the_kinds_rbac():
@@ -52,3 +52,8 @@ def test_whatif_and_why_answer_for_jobs_jobsets_leaderworkersets_and_kubeflow_jo
         "Job": "job", "JobSet": "jobset", "LeaderWorkerSet": "lws", **{k: k.lower() for k in KUBEFLOW}}
     # one gang kind, six API kinds: each its own resource, reader and name
     assert {answered()[k].plural for k in KUBEFLOW} == {f"{k.lower()}s" for k in KUBEFLOW}
+
+
+def test_a_kind_names_its_gang_by_labels_or_by_a_pod_field():
+    for k in KINDS:
+        assert bool(k.name_labels) != bool(k.name_field), k.kind

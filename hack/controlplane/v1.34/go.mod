@@ -1,4 +1,4 @@
-module github.com/netsched/netsched/hack/controlplane
+module github.com/netsched/netsched/hack/controlplane/v1.34
 
 go 1.24.0
 

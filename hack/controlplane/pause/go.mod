@@ -1,0 +1,3 @@
+module github.com/netsched/netsched/hack/controlplane/pause
+
+go 1.24.0
