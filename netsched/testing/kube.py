@@ -350,3 +350,31 @@ class CacheSpy:
 
     def absent(self, kind: str) -> None:
         self.log.append(("absent", kind))
+
+
+class _Canned:
+    """An HTTP response as the client reads it: a status and a JSON body."""
+
+    def __init__(self, status: int, body: dict):
+        self.status, self.reason, self.data = status, "", json.dumps(body).encode()
+        self.headers: dict[str, str] = {}
+
+    def read(self) -> bytes:
+        return self.data
+
+    def getheaders(self) -> dict:
+        return self.headers
+
+
+class ApiServer(client.ApiClient):
+    """The real client, with a canned answer in place of the network; keeps each request."""
+
+    def __init__(self, status: int = 201, body: dict | None = None):
+        super().__init__(client.Configuration(host="https://api"))
+        self.answer = _Canned(status, body or {"metadata": {"managedFields": []}})
+        self.requests: list[tuple[str, str, Any]] = []
+
+    def call_api(self, method: str, url: str, header_params: Any = None, body: Any = None,
+                 post_params: Any = None, _request_timeout: Any = None) -> _Canned:
+        self.requests.append((method, url, body))
+        return self.answer

@@ -3,44 +3,20 @@ kinds whatif does not answer for are refused before any call."""
 
 from __future__ import annotations
 
-import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from kubernetes import client
 
 from netsched.foresight.admission import NotServed, admitted, defaulted, pods_admitted, templates_admitted
 from netsched.foresight.whatif import WhatIfError, as_submitted
 from netsched.testing.builders import make_gpujob
+from netsched.testing.kube import ApiServer
 
 REPLICAS = ('GPUJob.netsched.io "j" is invalid: [spec.replicas: Invalid value: 0: spec.replicas in body '
             "should be greater than or equal to 1")
 NOT_CHECKED = ("<nil>: Invalid value: null: some validation rules were not checked because the object was "
                "invalid; correct the existing errors to complete validation")
 INVALID = {"kind": "Status", "message": f"{REPLICAS}, {NOT_CHECKED}]"}
-
-
-class Response:
-    def __init__(self, status: int, body: dict):
-        self.status, self.reason, self.data, self.headers = status, "", json.dumps(body).encode(), {}
-
-    def read(self) -> bytes:
-        return self.data
-
-    def getheaders(self) -> dict:
-        return self.headers
-
-
-class ApiServer(client.ApiClient):
-    """The real client, with a canned answer in place of the network; keeps each request."""
-
-    def __init__(self, status: int = 201, body: dict | None = None):
-        super().__init__(client.Configuration(host="https://api"))
-        self.answer, self.requests = Response(status, body or {"metadata": {"managedFields": []}}), []
-
-    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
-        self.requests.append((method, url, body))
-        return self.answer
 
 
 def test_a_gpujob_goes_to_the_api_server_as_a_strict_dry_run_in_its_own_namespace():

@@ -8,7 +8,7 @@ import pytest
 
 from netsched.api.topology import DEFAULT, PRESETS, Topology
 from netsched.foresight.published_topology import published
-from tests.unit.foresight.test_admission import ApiServer
+from netsched.testing.kube import ApiServer
 
 
 def test_the_published_levels_are_the_ones_used():
