@@ -273,12 +273,14 @@ def _read_jobs(specs: dict[str, dict[str, Any]], run_times: RunTimes, labels: di
     for key, body in specs.items():
         status = body.get("status") or {}
         phase = status.get("phase", Phase.PENDING)
-        if phase in TERMINAL or phase == Phase.BLOCKED:
+        if phase in TERMINAL:
             continue
         try:  # one job's spec that cannot be read costs that job its forecast, never the others theirs
             job = GPUJob.of(body)
             job.member_request  # noqa: B018 (reads the template's quantities: the forecast needs them)
             _known_levels(job, topology)
+            if phase == Phase.BLOCKED:  # it never fits: no times (one it cannot read says why above)
+                continue
             read.estimates[key] = estimate_duration(run_times, job, labels.get(bound.get(key, "")))
             read.created[key] = parse_rfc3339(job.created)
             started = status.get("startTime")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -141,12 +142,26 @@ BARE_KINDS = {  # the labels and annotations each kind's controller writes on it
 }
 
 
-def test_gangs_of_bare_pods_are_pinned_to_one_node_for_every_kind(dev_cluster, core, namespace):
+@pytest.fixture
+def podgroups_served(dev_cluster) -> Iterator[None]:
+    """scheduler-plugins' PodGroup CRD served for one test, and gone (waited for) after it: the other
+    files on this worker's dev-cluster expect the API without it."""
+    api = dev_cluster.api_client()
+    install_crds(api, [pod_groups.CRD])
+    yield
+    ext = client.ApiextensionsV1Api(api)
+    ext.delete_custom_resource_definition(pod_groups.CRD_NAME)
+    poll(lambda: pod_groups.CRD_NAME not in {c.metadata.name
+                                             for c in ext.list_custom_resource_definition().items},
+         60, f"CRD {pod_groups.CRD_NAME} to go")
+
+
+def test_gangs_of_bare_pods_are_pinned_to_one_node_for_every_kind(dev_cluster, core, namespace,
+                                                                   podgroups_served):
     """Kueue's plain-pod groups, LeaderWorkerSet groups and scheduler-plugins PodGroups, as their
     controllers label the pods: each gang pinned as its gates lift, every member bound where pinned,
     all on one node (an empty cluster has 8-GPU nodes to spare)."""
     empty(core)
-    install_crds(dev_cluster.api_client(), [pod_groups.CRD])
     client.CustomObjectsApi(dev_cluster.api_client()).create_namespaced_custom_object(
         pod_groups.GROUP, pod_groups.VERSION, namespace, pod_groups.PLURAL,
         {"apiVersion": f"{pod_groups.GROUP}/{pod_groups.VERSION}", "kind": "PodGroup",
