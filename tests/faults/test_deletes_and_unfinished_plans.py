@@ -220,4 +220,7 @@ def test_a_plan_that_ends_or_goes_gets_the_pod_its_reservation_refused_bound_pro
     pod = poll(lambda: (p := core.read_namespaced_pod("held", namespace)).spec.node_name and p, PROMPTLY,
                "the pod the plan held back to be bound")
     print(f"held-back pod bound {time.monotonic() - ended_at:.1f} s after its plan ended ({ending})")
-    assert pod.spec.node_name == node and pod.metadata.annotations[ROOM_FREED_BY] == name
+    # requeued by the packer's note, or by kube-scheduler's own retry when that came first (1.37's did, with
+    # the plan deleted): a pod bound before the note is not annotated, as nothing was left to requeue
+    assert pod.spec.node_name == node
+    assert (pod.metadata.annotations or {}).get(ROOM_FREED_BY) in (name, None), pod.metadata.annotations
