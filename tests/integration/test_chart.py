@@ -113,11 +113,7 @@ def test_defaults_render_the_documented_components(bin_dir):
     assert operator["args"] == ["operator", "--host=0.0.0.0", "--health-port=8080", "--metrics-port=9090",
                                 "--records=/var/lib/netsched/job-records.jsonl", "--interval=1",
                                 "--forecast-interval=15", "--never-fits-timeout=0", "--telemetry-max-age=120",
-                                "--scheduler-name=netsched",
-                                "--extender-url=https://netsched-extender.netsched-system.svc:8888",
-                                "--extender-ca-file=/etc/netsched/extender-ca/ca.crt",
-                                "--extender-cert-file=/etc/netsched-client/tls.crt",
-                                "--extender-key-file=/etc/netsched-client/tls.key", "--topology=netsched",
+                                "--scheduler-name=netsched", "--topology=netsched",
                                 "--model=/opt/netsched/models/current.json",
                                 "--pack-budget=1", "--pack-after=5",
                                 "--pack-cooldown=10", "--plan-deadline=120",
@@ -192,7 +188,6 @@ def test_custom_values_reach_the_components(bin_dir):
     operator = find(docs, "Deployment", "netsched-operator")
     assert operator["spec"]["replicas"] == 2 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert any(a.startswith("--extender-url=https://") for a in args)  # gang placement, over TLS
     assert [a for a in args if not a.startswith("--extender-")][-9:] == [
         "--scheduler-name=netsched-chart-test", "--topology=netsched",
         "--model=/var/lib/netsched-models/current.json",
@@ -1038,7 +1033,7 @@ def test_manifests_are_the_chart_rendered_by_the_documented_command(bin_dir, tmp
 
 
 def test_gang_placement_passes_the_extender_and_the_certificates_it_is_met_with(bin_dir):
-    docs = render(bin_dir)  # on by default
+    docs = render(bin_dir, {"operator": {"placeGangs": True}})
     operator = container(docs, "Deployment", "netsched-operator")
     assert [a for a in operator["args"] if a.startswith("--extender-")] == [
         "--extender-url=https://netsched-extender.netsched-system.svc:8888",
@@ -1048,7 +1043,7 @@ def test_gang_placement_passes_the_extender_and_the_certificates_it_is_met_with(
     mounts = {m["name"]: m["mountPath"] for m in operator["volumeMounts"]}
     assert mounts["extender-ca"] == "/etc/netsched/extender-ca"
     assert mounts["extender-client"] == "/etc/netsched-client"
-    off = render(bin_dir, {"operator": {"placeGangs": False}})
+    off = render(bin_dir)  # off by default (values.yaml says why)
     assert not [a for a in container(off, "Deployment", "netsched-operator")["args"]
                 if a.startswith("--extender-")]
     volumes = find(off, "Deployment", "netsched-operator")["spec"]["template"]["spec"]["volumes"]
